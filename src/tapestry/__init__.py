@@ -1,0 +1,13 @@
+"""tapestry: reverse-mode automatic differentiation for plain NumPy code."""
+from . import ops as _ops  # noqa: F401  (fills the rule registries)
+from .core.api import (grad, hessian, hessian_vector_product, jacobian,
+                       stop_gradient, value_and_grad, vjp)
+from .core.custom import checkpoint, custom_vjp
+from .core.pytree import tree_flatten, tree_map, tree_unflatten
+from .core.var import Var
+
+__version__ = "0.1.0"
+
+__all__ = ["grad", "value_and_grad", "vjp", "jacobian", "hessian",
+           "hessian_vector_product", "stop_gradient", "custom_vjp", "checkpoint",
+           "tree_flatten", "tree_unflatten", "tree_map", "Var"]

@@ -1,0 +1,48 @@
+"""Command line: ``tapestry demo [NAME]`` and ``tapestry bench [WORKLOAD...]``."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: demo name -> "module:function"; each capability registers its own demo.
+DEMOS = {
+    "mlp": "tapestry.examples.mlp:main",
+}
+
+#: workload -> "module:function" in benchmarks/ (run from a source checkout).
+BENCHES = {
+    "w3": "benchmarks.w3_unneeded_gradients:main",
+    "w5": "benchmarks.w5_per_op_overhead:main",
+}
+
+
+def _load(target):
+    mod, fn = target.split(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="tapestry", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("demo", help="run an end-to-end example")
+    d.add_argument("name", nargs="?", default="all", choices=["all", *DEMOS])
+    d.add_argument("--quick", action="store_true", help="smaller sizes")
+    b = sub.add_parser("bench", help="run benchmarks side by side with the peers")
+    b.add_argument("workloads", nargs="*", default=[], help=f"subset of {sorted(BENCHES)}")
+    b.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    b.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    b.add_argument("--plot", action="store_true", help="save plots under benchmarks/results/")
+    args = p.parse_args(argv)
+    if args.cmd == "demo":
+        names = list(DEMOS) if args.name == "all" else [args.name]
+        for n in names:
+            _load(DEMOS[n])(quick=args.quick)
+        return 0
+    from .bench_runner import run_benches
+    return run_benches(args.workloads or list(BENCHES), BENCHES, _load,
+                       quick=args.quick, json_path=args.json, plot=args.plot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

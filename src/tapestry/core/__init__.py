@@ -1,0 +1,1 @@
+"""The engine: tape, traced array, backward sweep, API, custom rules."""

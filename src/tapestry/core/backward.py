@@ -1,0 +1,86 @@
+"""The backward pass: one reverse loop over a tape, and cotangent accumulation."""
+from __future__ import annotations
+
+import numpy as np
+
+from .tape import LEAF
+
+
+def backward_sweep(tape, out_index, seed, release=True, stop=0):
+    """Propagate ``seed`` from node ``out_index`` back to the tape's start.
+
+    Returns the list of cotangents indexed by tape position; only leaf
+    positions are kept (intermediate cotangents are dropped as soon as their
+    node has been processed, so peak memory follows the tape's live set).
+    With ``release`` the nodes are freed as they are consumed, which drops
+    the stored intermediates early; pass ``release=False`` to sweep the same
+    tape again (``vjp`` pullbacks, ``jacobian``).
+    """
+    nodes = tape.nodes
+    cts = [None] * len(nodes)
+    cts[out_index] = seed
+    owned = set()
+    for i in range(out_index, stop - 1, -1):
+        g = cts[i]
+        if g is None:
+            continue
+        node = nodes[i]
+        if node is LEAF:
+            continue
+        cts[i] = None
+        if release:
+            nodes[i] = _CONSUMED
+        parents, rules, ans, args, kwargs = node
+        if rules.__class__ is JointRule:  # one call yields every parent's cotangent
+            rules = [_const(c) for c in rules.fn(g, ans, *args, **kwargs)]
+            args, kwargs = (), {}
+        for p, rule in zip(parents, rules):
+            c = rule(g, ans, *args, **kwargs)
+            if c is None:
+                continue
+            prev = cts[p]
+            if prev is None:
+                cts[p] = c
+            else:
+                cts[p] = accumulate(prev, c, p, owned)
+    return cts
+
+
+class JointRule:
+    """A node rule that returns the cotangents of all its parents at once
+    (custom VJPs, parallel chunks): ``fn(g, ans, *args) -> [ct, ...]``."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+def _const(c):
+    return lambda *_, **__: c
+
+
+# A consumed node: not a leaf, and has no parents.
+_CONSUMED = ((), (), None, (), {})
+
+
+def accumulate(prev, c, p, owned):
+    """Add cotangent ``c`` into ``prev`` (the running total for position ``p``).
+
+    The first contribution is stored as is (it may alias a user array or
+    another node's buffer), so the second allocates a buffer the engine owns
+    and records ``p`` in ``owned``; later ones add into it in place.
+    """
+    if type(prev) is np.ndarray and type(c) is np.ndarray and prev.shape == c.shape:
+        if p in owned and np.can_cast(c.dtype, prev.dtype, "same_kind"):
+            np.add(prev, c, out=prev)
+            return prev
+        owned.add(p)
+        return np.add(prev, c)
+    if type(prev) is list:  # multi-output node: slot-wise
+        return [a if b is None else b if a is None else accumulate(a, b, None, set())
+                for a, b in zip(prev, c)]
+    add = getattr(c, "__accumulate_into__", None)
+    if add is not None:  # sparse cotangents know how to add themselves
+        return add(prev)
+    return prev + c

@@ -1,0 +1,154 @@
+"""Primitives: a NumPy function plus one VJP rule per differentiable argument.
+
+A :class:`Primitive` is what gets recorded on the tape.  Calling it with no
+traced argument runs the plain NumPy function and records nothing (activity
+analysis at the cheapest possible point).  Otherwise it finds the highest
+tape among its traced arguments, runs the function on the unwrapped values,
+and appends one node that holds a rule for each *active* argument only, so
+the backward pass never forms cotangents nobody asked for.
+
+Rules have the signature ``rule(g, ans, *args, **kwargs) -> cotangent`` where
+``g`` is the output cotangent, ``ans`` the forward result and ``args`` the
+unwrapped arguments.  A rule may return ``None`` for a zero cotangent.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import FUNCTIONS, NONDIFF, UFUNCS
+from .var import Var
+
+
+
+class Primitive:
+    """A differentiable operation: forward function and per-argument VJPs."""
+
+    __slots__ = ("fun", "name", "vjps", "vjp_argnum", "n_outputs")
+
+    def __init__(self, fun, name=None, n_outputs=1):
+        self.fun = fun
+        self.name = name or getattr(fun, "__name__", repr(fun))
+        self.vjps = {}
+        # Rule used for any argument without an entry in ``vjps``:
+        # ``vjp_argnum(argnum, g, ans, args, kwargs)``; for variadic ops.
+        self.vjp_argnum = None
+        self.n_outputs = n_outputs
+
+    def __repr__(self):
+        return f"<Primitive {self.name}>"
+
+    def _rule(self, i):
+        rule = self.vjps.get(i)
+        if rule is not None:
+            return rule
+        if self.vjp_argnum is not None:
+            f = self.vjp_argnum
+            return lambda g, ans, *args, **kwargs: f(i, g, ans, args, kwargs)
+        raise NotImplementedError(
+            f"tapestry: {self.name} is not differentiable in argument {i}. "
+            "Pass it as a constant (tapestry.stop_gradient) or define the rule "
+            "with tapestry.custom_vjp.")
+
+    def __call__(self, *args, **kwargs):
+        top = None
+        for a in args:
+            if a.__class__ is Var:
+                t = a._tape
+                if top is None or t.level > top.level:
+                    top = t
+        if top is None:
+            return self.fun(*args, **kwargs)
+        raw = list(args)
+        parents = []
+        rules = []
+        for i, a in enumerate(args):
+            if a.__class__ is Var and a._tape is top:
+                raw[i] = a._value
+                parents.append(a._index)
+                rules.append(self._rule(i))
+        if kwargs:
+            for k, v in kwargs.items():
+                if v.__class__ is Var:
+                    raise TypeError(
+                        f"tapestry: {self.name} got a traced array as keyword "
+                        f"argument {k!r}; pass it positionally.")
+        ans = self.fun(*raw, **kwargs)
+        return record(top, ans, parents, rules, raw, kwargs, self.n_outputs)
+
+
+def record(tape, ans, parents, rules, args, kwargs, n_outputs=1):
+    """Append a node to ``tape`` and return the traced result(s).
+
+    For an operation with several outputs, ``ans`` is a tuple; the node's
+    cotangent is then a list (``None`` for outputs that got none) and each
+    output is a one-parent "select" node that writes its slot.
+    """
+    nodes = tape.nodes
+    nodes.append((parents, rules, ans, args, kwargs))
+    index = len(nodes) - 1
+    if n_outputs == 1:
+        return Var(ans, tape, index)
+    outs = []
+    n = len(ans)
+    for k in range(n):
+        nodes.append(((index,), (_select_rule(k, n),), ans[k], (), {}))
+        outs.append(Var(ans[k], tape, len(nodes) - 1))
+    return tuple(outs)
+
+
+def _select_rule(k, n):
+    def select_pullback(g, ans):
+        ct = [None] * n
+        ct[k] = g
+        return ct
+    return select_pullback
+
+
+def primitive(fun, name=None, n_outputs=1):
+    """Wrap ``fun`` as a :class:`Primitive` and register it for NEP 13/18."""
+    p = Primitive(fun, name, n_outputs)
+    if isinstance(fun, np.ufunc):
+        UFUNCS[fun] = p
+    else:
+        FUNCTIONS[fun] = p
+    return p
+
+
+def defvjp(prim, *rules, argnums=None):
+    """Declare the VJP rules of ``prim``, one per argument (``None`` skips)."""
+    argnums = range(len(rules)) if argnums is None else argnums
+    for i, r in zip(argnums, rules):
+        if r is not None:
+            prim.vjps[i] = r
+    return prim
+
+
+def def_nondiff(*funs):
+    """Mark functions whose results are constants (no derivative)."""
+    NONDIFF.update(funs)
+
+
+def unbroadcast(g, shape):
+    """Sum ``g`` over the axes that broadcasting added to reach ``shape``.
+
+    The one place where NumPy broadcasting is undone; every binary rule goes
+    through it.  Returns ``g`` unchanged (no copy) when shapes already match.
+    """
+    gshape = g.shape
+    if gshape == shape:
+        return g
+    extra = len(gshape) - len(shape)
+    if extra > 0:
+        g = g.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    if g.shape != shape:  # e.g. a () cotangent for a (1,1) input
+        g = np.reshape(g, shape)
+    return g
+
+
+def shape_of(x):
+    """Shape of an array, scalar or traced array."""
+    s = getattr(x, "shape", None)
+    return np.shape(x) if s is None else s

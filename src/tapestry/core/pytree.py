@@ -1,0 +1,95 @@
+"""Minimal pytrees: nested dict / list / tuple / namedtuple / dataclass with
+array leaves.  ``None`` is an empty subtree (no leaf), as in JAX."""
+from __future__ import annotations
+
+import dataclasses
+
+_LEAF = object()
+
+
+class TreeDef:
+    """How to rebuild a tree from its leaves (opaque to callers)."""
+
+    __slots__ = ("node", "n_leaves")
+
+    def __init__(self, node, n_leaves):
+        self.node = node
+        self.n_leaves = n_leaves
+
+    def unflatten(self, leaves):
+        it = iter(leaves)
+        return _build(self.node, it)
+
+    def __eq__(self, other):
+        return isinstance(other, TreeDef) and _same(self.node, other.node)
+
+    def __repr__(self):
+        return f"TreeDef(n_leaves={self.n_leaves})"
+
+
+def _same(a, b):
+    if a is _LEAF or b is _LEAF or a is None or b is None:
+        return a is b
+    if a[0] is not b[0] or len(a[2]) != len(b[2]) or a[1] != b[1]:
+        return False
+    return all(_same(x, y) for x, y in zip(a[2], b[2]))
+
+
+def _split(x, leaves):
+    if x is None:
+        return None
+    t = type(x)
+    if t is tuple or t is list:
+        return (t, None, [_split(c, leaves) for c in x])
+    if isinstance(x, dict):
+        keys = tuple(x)
+        return (t, keys, [_split(x[k], leaves) for k in keys])
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
+        return (t, None, [_split(c, leaves) for c in x])
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        names = tuple(f.name for f in dataclasses.fields(x))
+        return (t, names, [_split(getattr(x, n), leaves) for n in names])
+    leaves.append(x)
+    return _LEAF
+
+
+def _build(node, it):
+    if node is None:
+        return None
+    if node is _LEAF:
+        return next(it)
+    t, meta, children = node
+    built = [_build(c, it) for c in children]
+    if t is tuple or t is list:
+        return t(built)
+    if issubclass(t, dict):
+        d = dict(zip(meta, built))
+        return d if t is dict else t(d)
+    if issubclass(t, tuple):  # namedtuple
+        return t(*built)
+    obj = object.__new__(t)  # dataclass, possibly frozen
+    for n, v in zip(meta, built):
+        object.__setattr__(obj, n, v)
+    return obj
+
+
+def tree_flatten(tree):
+    """Return ``(leaves, treedef)``."""
+    leaves = []
+    node = _split(tree, leaves)
+    return leaves, TreeDef(node, len(leaves))
+
+
+def tree_unflatten(treedef, leaves):
+    return treedef.unflatten(leaves)
+
+
+def tree_map(f, tree, *rest):
+    """Apply ``f`` leaf-wise over ``tree`` and trees of the same structure."""
+    leaves, td = tree_flatten(tree)
+    others = [tree_flatten(r)[0] for r in rest]
+    return td.unflatten([f(*xs) for xs in zip(leaves, *others)])
+
+
+def tree_leaves(tree):
+    return tree_flatten(tree)[0]

@@ -1,0 +1,79 @@
+"""The tape: nodes appended in forward order, swept once in reverse.
+
+A tape is Stan's "chainable stack" in Python.  Each recorded operation
+appends one node; the reverse pass is a single loop from the output back to
+the start (see :mod:`tapestry.core.backward`).  There is no graph walk and no
+topological sort: the append order *is* a valid reverse topological order.
+
+Nesting (``grad(grad(f))``, checkpointed regions, parallel chunks) is handled
+by giving every tape a unique, increasing ``level``.  A tape created inside
+another computation always has a higher level than the tapes that existed
+when it was made, so when an operation sees traced inputs from several tapes
+it records on the highest one and treats the others as constants at that
+level; their own tape records the arithmetic done on them, which is what
+makes higher derivatives work (the lineage is HIPS autograd's trace ids).
+"""
+from __future__ import annotations
+
+import itertools
+
+# ``next()`` on an itertools.count is atomic under the GIL and uses an
+# internal lock on free-threaded builds, so levels are unique across threads.
+_levels = itertools.count(1)
+
+#: Marker stored in ``Tape.nodes`` for an input (leaf) position.
+LEAF = None
+
+
+class Tape:
+    """A linear record of operations.
+
+    ``nodes[i]`` is ``LEAF`` for an input, or a tuple
+    ``(parents, rules, ans, args, kwargs)``: the tape positions of the active
+    inputs, one VJP rule per active input, and what the rules need.
+    ``parent`` is the tape that was active when this one was opened (a child
+    tape of a parallel worker or checkpointed region points to its parent).
+    """
+
+    __slots__ = ("nodes", "level", "parent", "__weakref__")
+
+    def __init__(self, parent: "Tape | None" = None):
+        self.nodes: list = []
+        self.level = next(_levels)
+        self.parent = parent
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def __repr__(self):
+        return f"<Tape level={self.level} nodes={len(self.nodes)}>"
+
+
+import threading
+from contextlib import contextmanager
+
+_local = threading.local()
+
+
+def current_tape():
+    """The innermost tape open in this thread, or ``None``."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextmanager
+def open_tape(parent=None):
+    """Open a new tape for this thread; its parent defaults to the current one.
+
+    Each thread keeps its own stack; a worker thread opens its child tape
+    with an explicit ``parent`` (threads do not inherit the stack).
+    """
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    tape = Tape(parent if parent is not None else (stack[-1] if stack else None))
+    stack.append(tape)
+    try:
+        yield tape
+    finally:
+        stack.pop()

@@ -1,0 +1,3 @@
+"""Differentiation rules, one module per family.  Importing this package
+fills the registries in :mod:`tapestry.core.registry` (once, at import)."""
+from . import constant, elementwise, indexing, linalg, reductions, shape  # noqa: F401
