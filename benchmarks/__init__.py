@@ -1,0 +1,6 @@
+"""Benchmarks: one module per workload of the shared WORKLOADS.md.
+
+Each module has ``main(quick=False, plot=False) -> list[dict]`` returning
+rows ``{"workload", "case", "system", "time_s", "peak_bytes", "note"}``;
+``tapestry bench`` prints them side by side and writes JSON/plots.
+"""

@@ -1,0 +1,76 @@
+"""Shared timing helpers: medians over repeats after warm-up, peak memory,
+optional peers.  Times are compared as ratios within one run (this machine's
+run-to-run noise is 1.2-1.8x)."""
+from __future__ import annotations
+
+import gc
+import importlib
+import statistics
+import time
+import tracemalloc
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def median_time(fn, repeats=7, warmup=2, min_seconds=0.0, number=None):
+    """Median wall time of ``fn()`` in seconds.
+
+    ``number`` calls are timed together per repeat (auto-chosen so that one
+    repeat lasts at least ~20 ms when ``None``)."""
+    for _ in range(warmup):
+        fn()
+    if number is None:
+        t0 = time.perf_counter(); fn(); one = time.perf_counter() - t0
+        number = max(1, int(0.02 / max(one, 1e-9)))
+    times = []
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times.append((time.perf_counter() - t0) / number)
+    finally:
+        if gc_was:
+            gc.enable()
+    return statistics.median(times)
+
+
+def peak_bytes(fn):
+    """Peak traced Python/NumPy allocation during ``fn()`` (tracemalloc).
+
+    NumPy reports its buffers to tracemalloc; PyTorch and JAX allocate
+    outside it, so for them use :func:`peak_rss_delta`."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def peak_rss_delta(fn):
+    """Growth of the process's max RSS during ``fn()``, in bytes (coarse:
+    only grows past the previous maximum; run it first in a fresh process
+    for a fair figure)."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    fn()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (after - before) * 1024
+
+
+def optional(name):
+    """Import a peer library if installed, else ``None``."""
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+
+
+def row(workload, case, system, time_s=None, peak=None, note=""):
+    return {"workload": workload, "case": case, "system": system,
+            "time_s": time_s, "peak_bytes": peak, "note": note}

@@ -1,0 +1,81 @@
+"""Runs benchmark modules and prints their rows side by side (rich table
+when installed), with each system's time as a ratio to tapestry's."""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _fmt_time(t):
+    if t is None:
+        return "-"
+    return f"{t * 1e6:.1f} us" if t < 1e-3 else (f"{t * 1e3:.2f} ms" if t < 1 else f"{t:.2f} s")
+
+
+def _fmt_mem(b):
+    return "-" if b is None else f"{b / 2**20:.1f} MiB"
+
+
+def _ratios(rows):
+    base = {}
+    for r in rows:
+        if r["system"].startswith("tapestry") and r["time_s"]:
+            base.setdefault((r["workload"], r["case"]), r["time_s"])
+    for r in rows:
+        b = base.get((r["workload"], r["case"]))
+        r["ratio_to_tapestry"] = (r["time_s"] / b) if (b and r["time_s"]) else None
+    return rows
+
+
+def run_benches(names, registry, load, quick=False, json_path=None, plot=False):
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        print(f"tapestry bench: unknown workload(s) {unknown}; choose from {sorted(registry)}")
+        return 2
+    rows = []
+    for n in names:
+        try:
+            fn = load(registry[n])
+        except ModuleNotFoundError as e:
+            print(f"tapestry bench: {n} needs {e.name!r}; run from a source checkout "
+                  "with `make bench` (installs the peers extra).")
+            return 2
+        rows.extend(fn(quick=quick, plot=plot))
+    rows = _ratios(rows)
+    _print(rows)
+    if json_path:
+        meta = {"date": date.today().isoformat(), "machine": platform.platform(),
+                "python": platform.python_version(), "cpus": _cpus()}
+        Path(json_path).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return 0
+
+
+def _cpus():
+    import os
+    return os.cpu_count()
+
+
+def _print(rows):
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        for r in rows:
+            print(r)
+        return
+    t = Table(title="tapestry bench (medians; ratio = time / tapestry's)")
+    for c in ("workload", "case", "system", "time", "x tapestry", "peak mem", "note"):
+        t.add_column(c)
+    for r in rows:
+        ratio = r.get("ratio_to_tapestry")
+        t.add_row(r["workload"], str(r["case"]), r["system"], _fmt_time(r["time_s"]),
+                  "-" if ratio is None else f"{ratio:.2f}", _fmt_mem(r["peak_bytes"]),
+                  r.get("note", ""))
+    Console().print(t)
