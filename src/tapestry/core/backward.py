@@ -35,7 +35,7 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
             rules = [_const(c) for c in rules.fn(g, ans, *args, **kwargs)]
             args, kwargs = (), {}
         for p, rule in zip(parents, rules):
-            c = rule(g, ans, *args, **kwargs)
+            c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
             if c is None:
                 continue
             prev = cts[p]

@@ -50,6 +50,7 @@ class Primitive:
             "with tapestry.custom_vjp.")
 
     def __call__(self, *args, **kwargs):
+        # Hot path: find the innermost tape among the traced arguments.
         top = None
         for a in args:
             if a.__class__ is Var:
@@ -61,19 +62,27 @@ class Primitive:
         raw = list(args)
         parents = []
         rules = []
+        vjps = self.vjps
         for i, a in enumerate(args):
             if a.__class__ is Var and a._tape is top:
                 raw[i] = a._value
                 parents.append(a._index)
-                rules.append(self._rule(i))
+                rule = vjps.get(i)
+                rules.append(rule if rule is not None else self._rule(i))
         if kwargs:
             for k, v in kwargs.items():
                 if v.__class__ is Var:
                     raise TypeError(
                         f"tapestry: {self.name} got a traced array as keyword "
                         f"argument {k!r}; pass it positionally.")
-        ans = self.fun(*raw, **kwargs)
-        return record(top, ans, parents, rules, raw, kwargs, self.n_outputs)
+            ans = self.fun(*raw, **kwargs)
+        else:
+            ans = self.fun(*raw)
+        if self.n_outputs != 1:
+            return record(top, ans, parents, rules, raw, kwargs, self.n_outputs)
+        nodes = top.nodes
+        nodes.append((parents, rules, ans, raw, kwargs))
+        return Var(ans, top, len(nodes) - 1)
 
 
 def record(tape, ans, parents, rules, args, kwargs, n_outputs=1):

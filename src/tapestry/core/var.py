@@ -88,12 +88,14 @@ class Var:
 
     # --- NumPy dispatch ----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .dispatch import dispatch_ufunc
-        return dispatch_ufunc(ufunc, method, inputs, kwargs)
+        if method == "__call__" and not kwargs:  # hot path: np.sin(x), x * W
+            prim = _U.get(ufunc)
+            if prim is not None:
+                return prim(*inputs)
+        return _dispatch.dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from .dispatch import dispatch_function
-        return dispatch_function(func, args, kwargs)
+        return _dispatch.dispatch_function(func, args, kwargs)
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
     def __add__(self, o): return _U[np.add](self, o)
@@ -123,8 +125,7 @@ class Var:
     def __ne__(self, o): return np.not_equal(self, o)
 
     def __getitem__(self, key):
-        from .dispatch import getitem
-        return getitem(self, key)
+        return _dispatch.getitem(self, key)
 
     def __iter__(self):
         for i in range(len(self)):
@@ -169,8 +170,7 @@ class Var:
     def any(self, *a, **k): return np.any(self, *a, **k)
     def copy(self): return self
     def astype(self, dtype, *a, **k):
-        from .dispatch import astype
-        return astype(self, dtype)
+        return _dispatch.astype(self, dtype)
 
 
 def _unwrap_all(x):
@@ -178,3 +178,5 @@ def _unwrap_all(x):
         x = x._value
     return x
 
+
+from . import dispatch as _dispatch  # noqa: E402  (dispatch needs Var defined)

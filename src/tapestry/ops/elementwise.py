@@ -28,9 +28,18 @@ def defbinary(ufunc, rule_x, rule_y):
 
 
 # --- arithmetic --------------------------------------------------------------
-defbinary(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+# The three hottest rules check shapes inline instead of going through _ub.
+def _same_or_unbroadcast(c, x):
+    return c if c.shape == x.shape else unbroadcast(c, x.shape)
+
+
+defvjp(primitive(np.add),
+       lambda g, ans, x, y: g if g.shape == x.shape else unbroadcast(g, x.shape),
+       lambda g, ans, x, y: g if g.shape == y.shape else unbroadcast(g, y.shape))
 defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
-defbinary(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
+defvjp(primitive(np.multiply),
+       lambda g, ans, x, y: _same_or_unbroadcast(g * y, x),
+       lambda g, ans, x, y: _same_or_unbroadcast(g * x, y))
 defbinary(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
 defunary(np.negative, lambda g, ans, x: -g)
 defunary(np.positive, lambda g, ans, x: g)
