@@ -20,13 +20,53 @@ from .var import Var
 
 
 
+# --- what a node keeps alive ---------------------------------------------------
+KEEP_ALL = 0        # rules may read every argument and the result
+KEEP_SHAPES = 1     # rules read only shapes/dtypes (add, subtract, sum, reshape)
+KEEP_ANS = 2        # rules read the result only (exp, tanh, sqrt)
+KEEP_OTHER = 3      # each active argument's rule reads the *other* operands (multiply, matmul)
+# Below this size holding an array costs less than deciding not to.
+_KEEP_MIN_SIZE = 4096
+
+
+class ArrayMeta:
+    """Stands in for an array a rule only needs the shape and dtype of."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, a):
+        self.shape = a.shape
+        self.dtype = a.dtype
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape)))
+
+
+def _meta(a):
+    return ArrayMeta(a) if type(a) is np.ndarray else a
+
+
+def _apply_keep(keep, raw, ans, active):
+    if keep == KEEP_SHAPES:
+        return [_meta(a) for a in raw], ArrayMeta(ans)
+    if keep == KEEP_ANS:
+        return [_meta(a) for a in raw], ans
+    needed = set(range(len(raw))) - set(active) if len(active) == 1 else None
+    if needed is None:  # several active arguments read each other
+        return raw, ArrayMeta(ans)
+    return [a if i in needed else _meta(a) for i, a in enumerate(raw)], ArrayMeta(ans)
+
+
 class Primitive:
     """A differentiable operation: forward function and per-argument VJPs."""
 
-    __slots__ = ("fun", "name", "vjps", "vjp_argnum", "n_outputs")
+    __slots__ = ("fun", "name", "vjps", "vjp_argnum", "n_outputs", "keep")
 
-    def __init__(self, fun, name=None, n_outputs=1):
+    def __init__(self, fun, name=None, n_outputs=1, keep=KEEP_ALL):
         self.fun = fun
+        # What the node must hold for its rules (see ``KEEP_*``): dropping
+        # the arrays the rules never read lets them be freed during forward.
+        self.keep = keep
         self.name = name or getattr(fun, "__name__", repr(fun))
         self.vjps = {}
         # Rule used for any argument without an entry in ``vjps``:
@@ -62,11 +102,13 @@ class Primitive:
         raw = list(args)
         parents = []
         rules = []
+        active = []
         vjps = self.vjps
         for i, a in enumerate(args):
             if a.__class__ is Var and a._tape is top:
                 raw[i] = a._value
                 parents.append(a._index)
+                active.append(i)
                 rule = vjps.get(i)
                 rules.append(rule if rule is not None else self._rule(i))
         if kwargs:
@@ -80,8 +122,11 @@ class Primitive:
             ans = self.fun(*raw)
         if self.n_outputs != 1:
             return record(top, ans, parents, rules, raw, kwargs, self.n_outputs)
+        kept = ans
+        if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
+            raw, kept = _apply_keep(self.keep, raw, ans, active)
         nodes = top.nodes
-        nodes.append((parents, rules, ans, raw, kwargs))
+        nodes.append((parents, rules, kept, raw, kwargs))
         return Var(ans, top, len(nodes) - 1)
 
 
@@ -113,9 +158,9 @@ def _select_rule(k, n):
     return select_pullback
 
 
-def primitive(fun, name=None, n_outputs=1):
+def primitive(fun, name=None, n_outputs=1, keep=KEEP_ALL):
     """Wrap ``fun`` as a :class:`Primitive` and register it for NEP 13/18."""
-    p = Primitive(fun, name, n_outputs)
+    p = Primitive(fun, name, n_outputs, keep)
     if isinstance(fun, np.ufunc):
         UFUNCS[fun] = p
     else:
@@ -155,6 +200,18 @@ def unbroadcast(g, shape):
     if g.shape != shape:  # e.g. a () cotangent for a (1,1) input
         g = np.reshape(g, shape)
     return g
+
+
+def scale_cotangent(g, y):
+    """``g * y``, skipping the pass when ``g`` is a broadcast 1 of ``y``'s
+    shape and dtype -- the cotangent every ``sum`` hands its input -- in
+    which case ``y`` itself is the answer (it is never written to: the
+    engine only adds in place into buffers it allocated)."""
+    if (type(g) is np.ndarray and g.size >= _KEEP_MIN_SIZE and not any(g.strides)
+            and type(y) is np.ndarray and g.shape == y.shape and g.dtype == y.dtype
+            and g.flat[0] == 1):
+        return y
+    return g * y
 
 
 def shape_of(x):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import def_nondiff, defvjp, primitive, unbroadcast
+from ..core.primitive import (KEEP_ANS, KEEP_OTHER, KEEP_SHAPES, def_nondiff, defvjp,
+                              primitive, scale_cotangent, unbroadcast)
 
 
 def _ub(rule, i):
@@ -18,12 +19,12 @@ def _ub(rule, i):
     return rule_unbroadcast
 
 
-def defunary(ufunc, rule):
-    defvjp(primitive(ufunc), rule)
+def defunary(ufunc, rule, keep=0):
+    defvjp(primitive(ufunc, keep=keep), rule)
 
 
-def defbinary(ufunc, rule_x, rule_y):
-    defvjp(primitive(ufunc), _ub(rule_x, 0) if rule_x else None,
+def defbinary(ufunc, rule_x, rule_y, keep=0):
+    defvjp(primitive(ufunc, keep=keep), _ub(rule_x, 0) if rule_x else None,
            _ub(rule_y, 1) if rule_y else None)
 
 
@@ -33,15 +34,15 @@ def _same_or_unbroadcast(c, x):
     return c if c.shape == x.shape else unbroadcast(c, x.shape)
 
 
-defvjp(primitive(np.add),
+defvjp(primitive(np.add, keep=KEEP_SHAPES),
        lambda g, ans, x, y: g if g.shape == x.shape else unbroadcast(g, x.shape),
        lambda g, ans, x, y: g if g.shape == y.shape else unbroadcast(g, y.shape))
-defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
-defvjp(primitive(np.multiply),
-       lambda g, ans, x, y: _same_or_unbroadcast(g * y, x),
-       lambda g, ans, x, y: _same_or_unbroadcast(g * x, y))
+defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, keep=KEEP_SHAPES)
+defvjp(primitive(np.multiply, keep=KEEP_OTHER),
+       lambda g, ans, x, y: _same_or_unbroadcast(scale_cotangent(g, y), x),
+       lambda g, ans, x, y: _same_or_unbroadcast(scale_cotangent(g, x), y))
 defbinary(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
-defunary(np.negative, lambda g, ans, x: -g)
+defunary(np.negative, lambda g, ans, x: -g, keep=KEEP_SHAPES)
 defunary(np.positive, lambda g, ans, x: g)
 defunary(np.reciprocal, lambda g, ans, x: -g * ans * ans)
 defunary(np.square, lambda g, ans, x: g * 2 * x)
@@ -65,14 +66,14 @@ defbinary(np.power, _pow_x, _pow_y)
 defbinary(np.float_power, _pow_x, _pow_y)
 
 # --- exp / log family ----------------------------------------------------------
-defunary(np.exp, lambda g, ans, x: g * ans)
+defvjp(primitive(np.exp, keep=KEEP_ANS), lambda g, ans, x: scale_cotangent(g, ans))
 defunary(np.exp2, lambda g, ans, x: g * ans * np.log(2.0))
 defunary(np.expm1, lambda g, ans, x: g * (ans + 1))
 defunary(np.log, lambda g, ans, x: g / x)
 defunary(np.log2, lambda g, ans, x: g / (x * np.log(2.0)))
 defunary(np.log10, lambda g, ans, x: g / (x * np.log(10.0)))
 defunary(np.log1p, lambda g, ans, x: g / (x + 1))
-defunary(np.sqrt, lambda g, ans, x: g * 0.5 / ans)
+defunary(np.sqrt, lambda g, ans, x: g * 0.5 / ans, keep=KEEP_ANS)
 defunary(np.cbrt, lambda g, ans, x: g / (3 * ans * ans))
 defbinary(np.logaddexp,
           lambda g, ans, x, y: g * np.exp(x - ans),
@@ -90,7 +91,7 @@ defunary(np.arccos, lambda g, ans, x: -g / np.sqrt(1 - x * x))
 defunary(np.arctan, lambda g, ans, x: g / (1 + x * x))
 defunary(np.sinh, lambda g, ans, x: g * np.cosh(x))
 defunary(np.cosh, lambda g, ans, x: g * np.sinh(x))
-defunary(np.tanh, lambda g, ans, x: g * (1 - ans * ans))
+defunary(np.tanh, lambda g, ans, x: g * (1 - ans * ans), keep=KEEP_ANS)
 defunary(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
 defunary(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1))
 defunary(np.arctanh, lambda g, ans, x: g / (1 - x * x))

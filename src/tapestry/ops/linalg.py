@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import defvjp, primitive, unbroadcast
+from ..core.primitive import KEEP_OTHER, defvjp, primitive, unbroadcast
 
 
 def _matmul_vjp_a(g, ans, a, b):
@@ -30,4 +30,4 @@ def _matmul_vjp_b(g, ans, a, b):
     return unbroadcast(a @ g, b.shape)
 
 
-defvjp(primitive(np.matmul), _matmul_vjp_a, _matmul_vjp_b)
+defvjp(primitive(np.matmul, keep=KEEP_OTHER), _matmul_vjp_a, _matmul_vjp_b)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import Primitive, defvjp
+from ..core.primitive import KEEP_SHAPES, Primitive, defvjp
 from ..core.registry import FUNCTIONS
 
 
@@ -26,7 +26,8 @@ def expand_reduced(g, shape, axis, keepdims):
 
 
 # --- sum / mean -----------------------------------------------------------------
-_sum = Primitive(lambda a, axis, keepdims: np.sum(a, axis=axis, keepdims=keepdims), "sum")
+_sum = Primitive(lambda a, axis, keepdims: np.sum(a, axis=axis, keepdims=keepdims), "sum",
+                 keep=KEEP_SHAPES)
 defvjp(_sum, lambda g, ans, a, axis, keepdims: expand_reduced(g, a.shape, axis, keepdims))
 
 
@@ -39,7 +40,8 @@ def _count(shape, axis):
     return int(np.prod([shape[i] for i in _axes(axis, len(shape))], dtype=np.int64))
 
 
-_mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean")
+_mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
+                  keep=KEEP_SHAPES)
 defvjp(_mean, lambda g, ans, a, axis, keepdims:
        expand_reduced(g / _count(a.shape, axis), a.shape, axis, keepdims))
 

@@ -1,0 +1,69 @@
+"""W5: per-operation overhead of value+gradient.
+
+A chain of 1,000 elementwise ops cycling (sin, * 1.0001, + 0.5) on a 0-d
+value and on a 10-element array; loss = sum.  Reported as microseconds per
+op (value+gradient time / 1,000), every system in the same process.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks._harness import median_time, optional, row
+
+N_OPS = 1000
+
+
+def chain(x, sin=np.sin):
+    for i in range(N_OPS):
+        k = i % 3
+        if k == 0:
+            x = sin(x)
+        elif k == 1:
+            x = x * 1.0001
+        else:
+            x = x + 0.5
+    return x.sum() if hasattr(x, "sum") else x
+
+
+def _cases():
+    return {"0-d": np.array(0.3), "10 elements": np.linspace(0.0, 1.0, 10)}
+
+
+def main(quick=False, plot=False):
+    import tapestry as tp
+    repeats = 5 if quick else 15
+    rows = []
+    torch, jax, ag = optional("torch"), optional("jax"), optional("autograd")
+    for case, x0 in _cases().items():
+        def per_op(fn):
+            return median_time(fn, repeats=repeats, warmup=2, number=1) / N_OPS
+
+        vg = tp.value_and_grad(lambda x: np.sum(chain(x)))
+        rows.append(row("W5", case, "tapestry", per_op(lambda: vg(x0)), note="per op"))
+        rows.append(row("W5", case, "numpy forward only", per_op(lambda: chain(x0)),
+                        note="floor, no gradient"))
+        if torch is not None:
+            torch.set_num_threads(1)
+            xt0 = torch.tensor(x0)
+
+            def torch_vg():
+                xt = xt0.clone().requires_grad_(True)
+                y = chain(xt, torch.sin).sum()
+                y.backward()
+                return y, xt.grad
+            rows.append(row("W5", case, "pytorch eager", per_op(torch_vg), note="per op"))
+        if jax is not None:
+            import jax.numpy as jnp
+            jax.config.update("jax_enable_x64", True)
+            jvg = jax.value_and_grad(lambda x: jnp.sum(chain(x, jnp.sin)))
+            xj = jnp.asarray(x0)
+            rows.append(row("W5", case, "jax eager", per_op(
+                lambda: jax.block_until_ready(jvg(xj))), note="per op"))
+            jvg_jit = jax.jit(jvg)
+            rows.append(row("W5", case, "jax jit (reference)", per_op(
+                lambda: jax.block_until_ready(jvg_jit(xj))), note="compiled, not a peer in kind"))
+        if ag is not None:
+            import autograd.numpy as anp
+            avg = ag.value_and_grad(lambda x: anp.sum(chain(x, anp.sin)))
+            rows.append(row("W5", case, "hips autograd", per_op(lambda: avg(x0)), note="per op"))
+    return rows
