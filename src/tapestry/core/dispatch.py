@@ -48,9 +48,10 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
         if ufunc in NONDIFF:
             return ufunc(*unwrap_all(inputs), **kwargs)
     elif method == "reduce" and ufunc in _REDUCE:
-        return dispatch_function(_REDUCE[ufunc], inputs, kwargs)
+        # ufunc.reduce defaults to axis=0, np.sum & co. to axis=None.
+        return dispatch_function(_REDUCE[ufunc], inputs, {"axis": 0, **kwargs})
     elif method == "accumulate" and ufunc in _ACCUMULATE:
-        return dispatch_function(_ACCUMULATE[ufunc], inputs, kwargs)
+        return dispatch_function(_ACCUMULATE[ufunc], inputs, {"axis": 0, **kwargs})
     elif ufunc in NONDIFF:
         return getattr(ufunc, method)(*unwrap_all(inputs), **kwargs)
     name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")

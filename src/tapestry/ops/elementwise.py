@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import (KEEP_ANS, KEEP_OTHER, KEEP_SHAPES, def_nondiff, defvjp,
+from ..core.registry import FUNCTIONS
+
+from ..core.primitive import (KEEP_ANS, KEEP_OTHER, KEEP_SHAPES, Primitive, def_nondiff, defvjp,
                               primitive, scale_cotangent, unbroadcast)
 
 
@@ -131,8 +133,80 @@ defbinary(np.remainder, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.flo
 
 
 def _tie_weight(a, b, ans):
-    """1 where ``a`` alone produced ``ans``, 0.5 on ties, 0 elsewhere."""
-    return (a == ans) * np.where(a == b, 0.5, 1.0)
+    """1 where ``a`` alone produced ``ans``, 0.5 on ties, 0 elsewhere (in
+    ``ans``'s dtype, so float32 cotangents stay float32)."""
+    w = np.where(a == ans, np.where(a == b, 0.5, 1.0), 0.0)
+    return w.astype(np.result_type(ans), copy=False)
+
+
+# --- clip ----------------------------------------------------------------------
+def _clip_masks(x, lo, hi, ans):
+    """Where the output came from x, from lo and from hi.  x wins its closed
+    interval [lo, hi] (PyTorch's convention: the gradient passes at the
+    bounds); if lo > hi NumPy returns hi, and so does the rule."""
+    inside = np.ones(np.shape(x), bool)
+    if lo is not None:
+        inside = inside & (x >= lo)
+    if hi is not None:
+        inside = inside & (x <= hi)
+    at_hi = ~inside & (ans == hi) if hi is not None else np.zeros_like(inside)
+    at_lo = ~inside & ~at_hi
+    return inside, at_lo, at_hi
+
+
+def _clip_rule(which):
+    def clip_pullback(g, ans, x, lo, hi):
+        mask = _clip_masks(x, lo, hi, ans)[which]
+        return unbroadcast(g * mask, np.shape((x, lo, hi)[which]))
+    return clip_pullback
+
+
+_clip = Primitive(np.clip, "clip")
+defvjp(_clip, _clip_rule(0), _clip_rule(1), _clip_rule(2))
+
+
+def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
+         max=np._NoValue, **kwargs):
+    """np.clip with either spelling of the bounds; ``None`` means unbounded."""
+    if out is not None:
+        raise TypeError("tapestry: np.clip(..., out=...) writes in place and cannot "
+                        "be differentiated; drop out=.")
+    lo = None if a_min is np._NoValue else a_min
+    hi = None if a_max is np._NoValue else a_max
+    lo = lo if min is np._NoValue else min
+    hi = hi if max is np._NoValue else max
+    if lo is None and hi is None:
+        return a
+    return _clip(a, lo, hi)
+
+
+FUNCTIONS[np.clip] = clip
+
+
+# --- nan_to_num, astype, sinc -------------------------------------------------
+_nan_to_num = Primitive(
+    lambda x, nan, posinf, neginf: np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
+    "nan_to_num")
+# Non-finite entries are replaced by constants: their derivative is 0.
+defvjp(_nan_to_num, lambda g, ans, x, *_: g * np.isfinite(x))
+FUNCTIONS[np.nan_to_num] = lambda x, copy=True, nan=0.0, posinf=None, neginf=None: \
+    _nan_to_num(x, nan, posinf, neginf)
+
+_astype = Primitive(lambda x, dtype: x.astype(dtype), "astype")
+# A float-to-float cast: the cotangent is cast back to the input's dtype.
+defvjp(_astype, lambda g, ans, x, dtype: g.astype(np.result_type(x)))
+FUNCTIONS["astype"] = _astype
+
+
+def _sinc_rule(g, ans, x):
+    """sinc(x) = sin(pi x) / (pi x);  sinc'(x) = (cos(pi x) - sinc(x)) / x, 0 at 0."""
+    safe = np.where(x == 0, 1.0, x)
+    return g * np.where(x == 0, 0.0, (np.cos(np.pi * x) - ans) / safe)
+
+
+_sinc = Primitive(np.sinc, "sinc")
+defvjp(_sinc, _sinc_rule)
+FUNCTIONS[np.sinc] = _sinc
 
 
 def_nondiff(

@@ -1,10 +1,16 @@
 """Reductions and scans: sum, mean, prod, max/min, var/std, cumsum/cumprod,
 logsumexp.  Each NumPy entry point normalizes its arguments (positional or
-keyword) into a primitive with explicit ``axis`` / ``keepdims``."""
+keyword) into a primitive with explicit ``axis`` / ``keepdims``.
+
+Every rule is written with NumPy functions (never in-place on a value that
+may be traced), so the rules are themselves differentiable: ``grad(grad(f))``
+works through all of them.
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from ..core.dispatch import unwrap_all
 from ..core.primitive import KEEP_SHAPES, Primitive, defvjp
 from ..core.registry import FUNCTIONS
 
@@ -20,35 +26,14 @@ def _axes(axis, ndim):
 def expand_reduced(g, shape, axis, keepdims):
     """Broadcast a reduction's cotangent back to the input ``shape`` (a view)."""
     if not keepdims:
-        g = np.reshape(g, tuple(1 if i in _axes(axis, len(shape)) else n
-                                for i, n in enumerate(shape)))
+        g = np.reshape(g, _kept_shape(shape, axis))
     return np.broadcast_to(g, shape)
 
 
-# --- sum / mean -----------------------------------------------------------------
-_sum = Primitive(lambda a, axis, keepdims: np.sum(a, axis=axis, keepdims=keepdims), "sum",
-                 keep=KEEP_SHAPES)
-defvjp(_sum, lambda g, ans, a, axis, keepdims: expand_reduced(g, a.shape, axis, keepdims))
-
-
-def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _no_out("sum", out, where)
-    return _sum(a, _tuple(axis), keepdims)
-
-
-def _count(shape, axis):
-    return int(np.prod([shape[i] for i in _axes(axis, len(shape))], dtype=np.int64))
-
-
-_mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
-                  keep=KEEP_SHAPES)
-defvjp(_mean, lambda g, ans, a, axis, keepdims:
-       expand_reduced(g / _count(a.shape, axis), a.shape, axis, keepdims))
-
-
-def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    _no_out("mean", out, where)
-    return _mean(a, _tuple(axis), keepdims)
+def _kept_shape(shape, axis):
+    """The reduction's output shape with ``keepdims=True``."""
+    axes = _axes(axis, len(shape))
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
 def _tuple(axis):
@@ -59,10 +44,288 @@ def _no_out(name, out, where=None):
     if out is not None:
         raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place and "
                         "cannot be differentiated; drop out=.")
-    if where is not None:
+    if where is not None and where is not np._NoValue and where is not True:
         raise NotImplementedError(f"tapestry: np.{name}(..., where=...) has no "
                                   "gradient rule; multiply by the mask instead.")
 
 
+def _float(dtype, name):
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise TypeError(f"tapestry: np.{name}(..., dtype={np.dtype(dtype)}) makes an "
+                        "integer result, which has no gradient; drop dtype=.")
+
+
+def _count(shape, axis):
+    return int(np.prod([shape[i] for i in _axes(axis, len(shape))], dtype=np.int64))
+
+
+# --- sum / mean -----------------------------------------------------------------
+_sum = Primitive(lambda a, axis, keepdims: np.sum(a, axis=axis, keepdims=keepdims), "sum",
+                 keep=KEEP_SHAPES)
+defvjp(_sum, lambda g, ans, a, axis, keepdims: expand_reduced(g, a.shape, axis, keepdims))
+
+
+def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("sum", out, where)
+    _float(dtype, "sum")
+    s = _sum(a, _tuple(axis), keepdims)
+    s = s if dtype is None else s.astype(dtype)
+    return s if initial is None else s + initial
+
+
+_mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
+                  keep=KEEP_SHAPES)
+defvjp(_mean, lambda g, ans, a, axis, keepdims:
+       expand_reduced(g / _count(a.shape, axis), a.shape, axis, keepdims))
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    _no_out("mean", out, where)
+    _float(dtype, "mean")
+    m = _mean(a, _tuple(axis), keepdims)
+    return m if dtype is None else m.astype(dtype)
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """NaNs count as zero, so they get a zero gradient."""
+    _no_out("nansum", out, where)
+    return sum_(np.where(np.isnan(a), 0.0, a), axis, keepdims=keepdims, initial=initial)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    _no_out("nanmean", out, where)
+    valid = ~np.isnan(a)
+    return (sum_(np.where(valid, a, 0.0), axis, keepdims=keepdims)
+            / np.sum(valid, axis=_tuple(axis), keepdims=keepdims))
+
+
+# --- prod -------------------------------------------------------------------------
+def _to_last(a, axis):
+    """Move the reduced axes of ``a`` to the end and merge them into one.
+
+    Returns the (n_kept..., n) array and the information to undo it."""
+    shape = np.shape(a)
+    axes = _axes(axis, len(shape))
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    perm = kept + axes
+    moved = np.transpose(a, perm)
+    lead = tuple(shape[i] for i in kept)
+    n = int(np.prod([shape[i] for i in axes], dtype=np.int64))
+    return np.reshape(moved, lead + (n,)), (perm, np.shape(moved))
+
+
+def _from_last(b, info):
+    perm, moved_shape = info
+    return np.transpose(np.reshape(b, moved_shape), tuple(np.argsort(perm)))
+
+
+def _exclusive_cumprod(b):
+    """Products of the elements strictly before each position (last axis)."""
+    ones = np.ones(np.shape(b)[:-1] + (1,), dtype=np.result_type(b))
+    return np.cumprod(np.concatenate([ones, b[..., :-1]], axis=-1), axis=-1)
+
+
+def _prod_vjp(g, ans, a, axis, keepdims):
+    """d prod(a) / d a_i = prod_{j != i} a_j, computed exactly (zeros included)
+    as the product of the exclusive cumulative products from both ends."""
+    if np.size(a) == 0:
+        return np.zeros(np.shape(a), np.result_type(g))
+    b, info = _to_last(a, axis)
+    left = _exclusive_cumprod(b)
+    right = np.flip(_exclusive_cumprod(np.flip(b, -1)), -1)
+    others = _from_last(left * right, info)
+    return expand_reduced(g, np.shape(a), axis, keepdims) * others
+
+
+_prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepdims), "prod")
+defvjp(_prod, _prod_vjp)
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("prod", out, where)
+    _float(dtype, "prod")
+    p = _prod(a, _tuple(axis), keepdims)
+    return p if initial is None else p * initial
+
+
+# --- max / min ----------------------------------------------------------------------
+def _extremum_vjp(g, ans, a, axis, keepdims):
+    """The cotangent goes to the elements equal to the extremum, split evenly
+    among ties (so max(x, x) has derivative 1, like the binary maximum).  A
+    NaN result (np.max propagates NaN) sends it to the NaN entries."""
+    shape = np.shape(a)
+    ans_e = np.reshape(ans, _kept_shape(shape, axis))
+    hit = a == ans_e
+    if np.isnan(unwrap_all(ans)).any():
+        hit = hit | (np.isnan(a) & np.isnan(ans_e))
+    count = np.sum(hit, axis=_axes(axis, len(shape)), keepdims=True)
+    weight = (hit / np.maximum(count, 1)).astype(np.result_type(ans), copy=False)
+    return expand_reduced(g, shape, axis, keepdims) * weight
+
+
+def _reduction(np_fun, name):
+    p = Primitive(lambda a, axis, keepdims: np_fun(a, axis=axis, keepdims=keepdims), name)
+    defvjp(p, _extremum_vjp)
+    return p
+
+
+_max, _min = _reduction(np.max, "max"), _reduction(np.min, "min")
+_nanmax, _nanmin = _reduction(np.nanmax, "nanmax"), _reduction(np.nanmin, "nanmin")
+
+
+def _extremum_entry(prim, name, combine):
+    def extremum(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        _no_out(name, out, where)
+        m = prim(a, _tuple(axis), keepdims)
+        return m if initial is None else combine(m, initial)
+    extremum.__name__ = name
+    return extremum
+
+
 FUNCTIONS[np.sum] = sum_
 FUNCTIONS[np.mean] = mean
+FUNCTIONS[np.nansum] = nansum
+FUNCTIONS[np.nanmean] = nanmean
+FUNCTIONS[np.prod] = prod
+FUNCTIONS[np.max] = FUNCTIONS[np.amax] = _extremum_entry(_max, "max", np.maximum)
+FUNCTIONS[np.min] = FUNCTIONS[np.amin] = _extremum_entry(_min, "min", np.minimum)
+FUNCTIONS[np.nanmax] = _extremum_entry(_nanmax, "nanmax", np.fmax)
+FUNCTIONS[np.nanmin] = _extremum_entry(_nanmin, "nanmin", np.fmin)
+
+
+# --- var / std -------------------------------------------------------------------
+def _centered(a, axis):
+    return a - np.mean(a, axis=axis, keepdims=True)
+
+
+def _var_vjp(g, ans, a, axis, ddof, keepdims):
+    """d var / d a = 2 (a - mean(a)) / (n - ddof)."""
+    scale = 2.0 / (_count(np.shape(a), axis) - ddof)
+    return expand_reduced(g, np.shape(a), axis, keepdims) * (_centered(a, axis) * scale)
+
+
+def _std_vjp(g, ans, a, axis, ddof, keepdims):
+    """d std / d a = (a - mean(a)) / ((n - ddof) std); 0 where std == 0
+    (all entries equal: the subgradient of least norm)."""
+    std_e = np.reshape(ans, _kept_shape(np.shape(a), axis))
+    safe = np.where(std_e == 0, 1.0, std_e) * (_count(np.shape(a), axis) - ddof)
+    return expand_reduced(g, np.shape(a), axis, keepdims) * np.where(
+        std_e == 0, 0.0, _centered(a, axis) / safe)
+
+
+_var = Primitive(lambda a, axis, ddof, keepdims:
+                 np.var(a, axis=axis, ddof=ddof, keepdims=keepdims), "var")
+defvjp(_var, _var_vjp)
+_std = Primitive(lambda a, axis, ddof, keepdims:
+                 np.std(a, axis=axis, ddof=ddof, keepdims=keepdims), "std")
+defvjp(_std, _std_vjp)
+
+
+def _moment_entry(prim, name):
+    def moment(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+               where=None, mean=None, correction=None):
+        _no_out(name, out, where)
+        if mean is not None:
+            raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not "
+                                      "supported; let NumPy compute the mean.")
+        ddof = correction if correction is not None else ddof
+        return prim(a, _tuple(axis), ddof, keepdims)
+    moment.__name__ = name
+    return moment
+
+
+FUNCTIONS[np.var] = _moment_entry(_var, "var")
+FUNCTIONS[np.std] = _moment_entry(_std, "std")
+
+
+# --- cumsum / cumprod ------------------------------------------------------------
+def _reverse_cumsum(g, axis):
+    return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
+
+
+_cumsum = Primitive(lambda a, axis: np.cumsum(a, axis=axis), "cumsum")
+defvjp(_cumsum, lambda g, ans, a, axis: _reverse_cumsum(g, axis))
+
+
+def _cumprod_vjp(g, ans, a, axis):
+    """d ans_k / d a_i = prod_{j <= k, j != i} a_j for k >= i.
+
+    Away from zeros that is ans_k / a_i, giving reverse_cumsum(g ans) / a.
+    Entries after the first zero along the axis get 0; the first zero itself
+    gets reverse_cumsum(g c) with c the cumprod of a with that zero set to 1.
+    Exact with zeros, O(n)."""
+    zero = unwrap_all(a) == 0
+    safe = np.where(zero, 1.0, a)
+    regular = _reverse_cumsum(g * ans, axis) / safe
+    if not zero.any():
+        return regular
+    first = zero & (np.cumsum(zero, axis=axis) == 1)
+    at_first = _reverse_cumsum(g * np.cumprod(np.where(first, 1.0, a), axis=axis), axis)
+    return np.where(zero, np.where(first, at_first, 0.0), regular)
+
+
+_cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod")
+defvjp(_cumprod, _cumprod_vjp)
+
+
+def _scan_entry(prim, name):
+    def scan(a, axis=None, dtype=None, out=None):
+        _no_out(name, out)
+        _float(dtype, name)
+        if axis is None:
+            return prim(np.ravel(a), 0)
+        return prim(a, axis % max(np.ndim(a), 1))
+    scan.__name__ = name
+    return scan
+
+
+FUNCTIONS[np.cumsum] = _scan_entry(_cumsum, "cumsum")
+FUNCTIONS[np.cumprod] = _scan_entry(_cumprod, "cumprod")
+
+
+# --- logsumexp --------------------------------------------------------------------
+def _logsumexp_fwd(a, b, axis, keepdims):
+    m = np.max(a, axis=axis, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(a - m)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(e if b is None else b * e, axis=axis, keepdims=True)) + m
+    if keepdims:
+        return out
+    axes = _axes(axis, np.ndim(a))
+    return np.reshape(out, tuple(n for i, n in enumerate(np.shape(a)) if i not in axes))
+
+
+def _lse_weights(ans, a, axis, keepdims):
+    """exp(a - logsumexp(a)): the softmax weights."""
+    return np.exp(a - np.reshape(ans, _kept_shape(np.shape(a), axis)))
+
+
+def _lse_vjp_a(g, ans, a, b, axis, keepdims):
+    """d/da log sum b e^a = b e^a / sum(b e^a)."""
+    w = _lse_weights(ans, a, axis, keepdims)
+    w = w if b is None else w * b
+    return expand_reduced(g, np.shape(a), axis, keepdims) * w
+
+
+def _lse_vjp_b(g, ans, a, b, axis, keepdims):
+    """d/db log sum b e^a = e^a / sum(b e^a)."""
+    from ..core.primitive import unbroadcast
+    w = _lse_weights(ans, a, axis, keepdims)
+    return unbroadcast(expand_reduced(g, np.shape(w), axis, keepdims) * w, np.shape(b))
+
+
+_logsumexp = Primitive(_logsumexp_fwd, "logsumexp")
+defvjp(_logsumexp, _lse_vjp_a, _lse_vjp_b)
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """``log(sum(b * exp(a), axis))``, computed stably; the signature of
+    ``scipy.special.logsumexp``.  Differentiable in ``a`` and ``b``."""
+    if return_sign:
+        raise NotImplementedError("tapestry: logsumexp(..., return_sign=True) has no "
+                                  "gradient rule; use b >= 0.")
+    if b is not None:
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+        a = a if np.shape(a) == shape else np.broadcast_to(a, shape)
+    return _logsumexp(a, b, _tuple(axis), keepdims)

@@ -1,28 +1,463 @@
 """Shape and layout operations: reshape, transpose, broadcasting, joining,
-splitting.  Their VJPs only move cotangents around."""
+splitting, flipping, padding, diagonals.  Their VJPs only move cotangents
+around, and are written with the same operations, so they nest.
+
+Ops that only change the shape of their input (expand_dims, squeeze,
+atleast_nd, ravel) are a reshape: NumPy computes the new shape on a
+zero-sized probe, so its own error messages and conventions apply.
+"""
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
-from ..core.primitive import Primitive, defvjp, primitive
+from ..core.dispatch import unwrap_all
+from ..core.primitive import Primitive, defvjp, primitive, unbroadcast
 from ..core.registry import FUNCTIONS
-from ..core.primitive import unbroadcast
+from ..core.var import Var
 
-_reshape = Primitive(lambda a, shape: np.reshape(a, shape), "reshape")
-defvjp(_reshape, lambda g, ans, a, shape: np.reshape(g, a.shape))
-FUNCTIONS[np.reshape] = lambda a, shape=None, order="C", *, newshape=None, copy=None: \
-    _reshape(a, shape if shape is not None else newshape)
 
+def _probe(shape):
+    """A zero-cost array of ``shape`` to ask NumPy what a shape op returns."""
+    return np.broadcast_to(np.empty((), bool), shape)
+
+
+def _register(*funs):
+    def deco(impl):
+        for f in funs:
+            FUNCTIONS[f] = impl
+        return impl
+    return deco
+
+
+# --- reshape and friends -----------------------------------------------------------
+_reshape = Primitive(lambda a, shape, order: np.reshape(a, shape, order=order), "reshape")
+defvjp(_reshape, lambda g, ans, a, shape, order: np.reshape(g, np.shape(a), order=order))
+
+
+@_register(np.reshape)
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    shape = shape if shape is not None else newshape
+    if order not in ("C", "F"):
+        raise NotImplementedError(f"tapestry: np.reshape(order={order!r}) has no "
+                                  "gradient rule; use order='C' or 'F'.")
+    return _reshape(a, shape, order)
+
+
+@_register(np.ravel)
+def ravel(a, order="C"):
+    return reshape(a, (-1,), order="F" if order == "F" else "C")
+
+
+@_register(np.expand_dims)
+def expand_dims(a, axis):
+    return reshape(a, np.expand_dims(_probe(np.shape(a)), axis).shape)
+
+
+@_register(np.squeeze)
+def squeeze(a, axis=None):
+    return reshape(a, np.squeeze(_probe(np.shape(a)), axis).shape)
+
+
+def _atleast(np_fun):
+    def atleast(*arys):
+        out = [reshape(a, np_fun(_probe(np.shape(a))).shape) for a in arys]
+        return out[0] if len(out) == 1 else tuple(out)
+    return atleast
+
+
+FUNCTIONS[np.atleast_1d] = _atleast(np.atleast_1d)
+FUNCTIONS[np.atleast_2d] = _atleast(np.atleast_2d)
+FUNCTIONS[np.atleast_3d] = _atleast(np.atleast_3d)
+
+
+# --- broadcasting ----------------------------------------------------------------
 _broadcast_to = Primitive(lambda a, shape: np.broadcast_to(a, shape), "broadcast_to")
 defvjp(_broadcast_to, lambda g, ans, a, shape: unbroadcast(g, np.shape(a)))
-FUNCTIONS[np.broadcast_to] = lambda array, shape, subok=False: _broadcast_to(array, tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape)
 
+
+@_register(np.broadcast_to)
+def broadcast_to(array, shape, subok=False):
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    if np.shape(array) == shape:
+        return array
+    return _broadcast_to(array, shape)
+
+
+@_register(np.broadcast_arrays)
+def broadcast_arrays(*args, subok=False):
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(broadcast_to(a, shape) for a in args)
+
+
+# --- axis permutations ---------------------------------------------------------------
 _transpose = Primitive(lambda a, axes: np.transpose(a, axes), "transpose")
 defvjp(_transpose, lambda g, ans, a, axes:
        np.transpose(g, None if axes is None else tuple(np.argsort(axes))))
-FUNCTIONS[np.transpose] = lambda a, axes=None: _transpose(a, None if axes is None else tuple(axes))
 
-where = primitive(np.where)
-defvjp(where, None,
+
+@_register(np.transpose)
+def transpose(a, axes=None):
+    if axes is not None:
+        axes = tuple(int(i) % np.ndim(a) for i in axes)
+    return _transpose(a, axes)
+
+
+_swapaxes = Primitive(lambda a, i, j: np.swapaxes(a, i, j), "swapaxes")
+defvjp(_swapaxes, lambda g, ans, a, i, j: np.swapaxes(g, i, j))
+FUNCTIONS[np.swapaxes] = lambda a, axis1, axis2: _swapaxes(a, axis1, axis2)
+FUNCTIONS[np.matrix_transpose] = lambda x: _swapaxes(x, -1, -2)
+FUNCTIONS[np.linalg.matrix_transpose] = FUNCTIONS[np.matrix_transpose]
+
+_moveaxis = Primitive(lambda a, src, dst: np.moveaxis(a, src, dst), "moveaxis")
+defvjp(_moveaxis, lambda g, ans, a, src, dst: np.moveaxis(g, dst, src))
+FUNCTIONS[np.moveaxis] = lambda a, source, destination: _moveaxis(a, source, destination)
+
+
+@_register(np.rollaxis)
+def rollaxis(a, axis, start=0):
+    n = np.ndim(a)
+    axis, start = axis % n, start % (n + 1)
+    return _moveaxis(a, axis, start - 1 if start > axis else start)
+
+
+# --- joining ---------------------------------------------------------------------
+def _concat_vjp(i, g, ans, args, kwargs):
+    axis = kwargs["axis"]
+    start = sum(np.shape(x)[axis] for x in args[:i])
+    stop = start + np.shape(args[i])[axis]
+    return g[(slice(None),) * axis + (slice(start, stop),)]
+
+
+_concatenate = Primitive(lambda *xs, axis: np.concatenate(xs, axis=axis), "concatenate")
+_concatenate.vjp_argnum = _concat_vjp
+
+
+@_register(np.concatenate)
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    if out is not None:
+        raise TypeError("tapestry: np.concatenate(..., out=...) writes in place and "
+                        "cannot be differentiated; drop out=.")
+    arrays = list(arrays)
+    if axis is None:
+        arrays, axis = [ravel(a) for a in arrays], 0
+    if not arrays:
+        raise ValueError("tapestry: np.concatenate needs at least one array.")
+    ndim = np.ndim(arrays[0])
+    if ndim == 0:
+        raise ValueError("tapestry: np.concatenate of zero-dimensional arrays; use "
+                         "np.stack.")
+    out = _concatenate(*arrays, axis=axis % ndim)
+    return out if dtype is None else out.astype(dtype)
+
+
+def _stack_vjp(i, g, ans, args, kwargs):
+    return g[(slice(None),) * kwargs["axis"] + (i,)]
+
+
+_stack = Primitive(lambda *xs, axis: np.stack(xs, axis=axis), "stack")
+_stack.vjp_argnum = _stack_vjp
+
+
+@_register(np.stack)
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    if out is not None:
+        raise TypeError("tapestry: np.stack(..., out=...) writes in place and cannot "
+                        "be differentiated; drop out=.")
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("tapestry: np.stack needs at least one array.")
+    out = _stack(*arrays, axis=axis % (np.ndim(arrays[0]) + 1))
+    return out if dtype is None else out.astype(dtype)
+
+
+def _as_list(a):
+    a = FUNCTIONS[np.atleast_1d](a)
+    return list(a) if isinstance(a, tuple) else [a]
+
+
+@_register(np.hstack)
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    arrs = [FUNCTIONS[np.atleast_1d](a) for a in tup]
+    return concatenate(arrs, axis=0 if np.ndim(arrs[0]) == 1 else 1, dtype=dtype)
+
+
+@_register(np.vstack)
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    return concatenate([FUNCTIONS[np.atleast_2d](a) for a in tup], axis=0, dtype=dtype)
+
+
+@_register(np.dstack)
+def dstack(tup):
+    return concatenate([FUNCTIONS[np.atleast_3d](a) for a in tup], axis=2)
+
+
+@_register(np.column_stack)
+def column_stack(tup):
+    cols = [reshape(a, (-1, 1)) if np.ndim(a) < 2 else a for a in tup]
+    return concatenate(cols, axis=1)
+
+
+@_register(np.append)
+def append(arr, values, axis=None):
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], axis=0)
+    return concatenate([arr, values], axis=axis)
+
+
+# --- splitting ------------------------------------------------------------------
+def _split_vjp(g, ans, a, sections, axis, np_split):
+    """The pieces' cotangents, concatenated back (zeros for unused pieces)."""
+    parts = [np.zeros(np.shape(p), np.result_type(p)) if c is None else c
+             for c, p in zip(g, ans)]
+    return np.concatenate(parts, axis=axis)
+
+
+# n_outputs=None: the number of outputs is len(ans), known only per call.
+_split = Primitive(lambda a, sections, axis, np_split: tuple(np_split(a, sections, axis)),
+                   "split", n_outputs=None)
+defvjp(_split, _split_vjp)
+
+
+def _split_entry(np_split, default_axis=0):
+    def split(ary, indices_or_sections, axis=default_axis):
+        if np_split is np.split and np.ndim(indices_or_sections) == 0:
+            np.split(_probe(np.shape(ary)), indices_or_sections, axis)  # NumPy's error
+        if not isinstance(ary, Var):
+            return np_split(ary, indices_or_sections, axis)
+        return list(_split(ary, indices_or_sections, axis % np.ndim(ary), np_split))
+    return split
+
+
+FUNCTIONS[np.split] = _split_entry(np.split)
+FUNCTIONS[np.array_split] = _split_entry(np.array_split)
+FUNCTIONS[np.hsplit] = lambda ary, ios: FUNCTIONS[np.split](
+    ary, ios, axis=0 if np.ndim(ary) == 1 else 1)
+FUNCTIONS[np.vsplit] = lambda ary, ios: FUNCTIONS[np.split](ary, ios, axis=0)
+FUNCTIONS[np.dsplit] = lambda ary, ios: FUNCTIONS[np.split](ary, ios, axis=2)
+
+
+# --- flips, rolls, tiling, repeating ---------------------------------------------
+_flip = Primitive(lambda m, axis: np.flip(m, axis), "flip")
+defvjp(_flip, lambda g, ans, m, axis: np.flip(g, axis))
+FUNCTIONS[np.flip] = lambda m, axis=None: _flip(m, _tuple(axis))
+FUNCTIONS[np.fliplr] = lambda m: _flip(m, 1)
+FUNCTIONS[np.flipud] = lambda m: _flip(m, 0)
+
+
+def _tuple(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+@_register(np.rot90)
+def rot90(m, k=1, axes=(0, 1)):
+    k %= 4
+    a0, a1 = axes
+    if k == 0:
+        return m
+    if k == 2:
+        return _flip(m, (a0, a1))
+    perm = list(range(np.ndim(m)))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return transpose(_flip(m, a1), perm)
+    return _flip(transpose(m, perm), a1)
+
+
+def _neg(shift):
+    return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+
+
+_roll = Primitive(lambda a, shift, axis: np.roll(a, shift, axis), "roll")
+defvjp(_roll, lambda g, ans, a, shift, axis: np.roll(g, _neg(shift), axis))
+FUNCTIONS[np.roll] = lambda a, shift, axis=None: _roll(a, shift, _tuple(axis))
+
+
+def _tile_vjp(g, ans, a, reps):
+    """Sum the cotangent over the copies: view it as (r0, s0, r1, s1, ...)."""
+    reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
+    d = max(np.ndim(a), len(reps))
+    shape = (1,) * (d - np.ndim(a)) + tuple(np.shape(a))
+    reps = (1,) * (d - len(reps)) + reps
+    split = tuple(x for r, s in zip(reps, shape) for x in (r, s))
+    g = np.sum(np.reshape(g, split), axis=tuple(range(0, 2 * d, 2)))
+    return np.reshape(g, np.shape(a))
+
+
+_tile = Primitive(lambda a, reps: np.tile(a, reps), "tile")
+defvjp(_tile, _tile_vjp)
+FUNCTIONS[np.tile] = lambda A, reps: _tile(A, reps)
+
+
+def _repeat_vjp(g, ans, a, repeats, axis):
+    """Sum the cotangent over each element's copies along ``axis``."""
+    n = np.shape(a)[axis]
+    if np.ndim(repeats) == 0 or np.size(repeats) == 1:
+        r = int(np.reshape(repeats, ()))
+        shape = np.shape(a)
+        g = np.reshape(g, shape[:axis] + (n, r) + shape[axis + 1:])
+        return np.sum(g, axis=axis + 1)
+    repeats = np.asarray(repeats)
+    ends = np.cumsum(repeats)
+    # Segment sums as differences of a cumulative sum (nestable: no reduceat).
+    cs = np.cumsum(g, axis=axis)
+    zero = np.zeros_like(unwrap_all(g)[(slice(None),) * axis + (slice(0, 1),)])
+    cs = np.concatenate([zero, cs], axis=axis)
+    take = lambda idx: cs[(slice(None),) * axis + (idx,)]  # noqa: E731
+    return take(ends) - take(ends - repeats)
+
+
+_repeat = Primitive(lambda a, repeats, axis: np.repeat(a, repeats, axis), "repeat")
+defvjp(_repeat, _repeat_vjp)
+
+
+@_register(np.repeat)
+def repeat(a, repeats, axis=None):
+    if axis is None:
+        a, axis = ravel(a), 0
+    return _repeat(a, unwrap_all(repeats), axis % max(np.ndim(a), 1))
+
+
+# --- padding ---------------------------------------------------------------------
+def _pad_vjp(g, ans, array, pad_width, constant_values):
+    return g[tuple(slice(lo, lo + n) for (lo, _), n in zip(pad_width, np.shape(array)))]
+
+
+_pad = Primitive(lambda a, pad_width, constant_values:
+                 np.pad(a, pad_width, mode="constant", constant_values=constant_values),
+                 "pad")
+defvjp(_pad, _pad_vjp)
+
+
+@_register(np.pad)
+def pad(array, pad_width, mode="constant", **kwargs):
+    if mode != "constant":
+        raise NotImplementedError(
+            f"tapestry: np.pad(mode={mode!r}) has no gradient rule; only "
+            "mode='constant' is differentiable. Build other modes from "
+            "np.concatenate and slices.")
+    width = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (np.ndim(array), 2))
+    cv = kwargs.get("constant_values", 0)
+    if isinstance(cv, Var):
+        raise TypeError("tapestry: np.pad with traced constant_values is not "
+                        "differentiable; add the constant after padding with zeros.")
+    return _pad(array, tuple(map(tuple, width.tolist())), cv)
+
+
+# --- diagonals and triangles -----------------------------------------------------
+def _embed_diagonal(d, n, m, offset):
+    """An (..., n, m) array, zero but for ``d`` (..., k) on diagonal ``offset``.
+
+    Built from concatenate/reshape only (flat position of entry t is
+    start + t (m + 1)), so it is differentiable and nests."""
+    lead = np.shape(d)[:-1]
+    k = np.shape(d)[-1]
+    dt = np.result_type(d)
+    start = offset if offset >= 0 else -offset * m
+    z = np.zeros(lead + (k, m), dt)
+    flat = np.reshape(np.concatenate([np.expand_dims(d, -1), z], axis=-1),
+                      lead + (k * (m + 1),))
+    flat = np.concatenate([np.zeros(lead + (start,), dt), flat], axis=-1)
+    total = n * m
+    have = start + k * (m + 1)
+    if have >= total:
+        flat = flat[..., :total]
+    else:
+        flat = np.concatenate([flat, np.zeros(lead + (total - have,), dt)], axis=-1)
+    return np.reshape(flat, lead + (n, m))
+
+
+def _diagonal_vjp(g, ans, a, offset, axis1, axis2):
+    shape = np.shape(a)
+    n, m = shape[axis1], shape[axis2]
+    full = _embed_diagonal(g, n, m, offset)
+    return np.moveaxis(full, (-2, -1), (axis1, axis2))
+
+
+_diagonal = Primitive(lambda a, offset, axis1, axis2: np.diagonal(a, offset, axis1, axis2),
+                      "diagonal")
+defvjp(_diagonal, _diagonal_vjp)
+
+
+@_register(np.diagonal)
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    nd = np.ndim(a)
+    return _diagonal(a, offset, axis1 % nd, axis2 % nd)
+
+
+FUNCTIONS[np.linalg.diagonal] = lambda x, *, offset=0: diagonal(x, offset, -2, -1)
+
+
+@_register(np.trace)
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    if out is not None:
+        raise TypeError("tapestry: np.trace(..., out=...) writes in place; drop out=.")
+    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)
+
+
+FUNCTIONS[np.linalg.trace] = lambda x, *, offset=0, dtype=None: trace(x, offset, -2, -1)
+
+
+@_register(np.diag)
+def diag(v, k=0):
+    if np.ndim(v) == 2:
+        return diagonal(v, k)
+    if np.ndim(v) != 1:
+        raise ValueError("tapestry: np.diag needs a 1-D or 2-D input.")
+    n = np.shape(v)[0] + abs(k)
+    return _embed_diagonal(v, n, n, k)
+
+
+FUNCTIONS[np.diagflat] = lambda v, k=0: diag(ravel(v), k)
+
+_triu = Primitive(lambda m, k: np.triu(m, k), "triu")
+defvjp(_triu, lambda g, ans, m, k: np.triu(g, k))
+FUNCTIONS[np.triu] = lambda m, k=0: _triu(m, k)
+_tril = Primitive(lambda m, k: np.tril(m, k), "tril")
+defvjp(_tril, lambda g, ans, m, k: np.tril(g, k))
+FUNCTIONS[np.tril] = lambda m, k=0: _tril(m, k)
+
+
+# --- copies, real/imag, where ---------------------------------------------------
+# Traced arrays are never written in place, so a copy is the array itself.
+FUNCTIONS[np.copy] = lambda a, order="K", subok=False: a
+FUNCTIONS[np.ascontiguousarray] = lambda a, dtype=None, *, like=None: a
+FUNCTIONS[np.asfortranarray] = lambda a, dtype=None, *, like=None: a
+
+
+def _real_only(name):
+    def check(val):
+        if np.iscomplexobj(val):
+            raise NotImplementedError(f"tapestry: np.{name} of a complex traced array "
+                                      "has no gradient rule yet.")
+    return check
+
+
+@_register(np.real)
+def real(val):
+    _real_only("real")(val)
+    return val
+
+
+@_register(np.imag)
+def imag(val):
+    _real_only("imag")(val)
+    return np.zeros(np.shape(val), np.result_type(val))
+
+
+where_ = Primitive(np.where, "where")
+defvjp(where_, None,
        lambda g, ans, c, x, y: unbroadcast(np.where(c, g, 0.0 * g), np.shape(x)),
        lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0 * g, g), np.shape(y)))
+
+
+@_register(np.where)
+def where(condition, x=None, y=None):
+    """np.where(c, x, y): the cotangent goes to x where c holds, to y elsewhere.
+    The condition is a constant (a traced condition is used by value)."""
+    condition = unwrap_all(condition)
+    if x is None and y is None:
+        return np.where(condition)
+    return where_(condition, x, y)
+
