@@ -90,7 +90,64 @@ class Primitive:
             "with tapestry.custom_vjp.")
 
     def __call__(self, *args, **kwargs):
-        # Hot path: find the innermost tape among the traced arguments.
+        if not kwargs and self.n_outputs == 1:
+            if len(args) == 2:
+                return self._call2(args[0], args[1])
+            if len(args) == 1:
+                return self._call1(args[0])
+        return self._call(args, kwargs)
+
+    # The one- and two-argument paths are the hot loop of every elementwise
+    # program (W5 in WORKLOADS.md); they are the general path, unrolled.
+    def _call1(self, a):
+        if a.__class__ is not Var:
+            return self.fun(a)
+        tape = a._tape
+        try:
+            ans = self.fun(a._value)
+        except (ValueError, TypeError) as e:
+            raise _named(self, e) from e
+        rule = self.vjps.get(0) or self._rule(0)
+        raw = (a._value,)
+        kept = ans
+        if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
+            raw, kept = _apply_keep(self.keep, raw, ans, (0,))
+        nodes = tape.nodes
+        nodes.append(((a._index,), (rule,), kept, raw, _NO_KWARGS))
+        return Var(ans, tape, len(nodes) - 1)
+
+    def _call2(self, a, b):
+        if a.__class__ is Var:
+            if b.__class__ is Var:
+                ta, tb = a._tape, b._tape
+                if ta is not tb:  # different nesting levels: the higher one records
+                    return self._call((a, b), _NO_KWARGS)
+                raw = (a._value, b._value)
+                parents, active = (a._index, b._index), (0, 1)
+                rules = (self.vjps.get(0) or self._rule(0), self.vjps.get(1) or self._rule(1))
+            else:
+                ta, raw = a._tape, (a._value, b)
+                parents, active = (a._index,), (0,)
+                rules = (self.vjps.get(0) or self._rule(0),)
+        elif b.__class__ is Var:
+            ta, raw = b._tape, (a, b._value)
+            parents, active = (b._index,), (1,)
+            rules = (self.vjps.get(1) or self._rule(1),)
+        else:
+            return self.fun(a, b)
+        try:
+            ans = self.fun(*raw)
+        except (ValueError, TypeError) as e:
+            raise _named(self, e) from e
+        kept = ans
+        if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
+            raw, kept = _apply_keep(self.keep, raw, ans, active)
+        nodes = ta.nodes
+        nodes.append((parents, rules, kept, raw, _NO_KWARGS))
+        return Var(ans, ta, len(nodes) - 1)
+
+    def _call(self, args, kwargs):
+        # Find the innermost tape among the traced arguments.
         top = None
         for a in args:
             if a.__class__ is Var:
@@ -117,9 +174,10 @@ class Primitive:
                     raise TypeError(
                         f"tapestry: {self.name} got a traced array as keyword "
                         f"argument {k!r}; pass it positionally.")
+        try:
             ans = self.fun(*raw, **kwargs)
-        else:
-            ans = self.fun(*raw)
+        except (ValueError, TypeError) as e:
+            raise _named(self, e) from e
         if self.n_outputs != 1:
             return record(top, ans, parents, rules, raw, kwargs, self.n_outputs)
         kept = ans
@@ -128,6 +186,17 @@ class Primitive:
         nodes = top.nodes
         nodes.append((parents, rules, kept, raw, kwargs))
         return Var(ans, top, len(nodes) - 1)
+
+
+_NO_KWARGS = {}
+
+
+def _named(prim, e):
+    """The same error, saying which traced operation raised it."""
+    msg = str(e)
+    if msg.startswith("tapestry"):
+        return e
+    return type(e)(f"tapestry: {prim.name} failed on traced inputs: {msg}")
 
 
 def record(tape, ans, parents, rules, args, kwargs, n_outputs=1):

@@ -7,6 +7,8 @@ from ..core.primitive import KEEP_OTHER, defvjp, primitive, unbroadcast
 
 
 def _matmul_vjp_a(g, ans, a, b):
+    if a.ndim == 1 and b.ndim == 1:
+        return g * b
     if b.ndim == 1:
         g = np.expand_dims(g, -1)
         b = np.reshape(b, (1, -1))
@@ -19,6 +21,8 @@ def _matmul_vjp_a(g, ans, a, b):
 
 
 def _matmul_vjp_b(g, ans, a, b):
+    if a.ndim == 1 and b.ndim == 1:
+        return g * a
     if a.ndim == 1:
         g = np.expand_dims(g, -2)
         a = np.reshape(a, (-1, 1))
