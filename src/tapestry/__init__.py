@@ -5,6 +5,8 @@ from .core.api import (grad, hessian, hessian_vector_product, jacobian,
 from .core.custom import checkpoint, custom_vjp
 from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from .core.var import Var
+from . import debug, optim  # noqa: F401  (issue 3)
+from .sparse import AxisSparse  # noqa: F401  (issue 3)
 from .ops.einsum import einsum
 
 __version__ = "0.1.0"

@@ -67,7 +67,12 @@ def _trace_inputs(tape, args, nums, opname):
     return args, records
 
 
-def _cast_like(ct, x):
+def _cast_like(ct, x, sparse=True):
+    if hasattr(ct, "todense"):  # a sparse cotangent (tapestry.sparse)
+        dt = np.result_type(x)
+        if sparse:
+            return ct if ct.dtype == dt else ct.astype(dt)
+        ct = ct.todense(dt)
     if ct is None:
         return np.zeros_like(unwrap_all(x)) if not isinstance(x, Var) else x * 0.0
     if type(ct) is np.ndarray or isinstance(ct, np.generic):
@@ -77,10 +82,10 @@ def _cast_like(ct, x):
     return ct
 
 
-def _collect(records, cts, single):
+def _collect(records, cts, single, sparse=True):
     grads = []
     for td, rec in records:
-        grads.append(td.unflatten([_cast_like(cts[i], x) for i, x in rec]))
+        grads.append(td.unflatten([_cast_like(cts[i], x, sparse) for i, x in rec]))
     return grads[0] if single else tuple(grads)
 
 
@@ -91,11 +96,13 @@ def _output_node(out, tape, opname):
     return None
 
 
-def value_and_grad(f, argnums=0, has_aux=False):
+def value_and_grad(f, argnums=0, has_aux=False, sparse=True):
     """``f``'s value and its gradient with respect to ``argnums``.
 
     ``f`` must return a scalar (or ``(scalar, aux)`` with ``has_aux``).
     Arguments are pytrees; the gradient has the same structure and dtypes.
+    A leaf only read through gathers (``W[S]``) gets a ``tp.AxisSparse``
+    gradient; ``sparse=False`` returns dense arrays instead.
     """
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
@@ -126,14 +133,15 @@ def value_and_grad(f, argnums=0, has_aux=False):
             seed = np.ones((), dtype=np.result_type(unwrap_all(value)))
             cts = backward_sweep(tape, idx, seed, release=True)
         tape.nodes.clear()
-        grads = _collect(records, cts, single)
+        grads = _collect(records, cts, single, sparse)
         return ((value, aux), grads) if has_aux else (value, grads)
     return value_and_grad_f
 
 
-def grad(f, argnums=0, has_aux=False):
-    """The gradient of scalar-valued ``f`` with respect to ``argnums``."""
-    vg = value_and_grad(f, argnums, has_aux)
+def grad(f, argnums=0, has_aux=False, sparse=True):
+    """The gradient of scalar-valued ``f`` with respect to ``argnums``
+    (``sparse``: see :func:`value_and_grad`)."""
+    vg = value_and_grad(f, argnums, has_aux, sparse)
 
     @functools.wraps(f)
     def grad_f(*args, **kwargs):

@@ -1,21 +1,192 @@
-"""Indexing: ``x[key]`` and friends.  The VJP scatters the cotangent back,
-accumulating repeated indices."""
+"""Indexing: ``x[key]``, ``np.take``, ``np.take_along_axis``.
+
+The forward pass is NumPy's own indexing.  The VJP puts the cotangent back
+where it was read from:
+
+* a *gather along one axis* -- one integer array, integer or 1-D boolean
+  mask on one axis, full slices ``:`` (or ``...``) on the others, e.g.
+  ``W[S]``, ``W[:, S]``, ``W[S, :]``, ``E[tokens]``, ``np.take(W, S, axis=a)``
+  -- gives an :class:`~tapestry.sparse.AxisSparse` cotangent: O(|S|), no
+  zeros of ``W``'s size.  Repeated indices are kept and add up when the
+  cotangent is coalesced or applied.
+* any other key gives a dense scatter: plain assignment for basic indexing
+  (no index can repeat), ``np.add.at`` when advanced indices may repeat.
+* under nested differentiation (the cotangent is itself traced) the scatter
+  is a primitive whose VJP is the gather, so higher derivatives work.
+
+``np.take`` and ``np.take_along_axis`` are rewritten as ``x[key]`` with the
+equivalent key, so they share this rule.
+"""
 from __future__ import annotations
 
 import operator
 
 import numpy as np
 
-from ..core.primitive import Primitive, defvjp
+from ..core.dispatch import unwrap_all
+from ..core.primitive import KEEP_SHAPES, Primitive, defvjp
 from ..core.registry import FUNCTIONS
+from ..core.var import Var
+from ..sparse.axis_sparse import AxisSparse, _densify
 
 
-def _getitem_vjp(g, ans, x, key):
-    out = np.zeros(x.shape, dtype=np.result_type(g))
-    np.add.at(out, key, g)
+def _key_tuple(key):
+    key = key if type(key) is tuple else (key,)
+    return tuple(np.asarray(k) if isinstance(k, list) else k for k in key)
+
+
+def _is_full_slice(k):
+    return isinstance(k, slice) and k == slice(None)
+
+
+def _expand_ellipsis(entries, ndim):
+    """Replace ``...`` by full slices; ``None`` if the key is not simple."""
+    n_ell = sum(1 for k in entries if k is Ellipsis)
+    if n_ell > 1:
+        return None
+    if n_ell:
+        i = next(j for j, k in enumerate(entries) if k is Ellipsis)
+        fill = ndim - (len(entries) - 1)
+        if fill < 0:
+            return None
+        entries = entries[:i] + [slice(None)] * fill + entries[i + 1:]
+    if len(entries) > ndim:
+        return None
+    return entries + [slice(None)] * (ndim - len(entries))
+
+
+def gather_axis(key, shape):
+    """``(axis, indices, index_shape)`` when ``x[key]`` reads whole slices
+    along one axis (``index_shape`` replaces ``shape[axis]`` in the result),
+    else ``None``.  Negative indices are made non-negative."""
+    entries = list(_key_tuple(key))
+    if any(k is None for k in entries):
+        return None
+    entries = _expand_ellipsis(entries, len(shape))
+    if entries is None:
+        return None
+    found = None
+    for j, k in enumerate(entries):
+        if _is_full_slice(k):
+            continue
+        if found is not None:
+            return None
+        if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+            idx, ishape = np.array([int(k)]), ()
+        elif isinstance(k, np.ndarray) and k.dtype.kind in "iu":
+            idx, ishape = k.reshape(-1), k.shape
+        elif isinstance(k, np.ndarray) and k.dtype == bool and k.ndim == 1:
+            idx = np.flatnonzero(k)
+            ishape = idx.shape
+        else:
+            return None
+        found = (j, idx, ishape)
+    if found is None:
+        return None
+    axis, idx, ishape = found
+    if idx.size and idx.min() < 0:
+        idx = np.where(idx < 0, idx + shape[axis], idx)
+    return axis, idx, ishape
+
+
+def _has_advanced(key):
+    return any(isinstance(k, np.ndarray) or isinstance(k, (bool, np.bool_))
+               for k in _key_tuple(key))
+
+
+def dense_scatter(g, key, shape, dtype=None):
+    """Zeros of ``shape`` with ``g`` added at ``key`` (repeats accumulate)."""
+    out = np.zeros(shape, dtype=dtype or np.result_type(g))
+    key = _key_tuple(key)
+    if _has_advanced(key):
+        np.add.at(out, key, g)
+    else:
+        out[key] = g
     return out
 
 
-getitem = Primitive(operator.getitem, "getitem")
+def _getitem_vjp(g, ans, x, key):
+    """x̄ = scatter-add of ḡ at ``key``; sparse for a gather along one axis."""
+    shape = x.shape
+    if g.__class__ is Var:  # nested differentiation: keep the scatter traced
+        return scatter_add(g, key, shape)
+    gather = gather_axis(key, shape)
+    if gather is None:
+        return dense_scatter(_densify(g, "getitem (general key)"), key, shape)
+    axis, idx, ishape = gather
+    if isinstance(g, AxisSparse):
+        if len(ishape) == 1 and g.axis == axis:  # x[S][T] along the same axis
+            return AxisSparse(axis, idx[g.indices], g.values, shape)
+        g = _densify(g, "getitem (cotangent of the gathered array)")
+    values = np.reshape(g, shape[:axis] + (idx.size,) + shape[axis + 1:])
+    return AxisSparse(axis, idx, values, shape)
+
+
+# The rule reads only x's shape and the key, so the node keeps neither x nor
+# the result alive; the key is always passed as a tuple (x[S] == x[(S,)]), so
+# its index arrays are kept.
+getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES)
 defvjp(getitem, _getitem_vjp)
-FUNCTIONS[operator.getitem] = getitem
+FUNCTIONS[operator.getitem] = lambda x, key: getitem(x, _key_tuple(key))
+
+scatter_add = Primitive(lambda g, key, shape: dense_scatter(g, key, shape), "scatter_add")
+defvjp(scatter_add, lambda gg, ans, g, key, shape: getitem(gg, key))
+
+
+# --- np.take / np.take_along_axis: rewritten as x[key] ------------------------
+def _index_array(indices, opname):
+    idx = np.asarray(unwrap_all(indices))
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"tapestry: np.{opname} needs integer indices, got dtype "
+                        f"{idx.dtype}; cast them with .astype(int).")
+    return idx
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """``np.take`` as ``a[(:,)*axis + (indices,)]`` (a gather along ``axis``)."""
+    if out is not None:
+        raise TypeError("tapestry: np.take(..., out=...) writes in place and cannot "
+                        "be differentiated; drop out=.")
+    idx = _index_array(indices, "take")
+    if axis is None:
+        if np.ndim(a) != 1:
+            a = np.reshape(a, (-1,))
+        axis = 0
+    axis = axis % np.ndim(a)
+    n = np.shape(a)[axis]
+    if mode == "wrap":
+        idx = idx % n
+    elif mode == "clip":
+        idx = np.clip(idx, 0, n - 1)
+    elif mode != "raise":
+        raise ValueError(f"tapestry: np.take mode={mode!r}; use 'raise', 'wrap' or 'clip'.")
+    return getitem(a, (slice(None),) * axis + (idx,))
+
+
+def take_along_axis(arr, indices, axis=-1):
+    """``np.take_along_axis`` as fancy indexing; when ``indices`` has length 1
+    on every other axis it is a gather along ``axis`` (sparse cotangent)."""
+    idx = _index_array(indices, "take_along_axis")
+    if axis is None:
+        arr = np.reshape(arr, (-1,))
+        axis = 0
+    ndim = np.ndim(arr)
+    if idx.ndim != ndim:
+        raise ValueError(f"tapestry: np.take_along_axis needs indices with {ndim} "
+                         f"dimensions (like arr), got {idx.ndim}.")
+    axis = axis % ndim
+    if all(idx.shape[j] == 1 for j in range(ndim) if j != axis):
+        return getitem(arr, (slice(None),) * axis + (idx.reshape(-1),))
+    shape = np.shape(arr)
+    fancy = []
+    for j in range(ndim):
+        if j == axis:
+            fancy.append(idx)
+        else:
+            fancy.append(np.arange(shape[j]).reshape([-1 if i == j else 1
+                                                      for i in range(ndim)]))
+    return getitem(arr, tuple(fancy))
+
+
+FUNCTIONS[np.take] = take
+FUNCTIONS[np.take_along_axis] = take_along_axis

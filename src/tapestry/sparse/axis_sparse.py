@@ -1,0 +1,292 @@
+"""``AxisSparse``: an array that is zero except on some slices along one axis.
+
+A gather ``W[S]`` (or ``W[:, S]``, ``np.take(W, S, axis=a)``) reads only the
+slices ``S`` of ``W`` along one axis, so its cotangent is zero elsewhere.
+Storing it as ``(axis, indices, values, shape)`` keeps the backward pass and
+the optimizer update O(|S|) instead of O(len(W)).
+
+Invariants
+----------
+* ``values.shape == shape[:axis] + (len(indices),) + shape[axis+1:]``.
+* ``indices`` may repeat: the dense meaning is the *sum* of the slices with
+  the same index.  :meth:`coalesce` merges them (sorted, deterministic).
+
+It behaves like an array: ``np.asarray(g)``, ``g.todense()``, ``g + h``,
+``2 * g``, ``g * dense``, ``g.shape``, ``g.dtype``, ``g.T``, ``g.sum(axis)``.
+Operations that keep it sparse are computed on the stored slices only;
+everything else densifies through :func:`_densify`, which is counted by
+:func:`tapestry.debug.densify_counts`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.var import Var
+from ..debug import record_densify
+from .ufuncs import array_function, array_ufunc
+
+
+class AxisSparse:
+    """Slices ``values`` placed at ``indices`` along ``axis`` of a zero array
+    of ``shape`` (repeated indices add)."""
+
+    __slots__ = ("axis", "indices", "values", "shape", "coalesced")
+    __array_priority__ = 50.0  # below Var (100): a traced operand wins
+
+    def __init__(self, axis, indices, values, shape, coalesced=False):
+        shape = tuple(int(n) for n in shape)
+        ndim = len(shape)
+        if not -ndim <= axis < ndim:
+            raise ValueError(f"tapestry.AxisSparse: axis {axis} out of range for "
+                             f"shape {shape}.")
+        axis = axis % ndim
+        indices = np.asarray(indices)
+        if indices.ndim != 1 or indices.dtype.kind not in "iu":
+            raise ValueError("tapestry.AxisSparse: indices must be a 1-D integer "
+                             f"array, got shape {indices.shape} dtype {indices.dtype}.")
+        values = np.asarray(values)
+        want = shape[:axis] + (len(indices),) + shape[axis + 1:]
+        if values.shape != want:
+            raise ValueError(f"tapestry.AxisSparse: values have shape {values.shape}; "
+                             f"expected {want} for {len(indices)} indices along axis "
+                             f"{axis} of shape {shape}.")
+        self.axis = axis
+        self.indices = indices
+        self.values = values
+        self.shape = shape
+        self.coalesced = coalesced
+
+    # --- array-like attributes -------------------------------------------
+    dtype = property(lambda self: self.values.dtype)
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    T = property(lambda self: self.transpose())
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return (f"AxisSparse(axis={self.axis}, nnz_slices={len(self.indices)}, "
+                f"shape={self.shape}, dtype={self.dtype})")
+
+    def _with(self, values, indices=None, axis=None, shape=None, coalesced=None):
+        return AxisSparse(self.axis if axis is None else axis,
+                          self.indices if indices is None else indices, values,
+                          self.shape if shape is None else shape,
+                          self.coalesced if coalesced is None else coalesced)
+
+    # --- conversion ---------------------------------------------------------
+    def todense(self, dtype=None):
+        """The dense array (O(size): use it on purpose)."""
+        out = np.zeros(self.shape, dtype=dtype or self.dtype)
+        self.scatter_add_into(out)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        record_densify("np.asarray (__array__)", self.shape)
+        return self.todense(dtype)
+
+    def astype(self, dtype, copy=True):
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        return self._with(self.values.astype(dtype))
+
+    def copy(self):
+        return self._with(self.values.copy(), self.indices.copy())
+
+    def key(self, indices=None):
+        """The indexing key that selects the stored slices of a dense array."""
+        return (slice(None),) * self.axis + (self.indices if indices is None else indices,)
+
+    # --- coalescing and scatter -------------------------------------------
+    def coalesce(self):
+        """Equal indices merged, sorted ascending; slices with the same index
+        are summed in order of appearance (a stable sort), so the result is
+        deterministic."""
+        if self.coalesced:
+            return self
+        idx = self.indices
+        if idx.size <= 1 or bool(np.all(idx[1:] > idx[:-1])):
+            return self._with(self.values, coalesced=True)
+        order = np.argsort(idx, kind="stable")
+        sidx = idx[order]
+        vals = np.take(self.values, order, axis=self.axis)
+        first = np.empty(sidx.size, dtype=bool)
+        first[0] = True
+        np.not_equal(sidx[1:], sidx[:-1], out=first[1:])
+        if first.all():
+            return self._with(vals, sidx, coalesced=True)
+        starts = np.flatnonzero(first)
+        vals = np.add.reduceat(vals, starts, axis=self.axis)
+        return self._with(vals, sidx[starts], coalesced=True)
+
+    def scatter_add_into(self, dense, scale=None):
+        """``dense += scale * self`` in place, touching only the stored slices.
+
+        Repeated indices are coalesced first: a fancy-index ``+=`` with
+        unique indices is ~6x faster than ``np.add.at`` (WORKLOADS.md)."""
+        if dense.shape != self.shape:
+            raise ValueError(f"tapestry.AxisSparse: cannot add shape {self.shape} into "
+                             f"an array of shape {dense.shape}.")
+        c = self.coalesce()
+        vals = c.values if scale is None else c.values * scale
+        key = c.key()
+        dense[key] += vals
+        return dense
+
+    # --- accumulation (called by the engine's backward sweep) --------------
+    def __accumulate_into__(self, prev):
+        """``prev + self`` for the backward sweep: sparse+sparse stays sparse
+        (concatenated; coalesced when used), sparse+dense scatters into a copy
+        of the dense total (the engine may not own ``prev``)."""
+        return _add(prev, self)
+
+    # --- arithmetic -----------------------------------------------------------
+    def __add__(self, other):
+        return _add(self, other)
+
+    def __radd__(self, other):
+        return _add(other, self)
+
+    def __sub__(self, other):
+        return _add(self, -other)
+
+    def __rsub__(self, other):
+        return _add(other, -self)
+
+    def __neg__(self):
+        return self._with(-self.values)
+
+    def __pos__(self):
+        return self
+
+    def __mul__(self, other):
+        return np.multiply(self, other)
+
+    def __rmul__(self, other):
+        return np.multiply(other, self)
+
+    def __truediv__(self, other):
+        return np.true_divide(self, other)
+
+    def __rtruediv__(self, other):
+        return np.true_divide(other, self)
+
+    def __matmul__(self, other):
+        return np.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return np.matmul(other, self)
+
+    def __pow__(self, other):
+        return np.power(self, other)
+
+    def __getitem__(self, key):
+        return _densify(self, "getitem on AxisSparse")[key]
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return array_function(func, args, kwargs)
+
+    # --- axis moves and reductions (kept sparse) -------------------------------
+    def transpose(self, *axes):
+        """Permuted axes: the stored slices are permuted the same way."""
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        axes = tuple(reversed(range(self.ndim))) if not axes else \
+            tuple(a % self.ndim for a in axes)
+        return AxisSparse(axes.index(self.axis), self.indices,
+                          np.transpose(self.values, axes),
+                          tuple(self.shape[a] for a in axes), self.coalesced)
+
+    def swapaxes(self, a, b):
+        perm = list(range(self.ndim))
+        a, b = a % self.ndim, b % self.ndim
+        perm[a], perm[b] = perm[b], perm[a]
+        return self.transpose(perm)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        """Sum over ``axis``.  Summing over the sparse axis gives a dense
+        result computed from the stored slices alone (the rest is zero);
+        otherwise the result stays sparse.  Both cost O(nnz)."""
+        if out is not None or kw:
+            return np.sum(_densify(self, "np.sum(out=/where=)"), axis=axis, dtype=dtype,
+                          out=out, keepdims=keepdims, **kw)
+        axes = tuple(range(self.ndim)) if axis is None else \
+            tuple(sorted(a % self.ndim for a in np.atleast_1d(axis)))
+        vals = self.values.sum(axis=axes, dtype=dtype, keepdims=keepdims)
+        if self.axis in axes:
+            return vals
+        shape = tuple(1 if i in axes else n for i, n in enumerate(self.shape))
+        new_axis = self.axis
+        if not keepdims:
+            shape = tuple(n for i, n in enumerate(self.shape) if i not in axes)
+            new_axis -= sum(1 for a in axes if a < self.axis)
+        return AxisSparse(new_axis, self.indices, vals, shape, self.coalesced)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return reshape(self, shape)
+
+
+def reshape(sp, shape):
+    """Reshape keeping sparsity when the axes up to the sparse one are kept
+    (e.g. (N, 512) -> (N, 8, 64)); otherwise densify."""
+    shape = tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) \
+        else (shape,)
+    if -1 in shape:
+        known = int(np.prod([n for n in shape if n != -1]))
+        shape = tuple(sp.size // max(known, 1) if n == -1 else n for n in shape)
+    a = sp.axis
+    if shape[:a + 1] == sp.shape[:a + 1] and int(np.prod(shape)) == sp.size:
+        k = len(sp.indices)
+        vals = np.reshape(sp.values, shape[:a] + (k,) + shape[a + 1:])
+        return AxisSparse(a, sp.indices, vals, shape, sp.coalesced)
+    return np.reshape(_densify(sp, "np.reshape"), shape)
+
+
+def _densify(x, where):
+    """Dense version of ``x`` if it is sparse, counted under ``where``."""
+    if isinstance(x, AxisSparse):
+        record_densify(where, x.shape)
+        return x.todense()
+    return x
+
+
+def _add(a, b):
+    """``a + b`` where at least one is an ``AxisSparse`` (order kept: the
+    concatenation order decides the summation order when coalescing)."""
+    sa, sb = isinstance(a, AxisSparse), isinstance(b, AxisSparse)
+    if sa and sb:
+        if a.shape == b.shape and a.axis == b.axis:
+            dt = np.result_type(a.dtype, b.dtype)
+            return AxisSparse(a.axis, np.concatenate([a.indices, b.indices]),
+                              np.concatenate([a.values.astype(dt, copy=False),
+                                              b.values.astype(dt, copy=False)],
+                                             axis=a.axis), a.shape)
+        if a.shape != b.shape:
+            raise ValueError(f"tapestry.AxisSparse: cannot add shapes {a.shape} and "
+                             f"{b.shape}.")
+        return _scatter_copy(_densify(a, "add (different sparse axes)"), b)
+    sp, other = (a, b) if sa else (b, a)
+    if other is None:
+        return sp
+    if other.__class__ is Var:
+        return np.add(a, b)  # the traced operand records the addition
+    other = np.asarray(other)
+    if other.shape == sp.shape:
+        return _scatter_copy(other, sp)
+    if other.ndim == 0 and other == 0:
+        return sp
+    d = _densify(sp, "add (broadcast dense operand)")
+    return d + other if sa else other + d
+
+
+def _scatter_copy(dense, sp):
+    """A new array ``dense + sp`` (``dense`` is never modified)."""
+    out = np.array(dense, dtype=np.result_type(dense, sp.dtype), copy=True)
+    return sp.scatter_add_into(out)
