@@ -1,0 +1,196 @@
+"""Splitting items into chunks and putting chunk gradients back together.
+
+``items`` is either a ``list`` (item ``i`` is ``items[i]``, any pytree) or an
+array / pytree of arrays sliced along axis 0 (item ``i`` is every leaf's row
+``i``).  Chunk boundaries depend only on ``len(items)`` and ``chunk_size``
+-- never on the executor or its worker count -- and every combination below
+runs in chunk order, which is what makes results bit-identical everywhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import shape_of
+from ..core.pytree import tree_flatten
+from ..core.var import Var
+from .work import Task
+
+#: Default number of chunks: enough to balance 2-16 workers, few enough
+#: that per-task overhead (IPC for processes) stays small.
+DEFAULT_CHUNKS = 16
+
+
+def chunk_bounds(n, chunk_size=None, opname="parallel_sum"):
+    """``[(start, stop), ...]`` covering ``range(n)``."""
+    if chunk_size is None:
+        chunk_size = max(1, -(-n // DEFAULT_CHUNKS))
+    if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"tapestry.{opname}: chunk_size must be a positive integer, "
+                         f"got {chunk_size!r}.")
+    return [(a, min(a + int(chunk_size), n)) for a in range(0, n, int(chunk_size))]
+
+
+def add_in_order(terms):
+    """``terms[0] + terms[1] + ...`` left to right, ``None`` meaning zero;
+    in place into a buffer this function allocated (never into a term)."""
+    total, owned = None, False
+    for c in terms:
+        if c is None:
+            continue
+        if total is None:
+            total = c
+        elif owned and type(c) is np.ndarray and c.shape == total.shape \
+                and np.can_cast(c.dtype, total.dtype, "same_kind"):
+            np.add(total, c, out=total)
+        else:
+            total = total + c
+            owned = type(total) is np.ndarray
+    return total
+
+
+class Plan:
+    """The items and shared arguments of one call, lowered off the tape.
+
+    ``top`` is the tape being recorded on (``None``: nothing to
+    differentiate); ``inline`` is set when values still carry outer tracing
+    levels (higher derivatives), which must be recorded in this thread.
+    """
+
+    def __init__(self, items, shared, batched, opname):
+        self.batched, self.opname = batched, opname
+        self.is_list = isinstance(items, list)
+        if self.is_list:
+            flat = [tree_flatten(it) for it in items]
+            self.item_leaves = [l for l, _ in flat]
+            self.item_defs = [td for _, td in flat]
+            self.n = len(items)
+            all_items = [x for l in self.item_leaves for x in l]
+        else:
+            leaves, self.item_def = tree_flatten(items)
+            self.n = _common_length(leaves, opname)
+            self.item_leaves = leaves
+            all_items = leaves
+        self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
+        self.top = _top_tape(all_items + self.shared_leaves)
+        self._lower_all()
+
+    def _lower_all(self):
+        top = self.top
+
+        def low(x):
+            return x._value if x.__class__ is Var and x._tape is top else x
+
+        def act(x):
+            return x.__class__ is Var and x._tape is top
+
+        if self.is_list:
+            self.item_active = [[act(x) for x in l] for l in self.item_leaves]
+            self.item_values = [[low(x) for x in l] for l in self.item_leaves]
+            flat = [x for l in self.item_values for x in l]
+        else:
+            self.item_active = [act(x) for x in self.item_leaves]
+            self.item_values = [low(x) for x in self.item_leaves]
+            flat = list(self.item_values)
+        self.shared_active = [act(x) for x in self.shared_leaves]
+        self.shared_values = [low(x) for x in self.shared_leaves]
+        self.inline = any(x.__class__ is Var for x in flat + self.shared_values)
+
+    # --- the tape side ----------------------------------------------------------------
+    def parents(self):
+        """Tape positions of the active leaves: items' first, then shared."""
+        if self.is_list:
+            items = [x._index for l, a in zip(self.item_leaves, self.item_active)
+                     for x, on in zip(l, a) if on]
+        else:
+            items = [x._index for x, on in zip(self.item_leaves, self.item_active) if on]
+        return items + [x._index for x, on in zip(self.shared_leaves, self.shared_active) if on]
+
+    # --- chunk tasks -----------------------------------------------------------------------
+    def chunk_items(self, a, b):
+        if self.is_list:
+            return [td.unflatten(v) for td, v in
+                    zip(self.item_defs[a:b], self.item_values[a:b])]
+        if self.batched:
+            return self.item_def.unflatten([x[a:b] for x in self.item_values])
+        return [self.item_def.unflatten([x[i] for x in self.item_values]) for i in range(a, b)]
+
+    def _chunk_active(self, a, b):
+        """Active positions among the leaves of ``chunk_items(a, b)``."""
+        if self.is_list:
+            flags = [on for act in self.item_active[a:b] for on in act]
+        elif self.batched:
+            flags = list(self.item_active)
+        else:
+            flags = list(self.item_active) * (b - a)
+        return [k for k, on in enumerate(flags) if on], len(flags)
+
+    def tasks(self, f, bounds, differentiate, parent=None):
+        shared = self.shared_def.unflatten(self.shared_values)
+        out = []
+        for a, b in bounds:
+            active = ()
+            if differentiate:
+                pos, n_chunk = self._chunk_active(a, b)
+                active = tuple(pos) + tuple(n_chunk + k for k, on in
+                                            enumerate(self.shared_active) if on)
+            out.append(Task(f, a, self.chunk_items(a, b), shared, active,
+                            self.batched, parent))
+        return out
+
+    # --- putting gradients back together ---------------------------------------------------
+    def assemble(self, bounds, chunk_grads):
+        """One cotangent per parent (see :meth:`parents`) from each chunk's
+        list of active-leaf gradients (``None`` for a chunk with none)."""
+        n_shared = sum(self.shared_active)
+        item_parts, shared_parts = [], []
+        for (a, b), g in zip(bounds, chunk_grads):
+            n_items = len(self._chunk_active(a, b)[0])
+            if g is None:
+                g = [None] * (n_items + n_shared)
+            item_parts.append(g[:n_items])
+            shared_parts.append(g[n_items:])
+        shared = [add_in_order([p[j] for p in shared_parts]) for j in range(n_shared)]
+        return self._assemble_items(bounds, item_parts) + shared
+
+    def _assemble_items(self, bounds, parts):
+        if self.is_list:
+            return [c for p in parts for c in p]
+        active = [x for x, on in zip(self.item_values, self.item_active) if on]
+        out = []
+        for j, x in enumerate(active):
+            if self.batched:
+                blocks = [_dense(p[j], x[a:b]) for (a, b), p in zip(bounds, parts)]
+                out.append(np.concatenate(blocks) if blocks else np.zeros_like(x))
+            else:
+                na = len(active)
+                rows = [_dense(p[r * na + j], x[a + r])
+                        for (a, b), p in zip(bounds, parts) for r in range(b - a)]
+                out.append(np.stack(rows) if rows else np.zeros_like(x))
+        return out
+
+
+def _dense(c, like):
+    if c is None:
+        return np.zeros(np.shape(like), np.result_type(like))
+    return np.asarray(c.todense()) if hasattr(c, "todense") else c
+
+
+def _common_length(leaves, opname):
+    if not leaves:
+        raise ValueError(f"tapestry.{opname}: items has no arrays; pass a list of items "
+                         "or an array sliced along axis 0.")
+    lengths = {shape_of(x)[0] if len(shape_of(x)) else None for x in leaves}
+    if None in lengths or len(lengths) != 1:
+        raise ValueError(
+            f"tapestry.{opname}: items that are not a list are sliced along axis 0, so "
+            f"every array in them needs the same leading length; got shapes "
+            f"{[shape_of(x) for x in leaves]}. Pass a list to give items one by one.")
+    return lengths.pop()
+
+
+def _top_tape(leaves):
+    top = None
+    for x in leaves:
+        if x.__class__ is Var and (top is None or x._tape.level > top.level):
+            top = x._tape
+    return top

@@ -1,0 +1,62 @@
+"""Errors raised by parallel calls, and how a worker reports a failing item.
+
+A worker never lets ``f``'s exception escape as is: it returns a
+:class:`Failure` holding the item's index, the exception and its formatted
+traceback, because a traceback does not survive pickling to another
+process.  The caller then raises :class:`ParallelItemError` naming the item,
+chained to the original exception, before anything is recorded on the tape
+(so no partial gradient is ever applied).
+"""
+from __future__ import annotations
+
+import traceback
+
+
+class ParallelItemError(RuntimeError):
+    """``f`` raised on one item.  ``index`` is the item's position in
+    ``items``; ``__cause__`` is the original exception; ``worker_traceback``
+    is its traceback as text (from the worker, thread or process)."""
+
+    def __init__(self, message, index, worker_traceback):
+        super().__init__(message)
+        self.index = index
+        self.worker_traceback = worker_traceback
+
+
+class WorkerDiedError(RuntimeError):
+    """A process worker died twice running the same task."""
+
+
+class Failure:
+    """What a worker returns instead of raising (picklable)."""
+
+    __slots__ = ("index", "exc", "tb")
+
+    def __init__(self, index, exc):
+        self.index = index
+        self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.exc = _picklable(exc)
+
+    def __getstate__(self):
+        return (self.index, self.exc, self.tb)
+
+    def __setstate__(self, s):
+        self.index, self.exc, self.tb = s
+
+    def raise_in_caller(self, opname):
+        exc = self.exc
+        raise ParallelItemError(
+            f"tapestry.{opname}: f raised {type(exc).__name__} on "
+            f"{'item' if isinstance(self.index, int) else 'items'} {self.index}: "
+            f"{exc}\n\nTraceback in the worker:\n{self.tb}", self.index, self.tb) from exc
+
+
+def _picklable(exc):
+    """The exception itself if it can cross a process boundary, else a
+    RuntimeError carrying its text."""
+    import pickle
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,157 @@
+"""``parallel_map``: ``[f(item, *shared) for item in items]`` in parallel,
+differentiable, with a parallel backward pass.
+
+In-process executors (serial, threads) keep each chunk's child tape and
+sweep them in parallel in the backward pass.  Process and Dask executors
+run the forward without a tape and, in the backward pass, recompute each
+chunk's forward inside the task that applies its cotangent: every task is
+stateless and safe to retry.  Shared arguments' cotangents are summed in
+chunk order, so the bits do not depend on the executor.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.backward import JointRule
+from ..core.primitive import record
+from ..core.pytree import tree_flatten
+from ..core.var import Var
+from .chunks import Plan, chunk_bounds
+from .executors import SerialExecutor, get_executor, in_worker
+from .runner import in_process, run_chunks
+from .work import map_chunk_keep, map_chunk_pullback, map_chunk_values
+
+
+def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
+                 batched=False, progress=False):
+    """``f`` over ``items`` in parallel.
+
+    A list of items gives a list of outputs; items sliced along axis 0 (an
+    array or pytree of arrays) give outputs stacked along axis 0, like
+    ``vmap``.  With ``batched=True`` ``f`` gets a whole chunk and returns
+    outputs with the chunk along axis 0; they are concatenated.  Other
+    arguments as in :func:`tapestry.parallel_sum`.
+    """
+    plan = Plan(items, shared, batched, "parallel_map")
+    if plan.n == 0:
+        return [] if plan.is_list else None
+    bounds = chunk_bounds(plan.n, chunk_size, "parallel_map")
+    ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
+    differentiate = plan.top is not None
+    keep = differentiate and in_process(ex)
+    tasks = plan.tasks(f, bounds, differentiate, parent=plan.top)
+    if keep:
+        results = run_chunks(ex, map_chunk_keep, tasks, "parallel_map", progress)
+        outs, kept = [r[0] for r in results], [r[1] for r in results]
+    else:
+        outs = run_chunks(ex, map_chunk_values, tasks, "parallel_map", progress)
+    layout = _Layout(plan, bounds, outs)
+    if not differentiate:
+        return layout.result
+    return _record(plan, bounds, layout, ex, tasks, kept if keep else None)
+
+
+class _Layout:
+    """How the chunks' outputs become the result, and how the result's
+    cotangents map back to each chunk's outputs."""
+
+    def __init__(self, plan, bounds, outs):
+        self.bounds = bounds
+        self.mode = "list" if plan.is_list and not plan.batched else \
+            ("concat" if plan.batched else "stack")
+        if self.mode == "list":
+            self.result = [o for chunk in outs for o in chunk]
+            self.per_chunk = [sum(len(tree_flatten(o)[0]) for o in chunk) for chunk in outs]
+            return
+        per_item = [o for chunk in outs for o in chunk]
+        flat = [tree_flatten(o) for o in per_item]
+        td = flat[0][1]
+        if any(t != td for _, t in flat):
+            raise ValueError("tapestry.parallel_map: f returned outputs of different "
+                             "structures for different items; they must match to be "
+                             "stacked (pass a list of items to get a list back).")
+        join = np.concatenate if self.mode == "concat" else np.stack
+        self.result = td.unflatten([join([l[j] for l, _ in flat])
+                                    for j in range(td.n_leaves)])
+
+    def leaves(self):
+        return tree_flatten(self.result)[0]
+
+    def chunk_cotangents(self, flat_g):
+        """Per chunk: the flat list of its outputs' cotangents, or ``None``
+        when all of them are zero (that chunk's backward is skipped)."""
+        out = []
+        if self.mode == "list":
+            k = 0
+            for n in self.per_chunk:
+                cs = flat_g[k:k + n]
+                k += n
+                out.append(cs if any(c is not None for c in cs) else None)
+            return out
+        for a, b in self.bounds:
+            if all(c is None for c in flat_g):
+                out.append(None)
+            elif self.mode == "concat":
+                out.append([None if c is None else c[a:b] for c in flat_g])
+            else:
+                out.append([None if c is None else c[i] for i in range(a, b) for c in flat_g])
+        return out
+
+
+class _Slots:
+    """Cotangent of the map's node: output slot -> cotangent.  Adding one
+    into another merges dicts (O(outputs touched), not O(all outputs))."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, d):
+        self.d = d
+
+    def __accumulate_into__(self, prev):
+        for k, c in self.d.items():
+            old = prev.d.get(k)
+            prev.d[k] = c if old is None else old + c
+        return prev
+
+
+def _slot_rule(k):
+    def select_pullback(g, ans):
+        return _Slots({k: g})
+    return select_pullback
+
+
+def _record(plan, bounds, layout, ex, tasks, kept):
+    tape = plan.top
+    leaves = layout.leaves()
+
+    def parallel_map_pullback(g, ans):
+        flat_g = [None] * len(leaves)
+        for k, c in g.d.items():
+            flat_g[k] = np.asarray(c.todense()) if hasattr(c, "todense") else c
+        per_chunk = layout.chunk_cotangents(flat_g)
+        traced = any(c.__class__ is Var for cs in per_chunk if cs for c in cs)
+        run_ex = SerialExecutor() if (traced or in_worker()) else ex
+        todo = [k for k, cs in enumerate(per_chunk) if cs is not None]
+        if kept is not None:
+            jobs = [(kept[k], per_chunk[k]) for k in todo]
+            grads = run_chunks(run_ex, _kept_pullback, jobs, "parallel_map")
+        else:
+            jobs = [(tasks[k], per_chunk[k]) for k in todo]
+            grads = run_chunks(run_ex, map_chunk_pullback, jobs, "parallel_map")
+        chunk_grads = [None] * len(bounds)
+        for k, gr in zip(todo, grads):
+            chunk_grads[k] = gr
+        return plan.assemble(bounds, chunk_grads)
+
+    index = len(tape.nodes)
+    record(tape, tuple(leaves), plan.parents(), JointRule(parallel_map_pullback), (), {})
+    outs = []
+    for k, v in enumerate(leaves):
+        tape.nodes.append(((index,), (_slot_rule(k),), v, (), {}))
+        outs.append(Var(v, tape, len(tape.nodes) - 1))
+    return tree_flatten(layout.result)[1].unflatten(outs)
+
+
+def _kept_pullback(job):
+    kept, cts = job
+    return kept.pullback(cts)

@@ -1,0 +1,59 @@
+"""``parallel_sum``: Stan's reduce_sum for NumPy code.
+
+Each chunk of items runs on a child tape in a worker, which returns the
+chunk's partial sum and its gradient from one reverse sweep; the caller's
+tape gets one node whose rule scales those gradients by the incoming
+cotangent:  for ``s = sum_i f(x_i, θ)``,  ``x̄_i = s̄ ∂f/∂x_i`` and
+``θ̄ = s̄ Σ_chunks Σ_{i in chunk} ∂f/∂θ`` (chunks summed in order).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.backward import JointRule
+from ..core.primitive import record
+from .chunks import Plan, add_in_order, chunk_bounds
+from .executors import SerialExecutor, get_executor
+from .runner import run_chunks
+from .work import sum_chunk
+
+
+def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
+                 batched=False, progress=False):
+    """``sum(f(item, *shared) for item in items)``, forward and gradient in parallel.
+
+    ``items``: a list of pytrees, or an array (pytree of arrays) sliced
+    along axis 0.  ``executor``: "serial", "threads", "processes", "dask", a
+    ``concurrent.futures.Executor`` or a ``dask.distributed.Client``.
+    ``chunk_size`` (default: 1/16 of the items) fixes the chunks, and with
+    them the bits of the result, whatever the executor.  ``batched=True``
+    calls ``f(chunk, *shared)`` once per chunk (a list or a slice of items)
+    and sums what it returns -- reduce_sum's partial-sum style.
+    Differentiable with respect to the items and every shared argument.
+    """
+    plan = Plan(items, shared, batched, "parallel_sum")
+    if plan.n == 0:
+        return np.float64(0.0)
+    bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum")
+    ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
+    differentiate = plan.top is not None
+    tasks = plan.tasks(f, bounds, differentiate, parent=plan.top)
+    results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress)
+    value = add_in_order([r[0] for r in results])
+    if not differentiate:
+        return value
+    stored = plan.assemble(bounds, [r[1] for r in results])
+
+    def parallel_sum_pullback(g, ans):
+        return [_scale(g, c) for c in stored]
+
+    return record(plan.top, value, plan.parents(), JointRule(parallel_sum_pullback), (), {})
+
+
+def _scale(g, c):
+    """``g * c``, skipping the multiply (and its buffer) when ``g`` is 1."""
+    if c is None:
+        return None
+    if type(g) is np.ndarray and g.shape == () and g == 1:
+        return c
+    return g * c

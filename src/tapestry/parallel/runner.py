@@ -1,0 +1,51 @@
+"""Running chunk tasks on an executor and getting results back in order.
+
+Process-based executors pay for every task (pickling, a round trip), so
+consecutive chunks are grouped into a few tasks per worker there; grouping
+never changes a chunk's result, only how many round trips carry them.
+"""
+from __future__ import annotations
+
+import functools
+
+from .executors import SerialExecutor, ThreadExecutor
+from .faults import Failure
+from .progress import Progress
+
+#: Tasks per worker for process and Dask executors (some load balancing).
+TASKS_PER_WORKER = 2
+
+
+def _run_group(fn, group):
+    return [fn(t) for t in group]
+
+
+def _in_process(ex):
+    return isinstance(ex, (SerialExecutor, ThreadExecutor)) or getattr(ex, "threaded", False)
+
+
+def run_chunks(ex, fn, tasks, opname, progress=False):
+    """``[fn(t) for t in tasks]`` on ``ex``, in task order; a
+    :class:`Failure` from any chunk is raised here, naming its item."""
+    if _in_process(ex) or len(tasks) <= 1:
+        groups = [[t] for t in tasks]
+        call = lambda g: [fn(g[0])]  # noqa: E731
+    else:
+        n_groups = min(len(tasks), TASKS_PER_WORKER * max(1, ex.n_workers))
+        size = -(-len(tasks) // n_groups)
+        groups = [tasks[i:i + size] for i in range(0, len(tasks), size)]
+        call = functools.partial(_run_group, fn)
+    results = [None] * len(groups)
+    bar = Progress(opname, len(groups), progress)
+    for k, r in ex.run(call, groups):
+        for x in r:
+            if isinstance(x, Failure):
+                x.raise_in_caller(opname)
+        results[k] = r
+        bar.step()
+    return [x for r in results for x in r]
+
+
+def in_process(ex):
+    """True when tasks run in this process (child tapes can be kept)."""
+    return _in_process(ex)

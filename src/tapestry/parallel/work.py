@@ -1,0 +1,207 @@
+"""What a worker does with one chunk: the functions shipped to executors.
+
+A chunk task is a :class:`Task`: the user's ``f``, the chunk's items (a list
+of item pytrees, or one slice when ``batched``), the shared arguments as
+plain arrays, and the positions of the leaves of ``(chunk, shared)`` to
+differentiate.  Each function opens its own tape in the worker's thread
+(Stan's nested reverse sweep on a child tape), so workers share nothing
+mutable.  Failures come back as :class:`~.faults.Failure` values, never as
+raised exceptions, so the caller can name the item.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.backward import JointRule, backward_sweep
+from ..core.primitive import record
+from ..core.pytree import tree_flatten
+from ..core.tape import LEAF, open_tape
+from ..core.var import Var
+from .faults import Failure
+
+
+class Task:
+    """One chunk's work order (picklable: all plain data plus ``f``)."""
+
+    __slots__ = ("f", "start", "chunk", "shared", "active", "batched", "parent")
+
+    def __init__(self, f, start, chunk, shared, active, batched, parent=None):
+        self.f, self.start, self.chunk, self.shared = f, start, chunk, shared
+        self.active, self.batched, self.parent = active, batched, parent
+
+    def __getstate__(self):  # the parent tape stays home
+        return (self.f, self.start, self.chunk, self.shared, self.active, self.batched)
+
+    def __setstate__(self, s):
+        self.f, self.start, self.chunk, self.shared, self.active, self.batched = s
+        self.parent = None
+
+    def label(self, i=None):
+        if self.batched:
+            return f"{self.start}..{self.start + _length(self.chunk) - 1}"
+        return self.start + i
+
+
+def _length(chunk):
+    leaves = tree_flatten(chunk)[0]
+    return len(chunk) if isinstance(chunk, list) else (len(leaves[0]) if leaves else 0)
+
+
+def _trace(task, tape):
+    """Put the active leaves of ``(chunk, shared)`` on ``tape``; return the
+    traced chunk, traced shared args and the leaves' tape positions."""
+    leaves, td = tree_flatten((task.chunk, task.shared))
+    nodes, positions = tape.nodes, []
+    for k in task.active:
+        nodes.append(LEAF)
+        positions.append(len(nodes) - 1)
+        leaves[k] = Var(leaves[k], tape, positions[-1])
+    chunk, shared = td.unflatten(leaves)
+    return chunk, shared, positions
+
+
+class _Failed(Exception):
+    """Carries a :class:`Failure` out of the per-item loop."""
+
+
+def _calls(task, chunk, shared, check=None):
+    """The outputs of ``f`` on each item of the chunk (or once, batched);
+    raises :class:`_Failed` naming the item whose call raised."""
+    f = task.f
+    if task.batched:
+        return [_call(task.label(), f, chunk, shared, check)]
+    return [_call(task.label(i), f, item, shared, check) for i, item in enumerate(chunk)]
+
+
+def _call(label, f, item, shared, check):
+    try:
+        out = f(item, *shared)
+        if check is not None:
+            check(out)
+        return out
+    except Exception as e:
+        raise _Failed(Failure(label, e)) from None
+
+
+def _in_order_sum(values):
+    total = values[0]
+    for v in values[1:]:
+        total = total + v
+    return total
+
+
+def _grads(cts, positions, leaves_like):
+    out = []
+    for p, x in zip(positions, leaves_like):
+        c = cts[p]
+        if type(c) is np.ndarray or isinstance(c, np.generic):
+            dt = np.result_type(x)
+            if c.dtype != dt or np.shape(c) != np.shape(x) or type(c) is not np.ndarray:
+                c = np.asarray(c, dtype=dt).reshape(np.shape(x))
+        out.append(c)
+    return out
+
+
+def _active_values(task):
+    leaves = tree_flatten((task.chunk, task.shared))[0]
+    return [leaves[k] for k in task.active]
+
+
+# --- parallel_sum ---------------------------------------------------------------------
+def sum_chunk(task):
+    """The chunk's partial sum and, if any leaf is active, its gradient
+    from one reverse sweep: ``(value, [grad per active leaf])``."""
+    if not task.active:
+        try:
+            return _in_order_sum(_calls(task, task.chunk, task.shared, _check_scalar)), []
+        except _Failed as e:
+            return e.args[0]
+    with open_tape(parent=task.parent) as tape:
+        chunk, shared, positions = _trace(task, tape)
+        try:
+            total = _in_order_sum(_calls(task, chunk, shared, _check_scalar))
+        except _Failed as e:
+            return e.args[0]
+    if total.__class__ is Var and total._tape is tape:
+        value = total._value
+        cts = backward_sweep(tape, total._index, np.ones((), np.result_type(value)))
+    else:
+        value, cts = total, [None] * len(tape.nodes)
+    return value, _grads(cts, positions, _active_values(task))
+
+
+def _check_scalar(v):
+    shape = getattr(v, "shape", np.shape(v) if not isinstance(v, Var) else None)
+    if shape != ():
+        raise ValueError(f"parallel_sum needs f to return a scalar, got shape {shape}; "
+                         "use parallel_map for array outputs.")
+
+
+# --- parallel_map: forward ------------------------------------------------------------
+def map_chunk_values(task):
+    """Outputs of the chunk, no tape (stateless): a list of output pytrees."""
+    try:
+        return _calls(task, task.chunk, task.shared)
+    except _Failed as e:
+        return e.args[0]
+
+
+class KeptChunk:
+    """A chunk's child tape kept alive for a later reverse sweep (threads)."""
+
+    __slots__ = ("tape", "join", "positions", "leaves_like")
+
+    def pullback(self, out_cts):
+        """Cotangents of the active leaves given the outputs' cotangents
+        (a list, ``None`` for zero)."""
+        cts = backward_sweep(self.tape, self.join, list(out_cts), release=False)
+        return _grads(cts, self.positions, self.leaves_like)
+
+
+def map_chunk_keep(task):
+    """Outputs of the chunk traced on a child tape that is kept:
+    ``(output pytrees (plain), KeptChunk)``."""
+    with open_tape(parent=task.parent) as tape:
+        chunk, shared, positions = _trace(task, tape)
+        try:
+            outs = _calls(task, chunk, shared)
+        except _Failed as e:
+            return e.args[0]
+    kept = KeptChunk()
+    kept.tape, kept.positions, kept.leaves_like = tape, positions, _active_values(task)
+    kept.join = _join(tape, outs)
+    plain = [tree_flatten(o)[1].unflatten([_lower(x, tape) for x in tree_flatten(o)[0]])
+             for o in outs]
+    return plain, kept
+
+
+def _join(tape, outs):
+    """Append one node whose parents are all traced output leaves, so one
+    sweep seeded there with the list of output cotangents reaches them all."""
+    parents, take, k = [], [], 0
+    for o in outs:
+        for x in tree_flatten(o)[0]:
+            if x.__class__ is Var and x._tape is tape:
+                parents.append(x._index)
+                take.append(k)
+            k += 1
+
+    def join_pullback(g, ans):
+        return [g[k] for k in take]
+    record(tape, None, parents, JointRule(join_pullback), (), {})
+    return len(tape.nodes) - 1
+
+
+def _lower(x, tape):
+    return x._value if x.__class__ is Var and x._tape is tape else x
+
+
+# --- parallel_map: backward by recomputation (processes, Dask) ---------------------------
+def map_chunk_pullback(args):
+    """Recompute the chunk's forward on a fresh tape and pull ``out_cts``
+    back: stateless, so a lost task can simply run again."""
+    task, out_cts = args
+    r = map_chunk_keep(task)
+    if isinstance(r, Failure):
+        return r
+    return r[1].pullback(out_cts)
