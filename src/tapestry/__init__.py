@@ -7,6 +7,7 @@ from .core.pytree import tree_flatten, tree_map, tree_unflatten
 from .core.var import Var
 from . import debug, optim  # noqa: F401  (issue 3)
 from .sparse import AxisSparse  # noqa: F401  (issue 3)
+from .parallel import parallel_map, parallel_sum  # noqa: F401  (issue 5)
 from .ops.einsum import einsum
 
 __version__ = "0.1.0"
