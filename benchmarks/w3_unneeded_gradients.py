@@ -48,6 +48,7 @@ def main(quick=False, plot=False):
         rows.append(row("W3", label, "numpy by hand",
                         median_time(lambda: by_hand(w1, b1, x, want_x), reps),
                         peak_bytes(lambda: by_hand(w1, b1, x, want_x)), "tracemalloc; floor"))
+    rows.extend(_inactive_rows(w1, b1, x, reps))
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(2)
@@ -101,3 +102,22 @@ def _torch_peak(torch, fn):
         return peak
     except Exception:
         return peak_rss_delta(fn)
+
+
+def _inactive_rows(w1, b1, x, reps):
+    """Plain NumPy work on inputs nobody differentiates, inside ``grad`` of
+    another argument, against the same work called directly."""
+    import tapestry as tp
+
+    def plain(w1, x):
+        return np.sum(np.exp(w1 @ x) * 0.5 + np.tanh(w1 @ x))
+
+    def f(s, w1, x):
+        return s * plain(w1, x)
+
+    g = tp.grad(f)
+    s = np.float64(2.0)
+    return [row("W3", "inactive NumPy inside grad", "tapestry", median_time(lambda: g(s, w1, x), reps),
+                None, "grad w.r.t. a scalar; the rest is plain NumPy"),
+            row("W3", "inactive NumPy inside grad", "numpy direct",
+                median_time(lambda: plain(w1, x), reps), None, "same code, no grad")]
