@@ -1,0 +1,270 @@
+"""parallel_sum / parallel_map: gradients against finite differences, bit-identical
+results across executors and worker counts, faults, nesting, thread safety."""
+import os
+import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import cloudpickle
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tapestry as tp
+from tapestry.core.tape import open_tape
+from tapestry.core.var import Var
+from tapestry.parallel import ParallelItemError, WorkerDiedError
+from tapestry.parallel.chunks import chunk_bounds
+from tapestry.testing import check_grads
+
+# Worker processes cannot import this test module: ship its functions by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+RNG = np.random.default_rng(0)
+
+
+def mlp(m, x):
+    h = np.tanh(m["W1"] @ x + m["b1"].reshape(-1, 1))
+    return np.sum(m["W2"] @ h + m["b2"])
+
+
+def models(n, dtype=np.float64, hidden=5, d=3):
+    rng = np.random.default_rng(1)
+    return [{"W1": rng.standard_normal((hidden, d)).astype(dtype),
+             "b1": rng.standard_normal(hidden).astype(dtype),
+             "W2": rng.standard_normal((1, hidden)).astype(dtype),
+             "b2": rng.standard_normal(1).astype(dtype)} for _ in range(n)]
+
+
+# --- gradients against finite differences ------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_sum_over_models_grad(dtype, executor):
+    ms, x = models(5, dtype), RNG.standard_normal((3, 4)).astype(dtype)
+    check_grads(lambda ms, x: tp.parallel_sum(mlp, ms, x, executor=executor,
+                                              chunk_size=2), (ms, x))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 7), cols=st.sampled_from([(), (1,), (3,)]),
+       chunk=st.integers(1, 4), batched=st.booleans(), dtype=st.sampled_from(["f8", "f4"]))
+def test_sliced_items_with_broadcasting(n, cols, chunk, batched, dtype):
+    """Rows of X (0-d rows when cols == ()) against a broadcast shared w."""
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n,) + cols).astype(dtype)
+    w = rng.standard_normal((3,) if cols == (3,) else ()).astype(dtype)
+    f = (lambda x, w: np.sum(np.sin(x * w) + x ** 2))
+    check_grads(lambda X, w: tp.parallel_sum(f, X, w, chunk_size=chunk, batched=batched,
+                                             executor="threads"), (X, w))
+
+
+def test_pytree_of_arrays_sliced_together():
+    u, y = RNG.standard_normal(6), RNG.standard_normal((6, 2))
+    f = (lambda it, a: np.sum((it["y"] - it["u"] * a) ** 2))
+    check_grads(lambda u, a: tp.parallel_sum(f, {"u": u, "y": y}, a, chunk_size=4),
+                (u, 0.7))
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_map_grad_stacked_and_list(executor):
+    X, W = RNG.standard_normal((7, 3)), RNG.standard_normal((3, 2))
+    f = (lambda r, W: np.tanh(r @ W))
+    check_grads(lambda X, W: tp.parallel_map(f, X, W, executor=executor, chunk_size=3),
+                (X, W))
+    ms, x = models(4), RNG.standard_normal((3, 2))
+    g = (lambda m, x: {"h": np.tanh(m["W1"] @ x), "s": np.sum(m["b1"])})
+    check_grads(lambda ms, x: tp.parallel_map(g, ms, x, executor=executor, chunk_size=3),
+                (ms, x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_map_batched_and_partial_cotangent(dtype):
+    X, w = RNG.standard_normal((5, 2)).astype(dtype), RNG.standard_normal(2).astype(dtype)
+    f = (lambda c, w: (np.exp(c * w), c[:, :1]))
+    check_grads(lambda X, w: tp.parallel_map(f, X, w, batched=True, chunk_size=2,
+                                             executor="threads")[0], (X, w))
+
+
+def test_higher_derivatives_run_inline():
+    x = RNG.standard_normal(4)
+    f = (lambda xi, s: np.sin(xi * s) * s)
+    h = tp.hessian(lambda s: tp.parallel_sum(f, x, s, executor="threads", chunk_size=3))(1.3)
+    h_ref = tp.hessian(lambda s: np.sum(np.sin(x * s) * s))(1.3)
+    assert np.allclose(h, h_ref)
+
+
+# --- bit-identical across executors -----------------------------------------------------
+@pytest.fixture(scope="module")
+def w4_small():
+    rng = np.random.default_rng(2)
+    return models(13, hidden=16, d=8), rng.standard_normal((8, 32))
+
+
+def _sum_grad(ms, x, **kw):
+    return tp.value_and_grad(lambda ms, x: tp.parallel_sum(mlp, ms, x, chunk_size=3, **kw),
+                             argnums=(0, 1))(ms, x)
+
+
+def _assert_bits(a, b):
+    la, lb = tp.tree_flatten(a)[0], tp.tree_flatten(b)[0]
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        assert np.array_equal(np.asarray(u), np.asarray(v))
+
+
+def test_bit_identical_across_executors_and_worker_counts(w4_small):
+    ms, x = w4_small
+    ref = _sum_grad(ms, x, executor="serial")
+    runs = [dict(executor="threads", n_workers=k) for k in (1, 2, 8)]
+    runs += [dict(executor="processes", n_workers=2)]
+    for kw in runs:
+        _assert_bits(_sum_grad(ms, x, **kw), ref)
+    with ThreadPoolExecutor(3) as pool:
+        _assert_bits(_sum_grad(ms, x, executor=pool), ref)
+    with ProcessPoolExecutor(2) as pool:
+        _assert_bits(_sum_grad(ms, x, executor=pool), ref)
+
+
+def test_map_bit_identical_threads_vs_recompute(w4_small):
+    ms, x = w4_small
+
+    def loss(ms, x, ex):
+        outs = tp.parallel_map(lambda m, x: np.tanh(m["W1"] @ x), ms, x, executor=ex,
+                               chunk_size=4)
+        return sum(np.sum(o * o) for o in outs)
+    ref = tp.value_and_grad(loss, argnums=(0, 1))(ms, x, "serial")
+    for ex in ("threads", "processes"):
+        _assert_bits(tp.value_and_grad(loss, argnums=(0, 1))(ms, x, ex), ref)
+
+
+def test_serial_matches_plain_loop(w4_small):
+    ms, x = w4_small
+    val, (gm, gx) = _sum_grad(ms, x, executor="serial")
+    assert np.isclose(val, sum(mlp(m, x) for m in ms))
+    for m, g in zip(ms, gm):
+        ref = tp.grad(mlp)(m, x)
+        assert all(np.allclose(g[k], ref[k]) for k in m)
+
+
+def test_chunks_depend_only_on_count_and_size():
+    assert chunk_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_bounds(64, None) == [(4 * k, 4 * k + 4) for k in range(16)]
+    assert chunk_bounds(3, None) == [(0, 1), (1, 2), (2, 3)]
+
+
+# --- values only, nesting, thread safety ------------------------------------------------
+def test_no_traced_args_is_plain_value():
+    X = RNG.standard_normal((9, 2))
+    v = tp.parallel_sum(lambda r: np.sum(r ** 2), X, executor="threads", chunk_size=2)
+    assert not isinstance(v, Var) and np.isclose(v, np.sum(X ** 2))
+    y = tp.parallel_map(lambda r: r * 2, X, executor="threads")
+    assert type(y) is np.ndarray and np.array_equal(y, X * 2)
+    assert tp.parallel_sum(np.sum, []) == 0.0
+
+
+def test_nested_parallel_inside_worker_runs_inline():
+    X = RNG.standard_normal((4, 3))
+
+    def outer(row, s):
+        return tp.parallel_sum(lambda v, s: np.sin(v * s), row, s, executor="threads",
+                               n_workers=1)
+    g = tp.grad(lambda s: tp.parallel_sum(outer, X, s, executor="threads", n_workers=1,
+                                          chunk_size=1))(0.5)
+    assert np.isclose(g, np.sum(X * np.cos(X * 0.5)))
+
+
+def test_concurrent_grads_from_several_threads(w4_small):
+    ms, x = w4_small
+    ref = _sum_grad(ms, x, executor="serial")
+    results, errors = [None] * 4, []
+
+    def run(k):
+        try:
+            results[k] = _sum_grad(ms, x, executor="threads", n_workers=2)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r in results:
+        _assert_bits(r, ref)
+
+
+# --- faults ------------------------------------------------------------------------------------
+def fails_on_5(v, s):
+    if v == 5.0:
+        raise ValueError("bad item")
+    return v * s
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_error_names_item_and_keeps_traceback(executor):
+    with open_tape() as tape:
+        s = Var(np.float64(2.0), tape, 0)
+        tape.nodes.append(None)
+        with pytest.raises(ParallelItemError, match="ValueError on item 5: bad item") as e:
+            tp.parallel_sum(fails_on_5, np.arange(8.0), s, executor=executor, chunk_size=3)
+        assert len(tape.nodes) == 1  # nothing recorded: no partial gradient
+    assert e.value.index == 5
+    assert "fails_on_5" in e.value.worker_traceback
+    assert isinstance(e.value.__cause__, ValueError)
+
+
+def test_batched_error_names_item_range():
+    with pytest.raises(ParallelItemError, match="items 3..5"):
+        tp.parallel_sum(lambda c, s: fails_on_5(c[2], s) + np.sum(c), np.arange(8.0), 1.0,
+                        chunk_size=3, batched=True)
+
+
+def dies_once(v, x, marker):
+    if v == 3.0 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return np.sum(x * v)
+
+
+def test_killed_process_worker_is_replaced_and_chunk_retried(tmp_path):
+    marker = str(tmp_path / "died")
+    x = RNG.standard_normal(3)
+    open(marker, "w").close()  # the serial reference must not die
+    ref = tp.value_and_grad(lambda x: tp.parallel_sum(dies_once, np.arange(6.0), x, marker,
+                                                      chunk_size=2), )(x)
+    os.remove(marker)
+    got = tp.value_and_grad(lambda x: tp.parallel_sum(dies_once, np.arange(6.0), x, marker,
+                                                      executor="processes", n_workers=2,
+                                                      chunk_size=2))(x)
+    assert os.path.exists(marker)  # a worker really died
+    _assert_bits(got, ref)
+
+
+def always_dies(v):
+    os._exit(1)
+
+
+def test_worker_dying_twice_is_a_clear_error():
+    with pytest.raises(WorkerDiedError, match="died twice"):
+        tp.parallel_sum(always_dies, np.arange(2.0), executor="processes", n_workers=2)
+
+
+# --- bad input -------------------------------------------------------------------------------
+def test_bad_arguments_are_named():
+    X = np.ones((4, 2))
+    with pytest.raises(ValueError, match="unknown executor 'gpu'"):
+        tp.parallel_sum(np.sum, X, executor="gpu")
+    with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
+        tp.parallel_sum(np.sum, X, chunk_size=0)
+    with pytest.raises(ValueError, match="same leading length"):
+        tp.parallel_sum(lambda it: np.sum(it[0]), (X, np.ones(3)))
+    with pytest.raises(ParallelItemError, match="needs f to return a scalar"):
+        tp.parallel_sum(lambda r: r, X)
+    with pytest.raises(ValueError, match="different structures"):
+        tp.parallel_map(lambda r: (r,) if r[0] > 0 else [r], np.array([[1.0], [-1.0]]))
+
+
+def test_progress_is_shown(capsys):
+    tp.parallel_sum(np.sum, np.ones((5, 2)), chunk_size=1, progress=True)
+    assert "parallel_sum: 5/5 chunks" in capsys.readouterr().err
