@@ -42,6 +42,9 @@ class Optimizer:
             raise ValueError(f"tapestry.optim.{type(self).__name__}.update: grads have "
                              f"{len(g_leaves)} leaves but params have {len(p_leaves)}; "
                              "pass the gradient of the same pytree.")
+        for p, g in zip(p_leaves, g_leaves):  # validate before touching state
+            if g is not None:
+                _check_param(p, g, type(self).__name__)
         if self._treedef is None:
             self._treedef = p_td
             self.state = [None] * len(p_leaves)
@@ -53,7 +56,6 @@ class Optimizer:
         for k, (p, g) in enumerate(zip(p_leaves, g_leaves)):
             if g is None:
                 continue
-            _check_param(p, g, type(self).__name__)
             if self.state[k] is None:
                 self.state[k] = self._init_state(p)
             if isinstance(g, AxisSparse):

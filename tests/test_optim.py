@@ -1,0 +1,152 @@
+"""Optimizers: dense paths against PyTorch's formulas (when installed) and a
+NumPy reference; sparse paths against the dense path where the semantics
+match, and against lazy references (and torch.optim.SparseAdam) where not."""
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.sparse import AxisSparse
+
+RNG = np.random.default_rng(2)
+try:
+    import torch
+except ImportError:  # peers are optional
+    torch = None
+
+N, D = 7, 3
+
+
+def _grads(steps, idx_sets):
+    """Per step: a sparse gradient (repeats allowed) and its dense twin."""
+    out = []
+    for idx in idx_sets[:steps]:
+        idx = np.asarray(idx)
+        s = AxisSparse(0, idx, RNG.standard_normal((len(idx), D)), (N, D))
+        out.append((s, s.todense()))
+    return out
+
+
+def _run(opt, g_list, sparse):
+    W = np.linspace(-1, 1, N * D).reshape(N, D)
+    for s, d in g_list:
+        opt.update({"W": W}, {"W": s if sparse else d})
+    return W
+
+
+IDX_ALL = [np.arange(N)[::-1]] * 4
+IDX_SOME = [[0, 3, 3], [3, 5], [0, 0, 6], [5]]
+
+EXACT = [lambda: tp.optim.SGD(lr=0.1), lambda: tp.optim.Adagrad(lr=0.1),
+         lambda: tp.optim.Adagrad(lr=0.1, lr_decay=0.1, initial_accumulator_value=0.2)]
+LAZY = [lambda: tp.optim.SGD(lr=0.1, momentum=0.9),
+        lambda: tp.optim.SGD(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1),
+        lambda: tp.optim.Adam(lr=0.1), lambda: tp.optim.Adam(lr=0.1, weight_decay=0.1),
+        lambda: tp.optim.AdamW(lr=0.1, weight_decay=0.1)]
+
+
+@pytest.mark.parametrize("make", EXACT)
+def test_sparse_equals_dense_when_semantics_match(make):
+    g = _grads(4, IDX_SOME)
+    assert np.allclose(_run(make(), g, True), _run(make(), g, False))
+
+
+@pytest.mark.parametrize("make", EXACT + LAZY)
+def test_sparse_equals_dense_when_every_row_is_touched(make):
+    g = _grads(4, IDX_ALL)
+    assert np.allclose(_run(make(), g, True), _run(make(), g, False))
+
+
+@pytest.mark.parametrize("make", LAZY)
+def test_lazy_paths_leave_untouched_rows_alone(make):
+    g = _grads(4, IDX_SOME)
+    Ws, Wd = _run(make(), g, True), _run(make(), g, False)
+    W0 = np.linspace(-1, 1, N * D).reshape(N, D)
+    assert np.array_equal(Ws[[1, 2, 4]], W0[[1, 2, 4]])      # never touched: unchanged
+    assert not np.allclose(Ws, Wd)                             # documented difference
+
+
+def _torch_run(make_torch, g_list, sparse=False):
+    W = torch.tensor(np.linspace(-1, 1, N * D).reshape(N, D), requires_grad=True)
+    opt = make_torch([W])
+    for s, d in g_list:
+        c = s.coalesce()
+        W.grad = (torch.sparse_coo_tensor(torch.tensor(c.indices[None]), torch.tensor(
+                      c.values), (N, D), check_invariants=True) if sparse
+                  else torch.tensor(d))
+        opt.step()
+    return W.detach().numpy()
+
+
+PAIRS = [  # (tapestry, torch) with the same hyperparameters
+    (lambda: tp.optim.SGD(lr=0.1, momentum=0.9, weight_decay=0.01),
+     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01)),
+    (lambda: tp.optim.SGD(lr=0.1, momentum=0.5, nesterov=True),
+     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.5, nesterov=True)),
+    (lambda: tp.optim.Adam(lr=0.05, betas=(0.8, 0.99), weight_decay=0.1),
+     lambda p: torch.optim.Adam(p, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1)),
+    (lambda: tp.optim.AdamW(lr=0.05, weight_decay=0.1),
+     lambda p: torch.optim.AdamW(p, lr=0.05, weight_decay=0.1)),
+    (lambda: tp.optim.Adagrad(lr=0.1, lr_decay=0.01, weight_decay=0.1),
+     lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01, weight_decay=0.1)),
+]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("ours,theirs", PAIRS)
+def test_dense_paths_match_pytorch(ours, theirs):
+    g = _grads(4, IDX_SOME)
+    assert np.allclose(_run(ours(), g, False), _torch_run(theirs, g))
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+def test_lazy_adam_matches_torch_sparse_adam():
+    g = _grads(4, IDX_SOME)
+    ref = _torch_run(lambda p: torch.optim.SparseAdam(p, lr=0.1), g, sparse=True)
+    assert np.allclose(_run(tp.optim.Adam(lr=0.1), g, True), ref)
+
+
+def test_update_is_in_place_on_a_pytree_with_mixed_gradients():
+    W, b = RNG.standard_normal((N, D)), RNG.standard_normal(D)
+    params = {"emb": W, "head": [b]}
+    W0, b0 = W.copy(), b.copy()
+    S = np.array([1, 1, 4])
+    x = RNG.standard_normal(D)
+    loss = lambda p: np.sum(np.tanh(p["emb"][S] @ x + p["head"][0]))
+    grads = tp.grad(loss)(params)
+    assert isinstance(grads["emb"], AxisSparse) and type(grads["head"][0]) is np.ndarray
+    dense = tp.grad(loss, sparse=False)(params)
+    opt = tp.optim.SGD(lr=0.5)
+    assert opt.update(params, grads) is params
+    assert params["emb"] is W and np.allclose(W, W0 - 0.5 * dense["emb"])
+    assert np.allclose(b, b0 - 0.5 * dense["head"][0])
+
+
+def test_float32_parameters_stay_float32():
+    W = RNG.standard_normal((N, D)).astype(np.float32)
+    g = tp.grad(lambda W: np.sum(W[np.array([2, 2])] ** 2))(W)
+    tp.optim.Adam(lr=0.1).update([W], [g])
+    assert W.dtype == np.float32
+
+
+def test_clear_errors():
+    W = RNG.standard_normal((N, D))
+    with pytest.raises(ValueError, match="lr must be positive"):
+        tp.optim.Adam(lr=0)
+    with pytest.raises(ValueError, match="betas"):
+        tp.optim.Adam(betas=(1.0, 0.9))
+    with pytest.raises(ValueError, match="nesterov=True needs momentum"):
+        tp.optim.SGD(nesterov=True)
+    opt = tp.optim.SGD(lr=0.1)
+    with pytest.raises(ValueError, match="grads have 1 leaves but params have 2"):
+        opt.update([W, W], [W])
+    with pytest.raises(TypeError, match="float NumPy arrays"):
+        opt.update([np.arange(3)], [np.ones(3)])
+    with pytest.raises(ValueError, match="gradient shape"):
+        opt.update([W], [np.ones(3)])
+    opt.update({"a": W}, {"a": np.ones_like(W)})
+    with pytest.raises(ValueError, match="changed structure"):
+        opt.update({"b": W}, {"b": np.ones_like(W)})
+    ro = np.ones(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        tp.optim.SGD().update([ro], [ro])
