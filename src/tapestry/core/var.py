@@ -51,7 +51,11 @@ class Var:
     # --- conversions that would lose the gradient -------------------------
     def __array__(self, dtype=None, copy=None):
         raise TypeError(f"tapestry: cannot convert a traced array to a NumPy "
-                        f"array (np.asarray / np.array). {_HELP_CONVERT}")
+                        f"array (np.asarray / np.array). {_HELP_CONVERT} "
+                        "Library code that converts its inputs (e.g. "
+                        "scipy.special.logsumexp) cannot be traced: use "
+                        "tapestry.numpy (tnp.logsumexp), np.stack for lists of "
+                        "traced arrays, or tapestry.custom_vjp.")
 
     def __float__(self):
         raise TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")

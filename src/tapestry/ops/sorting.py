@@ -1,0 +1,114 @@
+"""Sorting and order statistics: sort, partition, median, quantile/percentile.
+
+The permutation is computed on the plain values (it is piecewise constant),
+then applied as a gather; the VJP scatters the cotangent back through the
+inverse permutation.  Ties follow the stable sort: each tied element gets
+the cotangent of the output position it was sorted to.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.dispatch import unwrap_all
+from ..core.primitive import Primitive, defvjp
+from ..core.registry import FUNCTIONS
+
+
+def _inverse_permutation(idx, axis):
+    inv = np.empty_like(idx)
+    n = idx.shape[axis]
+    shape = [1] * idx.ndim
+    shape[axis] = n
+    np.put_along_axis(inv, idx, np.arange(n).reshape(shape), axis)
+    return inv
+
+
+_gather = Primitive(lambda a, idx, axis: np.take_along_axis(a, idx, axis), "sort")
+# ā = ḡ gathered by the inverse permutation (a permutation's transpose).
+defvjp(_gather, lambda g, ans, a, idx, axis:
+       np.take_along_axis(g, _inverse_permutation(idx, axis), axis))
+
+
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    if order is not None:
+        raise NotImplementedError("tapestry: np.sort(order=...) sorts structured "
+                                  "arrays, which have no gradient.")
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    if np.ndim(a) == 0:
+        return a
+    axis %= np.ndim(a)
+    idx = np.argsort(unwrap_all(a), axis=axis, kind=kind, stable=stable)
+    return _gather(a, idx, axis)
+
+
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    axis %= np.ndim(a)
+    idx = np.argpartition(unwrap_all(a), kth, axis=axis)
+    return _gather(a, idx, axis)
+
+
+def _moved_sorted(a, axis):
+    """Sort along ``axis`` (None: flattened) and move that axis to the front."""
+    if axis is None:
+        return sort(np.ravel(a)), None
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(ax % np.ndim(a) for ax in axis)
+        rest = [i for i in range(np.ndim(a)) if i not in axes]
+        moved = np.transpose(a, axes + tuple(rest))
+        shape = np.shape(moved)
+        flat = np.reshape(moved, (-1,) + shape[len(axes):])
+        return sort(flat, axis=0), axes
+    axis %= np.ndim(a)
+    return np.moveaxis(sort(a, axis=axis), axis, 0), (axis,)
+
+
+def _keep(out, a, axes, keepdims, n_q_dims):
+    if not keepdims:
+        return out
+    nd = np.ndim(a)
+    axes = tuple(range(nd)) if axes is None else axes
+    qshape = np.shape(out)[:n_q_dims]
+    rest = iter(np.shape(out)[n_q_dims:])
+    shape = tuple(1 if i in axes else next(rest) for i in range(nd))
+    return np.reshape(out, qshape + shape)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):
+    """Linear interpolation between order statistics (NumPy's default method):
+    differentiable in ``a`` (piecewise linear), ``q`` is a constant."""
+    if method != "linear" or weights is not None or interpolation is not None:
+        raise NotImplementedError("tapestry: np.quantile is differentiable only with "
+                                  "method='linear' and no weights.")
+    if out is not None:
+        raise TypeError("tapestry: np.quantile(..., out=...) writes in place; drop out=.")
+    q = np.asarray(unwrap_all(q), dtype=float)
+    s, axes = _moved_sorted(a, axis)
+    n = np.shape(s)[0]
+    pos = q * (n - 1)
+    lo = np.floor(pos).astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    frac = (pos - lo).astype(np.result_type(s))
+    frac = np.reshape(frac, np.shape(frac) + (1,) * (np.ndim(s) - 1))
+    res = s[lo] * (1 - frac) + s[hi] * frac
+    return _keep(res, a, axes, keepdims, np.ndim(q))
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None, interpolation=None):
+    return quantile(a, np.asarray(unwrap_all(q)) / 100.0, axis, out, overwrite_input,
+                    method, keepdims, weights=weights, interpolation=interpolation)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return quantile(a, 0.5, axis, out, keepdims=keepdims)
+
+
+FUNCTIONS[np.sort] = sort
+FUNCTIONS[np.partition] = partition
+FUNCTIONS[np.quantile] = quantile
+FUNCTIONS[np.percentile] = percentile
+FUNCTIONS[np.median] = median
