@@ -1,0 +1,9 @@
+"""Index-notation kernels with symbolically derived gradients.
+
+parse.py (spec -> tree), derive.py (symbolic derivatives, gradient kernels,
+polynomial expansion), plan.py (plan choice; einsum plans; loop kernels as
+primitives), compile_numba.py (plan c), blocked.py (plan d), kernel.py (the
+user-facing ``kernel``).
+"""
+from .kernel import Kernel, kernel  # noqa: F401
+from .parse import KernelSyntaxError  # noqa: F401

@@ -1,0 +1,252 @@
+"""Plan (c): a generated loop nest compiled with numba.
+
+One nest per kernel (the forward, or one input's gradient): parallel
+(``prange``) over the first output index, the other output indices next,
+the reduction innermost accumulating in a register, one write per output
+element -- no atomics, no temporaries.  Inputs are passed transposed so the
+innermost loop walks contiguous memory.  Guards of gradient kernels become
+loop bounds (``a`` runs only where ``p - a`` is a valid ``i``).
+
+The source is written to a file under the cache directory and compiled with
+``cache=True``, so numba keeps the machine code on disk across processes.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .render import affine_src, render
+from .parse import refs
+
+_HELPERS = '''
+@njit(inline="always", cache=True)
+def _sigmoid(u):
+    return DT(1) / (DT(1) + np.exp(-u))
+
+@njit(inline="always", cache=True)
+def _relu(u):
+    return u if u > DT(0) else DT(0) * u
+
+@njit(inline="always", cache=True)
+def _square(u):
+    return u * u
+
+@njit(inline="always", cache=True)
+def _step(u):
+    return DT(1) if u > DT(0) else DT(0)
+
+@njit(inline="always", cache=True)
+def _tie(a, b):
+    return DT(1) if a > b else (DT(0.5) if a == b else DT(0))
+
+@njit(inline="always", cache=True)
+def _eq(a, b):
+    return DT(1) if a == b else DT(0)
+'''
+
+
+def available():
+    """numba importable and not disabled with ``TAPESTRY_NO_NUMBA=1``."""
+    if os.environ.get("TAPESTRY_NO_NUMBA", "") not in ("", "0"):
+        return False
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def cache_dir():
+    d = os.environ.get("TAPESTRY_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tapestry", "kernels")
+    Path(d).mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def layout(ir):
+    """Loop order and, per input occurrence, the axis order that puts the
+    innermost loop's index last: ``(loop_vars, guard_vars, params)``."""
+    loop = list(ir.out_vars) + list(ir.red_vars)
+    depth = {v: i for i, v in enumerate(loop)}
+    params, seen = [], {}
+    for r in refs(ir.body):
+        d = [max((depth[v] for v, _ in a[0]), default=-1) for a in r[2]]
+        perm = tuple(sorted(range(len(r[2])), key=lambda k: d[k]))
+        key = (r[1], perm)
+        if key not in seen:
+            seen[key] = len(params)
+            params.append(key)
+    guard_vars = sorted({v for _, v in ir.guards} - set(loop))
+    return loop, guard_vars, params
+
+
+def source(ir, dtype, fastmath):
+    """Python source of the nest for ``ir``; the function is ``kern``."""
+    loop, guard_vars, params = layout(ir)
+    pid = {key: n for n, key in enumerate(params)}
+    ndims = {}
+    for r in refs(ir.body):
+        ndims[r[1]] = len(r[2])
+    lines = [f"def kern(out, cnt, {', '.join(f'a{n}' for n in range(len(params)))}"
+             f"{', ' if params else ''}b):"]
+    k = 0
+    for v in loop + guard_vars:
+        lines.append(f"    lo_{v} = b[{k}]; hi_{v} = b[{k + 1}]")
+        k += 2
+    for n, (name, perm) in enumerate(params):
+        for d in range(len(perm)):
+            lines.append(f"    o{n}_{d} = b[{k}]")
+            k += 1
+    for d in range(len(ir.out_vars)):
+        lines.append(f"    oo_{d} = b[{k}]")
+        k += 1
+
+    def var(v):
+        return f"v_{v}"
+
+    def ref(r):
+        n = pid[(r[1], _perm_of(r, loop))]
+        perm = params[n][1]
+        idx = ", ".join(f"{affine_src(r[2][d], var)} - o{n}_{j}" for j, d in enumerate(perm))
+        return f"a{n}[{idx}]"
+
+    body = render(ir.body, ref)
+    # guards: tighten the deepest variable's bounds when its coefficient is +-1
+    tight = {v: ([f"lo_{v}"], [f"hi_{v}"]) for v in loop}
+    conds = []
+    pos = {v: i for i, v in enumerate(loop)}
+    for aff, gv in ir.guards:
+        terms = dict(aff[0])
+        deepest = max(terms, key=lambda v: pos[v])
+        c = terms[deepest]
+        rest = (tuple((u, cu) for u, cu in aff[0] if u != deepest), aff[1])
+        rs = affine_src(rest, var)
+        if c == 1:
+            tight[deepest][0].append(f"lo_{gv} - ({rs})")
+            tight[deepest][1].append(f"hi_{gv} - ({rs})")
+        elif c == -1:
+            tight[deepest][0].append(f"({rs}) - hi_{gv}")
+            tight[deepest][1].append(f"({rs}) - lo_{gv}")
+        else:
+            s = affine_src(aff, var)
+            conds.append(f"lo_{gv} <= {s} <= hi_{gv}")
+
+    def bounds(v):
+        lo, hi = tight[v]
+        lo = lo[0] if len(lo) == 1 else f"max({', '.join(lo)})"
+        hi = hi[0] if len(hi) == 1 else f"min({', '.join(hi)})"
+        return lo, hi
+
+    ind = "    "
+    out_ind = ind
+    init = [f"acc = DT({_init(ir.reduce)!r})", "c_ = 0"]
+    if not ir.out_vars:
+        lines.extend(ind + l for l in init)
+    for depth, v in enumerate(loop):
+        lo, hi = bounds(v)
+        if depth == 0 and ir.out_vars:
+            lines.append(f"{ind}L_ = {lo}")
+            lines.append(f"{ind}for t_ in prange({hi} - L_ + 1):")
+            lines.append(f"{ind}    {var(v)} = L_ + t_")
+        else:
+            lines.append(f"{ind}for {var(v)} in range({lo}, {hi} + 1):")
+        ind += "    "
+        if depth == len(ir.out_vars) - 1:
+            lines.extend(ind + l for l in init)
+            out_ind = ind
+    if conds:
+        lines.append(f"{ind}if {' and '.join(conds)}:")
+        ind += "    "
+    if ir.reduce == "sum":
+        lines.append(f"{ind}acc += {body}")
+    else:
+        cmp = ">" if ir.reduce == "max" else "<"
+        lines.append(f"{ind}val_ = {body}")
+        lines.append(f"{ind}if val_ {cmp} acc:")
+        lines.append(f"{ind}    acc = val_")
+        lines.append(f"{ind}    c_ = 1")
+        lines.append(f"{ind}elif val_ == acc:")
+        lines.append(f"{ind}    c_ += 1")
+    oidx = ", ".join(f"{var(v)} - oo_{d}" for d, v in enumerate(ir.out_vars)) or "0"
+    lines.append(f"{out_ind}out[{oidx}] = acc")
+    if ir.reduce != "sum":
+        lines.append(f"{out_ind}cnt[{oidx}] = c_")
+    par = "True" if ir.out_vars else "False"
+    fm = '{"reassoc", "nsz", "arcp", "contract"}' if fastmath else "False"
+    head = ["import numpy as np", "from numba import njit, prange",
+            f"DT = np.{np.dtype(dtype).name}", _HELPERS,
+            f"@njit(parallel={par}, cache=True, fastmath={fm}, error_model='numpy')"]
+    return "\n".join(head + lines) + "\n", loop, guard_vars, params
+
+
+def _perm_of(r, loop):
+    depth = {v: i for i, v in enumerate(loop)}
+    d = [max((depth[v] for v, _ in a[0]), default=-1) for a in r[2]]
+    return tuple(sorted(range(len(r[2])), key=lambda k: d[k]))
+
+
+def _init(reduce):
+    return {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[reduce]
+
+
+_compiled = {}
+_lock = threading.Lock()
+
+
+def compiled(src):
+    """Import the generated module from the on-disk cache and return ``kern``."""
+    key = hashlib.sha1(src.encode()).hexdigest()[:20]
+    with _lock:
+        fn = _compiled.get(key)
+        if fn is None:
+            path = Path(cache_dir()) / f"tk_{key}.py"
+            if not path.exists():
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(src)
+                os.replace(tmp, path)
+            spec = importlib.util.spec_from_file_location(f"tapestry_kernel_{key}", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            fn = _compiled[key] = mod.kern
+    return fn
+
+
+def run(ir, arrays, origins, ranges, dtype):
+    """Evaluate ``ir`` with numba: returns ``(out, count)``.
+
+    ``arrays``/``origins``: per input name; ``ranges``: var -> (lo, hi)."""
+    fastmath = ir.reduce == "sum" and not any(
+        n[0] == "call" and n[1] == "_eq" for n in _nodes(ir.body))
+    src, loop, guard_vars, params = source(ir, dtype, fastmath)
+    kern = compiled(src)
+    args = []
+    b = []
+    for v in loop + guard_vars:
+        b.extend(ranges[v])
+    for name, perm in params:
+        a = arrays[name]
+        if a.dtype != dtype:
+            a = a.astype(dtype)
+        a = np.ascontiguousarray(np.transpose(a, perm)) if perm != tuple(range(a.ndim)) \
+            else np.ascontiguousarray(a)
+        args.append(a)
+        o = origins.get(name, (0,) * a.ndim)
+        b.extend(o[d] for d in perm)
+    b.extend(ranges[v][0] for v in ir.out_vars)
+    shape = tuple(ranges[v][1] - ranges[v][0] + 1 for v in ir.out_vars)
+    out = np.full(shape or (1,), _init(ir.reduce), dtype=dtype)
+    cnt = np.zeros(shape or (1,), dtype=np.int64)
+    kern(out, cnt, *args, np.asarray(b, dtype=np.int64))
+    if not shape:
+        out, cnt = out.reshape(()), cnt.reshape(())
+    return out, cnt
+
+
+def _nodes(e):
+    from .parse import walk
+    return walk(e)
