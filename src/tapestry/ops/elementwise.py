@@ -126,8 +126,9 @@ defbinary(np.fmax,
 defbinary(np.fmin,
           lambda g, ans, x, y: g * _tie_weight(x, y, ans),
           lambda g, ans, x, y: g * _tie_weight(y, x, ans))
-defbinary(np.copysign,
-          lambda g, ans, x, y: g * np.sign(x) * np.sign(ans), None)
+# copysign's sign argument is piecewise constant: a zero cotangent (None).
+defvjp(primitive(np.copysign),
+       _ub(lambda g, ans, x, y: g * np.sign(x) * np.sign(ans), 0), lambda g, ans, x, y: None)
 defbinary(np.fmod, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.trunc(x / y))
 defbinary(np.remainder, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.floor(x / y))
 

@@ -1,0 +1,102 @@
+"""A shared sweeper for rule tests: random inputs in a domain, every dtype and
+memory layout, shapes from hypothesis.
+
+``check_all(f, *args)`` runs :func:`tapestry.testing.check_grads` on ``f`` in
+float64 and float32 and with C-contiguous and non-contiguous inputs, so one
+line per op covers the matrix the project asks of every rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from tapestry.testing import check_grads
+
+#: Settings for rule sweeps: few examples (the machine is shared), no deadline.
+SWEEP = settings(max_examples=20, deadline=None, derandomize=True,
+                 suppress_health_check=[HealthCheck.too_slow])
+
+DTYPES = (np.float64, np.float32)
+
+#: Input domains: name -> (low, high) of a uniform draw, or "normal".
+DOMAINS = {
+    "normal": None,
+    "pos": (0.5, 2.0),        # log, sqrt, reciprocal, power base
+    "unit": (-0.9, 0.9),      # arcsin, arccos, arctanh
+    "gt1": (1.2, 3.0),        # arccosh
+    "away": (0.3, 2.0),       # sign-symmetric, kept away from 0 (abs, cbrt)
+}
+
+
+def rand(shape, domain="normal", seed=0, dtype=np.float64):
+    """A random array of ``shape`` in ``domain`` (see :data:`DOMAINS`)."""
+    rng = np.random.default_rng(seed)
+    lim = DOMAINS[domain]
+    if lim is None:
+        x = rng.standard_normal(shape)
+    else:
+        x = rng.uniform(*lim, size=shape)
+        if domain == "away":
+            x = x * rng.choice([-1.0, 1.0], size=shape)
+    return np.asarray(x, dtype=dtype)
+
+
+def noncontig(x):
+    """The same values in a strided (non-contiguous) view."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return x
+    big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+    big[..., ::2] = x
+    view = big[..., ::2]
+    assert x.size == 0 or not view.flags.c_contiguous or x.shape[-1] <= 1
+    return view
+
+
+def variants(args):
+    """``args`` as float64, float32, and non-contiguous float64."""
+    f64 = tuple(np.asarray(a, np.float64) if _is_float(a) else a for a in args)
+    yield f64
+    yield tuple(a.astype(np.float32) if _is_float(a) else a for a in f64)
+    yield tuple(noncontig(a) if _is_float(a) else a for a in f64)
+
+
+def _is_float(a):
+    return isinstance(a, np.ndarray) and a.dtype.kind == "f"
+
+
+def check_all(f, *args, order=1, **kw):
+    """check_grads over every dtype and layout of ``args``."""
+    for vs in variants(args):
+        check_grads(f, vs, order=order, **kw)
+
+
+# --- hypothesis strategies ------------------------------------------------------
+def shapes(min_dims=0, max_dims=3, min_side=0, max_side=4):
+    """Array shapes including 0-d and (with ``min_side=0``) size-0 ones."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims,
+                            min_side=min_side, max_side=max_side)
+
+
+def broadcast_pair(max_dims=3, max_side=4, min_side=0):
+    """Two mutually broadcastable shapes."""
+    return hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=max_dims,
+                                             min_side=min_side, max_side=max_side
+                                             ).map(lambda r: r.input_shapes)
+
+
+@st.composite
+def shape_and_axis(draw, min_dims=1, max_dims=3, max_side=4, min_side=0):
+    """A shape and an ``axis`` argument for it: None, an int (maybe negative)
+    or a tuple of distinct axes."""
+    shape = draw(shapes(min_dims, max_dims, min_side, max_side))
+    nd = len(shape)
+    kind = draw(st.sampled_from(["none", "int", "tuple"]))
+    if kind == "none" or nd == 0:
+        return shape, None
+    if kind == "int":
+        return shape, draw(st.integers(-nd, nd - 1))
+    axes = draw(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True))
+    return shape, tuple(axes)

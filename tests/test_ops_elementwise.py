@@ -1,0 +1,183 @@
+"""Every elementwise rule against finite differences, over random shapes
+(0-d, size-0, broadcasting), float64/float32 and non-contiguous inputs."""
+import numpy as np
+import pytest
+from hypothesis import given
+
+import tapestry as tp
+from tapestry.testing import check_grads
+from sweep import SWEEP, broadcast_pair, check_all, rand, shapes
+
+UNARY = {
+    np.negative: "normal", np.positive: "normal", np.reciprocal: "away",
+    np.square: "normal", np.conjugate: "normal", np.exp: "normal", np.exp2: "normal",
+    np.expm1: "normal", np.log: "pos", np.log2: "pos", np.log10: "pos", np.log1p: "pos",
+    np.sqrt: "pos", np.cbrt: "away", np.sin: "normal", np.cos: "normal", np.tan: "unit",
+    np.arcsin: "unit", np.arccos: "unit", np.arctan: "normal", np.sinh: "normal",
+    np.cosh: "normal", np.tanh: "normal", np.arcsinh: "normal", np.arccosh: "gt1",
+    np.arctanh: "unit", np.deg2rad: "normal", np.rad2deg: "normal", np.radians: "normal",
+    np.degrees: "normal", np.absolute: "away", np.fabs: "away", np.sinc: "away",
+    np.nan_to_num: "normal",
+}
+
+BINARY = {
+    np.add: ("normal", "normal"), np.subtract: ("normal", "normal"),
+    np.multiply: ("normal", "normal"), np.true_divide: ("normal", "away"),
+    np.power: ("pos", "normal"), np.float_power: ("pos", "normal"),
+    np.logaddexp: ("normal", "normal"), np.logaddexp2: ("normal", "normal"),
+    np.arctan2: ("away", "away"), np.hypot: ("away", "away"),
+    np.maximum: ("normal", "normal"), np.minimum: ("normal", "normal"),
+    np.fmax: ("normal", "normal"), np.fmin: ("normal", "normal"),
+    np.copysign: ("away", "away"), np.fmod: ("pos", "pos"), np.remainder: ("pos", "pos"),
+}
+
+
+@pytest.mark.parametrize("ufunc", list(UNARY), ids=lambda u: u.__name__)
+@SWEEP
+@given(shape=shapes())
+def test_unary_rule(ufunc, shape):
+    check_all(ufunc, rand(shape, UNARY[ufunc]))
+
+
+def _avoid_kinks(ufunc, x, y):
+    # fmod/remainder jump where x/y is an integer; copysign's y only matters by sign.
+    if ufunc in (np.fmod, np.remainder):
+        y = y + 3.0
+    return x, y
+
+
+@pytest.mark.parametrize("ufunc", list(BINARY), ids=lambda u: u.__name__)
+@SWEEP
+@given(pair=broadcast_pair())
+def test_binary_rule_with_broadcasting(ufunc, pair):
+    dx, dy = BINARY[ufunc]
+    x, y = _avoid_kinks(ufunc, rand(pair[0], dx, 1), rand(pair[1], dy, 2))
+    check_all(ufunc, x, y)
+
+
+@pytest.mark.parametrize("ufunc", [np.add, np.multiply, np.power, np.maximum],
+                         ids=lambda u: u.__name__)
+def test_binary_rule_with_python_scalars(ufunc):
+    x = rand((3, 2), "pos")
+    check_all(lambda x: ufunc(x, 2.5), x)
+    check_all(lambda x: ufunc(1.5, x), x)
+
+
+def test_power_derivative_at_zero_base():
+    assert tp.grad(lambda x: x ** 2.0)(0.0) == 0.0
+    assert tp.grad(lambda x: np.sum(x ** 0))(np.zeros(2)).tolist() == [0.0, 0.0]
+    # d/dy 0**y is 0 (limit from the right), not nan.
+    assert tp.grad(lambda y: np.power(0.0, y), argnums=0)(2.0) == 0.0
+
+
+def test_abs_at_zero_is_zero():
+    assert tp.grad(lambda x: np.sum(np.abs(x)))(np.array([0.0, -2.0, 3.0])).tolist() == \
+        [0.0, -1.0, 1.0]
+
+
+def test_maximum_ties_split_evenly():
+    x = np.array([1.0, 2.0, 3.0])
+    y = np.array([1.0, 5.0, 0.0])
+    gx, gy = tp.grad(lambda x, y: np.sum(np.maximum(x, y)), argnums=(0, 1))(x, y)
+    assert gx.tolist() == [0.5, 0.0, 1.0] and gy.tolist() == [0.5, 1.0, 0.0]
+    assert tp.grad(lambda x: np.maximum(x, x))(2.0) == 1.0
+
+
+def test_fmax_ignores_nan_operand():
+    gx, gy = tp.grad(lambda x, y: np.sum(np.fmax(x, y)), argnums=(0, 1))(
+        np.array([np.nan, 1.0]), np.array([2.0, np.nan]))
+    assert gx.tolist() == [0.0, 1.0] and gy.tolist() == [1.0, 0.0]
+
+
+# --- clip -----------------------------------------------------------------------
+@SWEEP
+@given(pair=broadcast_pair())
+def test_clip_rule_all_arguments(pair):
+    x = rand(pair[0], "normal", 3)
+    lo = rand(pair[1], "normal", 4) - 0.5
+    check_all(lambda x, lo: np.clip(x, lo, lo + 1.0), x, lo)
+
+
+@pytest.mark.parametrize("lo,hi", [(None, 0.3), (-0.3, None), (-0.2, 0.4)])
+def test_clip_with_none_bounds(lo, hi):
+    x = rand((4, 3), "normal", 5)
+    check_all(lambda x: np.clip(x, lo, hi), x)
+    check_all(lambda x: x.clip(lo, hi), x)
+
+
+def test_clip_boundary_convention():
+    # The gradient passes to x on the closed interval [lo, hi].
+    g = tp.grad(lambda x: np.sum(np.clip(x, 0.0, 1.0)))(np.array([-1.0, 0.0, 0.5, 1.0, 2.0]))
+    assert g.tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
+    glo = tp.grad(lambda lo: np.sum(np.clip(np.array([-1.0, 0.0, 3.0]), lo, 1.0)))(0.0)
+    assert glo == 1.0  # only the strictly-below entry
+
+
+def test_clip_out_raises():
+    with pytest.raises(TypeError, match="np.clip.*out="):
+        tp.grad(lambda x: np.sum(np.clip(x, 0, 1, out=np.empty(2))))(np.ones(2))
+
+
+# --- where, astype, nan_to_num -------------------------------------------------------
+@SWEEP
+@given(pair=broadcast_pair())
+def test_where_rule(pair):
+    x, y = rand(pair[0], "normal", 6), rand(pair[1], "normal", 7)
+    cond = rand(np.broadcast_shapes(*pair), "normal", 8) > 0
+    check_all(lambda x, y: np.where(cond, x, y), x, y)
+
+
+def test_where_with_traced_condition_uses_its_value():
+    x = np.array([-1.0, 2.0])
+    g = tp.grad(lambda x: np.sum(np.where(x, x * 3, 0.0)))(x)
+    assert g.tolist() == [3.0, 3.0]
+    assert tp.grad(lambda x: np.sum(x * len(np.where(x > 0)[0])))(x).tolist() == [1.0, 1.0]
+
+
+def test_astype_float_keeps_gradient_dtype():
+    x = rand((3,), "normal", 9)
+    check_grads(lambda x: x.astype(np.float32) * 2, (x,), eps=1e-3, rtol=1e-3, atol=1e-3)
+    g = tp.grad(lambda x: np.sum(x.astype(np.float64) ** 2))(x.astype(np.float32))
+    assert g.dtype == np.float32
+
+
+def test_nan_to_num_zero_gradient_at_nonfinite():
+    x = np.array([1.0, np.nan, np.inf, -2.0])
+    assert tp.grad(lambda x: np.sum(np.nan_to_num(x) * 0.5))(x).tolist() == [0.5, 0, 0, 0.5]
+
+
+# --- non-differentiable ops are constants ----------------------------------------------
+@pytest.mark.parametrize("op", [
+    lambda x: x > 0, lambda x: np.equal(x, 1.0), lambda x: np.argmax(x),
+    lambda x: np.floor(x), lambda x: np.round(x), lambda x: np.sign(x),
+    lambda x: x.astype(int), lambda x: np.isfinite(x), lambda x: np.argsort(x),
+    lambda x: np.ceil(x), lambda x: x // 2.0,
+])
+def test_nondifferentiable_ops_return_plain_arrays(op):
+    seen = []
+
+    def f(x):
+        c = op(x)
+        seen.append(c)
+        return np.sum(x * 2.0)
+    g = tp.grad(f)(np.array([0.5, -1.5, 2.0]))
+    assert type(seen[0]) in (np.ndarray, np.bool_, np.intp, np.int64, np.float64)
+    assert g.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_missing_rule_names_the_ufunc_and_custom_vjp():
+    with pytest.raises(NotImplementedError, match=r"np\.frexp.*custom_vjp"):
+        tp.grad(lambda x: np.sum(np.frexp(x)[0]))(np.ones(2))
+
+
+# --- second derivatives: the rules are themselves differentiable ----------------------
+@pytest.mark.parametrize("f,domain", [
+    (np.tanh, "normal"), (np.exp, "normal"), (np.sin, "normal"), (np.log, "pos"),
+    (np.sqrt, "pos"), (lambda x: x * x * x, "normal"), (lambda x: x / (1.0 + x * x), "normal"),
+    (lambda x: np.power(x, 2.5), "pos"), (lambda x: np.logaddexp(x, 2 * x), "normal"),
+    (np.arctan, "normal"), (lambda x: np.maximum(x, 0.1) ** 2, "away"),
+], ids=lambda f: getattr(f, "__name__", "f"))
+def test_second_derivatives(f, domain):
+    x = rand((3,), domain, 11)
+    check_grads(f, (x,), order=2)
+    check_grads(f, (x.astype(np.float32),), order=2)
