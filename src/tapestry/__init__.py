@@ -9,6 +9,7 @@ from . import debug, optim  # noqa: F401  (issue 3)
 from .sparse import AxisSparse  # noqa: F401  (issue 3)
 from .parallel import parallel_map, parallel_sum  # noqa: F401  (issue 5)
 from .ops.einsum import einsum
+from .kernels import kernel
 
 __version__ = "0.1.0"
 
