@@ -253,7 +253,8 @@ def _cumprod_vjp(g, ans, a, axis):
     Away from zeros that is ans_k / a_i, giving reverse_cumsum(g ans) / a.
     Entries after the first zero along the axis get 0; the first zero itself
     gets reverse_cumsum(g c) with c the cumprod of a with that zero set to 1.
-    Exact with zeros, O(n)."""
+    Exact with zeros, O(n).  Second derivatives are exact where a slice holds
+    at most one zero (at a second zero the rule's 0 is taken as a constant)."""
     zero = unwrap_all(a) == 0
     safe = np.where(zero, 1.0, a)
     regular = _reverse_cumsum(g * ans, axis) / safe

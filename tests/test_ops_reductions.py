@@ -1,0 +1,180 @@
+"""Reductions, scans, logsumexp and order statistics against finite
+differences, with every form of ``axis`` and ``keepdims``."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tapestry as tp
+import tapestry.numpy as tnp
+from tapestry.testing import check_grads
+from sweep import SWEEP, check_all, rand, shape_and_axis
+
+
+def _nonempty_axes(shape, axis):
+    axes = range(len(shape)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    return all(shape[a] > 0 for a in axes)
+
+
+REDUCTIONS = {
+    "sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min,
+    "amax": np.amax, "amin": np.amin, "nanmax": np.nanmax, "nanmin": np.nanmin,
+    "nansum": np.nansum, "var": np.var, "std": np.std, "logsumexp": tnp.logsumexp,
+}
+NEEDS_ELEMENTS = {"mean", "max", "min", "amax", "amin", "nanmax", "nanmin", "var", "std",
+                  "logsumexp"}  # an empty logsumexp is -inf: no finite differences
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+@SWEEP
+@given(sa=shape_and_axis(min_dims=0), keepdims=st.booleans())
+def test_reduction_rule(name, sa, keepdims):
+    shape, axis = sa
+    if name in NEEDS_ELEMENTS and not _nonempty_axes(shape, axis):
+        return  # NumPy itself refuses (or returns nan for) empty reductions
+    f = REDUCTIONS[name]
+    check_all(lambda x: f(x, axis=axis, keepdims=keepdims), rand(shape, "normal", 1))
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_var_std_ddof(ddof):
+    x = rand((4, 3), "normal", 2)
+    check_all(lambda x: np.var(x, axis=0, ddof=ddof), x)
+    check_all(lambda x: np.std(x, axis=-1, ddof=ddof, keepdims=True), x)
+    check_all(lambda x: x.std(ddof=ddof), x)
+
+
+def test_std_of_constant_has_zero_gradient():
+    assert tp.grad(lambda x: np.std(x))(np.full(3, 2.0)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_prod_exact_with_zeros():
+    g = tp.grad(lambda x: np.prod(x))(np.array([2.0, 0.0, 3.0]))
+    assert g.tolist() == [0.0, 6.0, 0.0]
+    g = tp.grad(lambda x: np.prod(x))(np.array([2.0, 0.0, 0.0]))
+    assert g.tolist() == [0.0, 0.0, 0.0]
+    x = rand((3, 4), "normal", 3)
+    x[1, 2] = x[0, 0] = 0.0
+    check_all(lambda x: np.prod(x, axis=1), x)
+    check_all(lambda x: np.prod(x, axis=0), x, order=2)
+
+
+def test_max_ties_split_evenly():
+    g = tp.grad(lambda x: np.max(x))(np.array([1.0, 3.0, 3.0, 0.0]))
+    assert g.tolist() == [0.0, 0.5, 0.5, 0.0]
+    g = tp.grad(lambda x: np.sum(np.min(x, axis=1)))(np.array([[1.0, 1.0, 1.0], [0.0, 2.0, 5.0]]))
+    np.testing.assert_allclose(g, [[1 / 3] * 3, [1.0, 0.0, 0.0]])
+
+
+def test_max_with_initial_and_nan():
+    x = np.array([1.0, 2.0])
+    assert tp.grad(lambda x: np.max(x, initial=5.0))(x).tolist() == [0.0, 0.0]
+    assert tp.grad(lambda x: np.max(x, initial=0.0))(x).tolist() == [0.0, 1.0]
+    assert tp.grad(lambda x: np.nanmax(x))(np.array([np.nan, 1.0])).tolist() == [0.0, 1.0]
+
+
+# --- scans ---------------------------------------------------------------------------
+@pytest.mark.parametrize("scan", [np.cumsum, np.cumprod])
+@SWEEP
+@given(shape=st.sampled_from([(), (0,), (5,), (3, 4), (2, 0, 3), (2, 3, 2)]),
+       axis=st.sampled_from([None, 0, -1]))
+def test_scan_rule(scan, shape, axis):
+    if axis is not None and len(shape) == 0:
+        return
+    check_all(lambda x: scan(x, axis=axis), rand(shape, "normal", 4))
+
+
+def test_cumprod_exact_with_zeros():
+    x = np.array([[2.0, 0.0, 3.0, 0.0, 4.0], [1.5, -1.0, 0.0, 2.0, 0.5]])
+    check_all(lambda x: np.cumprod(x, axis=1), x)
+    # Second derivatives are exact with at most one zero per slice (documented).
+    check_all(lambda x: np.cumprod(x, axis=1), x * np.array([1.0, 1.0, 1.0, 0.0, 1.0]) +
+              np.array([0.0, 0.0, 0.0, 1.5, 0.0]), order=2)
+    assert np.all(np.isfinite(tp.grad(lambda x: np.sum(np.cumprod(x)))(x)))
+
+
+def test_ufunc_reduce_and_accumulate_use_axis_zero():
+    x = rand((3, 4), "normal", 5)
+    check_all(lambda x: np.add.reduce(x), x)
+    check_all(lambda x: np.maximum.reduce(x, axis=1), x)
+    check_all(lambda x: np.multiply.accumulate(x), x)
+    assert tp.vjp(lambda x: np.add.reduce(x), x)[0].shape == (4,)
+
+
+# --- logsumexp ----------------------------------------------------------------------
+def test_logsumexp_matches_scipy_and_is_stable():
+    from scipy.special import logsumexp as sp_lse
+    x = rand((3, 4), "normal", 6) * 500
+    for axis in (None, 0, (0, 1), -1):
+        np.testing.assert_allclose(tnp.logsumexp(x, axis=axis), sp_lse(x, axis=axis))
+        y, _ = tp.vjp(lambda x: tnp.logsumexp(x, axis=axis, keepdims=True), x)
+        np.testing.assert_allclose(y, sp_lse(x, axis=axis, keepdims=True))
+    assert tnp.logsumexp(np.full(3, -np.inf)) == -np.inf
+
+
+def test_logsumexp_with_b():
+    a, b = rand((3, 4), "normal", 7), rand((4,), "pos", 8)
+    check_all(lambda a, b: tnp.logsumexp(a, axis=1, b=b), a, b)
+    from scipy.special import logsumexp as sp_lse
+    np.testing.assert_allclose(tnp.logsumexp(a, axis=1, b=b), sp_lse(a, axis=1, b=b))
+
+
+def test_softmax_helpers():
+    x = rand((2, 5), "normal", 9)
+    check_all(lambda x: tnp.softmax(x, axis=-1), x)
+    check_all(lambda x: tnp.log_softmax(x, axis=0), x)
+    np.testing.assert_allclose(np.sum(tnp.softmax(x), axis=-1), 1.0)
+
+
+def test_scipy_logsumexp_on_traced_array_points_to_tnp():
+    from scipy.special import logsumexp as sp_lse
+    with pytest.raises(TypeError, match=r"tnp\.logsumexp"):
+        tp.grad(lambda x: sp_lse(x))(np.ones(3))
+
+
+def test_reduction_errors_are_clear():
+    with pytest.raises(TypeError, match=r"np\.sum.*out="):
+        tp.grad(lambda x: np.sum(x, out=np.empty(())))(np.ones(2))
+    with pytest.raises(NotImplementedError, match=r"np\.max.*where="):
+        tp.grad(lambda x: np.max(x, where=x > 0, initial=0.0))(np.ones(2))
+    with pytest.raises(NotImplementedError, match="return_sign"):
+        tp.grad(lambda x: tnp.logsumexp(x, return_sign=True)[0])(np.ones(2))
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x ** 3, axis=0), lambda x: np.prod(x, axis=1), lambda x: np.max(x, axis=1),
+    lambda x: np.var(x, axis=0), lambda x: np.std(x), lambda x: tnp.logsumexp(x, axis=1),
+    lambda x: np.cumsum(x, axis=1) ** 2, lambda x: np.mean(x * x),
+])
+def test_second_derivatives(f):
+    check_all(f, rand((3, 4), "normal", 10), order=2)
+
+
+# --- order statistics ----------------------------------------------------------------
+@SWEEP
+@given(shape=st.sampled_from([(5,), (3, 4), (2, 3, 4), (0, 3)]), axis=st.sampled_from([None, 0, -1]))
+def test_sort_rule(shape, axis):
+    w = rand((60,), "normal", 11)
+    check_all(lambda x: np.sort(x, axis=axis) * w[:np.size(x)].reshape(
+        (-1,) if axis is None else np.shape(x)), rand(shape, "normal", 12))
+
+
+def test_sort_tie_convention_is_a_permutation():
+    g = tp.grad(lambda x: np.sum(np.sort(x) * np.array([1.0, 2.0, 3.0])))(np.array([2.0, 1.0, 2.0]))
+    assert sorted(g.tolist()) == [1.0, 2.0, 3.0] and g[1] == 1.0
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.partition(x, 2, axis=-1)[..., 2],
+    lambda x: np.median(x), lambda x: np.median(x, axis=0, keepdims=True),
+    lambda x: np.quantile(x, [0.1, 0.75], axis=1), lambda x: np.percentile(x, 40, axis=(0, 1)),
+])
+def test_order_statistics(f):
+    x = rand((4, 5), "normal", 13)
+    check_all(f, x)
+    np.testing.assert_allclose(tp.vjp(f, x)[0], f(x))
+
+
+def test_quantile_other_methods_raise():
+    with pytest.raises(NotImplementedError, match="method='linear'"):
+        tp.grad(lambda x: np.quantile(x, 0.5, method="nearest"))(np.ones(3))
