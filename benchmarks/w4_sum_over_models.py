@@ -1,0 +1,156 @@
+"""W4 -- sum over models (Zygote + ThreadsX): value+gradient of
+``sum over m of sum(mlp_m(x))`` w.r.t. every model's parameters.
+
+tapestry: a plain loop of ``value_and_grad`` calls, then ``parallel_sum`` on
+each executor (same chunks, so the same bits).  Peers: PyTorch (loop,
+``torch.func`` vmap over stacked parameters), JAX (loop, vmap, jit(vmap)).
+A "machine ceiling" row measures how much two processes can speed up pure
+NumPy work on this machine right now (other users' load caps every ratio).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from benchmarks._harness import median_time, optional, row
+
+EXECUTORS = ("serial", "threads", "processes", "dask")
+
+
+def make_models(M, hidden, seed=0):
+    rng = np.random.default_rng(seed)
+    ms = [{"W1": rng.standard_normal((hidden, 32)) * 0.1, "b1": rng.standard_normal(hidden),
+           "W2": rng.standard_normal((1, hidden)) * 0.1, "b2": rng.standard_normal(1)}
+          for _ in range(M)]
+    return ms, rng.standard_normal((32, 256))
+
+
+def mlp(m, x):
+    h = np.tanh(m["W1"] @ x + m["b1"].reshape(-1, 1))
+    return np.sum(m["W2"] @ h + m["b2"].reshape(-1, 1))
+
+
+def machine_ceiling(seconds=0.15):
+    """Speedup of two processes over one on CPU-bound NumPy work, now."""
+    from loky import get_reusable_executor
+    pool = get_reusable_executor(max_workers=2)
+    list(pool.map(_busy, [0.01, 0.01]))
+    t0 = time.perf_counter(); _busy(seconds); _busy(seconds); serial = time.perf_counter() - t0
+    t0 = time.perf_counter(); list(pool.map(_busy, [seconds, seconds]))
+    return serial / (time.perf_counter() - t0)
+
+
+def _busy(seconds):
+    a, n = np.random.default_rng(0).random((200, 200)), int(seconds * 1500)
+    for _ in range(n):
+        a = np.tanh(a)
+    return float(a[0, 0])
+
+
+def _tapestry_rows(tp, case, ms, x, reps):
+    rows, base = [], {}
+
+    def loop():
+        vg = tp.value_and_grad(mlp)
+        return [vg(m, x) for m in ms]
+    t_loop = median_time(loop, repeats=reps, warmup=1, number=1)
+    rows.append(row("W4", case, "tapestry loop of grad", t_loop))
+    for ex in EXECUTORS:
+        if ex == "dask" and optional("distributed") is None:
+            continue
+        vg = tp.value_and_grad(lambda ms: tp.parallel_sum(mlp, ms, x, executor=ex))
+        t = median_time(lambda: vg(ms), repeats=reps, warmup=1, number=1)
+        tf = median_time(lambda: tp.parallel_sum(mlp, ms, x, executor=ex), repeats=reps,
+                         warmup=1, number=1)
+        base.setdefault("grad", t); base.setdefault("fwd", tf)
+        rows.append(row("W4", case, f"tapestry {ex}", t,
+                        note=f"x{base['grad'] / t:.2f} vs serial"
+                             + (f"; serial/loop {t / t_loop:.3f}" if ex == "serial" else "")))
+        rows.append(row("W4", case + " forward", f"tapestry {ex}", tf,
+                        note=f"x{base['fwd'] / tf:.2f} vs serial"))
+    return rows
+
+
+def _torch_rows(case, ms, x, reps):
+    torch = optional("torch")
+    if torch is None:
+        return []
+    torch.set_num_threads(os.cpu_count() or 1)
+    tx = torch.from_numpy(x)
+    tms = [{k: torch.tensor(v, requires_grad=True) for k, v in m.items()} for m in ms]
+
+    def f(m, x):
+        h = torch.tanh(m["W1"] @ x + m["b1"].reshape(-1, 1))
+        return torch.sum(m["W2"] @ h + m["b2"].reshape(-1, 1))
+
+    def loop():
+        out = []
+        for m in tms:
+            v = f(m, tx)
+            out.append((v.item(), torch.autograd.grad(v, list(m.values()))))
+        return out
+    stacked = {k: torch.stack([m[k].detach() for m in tms]) for k in tms[0]}
+    from torch.func import grad_and_value, vmap
+    total = grad_and_value(lambda p: vmap(f, in_dims=(0, None))(p, tx).sum())
+    return [row("W4", case, "torch loop", median_time(loop, repeats=reps, warmup=1, number=1)),
+            row("W4", case, "torch func.vmap",
+                median_time(lambda: total(stacked), repeats=reps, warmup=1, number=1))]
+
+
+def _jax_rows(case, ms, x, reps, quick):
+    jax = optional("jax")
+    if jax is None:
+        return []
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def f(m, x):
+        h = jnp.tanh(m["W1"] @ x + m["b1"].reshape(-1, 1))
+        return jnp.sum(m["W2"] @ h + m["b2"].reshape(-1, 1))
+    jx = jnp.asarray(x)
+    jms = [{k: jnp.asarray(v) for k, v in m.items()} for m in ms]
+    stacked = {k: jnp.stack([m[k] for m in jms]) for k in jms[0]}
+    vg = jax.value_and_grad(f)
+    total = jax.value_and_grad(lambda p: jax.vmap(f, in_axes=(0, None))(p, jx).sum())
+    jitted = jax.jit(total)
+    block = jax.block_until_ready
+    rows = []
+    if len(ms) <= 64 or not quick:
+        rows.append(row("W4", case, "jax loop (eager)", median_time(
+            lambda: block([vg(m, jx) for m in jms]), repeats=max(3, reps // 2), warmup=1,
+            number=1)))
+    rows.append(row("W4", case, "jax vmap (eager)", median_time(
+        lambda: block(total(stacked)), repeats=reps, warmup=1, number=1)))
+    rows.append(row("W4", case, "jax jit(vmap)", median_time(
+        lambda: block(jitted(stacked)), repeats=reps, warmup=2, number=1)))
+    return rows
+
+
+def main(quick=False, plot=False):
+    import cloudpickle
+
+    import tapestry as tp
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for worker processes
+    reps = 3 if quick else 7
+    cases = [("M=64", 64, 64), ("M=512", 512, 64), ("M=64 hidden=512", 64, 512)]
+    if quick:
+        cases = [("M=16", 16, 64)]
+    rows = [row("W4", "machine", f"2-process ceiling ({os.cpu_count()} cores)", None,
+                note=f"x{machine_ceiling():.2f} on pure NumPy work, same run")]
+    for case, M, hidden in cases:
+        ms, x = make_models(M, hidden)
+        rows += _tapestry_rows(tp, case, ms, x, reps)
+        rows += _torch_rows(case, ms, x, reps)
+        rows += _jax_rows(case, ms, x, reps, quick)
+    if plot:
+        from benchmarks.w6_poisson import speedup_plot
+        speedup_plot(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    for r in main(quick="--quick" in sys.argv):
+        print(r)

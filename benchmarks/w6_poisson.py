@@ -1,0 +1,192 @@
+"""W6 -- hierarchical Poisson log-likelihood (Stan reduce_sum).
+
+G groups of 20 observations; parameters alpha, beta (scalars) and u (G,).
+loss = sum y*eta - exp(eta) - lgamma(y+1), eta = alpha + beta*x + u[group],
+plus a normal(0, 1) prior on u.  Written as a reduce_sum user would: a
+partial log-likelihood over a slice of groups, summed by ``parallel_sum``
+(``batched=True``).  Value+gradient w.r.t. (u, alpha, beta): serial, each
+executor, and one vectorized call; peers: the same chunked loop and a
+vectorized version (JAX also jit).
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+
+from benchmarks._harness import RESULTS_DIR, median_time, optional, row
+
+EXECUTORS = ("serial", "threads", "processes", "dask")
+N_OBS = 20
+
+
+def make_data(G, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((G, N_OBS))
+    u_true = rng.normal(0.0, 0.5, G)
+    y = rng.poisson(np.exp(0.3 + 0.5 * x + u_true[:, None])).astype(np.float64)
+    lgy = np.vectorize(math.lgamma)(y + 1.0)
+    return {"x": x, "y": y, "c": lgy}, rng.normal(0.0, 0.5, G), 0.2, 0.4
+
+
+def partial_loglik(g, alpha, beta):
+    """Log-likelihood of a slice of groups (``g["u"]`` has the slice's u)."""
+    eta = alpha + beta * g["x"] + np.reshape(g["u"], (-1, 1))
+    return np.sum(g["y"] * eta - np.exp(eta) - g["c"]) - 0.5 * np.sum(g["u"] ** 2)
+
+
+def _loss(executor, data):
+    def loss(u, alpha, beta):
+        return tp_parallel_sum(partial_loglik, dict(data, u=u), alpha, beta,
+                               executor=executor, batched=True)
+    return loss
+
+
+def tp_parallel_sum(*a, **k):
+    import tapestry as tp
+    return tp.parallel_sum(*a, **k)
+
+
+def _chunks(G):
+    size = -(-G // 16)
+    return [(a, min(a + size, G)) for a in range(0, G, size)]
+
+
+def _tapestry_rows(tp, case, data, u, a, b, reps):
+    rows, base = [], None
+    vec = tp.value_and_grad(lambda u, a, b: partial_loglik(dict(data, u=u), a, b),
+                            argnums=(0, 1, 2))
+    t_vec = median_time(lambda: vec(u, a, b), repeats=reps, warmup=1, number=1)
+    for ex in EXECUTORS:
+        if ex == "dask" and optional("distributed") is None:
+            continue
+        vg = tp.value_and_grad(_loss(ex, data), argnums=(0, 1, 2))
+        t = median_time(lambda: vg(u, a, b), repeats=reps, warmup=1, number=1)
+        base = base or t
+        rows.append(row("W6", case, f"tapestry {ex}", t, note=f"x{base / t:.2f} vs serial"))
+    rows.append(row("W6", case, "tapestry vectorized (one call)", t_vec,
+                    note=f"x{base / t_vec:.2f} vs serial"))
+    return rows
+
+
+def _torch_rows(case, data, u, a, b, reps):
+    torch = optional("torch")
+    if torch is None:
+        return []
+    d = {k: torch.from_numpy(v) for k, v in data.items()}
+    tu = torch.tensor(u, requires_grad=True)
+    ta, tb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (a, b))
+
+    def part(x, y, c, uu):
+        eta = ta + tb * x + uu.reshape(-1, 1)
+        return torch.sum(y * eta - torch.exp(eta) - c) - 0.5 * torch.sum(uu ** 2)
+
+    def chunked():
+        total = sum(part(d["x"][i:j], d["y"][i:j], d["c"][i:j], tu[i:j])
+                    for i, j in _chunks(len(u)))
+        return total.item(), torch.autograd.grad(total, (tu, ta, tb))
+
+    def vectorized():
+        total = part(d["x"], d["y"], d["c"], tu)
+        return total.item(), torch.autograd.grad(total, (tu, ta, tb))
+    return [row("W6", case, "torch chunked loop", median_time(chunked, repeats=reps,
+                                                              warmup=1, number=1)),
+            row("W6", case, "torch vectorized", median_time(vectorized, repeats=reps,
+                                                            warmup=1, number=1))]
+
+
+def _jax_rows(case, data, u, a, b, reps):
+    jax = optional("jax")
+    if jax is None:
+        return []
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    d = {k: jnp.asarray(v) for k, v in data.items()}
+
+    def part(x, y, c, uu, al, be):
+        eta = al + be * x + uu.reshape(-1, 1)
+        return jnp.sum(y * eta - jnp.exp(eta) - c) - 0.5 * jnp.sum(uu ** 2)
+
+    def chunked(uu, al, be):
+        return sum(part(d["x"][i:j], d["y"][i:j], d["c"][i:j], uu[i:j], al, be)
+                   for i, j in _chunks(len(u)))
+    vec = jax.value_and_grad(lambda uu, al, be: part(d["x"], d["y"], d["c"], uu, al, be),
+                             argnums=(0, 1, 2))
+    chk = jax.value_and_grad(chunked, argnums=(0, 1, 2))
+    jit = jax.jit(vec)
+    ju = jnp.asarray(u)
+    block = jax.block_until_ready
+    return [row("W6", case, "jax chunked loop (eager)",
+                median_time(lambda: block(chk(ju, a, b)), repeats=reps, warmup=1, number=1)),
+            row("W6", case, "jax vectorized (eager)",
+                median_time(lambda: block(vec(ju, a, b)), repeats=reps, warmup=1, number=1)),
+            row("W6", case, "jax jit(vectorized)",
+                median_time(lambda: block(jit(ju, a, b)), repeats=reps, warmup=2, number=1))]
+
+
+def speedup_plot(rows):
+    """Save rows as JSON and draw every W4/W6 speedup saved so far
+    (executor time vs tapestry serial) to docs/img/parallel_speedup.png."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    wl = rows[-1]["workload"].lower()
+    (RESULTS_DIR / f"parallel_{wl}.json").write_text(json.dumps(rows, indent=1))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    saved = []
+    for w in ("w4", "w6"):
+        p = RESULTS_DIR / f"parallel_{w}.json"
+        if p.exists():
+            saved += json.loads(p.read_text())
+    cases = [c for c in dict.fromkeys(r["case"] for r in saved
+                                      if "forward" not in str(r["case"]) and r["case"] != "machine")]
+    systems = [s for s in ("tapestry serial", "tapestry threads", "tapestry processes",
+                           "tapestry dask")]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / len(systems)
+    for k, s in enumerate(systems):
+        ys = []
+        for c in cases:
+            t = {r["system"]: r["time_s"] for r in saved if r["case"] == c}
+            ys.append(t["tapestry serial"] / t[s] if t.get(s) else 0.0)
+        ax.bar(np.arange(len(cases)) + k * width, ys, width, label=s.replace("tapestry ", ""))
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(np.arange(len(cases)) + 0.4 - width / 2)
+    ax.set_xticklabels([f"{r_wl(saved, c)} {c}" for c in cases], fontsize=8)
+    ax.set_ylabel("value+gradient speedup vs serial")
+    ax.set_title("tapestry parallel_sum, 2 shared cores (medians, same run per workload)")
+    ax.legend(fontsize=8)
+    out = RESULTS_DIR.parents[1] / "docs" / "img" / "parallel_speedup.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def r_wl(rows, case):
+    return next(r["workload"] for r in rows if r["case"] == case)
+
+
+def main(quick=False, plot=False):
+    import cloudpickle
+
+    import tapestry as tp
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for worker processes
+    reps = 3 if quick else 7
+    sizes = [1000] if quick else [1000, 100_000]
+    rows = []
+    for G in sizes:
+        data, u, a, b = make_data(G)
+        case = f"G={G:,}"
+        rows += _tapestry_rows(tp, case, data, u, a, b, reps)
+        rows += _torch_rows(case, data, u, a, b, reps)
+        rows += _jax_rows(case, data, u, a, b, reps)
+    if plot:
+        speedup_plot(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    for r in main(quick="--quick" in sys.argv):
+        print(r)
