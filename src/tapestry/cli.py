@@ -8,12 +8,15 @@ import sys
 #: demo name -> "module:function"; each capability registers its own demo.
 DEMOS = {
     "mlp": "tapestry.examples.mlp:main",
+    "parallel": "tapestry.parallel.demo:main",
 }
 
 #: workload -> "module:function" in benchmarks/ (run from a source checkout).
 BENCHES = {
     "w3": "benchmarks.w3_unneeded_gradients:main",
     "w5": "benchmarks.w5_per_op_overhead:main",
+    "w4": "benchmarks.w4_sum_over_models:main",
+    "w6": "benchmarks.w6_poisson:main",
 }
 
 
