@@ -172,7 +172,9 @@ def infer_ranges(spec, shapes):
                     rmax = c + sum(max(k * ranges[u][0], k * ranges[u][1])
                                    for u, k in terms if u != v)
                     k = coefs[v]
-                    a, b = sorted(((-rmin) / k, (n - 1 - rmax) / k))
+                    # 0 <= k*v + rest <= n-1 for every value of the rest
+                    a, b = ((-rmin) / k, (n - 1 - rmax) / k) if k > 0 else \
+                        ((n - 1 - rmax) / k, (-rmin) / k)
                     lo, hi = max(lo, int(np.ceil(a))), min(hi, int(np.floor(b)))
             if found:
                 ranges[v] = (int(lo), int(max(hi, lo - 1)))
