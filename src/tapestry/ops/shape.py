@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from ..core.dispatch import unwrap_all
-from ..core.primitive import Primitive, defvjp, primitive, unbroadcast
+from ..core.primitive import KEEP_SHAPES, Primitive, defvjp, unbroadcast
 from ..core.registry import FUNCTIONS
 from ..core.var import Var
 
@@ -32,8 +32,10 @@ def _register(*funs):
 
 
 # --- reshape and friends -----------------------------------------------------------
-_reshape = Primitive(lambda a, shape, order: np.reshape(a, shape, order=order), "reshape")
-defvjp(_reshape, lambda g, ans, a, shape, order: np.reshape(g, np.shape(a), order=order))
+# Shape-only rules read ``a.shape`` (the node keeps just shapes: KEEP_SHAPES).
+_reshape = Primitive(lambda a, shape, order: np.reshape(a, shape, order=order), "reshape",
+                     keep=KEEP_SHAPES)
+defvjp(_reshape, lambda g, ans, a, shape, order: np.reshape(g, a.shape, order=order))
 
 
 @_register(np.reshape)
@@ -73,8 +75,9 @@ FUNCTIONS[np.atleast_3d] = _atleast(np.atleast_3d)
 
 
 # --- broadcasting ----------------------------------------------------------------
-_broadcast_to = Primitive(lambda a, shape: np.broadcast_to(a, shape), "broadcast_to")
-defvjp(_broadcast_to, lambda g, ans, a, shape: unbroadcast(g, np.shape(a)))
+_broadcast_to = Primitive(lambda a, shape: np.broadcast_to(a, shape), "broadcast_to",
+                          keep=KEEP_SHAPES)
+defvjp(_broadcast_to, lambda g, ans, a, shape: unbroadcast(g, a.shape))
 
 
 @_register(np.broadcast_to)
@@ -92,7 +95,7 @@ def broadcast_arrays(*args, subok=False):
 
 
 # --- axis permutations ---------------------------------------------------------------
-_transpose = Primitive(lambda a, axes: np.transpose(a, axes), "transpose")
+_transpose = Primitive(lambda a, axes: np.transpose(a, axes), "transpose", keep=KEEP_SHAPES)
 defvjp(_transpose, lambda g, ans, a, axes:
        np.transpose(g, None if axes is None else tuple(np.argsort(axes))))
 
@@ -104,13 +107,14 @@ def transpose(a, axes=None):
     return _transpose(a, axes)
 
 
-_swapaxes = Primitive(lambda a, i, j: np.swapaxes(a, i, j), "swapaxes")
+_swapaxes = Primitive(lambda a, i, j: np.swapaxes(a, i, j), "swapaxes", keep=KEEP_SHAPES)
 defvjp(_swapaxes, lambda g, ans, a, i, j: np.swapaxes(g, i, j))
 FUNCTIONS[np.swapaxes] = lambda a, axis1, axis2: _swapaxes(a, axis1, axis2)
 FUNCTIONS[np.matrix_transpose] = lambda x: _swapaxes(x, -1, -2)
 FUNCTIONS[np.linalg.matrix_transpose] = FUNCTIONS[np.matrix_transpose]
 
-_moveaxis = Primitive(lambda a, src, dst: np.moveaxis(a, src, dst), "moveaxis")
+_moveaxis = Primitive(lambda a, src, dst: np.moveaxis(a, src, dst), "moveaxis",
+                     keep=KEEP_SHAPES)
 defvjp(_moveaxis, lambda g, ans, a, src, dst: np.moveaxis(g, dst, src))
 FUNCTIONS[np.moveaxis] = lambda a, source, destination: _moveaxis(a, source, destination)
 
