@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -144,7 +145,8 @@ def source(ir, dtype, fastmath):
 
     ind = "    "
     out_ind = ind
-    init = [f"acc = DT({_init(ir.reduce)!r})", "c_ = 0"]
+    start = {"sum": "0.0", "max": "-np.inf", "min": "np.inf"}[ir.reduce]
+    init = [f"acc = DT({start})", "c_ = 0"]
     if not ir.out_vars:
         lines.extend(ind + l for l in init)
     for depth, v in enumerate(loop):
@@ -211,6 +213,7 @@ def compiled(src):
                 os.replace(tmp, path)
             spec = importlib.util.spec_from_file_location(f"tapestry_kernel_{key}", path)
             mod = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = mod  # numba's disk cache re-imports it by name
             spec.loader.exec_module(mod)
             fn = _compiled[key] = mod.kern
     return fn
