@@ -282,7 +282,7 @@ def dask_client():
                 raise ImportError("tapestry.parallel: executor='dask' needs "
                                   "dask.distributed; pip install 'tapestry[dask]'.") from e
             cluster = LocalCluster(n_workers=_default_workers(), threads_per_worker=1,
-                                   processes=True, dashboard_address=None)
+                                   processes=True, dashboard_address=":0")
             client = _dask_default["client"] = Client(cluster)
             atexit.register(_close_dask)
     return client
