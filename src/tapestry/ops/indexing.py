@@ -119,7 +119,7 @@ def _getitem_vjp(g, ans, x, key):
             return AxisSparse(axis, idx[g.indices], g.values, shape)
         g = _densify(g, "getitem (cotangent of the gathered array)")
     values = np.reshape(g, shape[:axis] + (idx.size,) + shape[axis + 1:])
-    return AxisSparse(axis, idx, values, shape)
+    return AxisSparse._trusted(axis, idx, values, tuple(shape))
 
 
 # The rule reads only x's shape and the key, so the node keeps neither x nor

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.var import Var
+
 _LINEAR_UNARY = {np.negative, np.positive, np.conjugate}
 # f(0) == 0, so the result is zero outside the stored slices.
 _ZERO_PRESERVING = {np.absolute, np.fabs, np.square, np.sqrt, np.cbrt, np.sin, np.tan,
@@ -36,15 +38,11 @@ def _sparse_cls():
     return AxisSparse
 
 
-def _is_traced(x):
-    from ..core.var import Var
-    return x.__class__ is Var
-
-
 def array_ufunc(ufunc, method, inputs, kwargs):
     """``AxisSparse.__array_ufunc__``."""
-    if any(_is_traced(x) for x in inputs):
-        return NotImplemented  # let the traced operand record the operation
+    for x in inputs:
+        if x.__class__ is Var:
+            return NotImplemented  # let the traced operand record the operation
     Sp = _sparse_cls()
     out = kwargs.get("out")
     if out is not None:
@@ -115,8 +113,7 @@ def _inplace(ufunc, method, inputs, kwargs, Sp):
     if (method == "__call__" and ufunc in (np.add, np.subtract) and len(kwargs) == 1
             and len(inputs) == 2 and inputs[0] is out and isinstance(inputs[1], Sp)
             and type(out) is np.ndarray and out.shape == inputs[1].shape):
-        sp = inputs[1] if ufunc is np.add else -inputs[1]
-        return sp.scatter_add_into(out)
+        return inputs[1].scatter_add_into(out, subtract=ufunc is np.subtract)
     dense = [_densify(x, f"np.{ufunc.__name__}(out=...)") for x in inputs]
     return getattr(ufunc, method)(*dense, **kwargs)
 
