@@ -9,6 +9,7 @@ import sys
 DEMOS = {
     "mlp": "tapestry.examples.mlp:main",
     "parallel": "tapestry.parallel.demo:main",
+    "kernels": "tapestry.kernels.demo:main",
 }
 
 #: workload -> "module:function" in benchmarks/ (run from a source checkout).
@@ -17,6 +18,7 @@ BENCHES = {
     "w5": "benchmarks.w5_per_op_overhead:main",
     "w4": "benchmarks.w4_sum_over_models:main",
     "w6": "benchmarks.w6_poisson:main",
+    "w2": "benchmarks.w2_kernels:main",
 }
 
 
