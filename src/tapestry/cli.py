@@ -8,12 +8,14 @@ import sys
 #: demo name -> "module:function"; each capability registers its own demo.
 DEMOS = {
     "mlp": "tapestry.examples.mlp:main",
+    "slide": "tapestry.examples.slide:main",
     "parallel": "tapestry.parallel.demo:main",
     "kernels": "tapestry.kernels.demo:main",
 }
 
 #: workload -> "module:function" in benchmarks/ (run from a source checkout).
 BENCHES = {
+    "w1": "benchmarks.w1_sparse_slice:main",
     "w3": "benchmarks.w3_unneeded_gradients:main",
     "w5": "benchmarks.w5_per_op_overhead:main",
     "w4": "benchmarks.w4_sum_over_models:main",
