@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from benchmarks._harness import median_time, optional, peak_bytes, row
+from benchmarks._harness import optional, peak_bytes, row
 
 SPECS = {
     "linear": "y[i,j] := w[k,i]*x[k,j] + b[i]",
@@ -48,6 +48,20 @@ def peak_rss_sampled(fn):
         done.set()
         t.join()
     return max(peak[0], _rss()) - base
+
+
+def paired(fwd, vg, repeats):
+    """Medians of forward and value+grad timed alternately, and the median of
+    their per-pair ratio (robust to the load drifting during the run)."""
+    fwd(), vg()
+    tf, tg = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter(); fwd(); t1 = time.perf_counter(); vg()
+        t2 = time.perf_counter()
+        tf.append(t1 - t0)
+        tg.append(t2 - t1)
+    ratio = float(np.median(np.asarray(tg) / np.asarray(tf)))
+    return float(np.median(tf)), float(np.median(tg)), ratio
 
 
 def data(quick):
@@ -121,7 +135,7 @@ def jax_fns(jax, case):
 
 def main(quick=False, plot=False):
     w, x, b = data(quick)
-    reps = 3 if quick else 5
+    reps = 3 if quick else 7
     rows = []
     torch = optional("torch")
     jax = optional("jax")
@@ -134,33 +148,29 @@ def main(quick=False, plot=False):
         for name, via in systems:
             f, vg = tapestry_fns(case, via)
             vg(w, x, b)  # compile (numba) and warm caches
-            t_f = median_time(lambda: f(w, x, b), repeats=reps, warmup=1)
-            t_g = median_time(lambda: vg(w, x, b), repeats=reps, warmup=1)
+            t_f, t_g, ratio = paired(lambda: f(w, x, b), lambda: vg(w, x, b), reps)
             mem = peak_bytes(lambda: vg(w, x, b))
             rows.append(row("W2", f"{case} forward", name, t_f, None, ""))
             rows.append(row("W2", f"{case} value+grad", name, t_g, mem,
-                            f"{t_g / t_f:.1f}x fwd; tracemalloc"))
+                            f"{ratio:.1f}x fwd; tracemalloc"))
         if torch is not None:
             tw, tx, tb = (torch.tensor(a, requires_grad=True) for a in (w, x, b))
             fwd, vg = torch_fns(torch, case)
-            n = 1 if case != "linear" and not quick else reps
+            n = 3 if case != "linear" and not quick else reps
             mem = peak_rss_sampled(lambda: vg(tw, tx, tb))
-            t_f = median_time(lambda: fwd(tw, tx, tb), repeats=n, warmup=1)
-            t_g = median_time(lambda: vg(tw, tx, tb), repeats=n, warmup=1)
+            t_f, t_g, ratio = paired(lambda: fwd(tw, tx, tb), lambda: vg(tw, tx, tb), n)
             rows.append(row("W2", f"{case} forward", "pytorch", t_f, None, ""))
             rows.append(row("W2", f"{case} value+grad", "pytorch", t_g, mem,
-                            f"{t_g / t_f:.1f}x fwd; RSS sampled"))
+                            f"{ratio:.1f}x fwd; RSS sampled"))
         if jax is not None:
             jw, jx, jb = (jax.numpy.asarray(a) for a in (w, x, b))
             fwd, vg = jax_fns(jax, case)
             mem = peak_rss_sampled(lambda: vg(jw, jx, jb))  # includes compilation
-            n = 1 if case != "linear" and not quick else reps
-            t_f = median_time(lambda: fwd(jw, jx, jb), repeats=n, warmup=1)
-            t_g = median_time(lambda: vg(jw, jx, jb), repeats=n, warmup=1)
-            mem = max(mem, peak_rss_sampled(lambda: vg(jw, jx, jb)))
+            n = 3 if case != "linear" and not quick else reps
+            t_f, t_g, ratio = paired(lambda: fwd(jw, jx, jb), lambda: vg(jw, jx, jb), n)
             rows.append(row("W2", f"{case} forward", "jax jit", t_f, None, ""))
             rows.append(row("W2", f"{case} value+grad", "jax jit", t_g, mem,
-                            f"{t_g / t_f:.1f}x fwd; RSS sampled"))
+                            f"{ratio:.1f}x fwd; RSS sampled, incl. compile"))
     if plot:
         save_plot(rows)
     return rows

@@ -82,6 +82,8 @@ def mul(a, b):
         return num(a[1] * b[1])
     if b[0] == "num":
         a, b = b, a
+    if a[0] == "num" and b[0] == "bin" and b[1] == "*" and b[2][0] == "num":
+        return mul(num(a[1] * b[2][1]), b[3])   # fold constant factors
     return ("bin", "*", a, b)
 
 
