@@ -53,6 +53,7 @@ def test_incremental_rebuild_equals_full_rebuild():
     t1.build(W, rows)
     t2.build(W)
     assert np.array_equal(t1.codes, t2.codes) and np.array_equal(t1.sorted, t2.sorted)
+    assert np.array_equal(t1.order, t2.order)
 
 
 def _tiny(**kw):

@@ -33,6 +33,7 @@ class SimHash:
         if K > 62:
             raise ValueError("SimHash: K must be <= 62 bits.")
         self.K, self.L = K, L
+        self.bits = K
         signs = rng.choice(np.array([-1.0, 0.0, 1.0], dtype=np.float32),
                            p=[density / 2, 1 - density, density / 2], size=(dim, K * L))
         self.R = signs
@@ -58,6 +59,7 @@ class DWTA:
         if K * bits > 62:
             raise ValueError("DWTA: K * log2(bin_size) must be <= 62 bits.")
         self.K, self.L, self.bin_size = K, L, bin_size
+        self.bits = K * bits
         self.coords = rng.integers(0, dim, size=(K * L, bin_size))
         self.weights = bin_size ** np.arange(K, dtype=np.int64)
 
@@ -82,25 +84,26 @@ class LSHTables:
         self.codes = None
 
     def build(self, W, rows=None):
-        """Hash all rows of ``W`` (or only ``rows``, after updates) and re-sort."""
+        """Hash all rows of ``W`` (or only ``rows``, after updates) and re-sort.
+
+        Codes are kept table-major, ``(L, N)``, in the smallest unsigned type
+        that holds them, so re-sorting is a radix sort over 16-bit keys for
+        up to ~10^6 rows and the tables cost ~8 bytes per row and table."""
         if self.codes is None or rows is None:
-            self.codes = self.family.codes(W)
+            codes = self.family.codes(W).T
+            self.codes = codes.astype(np.uint16 if self.family.bits <= 16 else np.int64)
         elif rows.size:
-            self.codes[rows] = self.family.codes(W[rows])
-        L = self.family.L
-        keys = self.codes
-        if keys.max(initial=0) < 2 ** 16:  # 16-bit keys: NumPy's radix sort
-            keys = keys.astype(np.uint16)
-        self.order = np.argsort(keys, axis=0, kind="stable").T.copy()         # (L, N)
-        self.sorted = np.take_along_axis(self.codes.T, self.order, axis=1)   # (L, N)
-        self.flat_order = (self.order + 0).reshape(-1)
-        self.base = np.arange(L, dtype=np.int64)[:, None] * self.n_rows
+            self.codes[:, rows] = self.family.codes(W[rows]).T
+        self.order = np.argsort(self.codes, axis=1, kind="stable").astype(np.int32)
+        self.sorted = np.sort(self.codes, axis=1, kind="stable")  # == codes[order], no gather
+        self.flat_order = self.order.reshape(-1)
+        self.base = np.arange(self.family.L, dtype=np.int64)[:, None] * self.n_rows
 
     def query(self, Q, max_active, always=None):
         """Row ids retrieved for the batch ``Q``: the ``max_active`` most
         frequent candidates over all tables and queries (ties by id), plus
         ``always`` (e.g. the true labels), sorted."""
-        qc = self.family.codes(Q).T                                       # (L, B)
+        qc = self.family.codes(Q).T.astype(self.codes.dtype)              # (L, B)
         lo = np.stack([np.searchsorted(self.sorted[l], qc[l], "left")
                        for l in range(self.family.L)])
         hi = np.stack([np.searchsorted(self.sorted[l], qc[l], "right")

@@ -272,7 +272,8 @@ def single_threaded_blas():
 
 
 def main(quick=False, classes=None, steps=None, dense=True, family="simhash"):
-    """``tapestry demo slide``: SLIDE at C and 10C classes, dense baseline at C."""
+    """``tapestry demo slide``: SLIDE at C and 10C classes (C = 100,000, or
+    10,000 with ``quick``), the dense baseline at C with half the steps."""
     with single_threaded_blas():
         return _main(quick, classes, steps, dense, family)
 
@@ -280,8 +281,8 @@ def main(quick=False, classes=None, steps=None, dense=True, family="simhash"):
 def _main(quick, classes, steps, dense, family):
     base = 10_000 if quick else 100_000
     C = classes or base
-    cfg = SlideConfig(n_classes=C, steps=steps or (300 if quick else 600), family=family,
-                      dense_steps=(steps or (300 if quick else 600)) // 2,
+    steps = steps or (300 if quick else 480)
+    cfg = SlideConfig(n_classes=C, steps=steps, family=family, dense_steps=steps // 2,
                       n_train=20_000 if quick else 60_000, n_test=1_000 if quick else 3_000)
     results = [run(cfg, dense=dense)]
     big = SlideConfig(**{**cfg.__dict__, "n_classes": 10 * C, "steps": max(50, cfg.steps // 4)})
