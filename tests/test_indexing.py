@@ -155,3 +155,11 @@ def test_clear_errors():
         tp.grad(lambda x: np.sum(np.take_along_axis(x, np.array([0]), 0)))(x)
     with pytest.raises(IndexError):
         tp.grad(lambda x: np.sum(x[np.array([7])]))(x)
+
+
+def test_jacobian_of_a_gather_stacks_sparse_rows():
+    W = np.arange(6.0).reshape(3, 2)
+    J = tp.jacobian(lambda W: W[np.array([2, 0])])(W)
+    ref = np.zeros((2, 2, 3, 2))
+    ref[0, :, 2, :] = ref[1, :, 0, :] = np.eye(2)
+    assert np.allclose(J, ref)
