@@ -115,9 +115,18 @@ def _jax(n, repeats):
 
 
 def main(quick=False, plot=False):
+    """Rows for every system and N; ``plot`` saves step time against N."""
+    from tapestry.examples.slide import single_threaded_blas
+    with single_threaded_blas():  # like torch.set_num_threads(1): see _torch
+        return _main(quick, plot)
+
+
+def _main(quick, plot):
     ns = [2 ** 8, 2 ** 12, 2 ** 16] if quick else [2 ** k for k in range(8, 17)]
     repeats = 3 if quick else 7
     rows, steps = [], {}
+    for _ in _tapestry(ns[0], 1):  # warm the process (imports, allocator) first
+        pass
     for n in ns:
         for source in (_tapestry, _torch, _jax):
             for system, times, peak in source(n, repeats):
