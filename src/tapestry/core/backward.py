@@ -20,6 +20,7 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
     cts = [None] * len(nodes)
     cts[out_index] = seed
     owned = set()
+    consumed = _CONSUMED
     for i in range(out_index, stop - 1, -1):
         g = cts[i]
         if g is None:
@@ -29,11 +30,19 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
             continue
         cts[i] = None
         if release:
-            nodes[i] = _CONSUMED
+            nodes[i] = consumed
         parents, rules, ans, args, kwargs = node
         if rules.__class__ is JointRule:  # one call yields every parent's cotangent
             rules = [_const(c) for c in rules.fn(g, ans, *args, **kwargs)]
             args, kwargs = (), {}
+        if len(parents) == 1:  # the common case, without the zip
+            rule = rules[0]
+            c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
+            if c is not None:
+                p = parents[0]
+                prev = cts[p]
+                cts[p] = c if prev is None else accumulate(prev, c, p, owned)
+            continue
         for p, rule in zip(parents, rules):
             c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
             if c is None:

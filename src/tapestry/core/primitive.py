@@ -67,7 +67,8 @@ def _apply_keep(keep, raw, ans, active):
 class Primitive:
     """A differentiable operation: forward function and per-argument VJPs."""
 
-    __slots__ = ("fun", "fast", "name", "vjps", "vjp_argnum", "n_outputs", "keep")
+    __slots__ = ("fun", "fast", "name", "vjps", "vjp_argnum", "n_outputs", "keep",
+                 "_rules0", "_rules1", "_rules01")
 
     def __init__(self, fun, name=None, n_outputs=1, keep=KEEP_ALL):
         self.fun = fun
@@ -84,6 +85,22 @@ class Primitive:
         # ``vjp_argnum(argnum, g, ans, args, kwargs)``; for variadic ops.
         self.vjp_argnum = None
         self.n_outputs = n_outputs
+        self._clear_rule_cache()
+
+    def _clear_rule_cache(self):
+        # Rule tuples for the hot paths, built on first use (after import
+        # has declared every rule), so recording allocates no tuple for them.
+        self._rules0 = self._rules1 = self._rules01 = None
+
+    def _rules_for(self, which):
+        if which == 0:
+            self._rules0 = (self._rule(0),)
+            return self._rules0
+        if which == 1:
+            self._rules1 = (self._rule(1),)
+            return self._rules1
+        self._rules01 = (self._rule(0), self._rule(1))
+        return self._rules01
 
     def __repr__(self):
         return f"<Primitive {self.name}>"
@@ -118,13 +135,13 @@ class Primitive:
             ans = self.fast(a._value)
         except (ValueError, TypeError) as e:
             raise _named(self, e) from e
-        rule = self.vjps.get(0) or self._rule(0)
+        rules = self._rules0 or self._rules_for(0)
         raw = (a._value,)
         kept = ans
         if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, (0,))
         nodes = tape.nodes
-        nodes.append(((a._index,), (rule,), kept, raw, _NO_KWARGS))
+        nodes.append(((a._index,), rules, kept, raw, None))
         return Var(ans, tape, len(nodes) - 1)
 
     def _call2(self, a, b):
@@ -135,15 +152,15 @@ class Primitive:
                     return self._call((a, b), _NO_KWARGS)
                 raw = (a._value, b._value)
                 parents, active = (a._index, b._index), (0, 1)
-                rules = (self.vjps.get(0) or self._rule(0), self.vjps.get(1) or self._rule(1))
+                rules = self._rules01 or self._rules_for(2)
             else:
                 ta, raw = a._tape, (a._value, b)
                 parents, active = (a._index,), (0,)
-                rules = (self.vjps.get(0) or self._rule(0),)
+                rules = self._rules0 or self._rules_for(0)
         elif b.__class__ is Var:
             ta, raw = b._tape, (a, b._value)
             parents, active = (b._index,), (1,)
-            rules = (self.vjps.get(1) or self._rule(1),)
+            rules = self._rules1 or self._rules_for(1)
         else:
             return self.fast(a, b)
         try:
@@ -154,7 +171,7 @@ class Primitive:
         if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
         nodes = ta.nodes
-        nodes.append((parents, rules, kept, raw, _NO_KWARGS))
+        nodes.append((parents, rules, kept, raw, None))
         return Var(ans, ta, len(nodes) - 1)
 
     def _call(self, args, kwargs):
@@ -254,6 +271,7 @@ def defvjp(prim, *rules, argnums=None):
     for i, r in zip(argnums, rules):
         if r is not None:
             prim.vjps[i] = r
+    prim._clear_rule_cache()
     return prim
 
 

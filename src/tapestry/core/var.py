@@ -94,27 +94,30 @@ class Var:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and not kwargs:  # hot path: np.sin(x), x * W
             prim = _U.get(ufunc)
-            if prim is not None:
-                return prim(*inputs)
+            if prim is not None and prim.n_outputs == 1:
+                if len(inputs) == 1:
+                    return prim._call1(inputs[0])
+                if len(inputs) == 2:
+                    return prim._call2(inputs[0], inputs[1])
         return _dispatch.dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         return _dispatch.dispatch_function(func, args, kwargs)
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
-    def __add__(self, o): return _U[np.add](self, o)
-    def __radd__(self, o): return _U[np.add](o, self)
-    def __sub__(self, o): return _U[np.subtract](self, o)
-    def __rsub__(self, o): return _U[np.subtract](o, self)
-    def __mul__(self, o): return _U[np.multiply](self, o)
-    def __rmul__(self, o): return _U[np.multiply](o, self)
-    def __truediv__(self, o): return _U[np.true_divide](self, o)
-    def __rtruediv__(self, o): return _U[np.true_divide](o, self)
-    def __pow__(self, o): return _U[np.power](self, o)
-    def __rpow__(self, o): return _U[np.power](o, self)
-    def __matmul__(self, o): return _U[np.matmul](self, o)
-    def __rmatmul__(self, o): return _U[np.matmul](o, self)
-    def __neg__(self): return _U[np.negative](self)
+    def __add__(self, o): return _U[np.add]._call2(self, o)
+    def __radd__(self, o): return _U[np.add]._call2(o, self)
+    def __sub__(self, o): return _U[np.subtract]._call2(self, o)
+    def __rsub__(self, o): return _U[np.subtract]._call2(o, self)
+    def __mul__(self, o): return _U[np.multiply]._call2(self, o)
+    def __rmul__(self, o): return _U[np.multiply]._call2(o, self)
+    def __truediv__(self, o): return _U[np.true_divide]._call2(self, o)
+    def __rtruediv__(self, o): return _U[np.true_divide]._call2(o, self)
+    def __pow__(self, o): return _U[np.power]._call2(self, o)
+    def __rpow__(self, o): return _U[np.power]._call2(o, self)
+    def __matmul__(self, o): return _U[np.matmul]._call2(self, o)
+    def __rmatmul__(self, o): return _U[np.matmul]._call2(o, self)
+    def __neg__(self): return _U[np.negative]._call1(self)
     def __pos__(self): return self
     def __abs__(self): return _U[np.absolute](self)
     def __floordiv__(self, o): return np.floor_divide(self, o)

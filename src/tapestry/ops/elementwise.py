@@ -40,9 +40,15 @@ defvjp(primitive(np.add, keep=KEEP_SHAPES),
        lambda g, ans, x, y: g if g.shape == x.shape else unbroadcast(g, x.shape),
        lambda g, ans, x, y: g if g.shape == y.shape else unbroadcast(g, y.shape))
 defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, keep=KEEP_SHAPES)
+def _times(g, other, this):
+    """``g * other`` summed back to ``this``'s shape: the multiply rule."""
+    c = scale_cotangent(g, other) if type(g) is np.ndarray and g.size >= 4096 else g * other
+    return c if c.shape == this.shape else unbroadcast(c, this.shape)
+
+
 defvjp(primitive(np.multiply, keep=KEEP_OTHER),
-       lambda g, ans, x, y: _same_or_unbroadcast(scale_cotangent(g, y), x),
-       lambda g, ans, x, y: _same_or_unbroadcast(scale_cotangent(g, x), y))
+       lambda g, ans, x, y: _times(g, y, x),
+       lambda g, ans, x, y: _times(g, x, y))
 defbinary(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
 defunary(np.negative, lambda g, ans, x: -g, keep=KEEP_SHAPES)
 defunary(np.positive, lambda g, ans, x: g)
