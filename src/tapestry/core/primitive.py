@@ -18,6 +18,7 @@ import operator
 import numpy as np
 
 from .registry import FUNCTIONS, NONDIFF, UFUNCS
+from . import var as _var_module
 from .var import Var
 
 
@@ -225,6 +226,9 @@ def _named(prim, e):
     if msg.startswith("tapestry"):
         return e
     return type(e)(f"tapestry: {prim.name} failed on traced inputs: {msg}")
+
+
+_var_module._Primitive = Primitive  # lets Var.__array_ufunc__ take the unrolled paths
 
 
 def record(tape, ans, parents, rules, args, kwargs, n_outputs=1):

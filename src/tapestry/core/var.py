@@ -94,7 +94,7 @@ class Var:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and not kwargs:  # hot path: np.sin(x), x * W
             prim = _U.get(ufunc)
-            if prim is not None and prim.n_outputs == 1:
+            if prim.__class__ is _Primitive and prim.n_outputs == 1:
                 if len(inputs) == 1:
                     return prim._call1(inputs[0])
                 if len(inputs) == 2:
@@ -187,3 +187,6 @@ def _unwrap_all(x):
 
 
 from . import dispatch as _dispatch  # noqa: E402  (dispatch needs Var defined)
+
+#: Set by tapestry.core.primitive once Primitive exists (it imports this module).
+_Primitive = None
