@@ -139,7 +139,7 @@ class Primitive:
         rules = self._rules0 or self._rules_for(0)
         raw = (a._value,)
         kept = ans
-        if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
+        if type(ans) is np.ndarray and self.keep and ans.size >= _KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, (0,))
         nodes = tape.nodes
         nodes.append(((a._index,), rules, kept, raw, None))
@@ -165,11 +165,11 @@ class Primitive:
         else:
             return self.fast(a, b)
         try:
-            ans = self.fast(*raw)
+            ans = self.fast(raw[0], raw[1])
         except (ValueError, TypeError) as e:
             raise _named(self, e) from e
         kept = ans
-        if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
+        if type(ans) is np.ndarray and self.keep and ans.size >= _KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None))

@@ -32,23 +32,22 @@ def defbinary(ufunc, rule_x, rule_y, keep=0):
 
 # --- arithmetic --------------------------------------------------------------
 # The three hottest rules check shapes inline instead of going through _ub.
-def _same_or_unbroadcast(c, x):
-    return c if c.shape == x.shape else unbroadcast(c, x.shape)
-
-
 defvjp(primitive(np.add, keep=KEEP_SHAPES),
        lambda g, ans, x, y: g if g.shape == x.shape else unbroadcast(g, x.shape),
        lambda g, ans, x, y: g if g.shape == y.shape else unbroadcast(g, y.shape))
 defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, keep=KEEP_SHAPES)
-def _times(g, other, this):
-    """``g * other`` summed back to ``this``'s shape: the multiply rule."""
-    c = scale_cotangent(g, other) if type(g) is np.ndarray and g.size >= 4096 else g * other
-    return c if c.shape == this.shape else unbroadcast(c, this.shape)
+def _times_x(g, ans, x, y):
+    """d(x*y)/dx: ``g * y`` summed back to ``x``'s shape (no pass for a sum's 1s)."""
+    c = scale_cotangent(g, y) if type(g) is np.ndarray and g.size >= 4096 else g * y
+    return c if c.shape == x.shape else unbroadcast(c, x.shape)
 
 
-defvjp(primitive(np.multiply, keep=KEEP_OTHER),
-       lambda g, ans, x, y: _times(g, y, x),
-       lambda g, ans, x, y: _times(g, x, y))
+def _times_y(g, ans, x, y):
+    c = scale_cotangent(g, x) if type(g) is np.ndarray and g.size >= 4096 else g * x
+    return c if c.shape == y.shape else unbroadcast(c, y.shape)
+
+
+defvjp(primitive(np.multiply, keep=KEEP_OTHER), _times_x, _times_y)
 defbinary(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
 defunary(np.negative, lambda g, ans, x: -g, keep=KEEP_SHAPES)
 defunary(np.positive, lambda g, ans, x: g)

@@ -24,31 +24,28 @@ def _no_out(name, out):
 
 
 def _matmul_vjp_a(g, ans, a, b):
-    if a.ndim == 1 and b.ndim == 1:
-        return g * b
+    """a_bar = g @ b^T.  Outer products (1-D b) are broadcast multiplies,
+    which beat a GEMM with an inner dimension of 1 (W[S] @ x: 22 vs 48 us)."""
     if b.ndim == 1:
-        g = np.expand_dims(g, -1)
-        b = np.reshape(b, (1, -1))
-    else:
-        b = np.swapaxes(b, -1, -2)
+        if a.ndim == 1:
+            return g * b
+        return unbroadcast(np.expand_dims(g, -1) * b, a.shape)
+    bt = np.swapaxes(b, -1, -2)
     if a.ndim == 1:
-        g = np.expand_dims(g, -2)
-        return unbroadcast(np.reshape(g @ b, g.shape[:-2] + (b.shape[-1],)), a.shape)
-    return unbroadcast(g @ b, a.shape)
+        return unbroadcast(np.squeeze(np.expand_dims(g, -2) @ bt, -2), a.shape)
+    return unbroadcast(g @ bt, a.shape)
 
 
 def _matmul_vjp_b(g, ans, a, b):
-    if a.ndim == 1 and b.ndim == 1:
-        return g * a
+    """b_bar = a^T @ g (an outer product when a is 1-D)."""
     if a.ndim == 1:
-        g = np.expand_dims(g, -2)
-        a = np.reshape(a, (-1, 1))
-    else:
-        a = np.swapaxes(a, -1, -2)
+        if b.ndim == 1:
+            return g * a
+        return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b.shape)
+    at = np.swapaxes(a, -1, -2)
     if b.ndim == 1:
-        g = np.expand_dims(g, -1)
-        return unbroadcast(np.reshape(a @ g, (a @ g).shape[:-1]), b.shape)
-    return unbroadcast(a @ g, b.shape)
+        return unbroadcast(np.squeeze(at @ np.expand_dims(g, -1), -1), b.shape)
+    return unbroadcast(at @ g, b.shape)
 
 
 defvjp(primitive(np.matmul, keep=KEEP_OTHER), _matmul_vjp_a, _matmul_vjp_b)
