@@ -1,4 +1,7 @@
 """tapestry: reverse-mode automatic differentiation for plain NumPy code."""
+from .core.allocator import tune_malloc as _tune_malloc
+
+_tune_malloc()  # reuse freed large buffers (see core/allocator.py; TAPESTRY_TUNE_MALLOC=0 opts out)
 from . import ops as _ops  # noqa: F401  (fills the rule registries)
 from .core.api import (grad, hessian, hessian_vector_product, jacobian,
                        stop_gradient, value_and_grad, vjp)

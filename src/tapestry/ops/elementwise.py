@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.registry import FUNCTIONS
+from ..core.var import Var
 
 from ..core.primitive import (KEEP_ANS, KEEP_OTHER, KEEP_SHAPES, Primitive, def_nondiff, defvjp,
                               primitive, scale_cotangent, unbroadcast)
@@ -57,9 +58,18 @@ defunary(np.conjugate, lambda g, ans, x: np.conjugate(g))
 
 
 def _pow_x(g, ans, x, y):
-    # d/dx x**y = y x**(y-1); the y == 0 case is 0 (not 0 * inf at x == 0).
-    if isinstance(y, (int, float)):
-        return g * y * x ** (y - 1) if y != 0 else g * 0.0
+    """d/dx x**y = y x**(y-1); 0 for y == 0 (not 0 * inf at x == 0).
+
+    Scalar exponents are written so that NumPy reuses the temporaries
+    (``g * x * 2`` allocates one array; ``x**2`` is the common case)."""
+    if y.__class__ is not Var and np.ndim(y) == 0:
+        if y == 2:
+            return g * x * 2
+        if y == 1:
+            return g
+        if y == 0:
+            return g * 0.0
+        return g * x ** (y - 1) * y
     return g * y * x ** np.where(y == 0, 1, y - 1)
 
 

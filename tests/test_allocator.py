@@ -1,0 +1,19 @@
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from tapestry.core import allocator
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_malloc_is_tuned_on_import_and_can_be_disabled():
+    assert allocator.tune_malloc() is True  # idempotent
+    code = "import tapestry.core.allocator as a, tapestry; print(a._applied)"
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"TAPESTRY_TUNE_MALLOC": "0", "PATH": ""}, check=True)
+    assert off.stdout.strip() == "False"
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        env={"PATH": ""}, check=True)
+    assert on.stdout.strip() == "True"
