@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(PY) -m tapestry.cli demo
+	$(PY) -m tapestry.cli demo all --quick
 
 $(PEERS): $(STAMP)
 	$(PY) -m pip install -q -e ".[peers]"
