@@ -279,6 +279,16 @@ def defvjp(prim, *rules, argnums=None):
     return prim
 
 
+def implements(*funs):
+    """Decorator: ``impl`` handles these NumPy functions on traced arrays
+    (it receives NumPy's own arguments; NEP 18)."""
+    def register(impl):
+        for f in funs:
+            FUNCTIONS[f] = impl
+        return impl
+    return register
+
+
 def def_nondiff(*funs):
     """Mark functions whose results are constants (no derivative)."""
     NONDIFF.update(funs)

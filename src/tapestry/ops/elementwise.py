@@ -129,18 +129,10 @@ defunary(np.absolute, lambda g, ans, x: g * np.sign(x))
 defunary(np.fabs, lambda g, ans, x: g * np.sign(x))
 # Ties in maximum/minimum split the cotangent evenly (a symmetric choice that
 # keeps max(x, x) == x exact in derivative).
-defbinary(np.maximum,
-          lambda g, ans, x, y: g * _tie_weight(x, y, ans),
-          lambda g, ans, x, y: g * _tie_weight(y, x, ans))
-defbinary(np.minimum,
-          lambda g, ans, x, y: g * _tie_weight(x, y, ans),
-          lambda g, ans, x, y: g * _tie_weight(y, x, ans))
-defbinary(np.fmax,
-          lambda g, ans, x, y: g * _tie_weight(x, y, ans),
-          lambda g, ans, x, y: g * _tie_weight(y, x, ans))
-defbinary(np.fmin,
-          lambda g, ans, x, y: g * _tie_weight(x, y, ans),
-          lambda g, ans, x, y: g * _tie_weight(y, x, ans))
+for _select in (np.maximum, np.minimum, np.fmax, np.fmin):
+    defbinary(_select,
+              lambda g, ans, x, y: g * _tie_weight(x, y, ans),
+              lambda g, ans, x, y: g * _tie_weight(y, x, ans))
 # copysign's sign argument is piecewise constant: a zero cotangent (None).
 defvjp(primitive(np.copysign),
        _ub(lambda g, ans, x, y: g * np.sign(x) * np.sign(ans), 0), lambda g, ans, x, y: None)

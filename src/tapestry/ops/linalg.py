@@ -4,17 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.dispatch import unwrap_all
-from ..core.primitive import KEEP_OTHER, Primitive, defvjp, primitive, unbroadcast
+from ..core.primitive import KEEP_OTHER, Primitive, defvjp, implements, primitive, unbroadcast
 from ..core.registry import FUNCTIONS, UFUNCS
 from ..core.var import Var
-
-
-def _register(*funs):
-    def deco(impl):
-        for f in funs:
-            FUNCTIONS[f] = impl
-        return impl
-    return deco
 
 
 def _no_out(name, out):
@@ -89,12 +81,12 @@ _tensordot = Primitive(lambda a, b, axes: np.tensordot(a, b, axes), "tensordot",
 defvjp(_tensordot, _tensordot_vjp_a, _tensordot_vjp_b)
 
 
-@_register(np.tensordot, np.linalg.tensordot)
+@implements(np.tensordot, np.linalg.tensordot)
 def tensordot(a, b, axes=2):
     return _tensordot(a, b, _normalize_axes(axes, np.ndim(a), np.ndim(b)))
 
 
-@_register(np.dot)
+@implements(np.dot)
 def dot(a, b, out=None):
     _no_out("dot", out)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
@@ -102,27 +94,27 @@ def dot(a, b, out=None):
     return _tensordot(a, b, ((np.ndim(a) - 1,), (max(np.ndim(b) - 2, 0),)))
 
 
-@_register(np.inner)
+@implements(np.inner)
 def inner(a, b):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
     return _tensordot(a, b, ((np.ndim(a) - 1,), (np.ndim(b) - 1,)))
 
 
-@_register(np.vdot)
+@implements(np.vdot)
 def vdot(a, b):
     if np.iscomplexobj(a):
         a = np.conjugate(a)
     return dot(np.ravel(a), np.ravel(b))
 
 
-@_register(np.outer, np.linalg.outer)
+@implements(np.outer, np.linalg.outer)
 def outer(a, b, out=None):
     _no_out("outer", out)
     return np.reshape(a, (-1, 1)) * np.reshape(b, (1, -1))
 
 
-@_register(np.kron)
+@implements(np.kron)
 def kron(a, b):
     """Interleave the axes of a and b and merge each pair (a product, no loop)."""
     nd = max(np.ndim(a), np.ndim(b))
@@ -147,7 +139,7 @@ UFUNCS[np.vecmat] = lambda x1, x2, **kw: np.squeeze(
 FUNCTIONS[np.linalg.matmul] = lambda x1, x2, /: x1 @ x2
 
 
-@_register(np.linalg.multi_dot)
+@implements(np.linalg.multi_dot)
 def multi_dot(arrays, *, out=None):
     _no_out("linalg.multi_dot", out)
     arrays = list(arrays)
@@ -205,7 +197,7 @@ _slogdet = Primitive(lambda a: tuple(np.linalg.slogdet(a)), "linalg.slogdet", n_
 defvjp(_slogdet, _slogdet_vjp)
 
 
-@_register(np.linalg.slogdet)
+@implements(np.linalg.slogdet)
 def slogdet(a):
     return _SlogdetResult(*_slogdet(a))
 
@@ -236,7 +228,7 @@ _cholesky = Primitive(np.linalg.cholesky, "linalg.cholesky")
 defvjp(_cholesky, _cholesky_vjp)
 
 
-@_register(np.linalg.cholesky)
+@implements(np.linalg.cholesky)
 def cholesky(a, /, *, upper=False):
     """``upper=True`` reads the upper triangle: it is the transpose problem."""
     if upper:
@@ -270,7 +262,7 @@ _eigh = Primitive(lambda a, UPLO: tuple(np.linalg.eigh(a, UPLO)), "linalg.eigh",
 defvjp(_eigh, _eigh_vjp)
 
 
-@_register(np.linalg.eigh)
+@implements(np.linalg.eigh)
 def eigh(a, UPLO="L"):
     w, V = _eigh(a, UPLO.upper())
     return _EighResult(w, V)
@@ -318,7 +310,7 @@ def _svd_norm_fwd(x, which):
     return np.sum(s, -1) if which == "nuc" else (s[..., 0] if which == 2 else s[..., -1])
 
 
-@_register(np.linalg.norm)
+@implements(np.linalg.norm)
 def norm(x, ord=None, axis=None, keepdims=False):
     """Vector norms (ord None/2, 1, inf, -inf, 0, p) and matrix norms
     ('fro', 1, -1, inf, -inf, 2, -2, 'nuc'), like np.linalg.norm."""

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from ..core.dispatch import unwrap_all
-from ..core.primitive import KEEP_SHAPES, Primitive, defvjp, unbroadcast
+from ..core.primitive import KEEP_SHAPES, Primitive, defvjp, implements, unbroadcast
 from ..core.registry import FUNCTIONS
 from ..core.var import Var
 
@@ -23,14 +23,6 @@ def _probe(shape):
     return np.broadcast_to(np.empty((), bool), shape)
 
 
-def _register(*funs):
-    def deco(impl):
-        for f in funs:
-            FUNCTIONS[f] = impl
-        return impl
-    return deco
-
-
 # --- reshape and friends -----------------------------------------------------------
 # Shape-only rules read ``a.shape`` (the node keeps just shapes: KEEP_SHAPES).
 _reshape = Primitive(lambda a, shape, order: np.reshape(a, shape, order=order), "reshape",
@@ -38,7 +30,7 @@ _reshape = Primitive(lambda a, shape, order: np.reshape(a, shape, order=order), 
 defvjp(_reshape, lambda g, ans, a, shape, order: np.reshape(g, a.shape, order=order))
 
 
-@_register(np.reshape)
+@implements(np.reshape)
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     shape = shape if shape is not None else newshape
     if order not in ("C", "F"):
@@ -47,17 +39,17 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     return _reshape(a, shape, order)
 
 
-@_register(np.ravel)
+@implements(np.ravel)
 def ravel(a, order="C"):
     return reshape(a, (-1,), order="F" if order == "F" else "C")
 
 
-@_register(np.expand_dims)
+@implements(np.expand_dims)
 def expand_dims(a, axis):
     return reshape(a, np.expand_dims(_probe(np.shape(a)), axis).shape)
 
 
-@_register(np.squeeze)
+@implements(np.squeeze)
 def squeeze(a, axis=None):
     return reshape(a, np.squeeze(_probe(np.shape(a)), axis).shape)
 
@@ -80,7 +72,7 @@ _broadcast_to = Primitive(lambda a, shape: np.broadcast_to(a, shape), "broadcast
 defvjp(_broadcast_to, lambda g, ans, a, shape: unbroadcast(g, a.shape))
 
 
-@_register(np.broadcast_to)
+@implements(np.broadcast_to)
 def broadcast_to(array, shape, subok=False):
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     if np.shape(array) == shape:
@@ -88,7 +80,7 @@ def broadcast_to(array, shape, subok=False):
     return _broadcast_to(array, shape)
 
 
-@_register(np.broadcast_arrays)
+@implements(np.broadcast_arrays)
 def broadcast_arrays(*args, subok=False):
     shape = np.broadcast_shapes(*(np.shape(a) for a in args))
     return tuple(broadcast_to(a, shape) for a in args)
@@ -100,7 +92,7 @@ defvjp(_transpose, lambda g, ans, a, axes:
        np.transpose(g, None if axes is None else tuple(np.argsort(axes))))
 
 
-@_register(np.transpose)
+@implements(np.transpose)
 def transpose(a, axes=None):
     if axes is not None:
         axes = tuple(int(i) % np.ndim(a) for i in axes)
@@ -119,7 +111,7 @@ defvjp(_moveaxis, lambda g, ans, a, src, dst: np.moveaxis(g, dst, src))
 FUNCTIONS[np.moveaxis] = lambda a, source, destination: _moveaxis(a, source, destination)
 
 
-@_register(np.rollaxis)
+@implements(np.rollaxis)
 def rollaxis(a, axis, start=0):
     n = np.ndim(a)
     axis, start = axis % n, start % (n + 1)
@@ -138,7 +130,7 @@ _concatenate = Primitive(lambda *xs, axis: np.concatenate(xs, axis=axis), "conca
 _concatenate.vjp_argnum = _concat_vjp
 
 
-@_register(np.concatenate)
+@implements(np.concatenate)
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if out is not None:
         raise TypeError("tapestry: np.concatenate(..., out=...) writes in place and "
@@ -164,7 +156,7 @@ _stack = Primitive(lambda *xs, axis: np.stack(xs, axis=axis), "stack")
 _stack.vjp_argnum = _stack_vjp
 
 
-@_register(np.stack)
+@implements(np.stack)
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if out is not None:
         raise TypeError("tapestry: np.stack(..., out=...) writes in place and cannot "
@@ -181,29 +173,29 @@ def _as_list(a):
     return list(a) if isinstance(a, tuple) else [a]
 
 
-@_register(np.hstack)
+@implements(np.hstack)
 def hstack(tup, *, dtype=None, casting="same_kind"):
     arrs = [FUNCTIONS[np.atleast_1d](a) for a in tup]
     return concatenate(arrs, axis=0 if np.ndim(arrs[0]) == 1 else 1, dtype=dtype)
 
 
-@_register(np.vstack)
+@implements(np.vstack)
 def vstack(tup, *, dtype=None, casting="same_kind"):
     return concatenate([FUNCTIONS[np.atleast_2d](a) for a in tup], axis=0, dtype=dtype)
 
 
-@_register(np.dstack)
+@implements(np.dstack)
 def dstack(tup):
     return concatenate([FUNCTIONS[np.atleast_3d](a) for a in tup], axis=2)
 
 
-@_register(np.column_stack)
+@implements(np.column_stack)
 def column_stack(tup):
     cols = [reshape(a, (-1, 1)) if np.ndim(a) < 2 else a for a in tup]
     return concatenate(cols, axis=1)
 
 
-@_register(np.append)
+@implements(np.append)
 def append(arr, values, axis=None):
     if axis is None:
         return concatenate([ravel(arr), ravel(values)], axis=0)
@@ -254,7 +246,7 @@ def _tuple(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-@_register(np.rot90)
+@implements(np.rot90)
 def rot90(m, k=1, axes=(0, 1)):
     k %= 4
     a0, a1 = axes
@@ -316,7 +308,7 @@ _repeat = Primitive(lambda a, repeats, axis: np.repeat(a, repeats, axis), "repea
 defvjp(_repeat, _repeat_vjp)
 
 
-@_register(np.repeat)
+@implements(np.repeat)
 def repeat(a, repeats, axis=None):
     if axis is None:
         a, axis = ravel(a), 0
@@ -334,7 +326,7 @@ _pad = Primitive(lambda a, pad_width, constant_values:
 defvjp(_pad, _pad_vjp)
 
 
-@_register(np.pad)
+@implements(np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
     if mode != "constant":
         raise NotImplementedError(
@@ -384,7 +376,7 @@ _diagonal = Primitive(lambda a, offset, axis1, axis2: np.diagonal(a, offset, axi
 defvjp(_diagonal, _diagonal_vjp)
 
 
-@_register(np.diagonal)
+@implements(np.diagonal)
 def diagonal(a, offset=0, axis1=0, axis2=1):
     nd = np.ndim(a)
     return _diagonal(a, offset, axis1 % nd, axis2 % nd)
@@ -393,7 +385,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 FUNCTIONS[np.linalg.diagonal] = lambda x, *, offset=0: diagonal(x, offset, -2, -1)
 
 
-@_register(np.trace)
+@implements(np.trace)
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     if out is not None:
         raise TypeError("tapestry: np.trace(..., out=...) writes in place; drop out=.")
@@ -403,7 +395,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 FUNCTIONS[np.linalg.trace] = lambda x, *, offset=0, dtype=None: trace(x, offset, -2, -1)
 
 
-@_register(np.diag)
+@implements(np.diag)
 def diag(v, k=0):
     if np.ndim(v) == 2:
         return diagonal(v, k)
@@ -438,13 +430,13 @@ def _real_only(name):
     return check
 
 
-@_register(np.real)
+@implements(np.real)
 def real(val):
     _real_only("real")(val)
     return val
 
 
-@_register(np.imag)
+@implements(np.imag)
 def imag(val):
     _real_only("imag")(val)
     return np.zeros(np.shape(val), np.result_type(val))
@@ -456,7 +448,7 @@ defvjp(where_, None,
        lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0 * g, g), np.shape(y)))
 
 
-@_register(np.where)
+@implements(np.where)
 def where(condition, x=None, y=None):
     """np.where(c, x, y): the cotangent goes to x where c holds, to y elsewhere.
     The condition is a constant (a traced condition is used by value)."""
