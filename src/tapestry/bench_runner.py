@@ -78,4 +78,5 @@ def _print(rows):
         t.add_row(r["workload"], str(r["case"]), r["system"], _fmt_time(r["time_s"]),
                   "-" if ratio is None else f"{ratio:.2f}", _fmt_mem(r["peak_bytes"]),
                   r.get("note", ""))
-    Console().print(t)
+    # Piped output (CI logs, files) would otherwise wrap at 80 columns.
+    Console(width=None if sys.stdout.isatty() else 180).print(t)
