@@ -43,6 +43,8 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
                 "which cannot be differentiated; drop out= and use the result.")
     if method == "__call__":
         prim = UFUNCS.get(ufunc)
+        if prim is None and ufunc not in NONDIFF and _load_special_rules():
+            prim = UFUNCS.get(ufunc)
         if prim is not None:
             return prim(*inputs, **kwargs)
         if ufunc in NONDIFF:
@@ -54,8 +56,24 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
         return dispatch_function(_ACCUMULATE[ufunc], inputs, {"axis": 0, **kwargs})
     elif ufunc in NONDIFF:
         return getattr(ufunc, method)(*unwrap_all(inputs), **kwargs)
-    name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    owner = "np" if getattr(np, ufunc.__name__, None) is ufunc else "the ufunc"
+    name = f"{owner}.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+_special_loaded = False
+
+
+def _load_special_rules():
+    """Register the scipy.special rules on first use of a ufunc without a
+    rule (importing SciPy at ``import tapestry`` would cost ~0.3 s); a
+    program that calls a SciPy ufunc has imported SciPy already."""
+    global _special_loaded
+    if _special_loaded:
+        return False
+    _special_loaded = True
+    from ..ops import special  # noqa: F401  (fills UFUNCS; import lock serializes)
+    return True
 
 
 def dispatch_function(func, args, kwargs):

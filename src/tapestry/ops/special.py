@@ -1,0 +1,39 @@
+"""scipy.special ufuncs common in likelihoods and neural nets.
+
+SciPy's special functions are ufuncs, so traced arrays reach them through
+``__array_ufunc__`` like NumPy's own: ``scipy.special.expit(x)`` just works.
+Registered on the first traced call of a ufunc that has no rule (see
+``core.dispatch._load_special_rules``), and only when SciPy is installed
+(the ``scipy`` extra).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import Primitive, defvjp, primitive
+from .elementwise import defbinary, defunary
+
+try:
+    import scipy.special as sp
+except ImportError:  # the scipy extra is not installed: nothing to register
+    sp = None
+
+if sp is not None:
+    _SQRT_2PI = np.sqrt(2 * np.pi)
+    # trigamma as a primitive of its own, so digamma's rule stays differentiable
+    _trigamma = Primitive(lambda x: sp.polygamma(1, x), "trigamma")
+    defvjp(_trigamma, lambda g, ans, x: g * sp.polygamma(2, x))
+
+    defunary(sp.expit, lambda g, ans, x: g * ans * (1 - ans))
+    defunary(sp.log_expit, lambda g, ans, x: g * sp.expit(-x))
+    defunary(sp.logit, lambda g, ans, x: g / (x * (1 - x)))
+    defunary(sp.gammaln, lambda g, ans, x: g * sp.digamma(x))
+    defunary(sp.digamma, lambda g, ans, x: g * _trigamma(x))
+    defunary(sp.erf, lambda g, ans, x: g * (2 / np.sqrt(np.pi)) * np.exp(-x * x))
+    defunary(sp.erfc, lambda g, ans, x: g * (-2 / np.sqrt(np.pi)) * np.exp(-x * x))
+    defunary(sp.ndtr, lambda g, ans, x: g * np.exp(-0.5 * x * x) / _SQRT_2PI)
+    defunary(sp.log_ndtr, lambda g, ans, x: g * np.exp(-0.5 * x * x - ans) / _SQRT_2PI)
+    # xlogy(x, y) = x log y (0 where x == 0); d/dx = log y, d/dy = x / y
+    defbinary(sp.xlogy, lambda g, ans, x, y: g * np.log(y), lambda g, ans, x, y: g * x / y)
+    defbinary(sp.xlog1py, lambda g, ans, x, y: g * np.log1p(y),
+              lambda g, ans, x, y: g * x / (1 + y))
