@@ -89,7 +89,17 @@ def accumulate(prev, c, p, owned):
     if type(prev) is list:  # multi-output node: slot-wise
         return [a if b is None else b if a is None else accumulate(a, b, None, set())
                 for a, b in zip(prev, c)]
+    # Sparse cotangents (``scatter_add_into(dense) -> dense``, in place) meet
+    # a dense total: scatter into the engine's own buffer, copying only once.
+    if type(prev) is np.ndarray and hasattr(c, "scatter_add_into") and prev.shape == c.shape:
+        if p not in owned or not np.can_cast(c.dtype, prev.dtype, "same_kind"):
+            prev = np.array(prev, dtype=np.result_type(prev.dtype, c.dtype))
+            owned.add(p)
+        return c.scatter_add_into(prev)
+    if type(c) is np.ndarray and hasattr(prev, "scatter_add_into") and prev.shape == c.shape:
+        owned.add(p)
+        return prev.scatter_add_into(np.array(c, dtype=np.result_type(c.dtype, prev.dtype)))
     add = getattr(c, "__accumulate_into__", None)
-    if add is not None:  # sparse cotangents know how to add themselves
+    if add is not None:  # other cotangent types know how to add themselves
         return add(prev)
     return prev + c
