@@ -144,6 +144,14 @@ def _pickled_task(payload):
         return fn(t)
 
 
+def _packed_task(p):
+    """Process-side entry for a pre-packed group (see :mod:`.transport`)."""
+    from .transport import run_packed
+    _limit_blas_in_process()
+    with _WorkerScope():
+        return run_packed(p)
+
+
 def _dumps(fn, t):
     try:
         import cloudpickle
@@ -153,10 +161,20 @@ def _dumps(fn, t):
     return cloudpickle.dumps((fn, t))
 
 
+def _submission(fn, t):
+    """``(callable, argument)`` to submit for ``fn(t)`` in another process:
+    packed groups go as they are, anything else cloudpickled."""
+    from .transport import Packed
+    if type(t) is Packed:
+        return _packed_task, t
+    return _pickled_task, _dumps(fn, t)
+
+
 class FuturesExecutor:
     """Any ``concurrent.futures.Executor`` given by the user.  Thread pools
     get the callables as they are; other executors get them cloudpickled."""
     name = "futures"
+    local = True
 
     def __init__(self, executor):
         self.executor = executor
@@ -170,7 +188,7 @@ class FuturesExecutor:
                            for k, t in enumerate(tasks)}
                 yield from _as_completed(futures)
         else:
-            futures = {self.executor.submit(_pickled_task, _dumps(fn, t)): k
+            futures = {self.executor.submit(*_submission(fn, t)): k
                        for k, t in enumerate(tasks)}
             yield from _as_completed(futures)
 
@@ -179,6 +197,7 @@ class ProcessExecutor:
     """loky's reusable process pool: workers survive between calls; a pool
     broken by a dead worker is rebuilt and its lost tasks rerun once."""
     name = "processes"
+    local = True
 
     def __init__(self, n_workers):
         self.n_workers = n_workers
@@ -193,11 +212,11 @@ class ProcessExecutor:
 
     def run(self, fn, tasks):
         from concurrent.futures.process import BrokenProcessPool
-        payloads = [_dumps(fn, t) for t in tasks]
+        payloads = [_submission(fn, t) for t in tasks]
         todo, attempt = list(range(len(tasks))), 0
         while todo:
             pool = self._pool()
-            futures = {pool.submit(_pickled_task, payloads[k]): k for k in todo}
+            futures = {pool.submit(*payloads[k]): k for k in todo}
             lost = []
             for f in _wait_all(futures):
                 k = futures[f]
@@ -232,6 +251,7 @@ class DaskExecutor:
     """A ``dask.distributed.Client``: tasks are submitted to its cluster;
     workers lost mid-task are retried by Dask's scheduler."""
     name = "dask"
+    local = False  # workers may be on other machines: no shared memory
 
     def __init__(self, client):
         self.client = client
@@ -242,7 +262,7 @@ class DaskExecutor:
 
     def run(self, fn, tasks):
         from distributed import as_completed
-        futures = {self.client.submit(_pickled_task, _dumps(fn, t), pure=False,
+        futures = {self.client.submit(*_submission(fn, t), pure=False,
                                       retries=1): k for k, t in enumerate(tasks)}
         try:
             for f in as_completed(list(futures)):

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import functools
 
+from . import transport
 from .executors import SerialExecutor, ThreadExecutor
 from .faults import Failure
 from .progress import Progress
+from .work import Task
 
 #: Tasks per worker for process and Dask executors (some load balancing).
 TASKS_PER_WORKER = 2
@@ -27,17 +29,23 @@ def _in_process(ex):
 def run_chunks(ex, fn, tasks, opname, progress=False):
     """``[fn(t) for t in tasks]`` on ``ex``, in task order; a
     :class:`Failure` from any chunk is raised here, naming its item."""
-    if _in_process(ex) or len(tasks) <= 1:
+    if _in_process(ex):
         groups = [[t] for t in tasks]
-        call = lambda g: [fn(g[0])]  # noqa: E731
+        call, payloads, unpack = (lambda g: [fn(g[0])]), groups, None  # noqa: E731
     else:
         n_groups = min(len(tasks), TASKS_PER_WORKER * max(1, ex.n_workers))
         size = -(-len(tasks) // n_groups)
         groups = [tasks[i:i + size] for i in range(0, len(tasks), size)]
-        call = functools.partial(_run_group, fn)
+        if isinstance(tasks[0], Task):  # chunk tasks of one call: pack them
+            call, unpack = None, transport.unpack
+            payloads = transport.pack(fn, groups, local=getattr(ex, "local", True))
+        else:
+            call, payloads, unpack = functools.partial(_run_group, fn), groups, None
     results = [None] * len(groups)
     bar = Progress(opname, len(groups), progress)
-    for k, r in ex.run(call, groups):
+    for k, r in ex.run(call, payloads):
+        if unpack is not None:
+            r = unpack(r)
         for x in r:
             if isinstance(x, Failure):
                 x.raise_in_caller(opname)
