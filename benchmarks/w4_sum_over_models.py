@@ -33,6 +33,35 @@ def mlp(m, x):
     return np.sum(m["W2"] @ h + m["b2"].reshape(-1, 1))
 
 
+def mlp_value_and_grad_by_hand(m, x):
+    """The same value and gradient written out in NumPy (no AD engine): the
+    floor for any NumPy-based system, and what two threads can do when
+    only NumPy's own GIL-held dispatch remains."""
+    h = np.tanh(m["W1"] @ x + m["b1"].reshape(-1, 1))
+    out = m["W2"] @ h + m["b2"].reshape(-1, 1)
+    g_out = np.ones_like(out)
+    g_pre = (m["W2"].T @ g_out) * (1.0 - h * h)
+    return np.sum(out), {"W1": g_pre @ x.T, "b1": np.sum(g_pre, axis=1),
+                         "W2": g_out @ h.T, "b2": np.sum(g_out, axis=1)}
+
+
+def _by_hand_rows(case, ms, x, reps):
+    """Hand-written NumPy gradient: a loop, and two threads over halves."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threadpoolctl import threadpool_limits
+
+    def loop(part=ms):
+        return [mlp_value_and_grad_by_hand(m, x) for m in part]
+    half = len(ms) // 2
+    with ThreadPoolExecutor(2) as pool, threadpool_limits(1):
+        t1 = median_time(loop, repeats=reps, warmup=1, number=1)
+        t2 = median_time(lambda: list(pool.map(loop, [ms[:half], ms[half:]])),
+                         repeats=reps, warmup=1, number=1)
+    return [row("W4", case, "numpy by hand (no AD), loop", t1),
+            row("W4", case, "numpy by hand (no AD), 2 threads", t2,
+                note=f"x{t1 / t2:.2f} vs its loop: the 2-thread ceiling here")]
+
+
 def machine_ceiling(seconds=0.15):
     """Speedup of two processes over one on CPU-bound NumPy work, now."""
     from loky import get_reusable_executor
@@ -165,6 +194,7 @@ def main(quick=False, plot=False):
     for case, M, hidden in cases:
         ms, x = make_models(M, hidden)
         rows += _tapestry_rows(tp, case, ms, x, reps)
+        rows += _by_hand_rows(case, ms, x, reps)
         rows += _torch_rows(case, ms, x, reps)
         rows += _jax_rows(case, ms, x, reps, quick)
     if plot:

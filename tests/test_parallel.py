@@ -268,3 +268,70 @@ def test_bad_arguments_are_named():
 def test_progress_is_shown(capsys):
     tp.parallel_sum(np.sum, np.ones((5, 2)), chunk_size=1, progress=True)
     assert "parallel_sum: 5/5 chunks" in capsys.readouterr().err
+
+
+# --- process transport: shared memory, packed tasks ---------------------------------------------
+def poisson_part(g, a):
+    eta = a + g["x"] + np.reshape(g["u"], (-1, 1))
+    return np.sum(g["y"] * eta - np.exp(eta))
+
+
+def test_shared_arrays_travel_as_references_and_give_the_same_bits():
+    from tapestry.parallel import share, transport
+    from tapestry.parallel.chunks import Plan
+    from tapestry.parallel.work import sum_chunk
+    rng = np.random.default_rng(4)
+    data = {"x": rng.standard_normal((40, 5)), "y": rng.poisson(2.0, (40, 5)).astype(float)}
+    shared = {k: share(v) for k, v in data.items()}
+    assert all(type(v) is np.ndarray and np.array_equal(v, data[k]) for k, v in shared.items())
+    u = rng.standard_normal(40)
+
+    def vg(d, ex):
+        return tp.value_and_grad(lambda u, a: tp.parallel_sum(
+            poisson_part, dict(d, u=u), a, executor=ex, batched=True, chunk_size=7),
+            argnums=(0, 1))(u, 0.3)
+    ref = vg(data, "serial")
+    for ex in ("serial", "threads", "processes"):
+        _assert_bits(vg(shared, ex), ref)
+    plan = Plan(dict(shared, u=u), (0.3,), True, "parallel_sum")
+    packed = list(transport.pack(sum_chunk, [plan.tasks(poisson_part, [(0, 40)], False)]))
+    assert packed[0].refs and len(packed[0].body) < data["x"].nbytes  # no copy of x, y
+
+
+def test_writes_to_a_shared_array_are_seen_by_process_workers():
+    from tapestry.parallel import share
+    X = share(np.ones((6, 2)))
+    f = (lambda r: np.sum(r))
+    assert tp.parallel_sum(f, X, executor="processes", chunk_size=2) == 12.0
+    X[...] = 2.0
+    assert tp.parallel_sum(f, X, executor="processes", chunk_size=2) == 24.0
+
+
+def test_shared_file_is_removed_with_the_array():
+    import gc
+
+    from tapestry.parallel import shm
+    X = shm.share(np.arange(5.0))
+    path = shm._ref_of(X).path
+    view = X[1:3]
+    del X
+    gc.collect()
+    assert os.path.exists(path)  # a view keeps it alive
+    del view
+    gc.collect()
+    assert not os.path.exists(path)
+
+
+def test_share_refuses_object_arrays():
+    from tapestry.parallel import share
+    with pytest.raises(TypeError, match="share: object arrays"):
+        share(np.array([{}, []], dtype=object))
+
+
+def test_items_plain_pickle_refuses_fall_back_to_cloudpickle():
+    items = [{"w": np.float64(k), "act": (lambda v: v * v)} for k in range(5)]
+    f = (lambda it, s: it["act"](it["w"] * s))
+    ref = tp.value_and_grad(lambda s: tp.parallel_sum(f, items, s, chunk_size=2))(1.5)
+    got = tp.value_and_grad(lambda s: tp.parallel_sum(f, items, s, chunk_size=2,
+                                                      executor="processes"))(1.5)
+    _assert_bits(got, ref)

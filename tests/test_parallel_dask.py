@@ -55,6 +55,15 @@ def test_dask_sum_gradient_is_bit_identical_to_serial(client, monkeypatch):
     _bits(_vg(ms, x, "dask"), ref)
 
 
+def test_shared_memory_arrays_go_by_value_to_dask(client):
+    """Dask workers may be on other machines: shared arrays are shipped."""
+    X = tp.parallel.share(np.random.default_rng(5).standard_normal((7, 3)))
+    loss = (lambda w, ex: tp.parallel_sum(lambda r, w: np.sum(np.tanh(r * w)), X, w,
+                                          executor=ex, chunk_size=3))
+    w = np.array([0.5, -1.0, 2.0])
+    _bits(tp.value_and_grad(loss)(w, client), tp.value_and_grad(loss)(w, "serial"))
+
+
 def test_dask_map_backward_recomputes_chunks(client):
     X, W = np.random.default_rng(4).standard_normal((6, 3)), np.eye(3)[:, :2]
 

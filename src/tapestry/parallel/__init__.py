@@ -3,5 +3,6 @@
 from .faults import ParallelItemError, WorkerDiedError
 from .pmap import parallel_map
 from .reduce import parallel_sum
+from .shm import share
 
-__all__ = ["parallel_sum", "parallel_map", "ParallelItemError", "WorkerDiedError"]
+__all__ = ["parallel_sum", "parallel_map", "ParallelItemError", "WorkerDiedError", "share"]

@@ -212,11 +212,16 @@ class ProcessExecutor:
 
     def run(self, fn, tasks):
         from concurrent.futures.process import BrokenProcessPool
-        payloads = [_submission(fn, t) for t in tasks]
-        todo, attempt = list(range(len(tasks))), 0
+        payloads, futures, attempt = [], {}, 0
+        pool = self._pool()
+        for k, t in enumerate(tasks):  # submit each as soon as it is packed
+            payloads.append(_submission(fn, t))
+            futures[pool.submit(*payloads[k])] = k
+        todo = list(range(len(payloads)))
         while todo:
-            pool = self._pool()
-            futures = {pool.submit(*payloads[k]): k for k in todo}
+            if attempt:
+                pool = self._pool()
+                futures = {pool.submit(*payloads[k]): k for k in todo}
             lost = []
             for f in _wait_all(futures):
                 k = futures[f]
@@ -232,7 +237,7 @@ class ProcessExecutor:
                 k, e = lost[0]
                 raise WorkerDiedError(
                     f"tapestry.parallel: a process worker died twice while running "
-                    f"task {k} (of {len(tasks)}); giving up. The function may crash "
+                    f"task {k} (of {len(payloads)}); giving up. The function may crash "
                     "the interpreter (segfault, os._exit, out of memory).") from e
             attempt += 1
             todo = sorted(k for k, _ in lost)

@@ -40,12 +40,13 @@ def share(a):
     with open(path, "w+b") as fh:
         fh.truncate(max(1, a.nbytes))
         mm = mmap.mmap(fh.fileno(), max(1, a.nbytes))
-    root = np.frombuffer(mm, dtype=a.dtype, count=a.size).reshape(a.shape)
-    root[...] = a
+    root = np.frombuffer(mm, dtype=a.dtype, count=a.size)  # views chain to it
+    out = root.reshape(a.shape)
+    out[...] = a
     with _lock:
         _owned[id(root)] = (weakref.ref(root), path)
     weakref.finalize(root, _release, id(root), path)
-    return root
+    return out
 
 
 def _release(key, path):

@@ -70,19 +70,18 @@ def _loads_data(b):
 
 def pack(fn, groups, local=True):
     """One :class:`Packed` per group of tasks (all tasks of one call share
-    ``f`` and ``shared``).  ``local``: the workers run on this machine, so
+    ``f`` and ``shared``), lazily, so the first group can be submitted while
+    the next is packed.  ``local``: the workers run on this machine, so
     shared-memory arrays travel as references."""
     t0 = groups[0][0]
     shared = to_refs(t0.shared)[0] if local else t0.shared
     head = _cloudpickle().dumps((fn, t0.f, shared), protocol=5)
     token = hashlib.blake2b(head, digest_size=16).digest()
-    out = []
     for g in groups:
         rows, refs = [(t.start, t.chunk, t.active, t.batched) for t in g], False
         if local:
             rows, refs = to_refs(rows)
-        out.append(Packed(token, head, _dumps_data(rows), refs))
-    return out
+        yield Packed(token, head, _dumps_data(rows), refs)
 
 
 def _head(p):
