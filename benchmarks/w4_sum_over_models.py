@@ -10,6 +10,7 @@ NumPy work on this machine right now (other users' load caps every ratio).
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 
@@ -40,7 +41,7 @@ def mlp_value_and_grad_by_hand(m, x):
     h = np.tanh(m["W1"] @ x + m["b1"].reshape(-1, 1))
     out = m["W2"] @ h + m["b2"].reshape(-1, 1)
     g_out = np.ones_like(out)
-    g_pre = (m["W2"].T @ g_out) * (1.0 - h * h)
+    g_pre = (m["W2"].T * g_out) * (1.0 - h * h)  # outer product by broadcasting
     return np.sum(out), {"W1": g_pre @ x.T, "b1": np.sum(g_pre, axis=1),
                          "W2": g_out @ h.T, "b2": np.sum(g_out, axis=1)}
 
@@ -53,10 +54,13 @@ def _by_hand_rows(case, ms, x, reps):
     def loop(part=ms):
         return [mlp_value_and_grad_by_hand(m, x) for m in part]
     half = len(ms) // 2
+    t1s, t2s = [], []
     with ThreadPoolExecutor(2) as pool, threadpool_limits(1):
-        t1 = median_time(loop, repeats=reps, warmup=1, number=1)
-        t2 = median_time(lambda: list(pool.map(loop, [ms[:half], ms[half:]])),
-                         repeats=reps, warmup=1, number=1)
+        for _ in range(reps):  # interleaved, so both see the same machine state
+            t1s.append(median_time(loop, repeats=1, warmup=1, number=1))
+            t2s.append(median_time(lambda: list(pool.map(loop, [ms[:half], ms[half:]])),
+                                   repeats=1, warmup=1, number=1))
+    t1, t2 = statistics.median(t1s), statistics.median(t2s)
     return [row("W4", case, "numpy by hand (no AD), loop", t1),
             row("W4", case, "numpy by hand (no AD), 2 threads", t2,
                 note=f"x{t1 / t2:.2f} vs its loop: the 2-thread ceiling here")]
@@ -185,6 +189,9 @@ def main(quick=False, plot=False):
 
     import tapestry as tp
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for worker processes
+    # Same glibc allocator settings as tapestry's process workers, so serial,
+    # thread and by-hand rows are not penalized by page-fault churn (alloc.py).
+    tp.parallel.tune_allocator()
     reps = 3 if quick else 7
     cases = [("M=64", 64, 64), ("M=512", 512, 64), ("M=64 hidden=512", 64, 512)]
     if quick:
