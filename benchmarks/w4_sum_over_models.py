@@ -118,6 +118,9 @@ def _tapestry_rows(tp, case, ms, x, reps):
             rows.append(row("W4", case, name, t, note=f"x{best / t:.2f} vs best serial"))
             rows.append(row("W4", case + " forward", name, tf,
                             note=f"x{best_f / tf:.2f} vs best serial"))
+            if ex == "dask":  # an idle cluster still wakes 5 processes: stop it
+                from tapestry.parallel.executors import close_dask
+                close_dask()
     return rows
 
 

@@ -313,11 +313,14 @@ def dask_client():
             cluster = LocalCluster(n_workers=_default_workers(), threads_per_worker=1,
                                    processes=True, dashboard_address=":0")
             client = _dask_default["client"] = Client(cluster)
-            atexit.register(_close_dask)
+            atexit.register(close_dask)
     return client
 
 
-def _close_dask():
+def close_dask():
+    """Close the LocalCluster that ``executor="dask"`` started (if any); the
+    next such call starts a new one.  An idle cluster still wakes its
+    processes (heartbeats, monitors), which benchmarks should not pay."""
     client = _dask_default.pop("client", None)
     if client is not None:
         cluster = client.cluster
