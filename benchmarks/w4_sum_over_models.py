@@ -124,8 +124,8 @@ def blas1(fn):
 def _tapestry_rows(tp, case, ms, x, reps):
     """Serial baselines are timed with BLAS at its default threads and at 1
     thread; executors' speedups are against the faster of the two serial
-    figures.  Loop, serial, threads and processes are timed in turns; Dask
-    (seconds to start a cluster) is timed after them, then stopped."""
+    figures.  Loop, serial (BLAS 1 thread), threads and processes are timed
+    in turns; Dask (seconds to start a cluster) after them, then stopped."""
     vg1 = tp.value_and_grad(mlp)
 
     def loop():
@@ -137,13 +137,19 @@ def _tapestry_rows(tp, case, ms, x, reps):
 
     def fwd(ex):
         return lambda: tp.parallel_sum(mlp, ms, x, executor=ex)
-    fns = {("loop", ""): loop, ("loop", " (BLAS 1 thread)"): blas1(loop)}
-    for ex in ("serial",) + EXECUTORS[:-1]:
+    # Default-BLAS rows first, apart: after a 2-thread OpenBLAS call its idle
+    # threads keep spinning for a while and take a core from thread workers
+    # (measured: threads 154 ms right after such calls vs 109 ms, hidden=512).
+    t = interleaved_times({("loop", ""): loop, ("serial", ""): grad("serial"),
+                           ("serial forward", ""): fwd("serial")}, reps)
+    time.sleep(0.5)
+    fns = {("loop", " (BLAS 1 thread)"): blas1(loop),
+           ("serial", " (BLAS 1 thread)"): blas1(grad("serial")),
+           ("serial forward", " (BLAS 1 thread)"): blas1(fwd("serial"))}
+    for ex in EXECUTORS[:-1]:
         fns[(ex, "")] = grad(ex)
         fns[(ex + " forward", "")] = fwd(ex)
-    fns[("serial", " (BLAS 1 thread)")] = blas1(grad("serial"))
-    fns[("serial forward", " (BLAS 1 thread)")] = blas1(fwd("serial"))
-    t = interleaved_times(fns, reps)
+    t.update(interleaved_times(fns, reps))
     if optional("distributed") is not None:
         from tapestry.parallel.executors import close_dask
         t[("dask", "")] = median_time(grad("dask"), repeats=reps, warmup=1, number=1)

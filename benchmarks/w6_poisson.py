@@ -14,6 +14,7 @@ import json
 import math
 import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -89,8 +90,8 @@ def _chunks(G):
 
 def _tapestry_rows(tp, case, data, u, a, b, reps):
     """Executors' speedups are against the faster serial figure (BLAS at its
-    default threads or at 1 thread).  Serial, threads, processes and the
-    vectorized call are timed in turns; Dask after them, then stopped."""
+    default threads or at 1 thread).  Serial (BLAS 1 thread), threads,
+    processes and the vectorized call are timed in turns; Dask after them."""
     from benchmarks.w4_sum_over_models import blas1, interleaved_times
     vec = tp.value_and_grad(lambda u, a, b: partial_loglik(dict(data, u=u), a, b),
                             argnums=(0, 1, 2))
@@ -98,11 +99,13 @@ def _tapestry_rows(tp, case, data, u, a, b, reps):
     def grad(ex):
         vg = tp.value_and_grad(_loss(ex, data), argnums=(0, 1, 2))
         return lambda: vg(u, a, b)
-    fns = {"tapestry serial": grad("serial"),
-           "tapestry serial (BLAS 1 thread)": blas1(grad("serial")),
+    # default-BLAS serial apart (OpenBLAS's idle threads spin after it; see W4)
+    t = interleaved_times({"tapestry serial": grad("serial")}, reps)
+    time.sleep(0.5)
+    fns = {"tapestry serial (BLAS 1 thread)": blas1(grad("serial")),
            "tapestry threads": grad("threads"), "tapestry processes": grad("processes"),
-           "tapestry vectorized (one call)": lambda: vec(u, a, b)}
-    t = interleaved_times(fns, reps)
+           "tapestry vectorized (one call)": blas1(lambda: vec(u, a, b))}
+    t.update(interleaved_times(fns, reps))
     if optional("distributed") is not None:
         from tapestry.parallel.executors import close_dask
         t["tapestry dask"] = median_time(grad("dask"), repeats=reps, warmup=1, number=1)
