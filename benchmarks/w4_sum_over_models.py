@@ -9,7 +9,6 @@ NumPy work on this machine right now (other users' load caps every ratio).
 """
 from __future__ import annotations
 
-import gc
 import os
 import statistics
 import sys
@@ -84,93 +83,44 @@ def _busy(seconds):
     return float(a[0, 0])
 
 
-def interleaved_times(fns, reps):
-    """Median seconds of each ``fns[name]()``, timing them in turns (a, b,
-    c, a, b, c, ...) after one warm-up each, so that the machine's slow
-    drifts (±10-15% here) hit every system alike and ratios stay honest."""
-    for f in fns.values():
-        f()
-    times = {k: [] for k in fns}
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(reps):
-            for k, f in fns.items():
-                t0 = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t0)
-    finally:
-        if gc_was:
-            gc.enable()
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
-_controller = []
-
-
-def blas1(fn):
-    """``fn`` run with BLAS limited to one thread (one controller, made once:
-    ``threadpool_limits()`` rescans the loaded libraries, ~2 ms a call)."""
-    if not _controller:
-        from threadpoolctl import ThreadpoolController
-        _controller.append(ThreadpoolController())
-
-    def run():
-        with _controller[0].limit(limits=1):
-            return fn()
-    return run
-
-
 def _tapestry_rows(tp, case, ms, x, reps):
     """Serial baselines are timed with BLAS at its default threads and at 1
-    thread; executors' speedups are against the faster of the two serial
-    figures.  Loop, serial (BLAS 1 thread), threads and processes are timed
-    in turns; Dask (seconds to start a cluster) after them, then stopped."""
-    vg1 = tp.value_and_grad(mlp)
+    thread (OpenBLAS threads on busy cores can be very slow); executors'
+    speedups are against the faster of the two serial figures."""
+    from threadpoolctl import threadpool_limits
+    rows, grad_t, fwd_t = [], {}, {}
 
     def loop():
-        return [vg1(m, x) for m in ms]
-
-    def grad(ex):
-        vg = tp.value_and_grad(lambda ms: tp.parallel_sum(mlp, ms, x, executor=ex))
-        return lambda: vg(ms)
-
-    def fwd(ex):
-        return lambda: tp.parallel_sum(mlp, ms, x, executor=ex)
-    # Default-BLAS rows first, apart: after a 2-thread OpenBLAS call its idle
-    # threads keep spinning for a while and take a core from thread workers
-    # (measured: threads 154 ms right after such calls vs 109 ms, hidden=512).
-    t = interleaved_times({("loop", ""): loop, ("serial", ""): grad("serial"),
-                           ("serial forward", ""): fwd("serial")}, reps)
-    time.sleep(0.5)
-    fns = {("loop", " (BLAS 1 thread)"): blas1(loop),
-           ("serial", " (BLAS 1 thread)"): blas1(grad("serial")),
-           ("serial forward", " (BLAS 1 thread)"): blas1(fwd("serial"))}
-    for ex in EXECUTORS[:-1]:
-        fns[(ex, "")] = grad(ex)
-        fns[(ex + " forward", "")] = fwd(ex)
-    t.update(interleaved_times(fns, reps))
-    if optional("distributed") is not None:
-        from tapestry.parallel.executors import close_dask
-        t[("dask", "")] = median_time(grad("dask"), repeats=reps, warmup=1, number=1)
-        t[("dask forward", "")] = median_time(fwd("dask"), repeats=reps, warmup=1, number=1)
-        close_dask()  # an idle cluster still wakes 5 processes
-    rows = []
-    for v in ("", " (BLAS 1 thread)"):
-        rows.append(row("W4", case, "tapestry loop of grad" + v, t[("loop", v)]))
-        rows.append(row("W4", case, "tapestry serial" + v, t[("serial", v)],
-                        note=f"serial/loop {t[('serial', v)] / t[('loop', v)]:.3f}"))
-        rows.append(row("W4", case + " forward", "tapestry serial" + v,
-                        t[("serial forward", v)]))
-    best = min(t[("serial", v)] for v in ("", " (BLAS 1 thread)"))
-    best_f = min(t[("serial forward", v)] for v in ("", " (BLAS 1 thread)"))
-    for ex in EXECUTORS:
-        if (ex, "") not in t:
+        vg = tp.value_and_grad(mlp)
+        return [vg(m, x) for m in ms]
+    for ex in ("serial",) + EXECUTORS:
+        if ex == "dask" and optional("distributed") is None:
             continue
-        rows.append(row("W4", case, f"tapestry {ex}", t[(ex, "")],
-                        note=f"x{best / t[(ex, '')]:.2f} vs best serial"))
-        rows.append(row("W4", case + " forward", f"tapestry {ex}", t[(ex + " forward", "")],
-                        note=f"x{best_f / t[(ex + ' forward', '')]:.2f} vs best serial"))
+        vg = tp.value_and_grad(lambda ms: tp.parallel_sum(mlp, ms, x, executor=ex))
+        for blas1 in ((False, True) if ex == "serial" else (False,)):
+            if ex == "serial" and (blas1, "grad") in grad_t:
+                continue
+            with threadpool_limits(1) if blas1 else _null():
+                if ex == "serial":
+                    t_loop = median_time(loop, repeats=reps, warmup=1, number=1)
+                t = median_time(lambda: vg(ms), repeats=reps, warmup=1, number=1)
+                tf = median_time(lambda: tp.parallel_sum(mlp, ms, x, executor=ex),
+                                 repeats=reps, warmup=1, number=1)
+            name = f"tapestry {ex}" + (" (BLAS 1 thread)" if blas1 else "")
+            if ex == "serial":
+                grad_t[(blas1, "grad")], fwd_t[blas1] = t, tf
+                rows.append(row("W4", case, "tapestry loop of grad" +
+                                (" (BLAS 1 thread)" if blas1 else ""), t_loop))
+                rows.append(row("W4", case, name, t, note=f"serial/loop {t / t_loop:.3f}"))
+                rows.append(row("W4", case + " forward", name, tf))
+                continue
+            best, best_f = min(grad_t.values()), min(fwd_t.values())
+            rows.append(row("W4", case, name, t, note=f"x{best / t:.2f} vs best serial"))
+            rows.append(row("W4", case + " forward", name, tf,
+                            note=f"x{best_f / tf:.2f} vs best serial"))
+            if ex == "dask":  # an idle cluster still wakes 5 processes: stop it
+                from tapestry.parallel.executors import close_dask
+                close_dask()
     return rows
 
 

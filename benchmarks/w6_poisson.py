@@ -14,7 +14,6 @@ import json
 import math
 import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -90,34 +89,31 @@ def _chunks(G):
 
 def _tapestry_rows(tp, case, data, u, a, b, reps):
     """Executors' speedups are against the faster serial figure (BLAS at its
-    default threads or at 1 thread).  Serial (BLAS 1 thread), threads,
-    processes and the vectorized call are timed in turns; Dask after them."""
-    from benchmarks.w4_sum_over_models import blas1, interleaved_times
+    default threads or at 1 thread)."""
+    from threadpoolctl import threadpool_limits
+
+    from benchmarks.w4_sum_over_models import _null
+    rows, serial = [], []
     vec = tp.value_and_grad(lambda u, a, b: partial_loglik(dict(data, u=u), a, b),
                             argnums=(0, 1, 2))
-
-    def grad(ex):
+    t_vec = median_time(lambda: vec(u, a, b), repeats=reps, warmup=1, number=1)
+    for ex, blas1 in [("serial", False), ("serial", True)] + [(e, False) for e in EXECUTORS[1:]]:
+        if ex == "dask" and optional("distributed") is None:
+            continue
         vg = tp.value_and_grad(_loss(ex, data), argnums=(0, 1, 2))
-        return lambda: vg(u, a, b)
-    # default-BLAS serial apart (OpenBLAS's idle threads spin after it; see W4)
-    t = interleaved_times({"tapestry serial": grad("serial")}, reps)
-    time.sleep(0.5)
-    fns = {"tapestry serial (BLAS 1 thread)": blas1(grad("serial")),
-           "tapestry threads": grad("threads"), "tapestry processes": grad("processes"),
-           "tapestry vectorized (one call)": blas1(lambda: vec(u, a, b))}
-    t.update(interleaved_times(fns, reps))
-    if optional("distributed") is not None:
-        from tapestry.parallel.executors import close_dask
-        t["tapestry dask"] = median_time(grad("dask"), repeats=reps, warmup=1, number=1)
-        close_dask()  # an idle cluster still wakes 5 processes
-    best = min(t["tapestry serial"], t["tapestry serial (BLAS 1 thread)"])
-    rows = []
-    for name in ("tapestry serial", "tapestry serial (BLAS 1 thread)", "tapestry threads",
-                 "tapestry processes", "tapestry dask", "tapestry vectorized (one call)"):
-        if name in t:
-            note = "" if name.startswith("tapestry serial") else \
-                f"x{best / t[name]:.2f} vs best serial"
-            rows.append(row("W6", case, name, t[name], note=note))
+        with threadpool_limits(1) if blas1 else _null():
+            t = median_time(lambda: vg(u, a, b), repeats=reps, warmup=1, number=1)
+        name = f"tapestry {ex}" + (" (BLAS 1 thread)" if blas1 else "")
+        if ex == "dask":  # an idle cluster still wakes 5 processes: stop it
+            from tapestry.parallel.executors import close_dask
+            close_dask()
+        if ex == "serial":
+            serial.append(t)
+            rows.append(row("W6", case, name, t))
+        else:
+            rows.append(row("W6", case, name, t, note=f"x{min(serial) / t:.2f} vs best serial"))
+    rows.append(row("W6", case, "tapestry vectorized (one call)", t_vec,
+                    note=f"x{min(serial) / t_vec:.2f} vs best serial"))
     return rows
 
 
