@@ -192,9 +192,6 @@ def main(quick=False, plot=False):
 
     import tapestry as tp
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for worker processes
-    # Same glibc allocator settings as tapestry's process workers, so serial,
-    # thread and by-hand rows are not penalized by page-fault churn (alloc.py).
-    tp.parallel.tune_allocator()
     reps = 3 if quick else 7
     cases = [("M=64", 64, 64), ("M=512", 512, 64), ("M=64 hidden=512", 64, 512)]
     if quick:

@@ -229,9 +229,6 @@ def main(quick=False, plot=False):
 
     import tapestry as tp
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for worker processes
-    # Same glibc allocator settings as tapestry's process workers, so serial,
-    # thread and by-hand rows are not penalized by page-fault churn (alloc.py).
-    tp.parallel.tune_allocator()
     reps = 3 if quick else 7
     sizes = [1000] if quick else [1000, 100_000]
     rows = []

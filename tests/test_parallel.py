@@ -336,12 +336,3 @@ def test_items_plain_pickle_refuses_fall_back_to_cloudpickle():
                                                       executor="processes"))(1.5)
     _assert_bits(got, ref)
 
-
-def test_tune_allocator_applies_once_on_glibc():
-    import platform
-
-    from tapestry.parallel import tune_allocator
-    first = tune_allocator()
-    assert tune_allocator() is first
-    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-        assert first is True

@@ -1,10 +1,8 @@
 """Parallel map and reduce with a parallel backward pass (``parallel_sum``,
 ``parallel_map``) on serial, thread, process and Dask executors."""
-from .alloc import tune_allocator
 from .faults import ParallelItemError, WorkerDiedError
 from .pmap import parallel_map
 from .reduce import parallel_sum
 from .shm import share
 
-__all__ = ["parallel_sum", "parallel_map", "ParallelItemError", "WorkerDiedError", "share",
-           "tune_allocator"]
+__all__ = ["parallel_sum", "parallel_map", "ParallelItemError", "WorkerDiedError", "share"]

@@ -84,15 +84,13 @@ _process_limited = False
 
 
 def _limit_blas_in_process():
-    """Once per worker process: BLAS on one thread, and the allocator
-    settings of :mod:`.alloc` (no page-fault churn on ~1 MB temporaries)."""
+    """Once per worker process: BLAS on one thread.  (The allocator settings
+    of :mod:`tapestry.core.allocator` come with ``import tapestry`` there.)"""
     global _process_limited
     if not _process_limited:
         c = _controller()
         if c:
             c.limit(limits=1)  # kept for the life of the worker process
-        from .alloc import tune_allocator
-        tune_allocator()
         _process_limited = True
 
 
