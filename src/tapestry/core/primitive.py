@@ -320,10 +320,21 @@ def scale_cotangent(g, y):
     which case ``y`` itself is the answer (it is never written to: the
     engine only adds in place into buffers it allocated)."""
     if (type(g) is np.ndarray and g.size >= _KEEP_MIN_SIZE and not any(g.strides)
-            and type(y) is np.ndarray and g.shape == y.shape and g.dtype == y.dtype
-            and g.flat[0] == 1):
-        return y
+            and type(y) is np.ndarray and g.shape == y.shape and g.dtype == y.dtype):
+        c = g.flat[0]
+        if c == 1:
+            return y
+        if c == -1:
+            return -y
     return g * y
+
+
+def negate_cotangent(g):
+    """``-g``; a broadcast constant (a sum's cotangent) stays a broadcast
+    view instead of becoming a full array (one pass and one buffer saved)."""
+    if type(g) is np.ndarray and g.size >= _KEEP_MIN_SIZE and not any(g.strides):
+        return np.broadcast_to(-g.flat[0], g.shape)
+    return -g
 
 
 def shape_of(x):

@@ -12,7 +12,7 @@ from ..core.registry import FUNCTIONS
 from ..core.var import Var
 
 from ..core.primitive import (KEEP_ANS, KEEP_OTHER, KEEP_SHAPES, Primitive, def_nondiff, defvjp,
-                              primitive, scale_cotangent, unbroadcast)
+                              negate_cotangent, primitive, scale_cotangent, unbroadcast)
 
 
 def _ub(rule, i):
@@ -36,7 +36,8 @@ def defbinary(ufunc, rule_x, rule_y, keep=0):
 defvjp(primitive(np.add, keep=KEEP_SHAPES),
        lambda g, ans, x, y: g if g.shape == x.shape else unbroadcast(g, x.shape),
        lambda g, ans, x, y: g if g.shape == y.shape else unbroadcast(g, y.shape))
-defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, keep=KEEP_SHAPES)
+defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: negate_cotangent(g),
+          keep=KEEP_SHAPES)
 def _times_x(g, ans, x, y):
     """d(x*y)/dx: ``g * y`` summed back to ``x``'s shape (no pass for a sum's 1s)."""
     c = scale_cotangent(g, y) if type(g) is np.ndarray and g.size >= 4096 else g * y
@@ -50,7 +51,7 @@ def _times_y(g, ans, x, y):
 
 defvjp(primitive(np.multiply, keep=KEEP_OTHER), _times_x, _times_y)
 defbinary(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
-defunary(np.negative, lambda g, ans, x: -g, keep=KEEP_SHAPES)
+defunary(np.negative, lambda g, ans, x: negate_cotangent(g), keep=KEEP_SHAPES)
 defunary(np.positive, lambda g, ans, x: g)
 defunary(np.reciprocal, lambda g, ans, x: -g * ans * ans)
 defunary(np.square, lambda g, ans, x: g * 2 * x)
