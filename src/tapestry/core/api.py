@@ -68,6 +68,10 @@ def _trace_inputs(tape, args, nums, opname):
 
 
 def _cast_like(ct, x, sparse=True):
+    """The leaf's cotangent as the gradient: same shape and dtype as ``x``."""
+    if type(ct) is np.ndarray and type(x) is np.ndarray and ct.dtype == x.dtype \
+            and ct.shape == x.shape:
+        return ct  # the common case, without the checks below
     if hasattr(ct, "todense"):  # a sparse cotangent (tapestry.sparse)
         dt = np.result_type(x)
         if sparse:
@@ -118,20 +122,21 @@ def value_and_grad(f, argnums=0, has_aux=False, sparse=True):
             out, aux = out
             aux = tree_map(lambda v: _lower(v, tape), aux)
         value = out._value if out.__class__ is Var and out._tape is tape else out
-        if np.shape(value) != ():
+        plain = unwrap_all(value)
+        if np.shape(plain) != ():
             raise TypeError(
                 f"tapestry.grad: the function must return a scalar, got shape "
-                f"{np.shape(value)}. For array outputs use tapestry.vjp (one "
+                f"{np.shape(plain)}. For array outputs use tapestry.vjp (one "
                 "cotangent) or tapestry.jacobian (all of them).")
-        if np.result_type(unwrap_all(value)).kind not in "fc":
+        dtype = np.result_type(plain)
+        if dtype.kind not in "fc":
             raise TypeError("tapestry.grad: the output must be a float scalar, got "
-                            f"dtype {np.result_type(unwrap_all(value))}.")
+                            f"dtype {dtype}.")
         idx = _output_node(out, tape, "grad")
         if idx is None:
             cts = [None] * len(tape.nodes)
         else:
-            seed = np.ones((), dtype=np.result_type(unwrap_all(value)))
-            cts = backward_sweep(tape, idx, seed, release=True)
+            cts = backward_sweep(tape, idx, np.ones((), dtype=dtype), release=True)
         tape.nodes.clear()
         grads = _collect(records, cts, single, sparse)
         return ((value, aux), grads) if has_aux else (value, grads)

@@ -13,6 +13,7 @@ import numpy as np
 from ..core.dispatch import unwrap_all
 from ..core.primitive import KEEP_SHAPES, Primitive, defvjp
 from ..core.registry import FUNCTIONS
+from ..core.var import Var
 
 
 def _axes(axis, ndim):
@@ -25,9 +26,18 @@ def _axes(axis, ndim):
 
 def expand_reduced(g, shape, axis, keepdims):
     """Broadcast a reduction's cotangent back to the input ``shape`` (a view)."""
+    if axis is None and type(g) is not Var and len(shape) and _size(shape) < 4096:
+        return np.full(shape, g, dtype=g.dtype)  # small: cheaper than broadcast_to's checks
     if not keepdims:
         g = np.reshape(g, _kept_shape(shape, axis))
     return np.broadcast_to(g, shape)
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _kept_shape(shape, axis):
