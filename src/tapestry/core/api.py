@@ -93,7 +93,7 @@ def _collect(records, cts, single, sparse=True):
     return grads[0] if single else tuple(grads)
 
 
-def _output_node(out, tape, opname):
+def _output_node(out, tape):
     """Tape index of a traced scalar output, or None if it is constant."""
     if out.__class__ is Var and out._tape is tape:
         return out._index
@@ -132,7 +132,7 @@ def value_and_grad(f, argnums=0, has_aux=False, sparse=True):
         if dtype.kind not in "fc":
             raise TypeError("tapestry.grad: the output must be a float scalar, got "
                             f"dtype {dtype}.")
-        idx = _output_node(out, tape, "grad")
+        idx = _output_node(out, tape)
         if idx is None:
             cts = [None] * len(tape.nodes)
         else:

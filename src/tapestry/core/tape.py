@@ -55,12 +55,6 @@ from contextlib import contextmanager
 _local = threading.local()
 
 
-def current_tape():
-    """The innermost tape open in this thread, or ``None``."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
-
-
 @contextmanager
 def open_tape(parent=None):
     """Open a new tape for this thread; its parent defaults to the current one.
