@@ -34,6 +34,13 @@ def test_matmul_rule(shapes):
     check_all(lambda a, b: np.matmul(a, b), a, b)
 
 
+@pytest.mark.parametrize("sa,sb", [((1, 4), (4, 5)), ((3, 1), (1, 5)), ((2, 1, 3, 1), (4, 1, 5)),
+                                   ((1, 3), (2, 3, 1)), ((2, 1, 1), (1, 1, 4))])
+def test_matmul_one_row_or_inner_dimension_one(sa, sb):
+    """The outer-product shortcuts (inner dimension 1, one row), with batches."""
+    check_all(lambda a, b: a @ b, rand(sa, "normal", 7), rand(sb, "normal", 8))
+
+
 def test_matmul_empty_and_second_order():
     check_all(lambda a, b: a @ b, rand((0, 3), "normal", 3), rand((3, 2), "normal", 4))
     check_all(lambda a, b: np.tanh(a @ b), rand((2, 3), "normal", 5), rand((3, 2), "normal", 6),

@@ -1,9 +1,36 @@
 """The backward pass: one reverse loop over a tape, and cotangent accumulation."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .tape import LEAF
+
+
+def _calibrate_fresh():
+    """The reference count ``sys.getrefcount`` reports for an array held
+    only by one local variable, or ``None`` where counts cannot be trusted
+    that way (other interpreters; CPython 3.14+ may borrow references, so a
+    lower count would no longer prove that nothing else holds the array)."""
+    if sys.implementation.name != "cpython" or sys.version_info >= (3, 14) \
+            or not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return None
+    c = np.empty(2)
+    fresh = sys.getrefcount(c)
+    held = [c]
+    return fresh if sys.getrefcount(held[0]) == fresh + 1 else None
+
+
+#: See :func:`_calibrate_fresh`.  A rule's result with this count, owning
+#: its memory (``base is None``), was just made by the rule and is seen by
+#: nobody else: the engine may add later contributions into it in place
+#: (W6: the cotangent of ``eta`` gets ``-exp(eta)`` and then ``y``; adding
+#: ``y`` into the fresh ``-exp(eta)`` saves a buffer and a write pass).
+_FRESH = _calibrate_fresh()
+#: The same for a fresh array passed on once more (``accumulate``'s ``c``).
+_FRESH_ARG = None if _FRESH is None else _FRESH + 1
+_refcount = sys.getrefcount
 
 
 def backward_sweep(tape, out_index, seed, release=True, stop=0):
@@ -41,7 +68,13 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
             if c is not None:
                 p = parents[0]
                 prev = cts[p]
-                cts[p] = c if prev is None else accumulate(prev, c, p, owned)
+                if prev is None:
+                    cts[p] = c
+                    if c.__class__ is np.ndarray and c.base is None \
+                            and _refcount(c) == _FRESH:
+                        owned.add(p)
+                else:
+                    cts[p] = accumulate(prev, c, p, owned)
             continue
         for p, rule in zip(parents, rules):
             c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
@@ -50,6 +83,8 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
             prev = cts[p]
             if prev is None:
                 cts[p] = c
+                if c.__class__ is np.ndarray and c.base is None and _refcount(c) == _FRESH:
+                    owned.add(p)
             else:
                 cts[p] = accumulate(prev, c, p, owned)
     return cts
@@ -76,15 +111,21 @@ _CONSUMED = ((), (), None, (), {})
 def accumulate(prev, c, p, owned):
     """Add cotangent ``c`` into ``prev`` (the running total for position ``p``).
 
-    The first contribution is stored as is (it may alias a user array or
-    another node's buffer), so the second allocates a buffer the engine owns
-    and records ``p`` in ``owned``; later ones add into it in place.
+    The first contribution is stored as is.  If a rule just made it (see
+    ``_FRESH``), ``p`` is in ``owned`` already and every later contribution
+    adds into it in place; otherwise it may alias a user array or another
+    node's buffer, so the second allocates a buffer the engine owns and
+    records ``p`` in ``owned``; later ones add into that in place.
     """
     if type(prev) is np.ndarray and type(c) is np.ndarray and prev.shape == c.shape:
-        if p in owned and np.can_cast(c.dtype, prev.dtype, "same_kind"):
+        if p in owned and (c.dtype == prev.dtype or np.can_cast(c.dtype, prev.dtype, "safe")):
             np.add(prev, c, out=prev)
             return prev
         owned.add(p)
+        if c.base is None and _refcount(c) == _FRESH_ARG and \
+                (prev.dtype == c.dtype or np.can_cast(prev.dtype, c.dtype, "safe")):
+            np.add(c, prev, out=c)  # ``c`` was just made by its rule: reuse it
+            return c
         return np.add(prev, c)
     if type(prev) is list:  # multi-output node: slot-wise
         return [a if b is None else b if a is None else accumulate(a, b, None, set())

@@ -35,22 +35,45 @@ def _same(a, b):
     return all(_same(x, y) for x, y in zip(a[2], b[2]))
 
 
+# How each type splits, decided once per type (whether a type is a dict, a
+# namedtuple or a dataclass never changes): flattening is on the path of
+# every grad call and every parallel chunk, and most leaves are arrays.
+_SEQ, _DICT, _NAMEDTUPLE, _DATACLASS = 1, 2, 3, 4
+_KIND: dict = {tuple: _SEQ, list: _SEQ, dict: _DICT}
+
+
+def _kind(t):
+    k = _KIND.get(t)
+    if k is None:
+        if issubclass(t, dict):
+            k = _DICT
+        elif issubclass(t, tuple) and hasattr(t, "_fields"):
+            k = _NAMEDTUPLE
+        elif dataclasses.is_dataclass(t):  # instances only: a class's type is ``type``
+            k = _DATACLASS
+        else:
+            k = 0  # a leaf
+        _KIND[t] = k
+    return k
+
+
 def _split(x, leaves):
     if x is None:
         return None
     t = type(x)
-    if t is tuple or t is list:
+    k = _KIND.get(t)
+    if k is None:
+        k = _kind(t)
+    if k == 0:
+        leaves.append(x)
+        return _LEAF
+    if k == _SEQ or k == _NAMEDTUPLE:
         return (t, None, [_split(c, leaves) for c in x])
-    if isinstance(x, dict):
+    if k == _DICT:
         keys = tuple(x)
-        return (t, keys, [_split(x[k], leaves) for k in keys])
-    if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
-        return (t, None, [_split(c, leaves) for c in x])
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        names = tuple(f.name for f in dataclasses.fields(x))
-        return (t, names, [_split(getattr(x, n), leaves) for n in names])
-    leaves.append(x)
-    return _LEAF
+        return (t, keys, [_split(x[c], leaves) for c in keys])
+    names = tuple(f.name for f in dataclasses.fields(x))
+    return (t, names, [_split(getattr(x, n), leaves) for n in names])
 
 
 def _build(node, it):

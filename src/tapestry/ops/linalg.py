@@ -25,11 +25,14 @@ def _matmul_vjp_a(g, ans, a, b):
     bt = np.swapaxes(b, -1, -2)
     if a.ndim == 1:
         return unbroadcast(np.squeeze(np.expand_dims(g, -2) @ bt, -2), a.shape)
+    if b.shape[-1] == 1:  # inner dimension 1: an outer product
+        return unbroadcast(g * bt, a.shape)
     return unbroadcast(g @ bt, a.shape)
 
 
 def _matmul_vjp_b(g, ans, a, b):
-    """b_bar = a^T @ g (an outer product when a is 1-D)."""
+    """b_bar = a^T @ g (an outer product, by broadcasting, when a is 1-D or
+    has one row: 21 vs 51 us for W4's (64, 1) @ (1, 256))."""
     if a.ndim == 1:
         if b.ndim == 1:
             return g * a
@@ -37,6 +40,8 @@ def _matmul_vjp_b(g, ans, a, b):
     at = np.swapaxes(a, -1, -2)
     if b.ndim == 1:
         return unbroadcast(np.squeeze(at @ np.expand_dims(g, -1), -1), b.shape)
+    if a.shape[-2] == 1:  # inner dimension 1 (W2 @ h with one output row in W4)
+        return unbroadcast(at * g, b.shape)
     return unbroadcast(at @ g, b.shape)
 
 
