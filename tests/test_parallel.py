@@ -294,8 +294,12 @@ def test_shared_arrays_travel_as_references_and_give_the_same_bits():
     for ex in ("serial", "threads", "processes"):
         _assert_bits(vg(shared, ex), ref)
     plan = Plan(dict(shared, u=u), (0.3,), True, "parallel_sum")
-    packed = list(transport.pack(sum_chunk, [plan.tasks(poisson_part, [(0, 40)], False)]))
+    call = transport.Call(sum_chunk, [plan.tasks(poisson_part, [(0, 40)], False)])
+    packed = list(call.payloads)
     assert packed[0].refs and len(packed[0].body) < data["x"].nbytes  # no copy of x, y
+    # x and y are not copied into the call's arena either: only u (320 bytes, pickled)
+    assert call.arena is None
+    call.done()
 
 
 def test_writes_to_a_shared_array_are_seen_by_process_workers():

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 
-_LEAF = object()
+class _LeafMarker:
+    """Marks a leaf position in a tree definition; pickled by reference, so
+    a TreeDef sent to a worker process still recognises its leaves."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return "_LEAF"
+
+    def __repr__(self):
+        return "*"
+
+
+_LEAF = _LeafMarker()
 
 
 class TreeDef:
@@ -15,6 +28,12 @@ class TreeDef:
     def __init__(self, node, n_leaves):
         self.node = node
         self.n_leaves = n_leaves
+
+    def __getstate__(self):
+        return (self.node, self.n_leaves)
+
+    def __setstate__(self, s):
+        self.node, self.n_leaves = s
 
     def unflatten(self, leaves):
         it = iter(leaves)

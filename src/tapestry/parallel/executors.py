@@ -197,7 +197,13 @@ class FuturesExecutor:
 
 class ProcessExecutor:
     """loky's reusable process pool: workers survive between calls; a pool
-    broken by a dead worker is rebuilt and its lost tasks rerun once."""
+    broken by a dead worker is rebuilt and its lost tasks rerun once.
+
+    The caller only waits: letting it run one group itself (as OpenMP's
+    master thread does) measured W4 at 64 models x1.47 instead of x1.37 and
+    W6 x1.58 instead of x1.52, but a crash in ``f`` would then take the
+    caller down instead of one replaceable worker.
+    """
     name = "processes"
     local = True
 

@@ -41,21 +41,41 @@ def run_chunks(ex, fn, tasks, opname, progress=False):
         size = -(-len(tasks) // n_groups)
         groups = [tasks[i:i + size] for i in range(0, len(tasks), size)]
         if isinstance(tasks[0], Task):  # chunk tasks of one call: pack them
-            call, unpack = None, transport.unpack
-            payloads = transport.pack(fn, groups, local=getattr(ex, "local", True))
-        else:
-            call, payloads, unpack = functools.partial(_run_group, fn), groups, None
-    results = [None] * len(groups)
-    bar = Progress(opname, len(groups), progress)
+            return _run_packed(ex, fn, groups, opname, progress)
+        call, payloads, unpack = functools.partial(_run_group, fn), groups, None
+    return _collect(ex, call, payloads, len(groups), unpack, opname, progress)
+
+
+def _run_packed(ex, fn, groups, opname, progress):
+    """Chunk tasks packed for other processes (see :mod:`.transport`)."""
+    packed = transport.Call(fn, groups, local=getattr(ex, "local", True))
+    try:
+        results = _collect(ex, None, packed.payloads, len(groups), packed.unpack, opname,
+                           progress)
+    except BaseException:
+        packed.done(clean=False)  # tasks may still be running: their arena is dropped
+        raise
+    packed.done()
+    return results
+
+
+def _collect(ex, call, payloads, n, unpack, opname, progress):
+    """Run ``n`` payloads; chunk results in order, or the first failure raised."""
+    results = [None] * n
+    bar = Progress(opname, n, progress)
     for k, r in ex.run(call, payloads):
         if unpack is not None:
             r = unpack(r)
-        for x in r:
-            if isinstance(x, Failure):
-                x.raise_in_caller(opname)
+        _raise_failures(r, opname)
         results[k] = r
         bar.step()
     return [x for r in results for x in r]
+
+
+def _raise_failures(r, opname):
+    for x in r:
+        if isinstance(x, Failure):
+            x.raise_in_caller(opname)
 
 
 def in_process(ex):

@@ -91,6 +91,13 @@ def _ref_of(x):
     return _Ref(entry[1], offset, x.shape, x.strides, x.dtype.str)
 
 
+def leaf_ref(x):
+    """A reference for a shared array (or a view of one), else ``None``."""
+    if _owned and type(x) is np.ndarray and x.base is not None:
+        return _ref_of(x)
+    return None
+
+
 def to_refs(obj):
     """``(obj with shared arrays replaced by references, whether any was)``;
     lists, tuples and dicts are walked, and nothing when none is shared."""
