@@ -74,3 +74,44 @@ def optional(name):
 def row(workload, case, system, time_s=None, peak=None, note=""):
     return {"workload": workload, "case": case, "system": system,
             "time_s": time_s, "peak_bytes": peak, "note": note}
+
+
+#: OpenBLAS's idle threads spin for ~0.12 s after a multi-threaded call and
+#: take a core from whatever runs next (measured: 120 ms of CPU burned during
+#: a 200 ms sleep after one 256x256 GEMM); systems timed right after one
+#: would pay for it.
+BLAS_SETTLE_S = 0.15
+
+
+def interleaved_times(systems, repeats=7, warmup=1):
+    """Median wall time of each system, timed in turns.
+
+    ``systems``: ``[(name, fn, settle_seconds), ...]``.  Every repeat runs
+    each system once, in order, so all of them see the same machine state
+    (this VM's two-core speedups drift between x1.2 and x1.9 within
+    minutes, which block-wise timing turns into differences between
+    systems).  ``settle_seconds`` of sleep follow a system that leaves
+    spinning threads behind.  Returns ``{name: seconds}``.
+    """
+    for _ in range(warmup):
+        for _, fn, settle in systems:
+            fn()
+            if settle:
+                time.sleep(settle)
+    times = {name: [] for name, _, _ in systems}
+    gc_was = gc.isenabled()
+    try:
+        for _ in range(repeats):
+            gc.enable()
+            gc.collect()
+            gc.disable()
+            for name, fn, settle in systems:
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+                if settle:
+                    time.sleep(settle)
+    finally:
+        if gc_was:
+            gc.enable()
+    return {name: statistics.median(ts) for name, ts in times.items()}

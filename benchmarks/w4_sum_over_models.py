@@ -2,7 +2,9 @@
 ``sum over m of sum(mlp_m(x))`` w.r.t. every model's parameters.
 
 tapestry: a plain loop of ``value_and_grad`` calls, then ``parallel_sum`` on
-each executor (same chunks, so the same bits).  Peers: PyTorch (loop,
+each executor (same chunks, so the same bits), and the same models stacked
+into arrays (``batched=True``, the vmap-style formulation); all timed in
+turns with the hand-written NumPy rows.  Peers: PyTorch (loop,
 ``torch.func`` vmap over stacked parameters), JAX (loop, vmap, jit(vmap)).
 A "machine ceiling" row measures how much two processes can speed up pure
 NumPy work on this machine right now (other users' load caps every ratio).
@@ -10,13 +12,12 @@ NumPy work on this machine right now (other users' load caps every ratio).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 
 import numpy as np
 
-from benchmarks._harness import median_time, optional, row
+from benchmarks._harness import BLAS_SETTLE_S, interleaved_times, median_time, optional, row
 
 EXECUTORS = ("threads", "processes", "dask")
 
@@ -46,26 +47,6 @@ def mlp_value_and_grad_by_hand(m, x):
                          "W2": g_out @ h.T, "b2": np.sum(g_out, axis=1)}
 
 
-def _by_hand_rows(case, ms, x, reps):
-    """Hand-written NumPy gradient: a loop, and two threads over halves."""
-    from concurrent.futures import ThreadPoolExecutor
-    from threadpoolctl import threadpool_limits
-
-    def loop(part=ms):
-        return [mlp_value_and_grad_by_hand(m, x) for m in part]
-    half = len(ms) // 2
-    t1s, t2s = [], []
-    with ThreadPoolExecutor(2) as pool, threadpool_limits(1):
-        for _ in range(reps):  # interleaved, so both see the same machine state
-            t1s.append(median_time(loop, repeats=1, warmup=1, number=1))
-            t2s.append(median_time(lambda: list(pool.map(loop, [ms[:half], ms[half:]])),
-                                   repeats=1, warmup=1, number=1))
-    t1, t2 = statistics.median(t1s), statistics.median(t2s)
-    return [row("W4", case, "numpy by hand (no AD), loop", t1),
-            row("W4", case, "numpy by hand (no AD), 2 threads", t2,
-                note=f"x{t1 / t2:.2f} vs its loop: the 2-thread ceiling here")]
-
-
 def machine_ceiling(seconds=0.15):
     """Speedup of two processes over one on CPU-bound NumPy work, now."""
     from loky import get_reusable_executor
@@ -83,44 +64,99 @@ def _busy(seconds):
     return float(a[0, 0])
 
 
+def mlp_stacked(p, x):
+    """``mlp`` on a slice of stacked models (``p["W1"]`` is (k, H, 32)): the
+    vmap-style way to write W4, for ``parallel_sum(..., batched=True)``."""
+    h = np.tanh(p["W1"] @ x + p["b1"][:, :, None])
+    return np.sum(p["W2"] @ h + p["b2"][:, :, None])
+
+
 def _tapestry_rows(tp, case, ms, x, reps):
-    """Serial baselines are timed with BLAS at its default threads and at 1
-    thread (OpenBLAS threads on busy cores can be very slow); executors'
-    speedups are against the faster of the two serial figures."""
-    from threadpoolctl import threadpool_limits
-    rows, grad_t, fwd_t = [], {}, {}
+    """Every tapestry system and the hand-written NumPy rows, timed in turns
+    (benchmarks._harness.interleaved_times), so that each ratio compares
+    runs that saw the same machine state.  Serial baselines run with BLAS at
+    its default threads and at 1 thread; executors' speedups are against the
+    faster serial figure.  Dask is timed on its own afterwards (an idle
+    cluster keeps waking 5 processes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import ThreadpoolController
+    ctl = ThreadpoolController()
+
+    def blas1(fn):
+        def run():
+            with ctl.limit(limits=1):
+                return fn()
+        return run
+    vg1 = tp.value_and_grad(mlp)
+    psum = {ex: tp.value_and_grad(lambda ms, ex=ex: tp.parallel_sum(mlp, ms, x, executor=ex))
+            for ex in ("serial",) + EXECUTORS}
+    fwd = {ex: (lambda ex=ex: tp.parallel_sum(mlp, ms, x, executor=ex))
+           for ex in ("serial",) + EXECUTORS}
+    stacked = {k: np.stack([m[k] for m in ms]) for k in ms[0]}
+    spsum = {ex: tp.value_and_grad(lambda st, ex=ex: tp.parallel_sum(
+        mlp_stacked, st, x, executor=ex, batched=True)) for ex in ("serial",) + EXECUTORS}
 
     def loop():
-        vg = tp.value_and_grad(mlp)
-        return [vg(m, x) for m in ms]
-    for ex in ("serial",) + EXECUTORS:
-        if ex == "dask" and optional("distributed") is None:
-            continue
-        vg = tp.value_and_grad(lambda ms: tp.parallel_sum(mlp, ms, x, executor=ex))
-        for blas1 in ((False, True) if ex == "serial" else (False,)):
-            if ex == "serial" and (blas1, "grad") in grad_t:
-                continue
-            with threadpool_limits(1) if blas1 else _null():
-                if ex == "serial":
-                    t_loop = median_time(loop, repeats=reps, warmup=1, number=1)
-                t = median_time(lambda: vg(ms), repeats=reps, warmup=1, number=1)
-                tf = median_time(lambda: tp.parallel_sum(mlp, ms, x, executor=ex),
-                                 repeats=reps, warmup=1, number=1)
-            name = f"tapestry {ex}" + (" (BLAS 1 thread)" if blas1 else "")
-            if ex == "serial":
-                grad_t[(blas1, "grad")], fwd_t[blas1] = t, tf
-                rows.append(row("W4", case, "tapestry loop of grad" +
-                                (" (BLAS 1 thread)" if blas1 else ""), t_loop))
-                rows.append(row("W4", case, name, t, note=f"serial/loop {t / t_loop:.3f}"))
-                rows.append(row("W4", case + " forward", name, tf))
-                continue
-            best, best_f = min(grad_t.values()), min(fwd_t.values())
-            rows.append(row("W4", case, name, t, note=f"x{best / t:.2f} vs best serial"))
-            rows.append(row("W4", case + " forward", name, tf,
-                            note=f"x{best_f / tf:.2f} vs best serial"))
-            if ex == "dask":  # an idle cluster still wakes 5 processes: stop it
-                from tapestry.parallel.executors import close_dask
-                close_dask()
+        return [vg1(m, x) for m in ms]
+
+    def hand(part=ms):
+        return [mlp_value_and_grad_by_hand(m, x) for m in part]
+    half = len(ms) // 2
+    pool = ThreadPoolExecutor(2)
+    settle = BLAS_SETTLE_S
+    systems = [
+        ("tapestry loop of grad", loop, settle),
+        ("tapestry serial", lambda: psum["serial"](ms), settle),
+        ("forward: tapestry serial", fwd["serial"], settle),
+        ("tapestry loop of grad (BLAS 1 thread)", blas1(loop), 0),
+        ("tapestry serial (BLAS 1 thread)", blas1(lambda: psum["serial"](ms)), 0),
+        ("forward: tapestry serial (BLAS 1 thread)", blas1(fwd["serial"]), 0),
+        ("numpy by hand (no AD), loop", blas1(hand), 0),
+        ("numpy by hand (no AD), 2 threads",
+         blas1(lambda: list(pool.map(hand, [ms[:half], ms[half:]]))), 0),
+        ("stacked: tapestry serial (BLAS 1 thread)",
+         blas1(lambda: spsum["serial"](stacked)), 0)]
+    for ex in EXECUTORS[:2]:
+        systems += [(f"tapestry {ex}", lambda ex=ex: psum[ex](ms), 0),
+                    (f"forward: tapestry {ex}", fwd[ex], 0),
+                    (f"stacked: tapestry {ex}", lambda ex=ex: spsum[ex](stacked), 0)]
+    t = interleaved_times(systems, repeats=reps)
+    pool.shutdown()
+    if optional("distributed") is not None:
+        t["tapestry dask"] = median_time(lambda: psum["dask"](ms), repeats=reps, warmup=1,
+                                         number=1)
+        t["forward: tapestry dask"] = median_time(fwd["dask"], repeats=reps, warmup=1,
+                                                  number=1)
+        from tapestry.parallel.executors import close_dask
+        close_dask()
+    best = min(t["tapestry serial"], t["tapestry serial (BLAS 1 thread)"])
+    best_f = min(t["forward: tapestry serial"], t["forward: tapestry serial (BLAS 1 thread)"])
+    rows = []
+    for blas in ("", " (BLAS 1 thread)"):
+        loop_t, ser = t["tapestry loop of grad" + blas], t["tapestry serial" + blas]
+        rows += [row("W4", case, "tapestry loop of grad" + blas, loop_t),
+                 row("W4", case, "tapestry serial" + blas, ser,
+                     note=f"serial/loop {ser / loop_t:.3f}"),
+                 row("W4", case + " forward", "tapestry serial" + blas,
+                     t["forward: tapestry serial" + blas])]
+    for ex in EXECUTORS:
+        if f"tapestry {ex}" in t:
+            rows += [row("W4", case, f"tapestry {ex}", t[f"tapestry {ex}"],
+                         note=f"x{best / t[f'tapestry {ex}']:.2f} vs best serial"),
+                     row("W4", case + " forward", f"tapestry {ex}", t[f"forward: tapestry {ex}"],
+                         note=f"x{best_f / t[f'forward: tapestry {ex}']:.2f} vs best serial")]
+    s1 = t["stacked: tapestry serial (BLAS 1 thread)"]
+    rows.append(row("W4", case, "tapestry stacked models, serial (BLAS 1 thread)", s1,
+                    note=f"x{best / s1:.2f} vs best serial (list of models)"))
+    for ex in EXECUTORS[:2]:
+        te = t[f"stacked: tapestry {ex}"]
+        rows.append(row("W4", case, f"tapestry stacked models, {ex}", te,
+                        note=f"x{s1 / te:.2f} vs stacked serial, x{best / te:.2f} vs best serial"))
+    h1, h2 = t["numpy by hand (no AD), loop"], t["numpy by hand (no AD), 2 threads"]
+    rows += [row("W4", case, "numpy by hand (no AD), loop", h1),
+             row("W4", case, "numpy by hand (no AD), 2 threads", h2,
+                 note=f"x{h1 / h2:.2f} vs its loop: the 2-thread ceiling here")]
     return rows
 
 
@@ -201,7 +237,6 @@ def main(quick=False, plot=False):
     for case, M, hidden in cases:
         ms, x = make_models(M, hidden)
         rows += _tapestry_rows(tp, case, ms, x, reps)
-        rows += _by_hand_rows(case, ms, x, reps)
         rows += _torch_rows(case, ms, x, reps)
         rows += _jax_rows(case, ms, x, reps, quick)
     if plot:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import sys
 
 import numpy as np
 
-from benchmarks._harness import RESULTS_DIR, median_time, optional, row
+from benchmarks._harness import (BLAS_SETTLE_S, RESULTS_DIR, interleaved_times, median_time,
+                                 optional, row)
 
 EXECUTORS = ("serial", "threads", "processes", "dask")
 N_OBS = 20
@@ -49,27 +49,6 @@ def partial_value_and_grad_by_hand(g, alpha, beta):
     return value, (np.sum(r, axis=1) - g["u"], np.sum(r), np.sum(r * g["x"]))
 
 
-def _by_hand_rows(case, data, u, a, b, reps):
-    """Hand-written gradient over the same 16 chunks: a loop, and 2 threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from threadpoolctl import threadpool_limits
-    parts = [dict({k: v[i:j] for k, v in data.items()}, u=u[i:j]) for i, j in _chunks(len(u))]
-
-    def run(ps=parts):
-        return [partial_value_and_grad_by_hand(p, a, b) for p in ps]
-    t1s, t2s = [], []
-    with ThreadPoolExecutor(2) as pool, threadpool_limits(1):
-        for _ in range(reps):  # interleaved, so both see the same machine state
-            t1s.append(median_time(run, repeats=1, warmup=1, number=1))
-            t2s.append(median_time(lambda: list(pool.map(run, [parts[0::2], parts[1::2]])),
-                                   repeats=1, warmup=1, number=1))
-    t1, t2 = statistics.median(t1s), statistics.median(t2s)
-    return [row("W6", case, "numpy by hand (no AD), 16 chunks, loop", t1),
-            row("W6", case, "numpy by hand (no AD), 16 chunks, 2 threads", t2,
-                note=f"x{t1 / t2:.2f} vs its loop: the 2-thread ceiling here")]
-
-
 def _loss(executor, data):
     def loss(u, alpha, beta):
         return tp_parallel_sum(partial_loglik, dict(data, u=u), alpha, beta,
@@ -88,32 +67,57 @@ def _chunks(G):
 
 
 def _tapestry_rows(tp, case, data, u, a, b, reps):
-    """Executors' speedups are against the faster serial figure (BLAS at its
-    default threads or at 1 thread)."""
-    from threadpoolctl import threadpool_limits
+    """Every tapestry system and the hand-written NumPy rows (the same 16
+    chunks, a loop and 2 threads), timed in turns (see
+    benchmarks._harness.interleaved_times); executors' speedups are against
+    the faster serial figure (BLAS at its default threads or at 1 thread).
+    Dask is timed on its own afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    from benchmarks.w4_sum_over_models import _null
-    rows, serial = [], []
+    from threadpoolctl import ThreadpoolController
+    ctl = ThreadpoolController()
+
+    def blas1(fn):
+        def run():
+            with ctl.limit(limits=1):
+                return fn()
+        return run
     vec = tp.value_and_grad(lambda u, a, b: partial_loglik(dict(data, u=u), a, b),
                             argnums=(0, 1, 2))
-    t_vec = median_time(lambda: vec(u, a, b), repeats=reps, warmup=1, number=1)
-    for ex, blas1 in [("serial", False), ("serial", True)] + [(e, False) for e in EXECUTORS[1:]]:
-        if ex == "dask" and optional("distributed") is None:
-            continue
-        vg = tp.value_and_grad(_loss(ex, data), argnums=(0, 1, 2))
-        with threadpool_limits(1) if blas1 else _null():
-            t = median_time(lambda: vg(u, a, b), repeats=reps, warmup=1, number=1)
-        name = f"tapestry {ex}" + (" (BLAS 1 thread)" if blas1 else "")
-        if ex == "dask":  # an idle cluster still wakes 5 processes: stop it
-            from tapestry.parallel.executors import close_dask
-            close_dask()
-        if ex == "serial":
-            serial.append(t)
-            rows.append(row("W6", case, name, t))
-        else:
-            rows.append(row("W6", case, name, t, note=f"x{min(serial) / t:.2f} vs best serial"))
-    rows.append(row("W6", case, "tapestry vectorized (one call)", t_vec,
-                    note=f"x{min(serial) / t_vec:.2f} vs best serial"))
+    vg = {ex: tp.value_and_grad(_loss(ex, data), argnums=(0, 1, 2)) for ex in EXECUTORS}
+    parts = [dict({k: v[i:j] for k, v in data.items()}, u=u[i:j]) for i, j in _chunks(len(u))]
+
+    def hand(ps=parts):
+        return [partial_value_and_grad_by_hand(p, a, b) for p in ps]
+    pool = ThreadPoolExecutor(2)
+    systems = [("tapestry serial", lambda: vg["serial"](u, a, b), BLAS_SETTLE_S),
+               ("tapestry serial (BLAS 1 thread)", blas1(lambda: vg["serial"](u, a, b)), 0),
+               ("tapestry threads", lambda: vg["threads"](u, a, b), 0),
+               ("tapestry processes", lambda: vg["processes"](u, a, b), 0),
+               ("tapestry vectorized (one call)", lambda: vec(u, a, b), 0),
+               ("numpy by hand (no AD), 16 chunks, loop", blas1(hand), 0),
+               ("numpy by hand (no AD), 16 chunks, 2 threads",
+                blas1(lambda: list(pool.map(hand, [parts[0::2], parts[1::2]]))), 0)]
+    t = interleaved_times(systems, repeats=reps)
+    pool.shutdown()
+    if optional("distributed") is not None:
+        t["tapestry dask"] = median_time(lambda: vg["dask"](u, a, b), repeats=reps, warmup=1,
+                                         number=1)
+        from tapestry.parallel.executors import close_dask
+        close_dask()
+    best = min(t["tapestry serial"], t["tapestry serial (BLAS 1 thread)"])
+    rows = [row("W6", case, "tapestry serial", t["tapestry serial"]),
+            row("W6", case, "tapestry serial (BLAS 1 thread)",
+                t["tapestry serial (BLAS 1 thread)"])]
+    for name in ("tapestry threads", "tapestry processes", "tapestry dask",
+                 "tapestry vectorized (one call)"):
+        if name in t:
+            rows.append(row("W6", case, name, t[name], note=f"x{best / t[name]:.2f} vs best serial"))
+    h1 = t["numpy by hand (no AD), 16 chunks, loop"]
+    h2 = t["numpy by hand (no AD), 16 chunks, 2 threads"]
+    rows += [row("W6", case, "numpy by hand (no AD), 16 chunks, loop", h1),
+             row("W6", case, "numpy by hand (no AD), 16 chunks, 2 threads", h2,
+                 note=f"x{h1 / h2:.2f} vs its loop: the 2-thread ceiling here")]
     return rows
 
 
@@ -240,7 +244,6 @@ def main(quick=False, plot=False):
         data = {k: tp.parallel.share(v) for k, v in data.items()}
         case = f"G={G:,}"
         rows += _tapestry_rows(tp, case, data, u, a, b, reps)
-        rows += _by_hand_rows(case, data, u, a, b, reps)
         rows += _torch_rows(case, data, u, a, b, reps)
         rows += _jax_rows(case, data, u, a, b, reps)
     if plot:
