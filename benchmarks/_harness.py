@@ -76,41 +76,37 @@ def row(workload, case, system, time_s=None, peak=None, note=""):
             "time_s": time_s, "peak_bytes": peak, "note": note}
 
 
-#: OpenBLAS's idle threads spin for ~0.12 s after a multi-threaded call and
-#: take a core from whatever runs next (measured: 120 ms of CPU burned during
-#: a 200 ms sleep after one 256x256 GEMM); systems timed right after one
-#: would pay for it.
-BLAS_SETTLE_S = 0.15
+def interleaved_times(systems, repeats=7, warmup=1, burst=3):
+    """Median wall time of each system, timed in turns of short bursts.
 
-
-def interleaved_times(systems, repeats=7, warmup=1):
-    """Median wall time of each system, timed in turns.
-
-    ``systems``: ``[(name, fn, settle_seconds), ...]``.  Every repeat runs
-    each system once, in order, so all of them see the same machine state
-    (this VM's two-core speedups drift between x1.2 and x1.9 within
-    minutes, which block-wise timing turns into differences between
-    systems).  ``settle_seconds`` of sleep follow a system that leaves
-    spinning threads behind.  Returns ``{name: seconds}``.
+    ``systems``: ``[(name, fn), ...]``.  Every repeat gives each system one
+    turn of ``burst`` consecutive calls, of which all but the first are
+    timed.  Turns make all systems see the same machine state (this VM's
+    two-core speedups drift between x1.2 and x1.9 within minutes, which
+    block-wise timing turns into differences between systems); bursts
+    keep the state a system leaves for its next call, as a training loop
+    calling it again would (single calls in turns measured two-thread code
+    here at x0.99-1.08 where back-to-back calls gave x1.65-1.84: each turn
+    started with the second core idle).  Systems that leave OpenBLAS
+    threads spinning (multi-threaded BLAS) belong outside the rotation.
+    Returns ``{name: seconds}``.
     """
     for _ in range(warmup):
-        for _, fn, settle in systems:
+        for _, fn in systems:
             fn()
-            if settle:
-                time.sleep(settle)
-    times = {name: [] for name, _, _ in systems}
+    times = {name: [] for name, _ in systems}
     gc_was = gc.isenabled()
     try:
         for _ in range(repeats):
             gc.enable()
             gc.collect()
             gc.disable()
-            for name, fn, settle in systems:
-                t0 = time.perf_counter()
+            for name, fn in systems:
                 fn()
-                times[name].append(time.perf_counter() - t0)
-                if settle:
-                    time.sleep(settle)
+                for _ in range(burst - 1):
+                    t0 = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - t0)
     finally:
         if gc_was:
             gc.enable()

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from benchmarks._harness import BLAS_SETTLE_S, interleaved_times, median_time, optional, row
+from benchmarks._harness import interleaved_times, median_time, optional, row
 
 EXECUTORS = ("threads", "processes", "dask")
 
@@ -75,9 +75,10 @@ def _tapestry_rows(tp, case, ms, x, reps):
     """Every tapestry system and the hand-written NumPy rows, timed in turns
     (benchmarks._harness.interleaved_times), so that each ratio compares
     runs that saw the same machine state.  Serial baselines run with BLAS at
-    its default threads and at 1 thread; executors' speedups are against the
-    faster serial figure.  Dask is timed on its own afterwards (an idle
-    cluster keeps waking 5 processes)."""
+    its default threads (timed first, on their own: multi-threaded OpenBLAS
+    leaves a thread spinning for ~0.12 s) and at 1 thread; executors'
+    speedups are against the faster serial figure.  Dask is timed on its
+    own afterwards (an idle cluster keeps waking 5 processes)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import ThreadpoolController
@@ -104,24 +105,22 @@ def _tapestry_rows(tp, case, ms, x, reps):
         return [mlp_value_and_grad_by_hand(m, x) for m in part]
     half = len(ms) // 2
     pool = ThreadPoolExecutor(2)
-    settle = BLAS_SETTLE_S
+    t = interleaved_times([("tapestry loop of grad", loop),
+                           ("tapestry serial", lambda: psum["serial"](ms)),
+                           ("forward: tapestry serial", fwd["serial"])], repeats=reps)
     systems = [
-        ("tapestry loop of grad", loop, settle),
-        ("tapestry serial", lambda: psum["serial"](ms), settle),
-        ("forward: tapestry serial", fwd["serial"], settle),
-        ("tapestry loop of grad (BLAS 1 thread)", blas1(loop), 0),
-        ("tapestry serial (BLAS 1 thread)", blas1(lambda: psum["serial"](ms)), 0),
-        ("forward: tapestry serial (BLAS 1 thread)", blas1(fwd["serial"]), 0),
-        ("numpy by hand (no AD), loop", blas1(hand), 0),
+        ("tapestry loop of grad (BLAS 1 thread)", blas1(loop)),
+        ("tapestry serial (BLAS 1 thread)", blas1(lambda: psum["serial"](ms))),
+        ("forward: tapestry serial (BLAS 1 thread)", blas1(fwd["serial"])),
+        ("numpy by hand (no AD), loop", blas1(hand)),
         ("numpy by hand (no AD), 2 threads",
-         blas1(lambda: list(pool.map(hand, [ms[:half], ms[half:]]))), 0),
-        ("stacked: tapestry serial (BLAS 1 thread)",
-         blas1(lambda: spsum["serial"](stacked)), 0)]
+         blas1(lambda: list(pool.map(hand, [ms[:half], ms[half:]])))),
+        ("stacked: tapestry serial (BLAS 1 thread)", blas1(lambda: spsum["serial"](stacked)))]
     for ex in EXECUTORS[:2]:
-        systems += [(f"tapestry {ex}", lambda ex=ex: psum[ex](ms), 0),
-                    (f"forward: tapestry {ex}", fwd[ex], 0),
-                    (f"stacked: tapestry {ex}", lambda ex=ex: spsum[ex](stacked), 0)]
-    t = interleaved_times(systems, repeats=reps)
+        systems += [(f"tapestry {ex}", lambda ex=ex: psum[ex](ms)),
+                    (f"forward: tapestry {ex}", fwd[ex]),
+                    (f"stacked: tapestry {ex}", lambda ex=ex: spsum[ex](stacked))]
+    t.update(interleaved_times(systems, repeats=reps))
     pool.shutdown()
     if optional("distributed") is not None:
         t["tapestry dask"] = median_time(lambda: psum["dask"](ms), repeats=reps, warmup=1,
