@@ -193,8 +193,8 @@ def speedup_plot(rows):
             saved += json.loads(p.read_text())
     cases = [c for c in dict.fromkeys(r["case"] for r in saved
                                       if "forward" not in str(r["case"]) and r["case"] != "machine")]
-    systems = [s for s in ("tapestry serial", "tapestry threads", "tapestry processes",
-                           "tapestry dask")]
+    systems = ["tapestry serial", "tapestry threads", "tapestry processes", "tapestry dask",
+               "tapestry stacked models, threads"]  # the last: W4 only (batched=True)
     fig, ax = plt.subplots(figsize=(11, 4))
     width = 0.8 / len(systems)
     for k, s in enumerate(systems):

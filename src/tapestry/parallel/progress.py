@@ -12,8 +12,8 @@ class Progress:
         self.opname, self.total, self.enabled = opname, total, enabled
         self.done, self.t0, self.shown = 0, time.perf_counter(), 0.0
 
-    def step(self):
-        self.done += 1
+    def step(self, n=1):
+        self.done += n
         if not self.enabled:
             return
         now = time.perf_counter()

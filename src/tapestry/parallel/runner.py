@@ -7,6 +7,8 @@ never changes a chunk's result, only how many round trips carry them.
 from __future__ import annotations
 
 import functools
+import itertools
+import threading
 
 from . import transport
 from .executors import SerialExecutor, ThreadExecutor
@@ -22,6 +24,7 @@ from .work import Task
 TASKS_PER_WORKER = 1
 
 
+
 def _run_group(fn, group):
     return [fn(t) for t in group]
 
@@ -33,17 +36,22 @@ def _in_process(ex):
 def run_chunks(ex, fn, tasks, opname, progress=False):
     """``[fn(t) for t in tasks]`` on ``ex``, in task order; a
     :class:`Failure` from any chunk is raised here, naming its item."""
-    if _in_process(ex):
+    if isinstance(ex, SerialExecutor):
         groups = [[t] for t in tasks]
-        call, payloads, unpack = (lambda g: [fn(g[0])]), groups, None  # noqa: E731
+    elif _in_process(ex):
+        return _run_self_scheduled(ex, fn, tasks, opname, progress)
     else:
-        n_groups = min(len(tasks), TASKS_PER_WORKER * max(1, ex.n_workers))
-        size = -(-len(tasks) // n_groups)
-        groups = [tasks[i:i + size] for i in range(0, len(tasks), size)]
+        groups = _split(tasks, TASKS_PER_WORKER * max(1, ex.n_workers))
         if isinstance(tasks[0], Task):  # chunk tasks of one call: pack them
             return _run_packed(ex, fn, groups, opname, progress)
-        call, payloads, unpack = functools.partial(_run_group, fn), groups, None
-    return _collect(ex, call, payloads, len(groups), unpack, opname, progress)
+    call = functools.partial(_run_group, fn)
+    return _collect(ex, call, groups, len(groups), None, opname, progress, len(tasks))
+
+
+def _split(tasks, n_groups):
+    """Consecutive tasks in ``n_groups`` groups (never changes a result)."""
+    size = -(-len(tasks) // min(len(tasks), n_groups))
+    return [tasks[i:i + size] for i in range(0, len(tasks), size)]
 
 
 def _run_packed(ex, fn, groups, opname, progress):
@@ -51,7 +59,7 @@ def _run_packed(ex, fn, groups, opname, progress):
     packed = transport.Call(fn, groups, local=getattr(ex, "local", True))
     try:
         results = _collect(ex, None, packed.payloads, len(groups), packed.unpack, opname,
-                           progress)
+                           progress, sum(map(len, groups)))
     except BaseException:
         packed.done(clean=False)  # tasks may still be running: their arena is dropped
         raise
@@ -59,17 +67,62 @@ def _run_packed(ex, fn, groups, opname, progress):
     return results
 
 
-def _collect(ex, call, payloads, n, unpack, opname, progress):
-    """Run ``n`` payloads; chunk results in order, or the first failure raised."""
+def _collect(ex, call, payloads, n, unpack, opname, progress, n_chunks=None):
+    """Run ``n`` payloads (groups of ``n_chunks`` chunks in all); chunk
+    results in order, or the first failure raised."""
     results = [None] * n
-    bar = Progress(opname, n, progress)
+    bar = Progress(opname, n_chunks or n, progress)
     for k, r in ex.run(call, payloads):
         if unpack is not None:
             r = unpack(r)
         _raise_failures(r, opname)
         results[k] = r
-        bar.step()
+        bar.step(len(r))
     return [x for r in results for x in r]
+
+
+def _run_self_scheduled(ex, fn, tasks, opname, progress):
+    """Thread pools: one runner per thread, each taking the next chunk
+    from a shared counter until none is left (dynamic balance, and the
+    caller wakes once per thread instead of once per chunk).
+
+    Speedups over serial, three rotations each, one pool task per chunk ->
+    self-scheduled runners: W6 at 100,000 groups (16 chunks of ~2 ms)
+    x1.12 / 1.73 / 1.23 -> x1.29 / 1.91 / 1.24; W4, 64 models x1.20 / 1.06 /
+    1.17 -> x1.26 / 1.25 / 1.32; W4 hidden width 512 (chunks of ~14 ms)
+    x1.89 / 1.79 / 1.77 -> x1.82 / 1.85 / 1.85.  (Fixed halves instead lost
+    the balance: hidden width 512 x1.13 against x1.42 per chunk.)
+    """
+    n = len(tasks)
+    results = [None] * n
+    counter = itertools.count()
+    stop = []
+    bar = Progress(opname, n, progress)
+    lock = threading.Lock()
+
+    def runner(_):
+        while not stop:
+            k = next(counter)
+            if k >= n:
+                return
+            try:
+                r = fn(tasks[k])
+            except BaseException:
+                stop.append(True)
+                raise
+            results[k] = r
+            if isinstance(r, Failure):
+                stop.append(True)
+                return
+            if progress:
+                with lock:
+                    bar.step()
+    for _ in ex.run(runner, range(min(n, max(1, ex.n_workers)))):
+        pass
+    for r in results:  # the failure of the lowest chunk, as a serial run would
+        if isinstance(r, Failure):
+            r.raise_in_caller(opname)
+    return results
 
 
 def _raise_failures(r, opname):
