@@ -50,24 +50,33 @@ class Tape:
 
 
 import threading
-from contextlib import contextmanager
 
 _local = threading.local()
 
 
-@contextmanager
-def open_tape(parent=None):
-    """Open a new tape for this thread; its parent defaults to the current one.
+class open_tape:
+    """``with open_tape() as tape``: a new tape for this thread; its parent
+    defaults to the current one.
 
     Each thread keeps its own stack; a worker thread opens its child tape
-    with an explicit ``parent`` (threads do not inherit the stack).
+    with an explicit ``parent`` (threads do not inherit the stack).  A class
+    rather than a generator context manager: this runs once per gradient
+    call and per parallel chunk (~0.5 us instead of ~2 us).
     """
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    tape = Tape(parent if parent is not None else (stack[-1] if stack else None))
-    stack.append(tape)
-    try:
-        yield tape
-    finally:
-        stack.pop()
+
+    __slots__ = ("tape", "stack")
+
+    def __init__(self, parent=None):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        self.stack = stack
+        self.tape = Tape(parent if parent is not None else (stack[-1] if stack else None))
+
+    def __enter__(self):
+        self.stack.append(self.tape)
+        return self.tape
+
+    def __exit__(self, *exc):
+        self.stack.pop()
+        return False

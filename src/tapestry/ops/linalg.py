@@ -22,7 +22,7 @@ def _matmul_vjp_a(g, ans, a, b):
         if a.ndim == 1:
             return g * b
         return unbroadcast(np.expand_dims(g, -1) * b, a.shape)
-    bt = np.swapaxes(b, -1, -2)
+    bt = b.swapaxes(-1, -2)  # the method: no NumPy-level Python wrapper
     if a.ndim == 1:
         return unbroadcast(np.squeeze(np.expand_dims(g, -2) @ bt, -2), a.shape)
     if b.shape[-1] == 1:  # inner dimension 1: an outer product
@@ -37,7 +37,7 @@ def _matmul_vjp_b(g, ans, a, b):
         if b.ndim == 1:
             return g * a
         return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b.shape)
-    at = np.swapaxes(a, -1, -2)
+    at = a.swapaxes(-1, -2)
     if b.ndim == 1:
         return unbroadcast(np.squeeze(at @ np.expand_dims(g, -1), -1), b.shape)
     if a.shape[-2] == 1:  # inner dimension 1 (W2 @ h with one output row in W4)

@@ -25,9 +25,12 @@ def _probe(shape):
 
 # --- reshape and friends -----------------------------------------------------------
 # Shape-only rules read ``a.shape`` (the node keeps just shapes: KEEP_SHAPES).
-_reshape = Primitive(lambda a, shape, order: np.reshape(a, shape, order=order), "reshape",
-                     keep=KEEP_SHAPES)
-defvjp(_reshape, lambda g, ans, a, shape, order: np.reshape(g, a.shape, order=order))
+_reshape = Primitive(lambda a, shape, order: a.reshape(shape, order=order)
+                     if type(a) is np.ndarray else np.reshape(a, shape, order=order),
+                     "reshape", keep=KEEP_SHAPES)
+defvjp(_reshape, lambda g, ans, a, shape, order:
+       g.reshape(a.shape, order=order) if type(g) is np.ndarray  # the method: no wrapper
+       else np.reshape(g, a.shape, order=order))
 
 
 @implements(np.reshape)
