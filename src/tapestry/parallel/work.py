@@ -49,15 +49,17 @@ def _length(chunk):
 
 def _trace(task, tape):
     """Put the active leaves of ``(chunk, shared)`` on ``tape``; return the
-    traced chunk, traced shared args and the leaves' tape positions."""
+    traced chunk, traced shared args, the leaves' tape positions and their
+    plain values (what the gradients must look like)."""
     leaves, td = tree_flatten((task.chunk, task.shared))
-    nodes, positions = tape.nodes, []
+    nodes, positions, values = tape.nodes, [], []
     for k in task.active:
         nodes.append(LEAF)
         positions.append(len(nodes) - 1)
+        values.append(leaves[k])
         leaves[k] = Var(leaves[k], tape, positions[-1])
     chunk, shared = td.unflatten(leaves)
-    return chunk, shared, positions
+    return chunk, shared, positions, values
 
 
 class _Failed(Exception):
@@ -94,17 +96,16 @@ def _grads(cts, positions, leaves_like):
     out = []
     for p, x in zip(positions, leaves_like):
         c = cts[p]
+        if type(c) is np.ndarray and type(x) is np.ndarray and c.dtype == x.dtype \
+                and c.shape == x.shape:  # the common case, without the checks below
+            out.append(c)
+            continue
         if type(c) is np.ndarray or isinstance(c, np.generic):
             dt = np.result_type(x)
             if c.dtype != dt or np.shape(c) != np.shape(x) or type(c) is not np.ndarray:
                 c = np.asarray(c, dtype=dt).reshape(np.shape(x))
         out.append(c)
     return out
-
-
-def _active_values(task):
-    leaves = tree_flatten((task.chunk, task.shared))[0]
-    return [leaves[k] for k in task.active]
 
 
 # --- parallel_sum ---------------------------------------------------------------------
@@ -117,7 +118,7 @@ def sum_chunk(task):
         except _Failed as e:
             return e.args[0]
     with open_tape(parent=task.parent) as tape:
-        chunk, shared, positions = _trace(task, tape)
+        chunk, shared, positions, values = _trace(task, tape)
         try:
             total = _in_order_sum(_calls(task, chunk, shared, _check_scalar))
         except _Failed as e:
@@ -127,7 +128,7 @@ def sum_chunk(task):
         cts = backward_sweep(tape, total._index, np.ones((), np.result_type(value)))
     else:
         value, cts = total, [None] * len(tape.nodes)
-    return value, _grads(cts, positions, _active_values(task))
+    return value, _grads(cts, positions, values)
 
 
 def _check_scalar(v):
@@ -162,13 +163,13 @@ def map_chunk_keep(task):
     """Outputs of the chunk traced on a child tape that is kept:
     ``(output pytrees (plain), KeptChunk)``."""
     with open_tape(parent=task.parent) as tape:
-        chunk, shared, positions = _trace(task, tape)
+        chunk, shared, positions, values = _trace(task, tape)
         try:
             outs = _calls(task, chunk, shared)
         except _Failed as e:
             return e.args[0]
     kept = KeptChunk()
-    kept.tape, kept.positions, kept.leaves_like = tape, positions, _active_values(task)
+    kept.tape, kept.positions, kept.leaves_like = tape, positions, values
     kept.join = _join(tape, outs)
     plain = [tree_flatten(o)[1].unflatten([_lower(x, tape) for x in tree_flatten(o)[0]])
              for o in outs]
