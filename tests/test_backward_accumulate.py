@@ -114,3 +114,51 @@ def test_mixed_dtype_contributions_keep_precision(dtype):
     assert g.dtype == dtype
     np.testing.assert_allclose(g, np.exp(x.astype(np.float64)) + w,
                                rtol=1e-6 if dtype == np.float32 else 1e-13)
+
+
+# --- Negated cotangents: -a is computed only when nothing is added to it -----------
+def test_negated_cotangent_meets_another_contribution_bitwise():
+    # W6's pattern: d/d eta of (y * eta - exp(eta)) is y - exp(eta), one subtraction
+    rng = np.random.default_rng(5)
+    eta, y = rng.standard_normal((80, 60)), rng.poisson(2.0, (80, 60)).astype(float)
+    g = tp.grad(lambda e: np.sum(y * e - np.exp(e)))(eta)
+    assert type(g) is np.ndarray
+    assert np.array_equal(g, y + (-np.exp(eta)))  # the same bits as adding -exp(eta)
+    assert np.array_equal(g, y - np.exp(eta))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_negated_cotangent_alone_becomes_an_array(dtype):
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((70, 70)).astype(dtype), rng.standard_normal((70, 70)).astype(dtype)
+    ga, gb = tp.grad(lambda a, b: np.sum((a - b) * a), argnums=(0, 1))(a, b)
+    assert type(gb) is np.ndarray and gb.dtype == dtype
+    np.testing.assert_allclose(gb, -a, rtol=1e-6)
+    np.testing.assert_allclose(ga, 2 * a - b, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    # a negated contribution reaching a leaf with no other one
+    gn = tp.grad(lambda b: np.sum(np.sin(a) - b * 1.0) + 0.0)(b)
+    assert type(gn) is np.ndarray and np.array_equal(gn, -np.ones_like(b))
+
+
+def test_two_negated_contributions_and_check_grads():
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((90, 50)), rng.standard_normal((90, 50))
+
+    def f(x):
+        return np.sum(w - x * w) - np.sum(np.exp(x)) + np.sum(-x)
+    g = tp.grad(f)(x)
+    np.testing.assert_allclose(g, -w - np.exp(x) - 1.0, rtol=1e-12)
+    check_grads(f, (x,))
+    check_grads(lambda x: np.sum(np.tanh(w - x) * x), (x,), order=2)
+
+
+def test_negated_with_broadcasting_and_vjp():
+    rng = np.random.default_rng(8)
+    x, b = rng.standard_normal((64, 80)), rng.standard_normal(80)
+    y, pull = tp.vjp(lambda x, b: x - b, x, b)
+    ct = rng.standard_normal((64, 80))
+    gx, gb = pull(ct)
+    assert type(gx) is np.ndarray and type(gb) is np.ndarray
+    assert np.array_equal(gx, ct) and np.allclose(gb, -ct.sum(0))
+    gx2, gb2 = pull(ct)  # the pullback can be called again
+    assert np.array_equal(gb, gb2)

@@ -33,6 +33,36 @@ _FRESH_ARG = None if _FRESH is None else _FRESH + 1
 _refcount = sys.getrefcount
 
 
+class Negated:
+    """The cotangent ``-a``, not yet computed.
+
+    ``- exp(eta)`` in W6 hands ``eta`` the cotangent ``-exp(eta)``, and
+    ``y * eta`` then adds ``y``: computing ``-a`` first costs a pass over
+    memory that ``y - a`` does not.  Rules that negate a plain array (the
+    right side of a subtraction, a ``sum``'s broadcast -1 times something)
+    return this instead; the sweep subtracts when it meets another
+    contribution, and computes ``-a`` only when the cotangent is used alone
+    (as a rule's input, or as a gradient).  ``y - a`` and ``y + (-a)`` are
+    the same floating-point operation, so the bits do not change.
+    """
+
+    __slots__ = ("a",)
+
+    def __init__(self, a):
+        self.a = a
+
+    @property
+    def shape(self):
+        return self.a.shape
+
+    @property
+    def dtype(self):
+        return self.a.dtype
+
+    def value(self):
+        return np.negative(self.a)
+
+
 def backward_sweep(tape, out_index, seed, release=True, stop=0):
     """Propagate ``seed`` from node ``out_index`` back to the tape's start.
 
@@ -47,6 +77,7 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
     cts = [None] * len(nodes)
     cts[out_index] = seed
     owned = set()
+    negated = []  # positions that got a Negated cotangent first
     consumed = _CONSUMED
     for i in range(out_index, stop - 1, -1):
         g = cts[i]
@@ -56,6 +87,8 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
         if node is LEAF:
             continue
         cts[i] = None
+        if g.__class__ is Negated:  # used alone: compute it now
+            g = g.value()
         if release:
             nodes[i] = consumed
         parents, rules, ans, args, kwargs = node
@@ -70,9 +103,11 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
                 prev = cts[p]
                 if prev is None:
                     cts[p] = c
-                    if c.__class__ is np.ndarray and c.base is None \
-                            and _refcount(c) == _FRESH:
-                        owned.add(p)
+                    if c.__class__ is np.ndarray:
+                        if c.base is None and _refcount(c) == _FRESH:
+                            owned.add(p)
+                    elif c.__class__ is Negated:
+                        negated.append(p)
                 else:
                     cts[p] = accumulate(prev, c, p, owned)
             continue
@@ -83,10 +118,16 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
             prev = cts[p]
             if prev is None:
                 cts[p] = c
-                if c.__class__ is np.ndarray and c.base is None and _refcount(c) == _FRESH:
-                    owned.add(p)
+                if c.__class__ is np.ndarray:
+                    if c.base is None and _refcount(c) == _FRESH:
+                        owned.add(p)
+                elif c.__class__ is Negated:
+                    negated.append(p)
             else:
                 cts[p] = accumulate(prev, c, p, owned)
+    for p in negated:  # leaves (the rest were used by their nodes above)
+        if cts[p].__class__ is Negated:
+            cts[p] = cts[p].value()
     return cts
 
 
@@ -108,6 +149,29 @@ def _const(c):
 _CONSUMED = ((), (), None, (), {})
 
 
+def _accumulate_negated(prev, c, p, owned):
+    """``prev + c`` where one or both are :class:`Negated`: one subtraction."""
+    if prev.__class__ is Negated and c.__class__ is Negated:
+        if type(prev.a) is np.ndarray and type(c.a) is np.ndarray \
+                and prev.shape == c.shape:
+            owned.add(p)
+            total = np.add(prev.a, c.a)
+            return np.negative(total, out=total)
+        return accumulate(prev.value(), c.value(), p, owned)
+    if c.__class__ is Negated:
+        if type(prev) is np.ndarray and type(c.a) is np.ndarray and prev.shape == c.shape:
+            if p in owned and (c.dtype == prev.dtype
+                               or np.can_cast(c.dtype, prev.dtype, "safe")):
+                return np.subtract(prev, c.a, out=prev)
+            owned.add(p)
+            return np.subtract(prev, c.a)
+        return accumulate(prev, c.value(), p, owned)
+    if type(c) is np.ndarray and type(prev.a) is np.ndarray and prev.shape == c.shape:
+        owned.add(p)
+        return np.subtract(c, prev.a)
+    return accumulate(prev.value(), c, p, owned)
+
+
 def accumulate(prev, c, p, owned):
     """Add cotangent ``c`` into ``prev`` (the running total for position ``p``).
 
@@ -117,6 +181,8 @@ def accumulate(prev, c, p, owned):
     node's buffer, so the second allocates a buffer the engine owns and
     records ``p`` in ``owned``; later ones add into that in place.
     """
+    if c.__class__ is Negated or prev.__class__ is Negated:
+        return _accumulate_negated(prev, c, p, owned)
     if type(prev) is np.ndarray and type(c) is np.ndarray and prev.shape == c.shape:
         if p in owned and (c.dtype == prev.dtype or np.can_cast(c.dtype, prev.dtype, "safe")):
             np.add(prev, c, out=prev)

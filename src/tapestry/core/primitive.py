@@ -17,6 +17,7 @@ import operator
 
 import numpy as np
 
+from .backward import Negated
 from .registry import FUNCTIONS, NONDIFF, UFUNCS
 from . import var as _var_module
 from .var import Var
@@ -305,6 +306,8 @@ def unbroadcast(g, shape):
     gshape = g.shape
     if gshape == shape:
         return g
+    if g.__class__ is Negated:
+        g = g.value()
     axes = _UNBROADCAST.get((gshape, shape))
     if axes is None:
         axes = _unbroadcast_axes(gshape, shape)
@@ -338,15 +341,19 @@ def scale_cotangent(g, y):
         if c == 1:
             return y
         if c == -1:
-            return -y
+            return Negated(y)  # computed only if no other contribution comes
     return g * y
 
 
 def negate_cotangent(g):
     """``-g``; a broadcast constant (a sum's cotangent) stays a broadcast
-    view instead of becoming a full array (one pass and one buffer saved)."""
-    if type(g) is np.ndarray and g.size >= _KEEP_MIN_SIZE and not any(g.strides):
-        return np.broadcast_to(-g.flat[0], g.shape)
+    view instead of becoming a full array (one pass and one buffer saved),
+    and a large plain array becomes a :class:`Negated` (computed only if no
+    other contribution is added to it)."""
+    if type(g) is np.ndarray and g.size >= _KEEP_MIN_SIZE:
+        if not any(g.strides):
+            return np.broadcast_to(-g.flat[0], g.shape)
+        return Negated(g)
     return -g
 
 
