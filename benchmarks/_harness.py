@@ -76,6 +76,17 @@ def row(workload, case, system, time_s=None, peak=None, note=""):
             "time_s": time_s, "peak_bytes": peak, "note": note}
 
 
+def blas_one_thread(fn):
+    """``fn`` run with BLAS (and OpenMP libraries) limited to one thread."""
+    from threadpoolctl import ThreadpoolController
+    ctl = ThreadpoolController()
+
+    def run():
+        with ctl.limit(limits=1):
+            return fn()
+    return run
+
+
 def interleaved_times(systems, repeats=7, warmup=1, burst=3):
     """Median wall time of each system, timed in turns of short bursts.
 

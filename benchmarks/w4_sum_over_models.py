@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from benchmarks._harness import interleaved_times, median_time, optional, row
+from benchmarks._harness import blas_one_thread, interleaved_times, median_time, optional, row
 
 EXECUTORS = ("threads", "processes", "dask")
 
@@ -81,14 +81,6 @@ def _tapestry_rows(tp, case, ms, x, reps):
     own afterwards (an idle cluster keeps waking 5 processes)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import ThreadpoolController
-    ctl = ThreadpoolController()
-
-    def blas1(fn):
-        def run():
-            with ctl.limit(limits=1):
-                return fn()
-        return run
     vg1 = tp.value_and_grad(mlp)
     psum = {ex: tp.value_and_grad(lambda ms, ex=ex: tp.parallel_sum(mlp, ms, x, executor=ex))
             for ex in ("serial",) + EXECUTORS}
@@ -109,13 +101,14 @@ def _tapestry_rows(tp, case, ms, x, reps):
                            ("tapestry serial", lambda: psum["serial"](ms)),
                            ("forward: tapestry serial", fwd["serial"])], repeats=reps)
     systems = [
-        ("tapestry loop of grad (BLAS 1 thread)", blas1(loop)),
-        ("tapestry serial (BLAS 1 thread)", blas1(lambda: psum["serial"](ms))),
-        ("forward: tapestry serial (BLAS 1 thread)", blas1(fwd["serial"])),
-        ("numpy by hand (no AD), loop", blas1(hand)),
+        ("tapestry loop of grad (BLAS 1 thread)", blas_one_thread(loop)),
+        ("tapestry serial (BLAS 1 thread)", blas_one_thread(lambda: psum["serial"](ms))),
+        ("forward: tapestry serial (BLAS 1 thread)", blas_one_thread(fwd["serial"])),
+        ("numpy by hand (no AD), loop", blas_one_thread(hand)),
         ("numpy by hand (no AD), 2 threads",
-         blas1(lambda: list(pool.map(hand, [ms[:half], ms[half:]])))),
-        ("stacked: tapestry serial (BLAS 1 thread)", blas1(lambda: spsum["serial"](stacked)))]
+         blas_one_thread(lambda: list(pool.map(hand, [ms[:half], ms[half:]])))),
+        ("stacked: tapestry serial (BLAS 1 thread)",
+         blas_one_thread(lambda: spsum["serial"](stacked)))]
     for ex in EXECUTORS[:2]:
         systems += [(f"tapestry {ex}", lambda ex=ex: psum[ex](ms)),
                     (f"forward: tapestry {ex}", fwd[ex]),

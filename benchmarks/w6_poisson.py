@@ -16,7 +16,8 @@ import sys
 
 import numpy as np
 
-from benchmarks._harness import RESULTS_DIR, interleaved_times, median_time, optional, row
+from benchmarks._harness import (RESULTS_DIR, blas_one_thread, interleaved_times, median_time,
+                                 optional, row)
 
 EXECUTORS = ("serial", "threads", "processes", "dask")
 N_OBS = 20
@@ -73,14 +74,6 @@ def _tapestry_rows(tp, case, data, u, a, b, reps):
     Dask is timed on its own afterwards."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import ThreadpoolController
-    ctl = ThreadpoolController()
-
-    def blas1(fn):
-        def run():
-            with ctl.limit(limits=1):
-                return fn()
-        return run
     vec = tp.value_and_grad(lambda u, a, b: partial_loglik(dict(data, u=u), a, b),
                             argnums=(0, 1, 2))
     vg = {ex: tp.value_and_grad(_loss(ex, data), argnums=(0, 1, 2)) for ex in EXECUTORS}
@@ -90,12 +83,12 @@ def _tapestry_rows(tp, case, data, u, a, b, reps):
         return [partial_value_and_grad_by_hand(p, a, b) for p in ps]
     pool = ThreadPoolExecutor(2)
     t = interleaved_times([("tapestry serial", lambda: vg["serial"](u, a, b))], repeats=reps)
-    systems = [("tapestry serial (BLAS 1 thread)", blas1(lambda: vg["serial"](u, a, b))),
+    systems = [("tapestry serial (BLAS 1 thread)", blas_one_thread(lambda: vg["serial"](u, a, b))),
                ("tapestry threads", lambda: vg["threads"](u, a, b)),
                ("tapestry processes", lambda: vg["processes"](u, a, b)),
-               ("numpy by hand (no AD), 16 chunks, loop", blas1(hand)),
+               ("numpy by hand (no AD), 16 chunks, loop", blas_one_thread(hand)),
                ("numpy by hand (no AD), 16 chunks, 2 threads",
-                blas1(lambda: list(pool.map(hand, [parts[0::2], parts[1::2]]))))]
+                blas_one_thread(lambda: list(pool.map(hand, [parts[0::2], parts[1::2]]))))]
     t.update(interleaved_times(systems, repeats=reps))
     # One call on all 100,000 groups allocates 16 MB arrays: timed apart.
     t["tapestry vectorized (one call)"] = median_time(lambda: vec(u, a, b), repeats=reps,
@@ -113,7 +106,8 @@ def _tapestry_rows(tp, case, data, u, a, b, reps):
     for name in ("tapestry threads", "tapestry processes", "tapestry dask",
                  "tapestry vectorized (one call)"):
         if name in t:
-            rows.append(row("W6", case, name, t[name], note=f"x{best / t[name]:.2f} vs best serial"))
+            rows.append(row("W6", case, name, t[name],
+                            note=f"x{best / t[name]:.2f} vs best serial"))
     h1 = t["numpy by hand (no AD), 16 chunks, loop"]
     h2 = t["numpy by hand (no AD), 16 chunks, 2 threads"]
     rows += [row("W6", case, "numpy by hand (no AD), 16 chunks, loop", h1),

@@ -2,7 +2,6 @@
 results across executors and worker counts, faults, nesting, thread safety."""
 import os
 import sys
-import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import cloudpickle
@@ -12,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapestry as tp
+from parallel_checks import assert_bits, run_concurrently
 from tapestry.core.tape import open_tape
 from tapestry.core.var import Var
 from tapestry.parallel import ParallelItemError, WorkerDiedError
@@ -106,24 +106,17 @@ def _sum_grad(ms, x, **kw):
                              argnums=(0, 1))(ms, x)
 
 
-def _assert_bits(a, b):
-    la, lb = tp.tree_flatten(a)[0], tp.tree_flatten(b)[0]
-    assert len(la) == len(lb)
-    for u, v in zip(la, lb):
-        assert np.array_equal(np.asarray(u), np.asarray(v))
-
-
 def test_bit_identical_across_executors_and_worker_counts(w4_small):
     ms, x = w4_small
     ref = _sum_grad(ms, x, executor="serial")
     runs = [dict(executor="threads", n_workers=k) for k in (1, 2, 8)]
     runs += [dict(executor="processes", n_workers=2)]
     for kw in runs:
-        _assert_bits(_sum_grad(ms, x, **kw), ref)
+        assert_bits(_sum_grad(ms, x, **kw), ref)
     with ThreadPoolExecutor(3) as pool:
-        _assert_bits(_sum_grad(ms, x, executor=pool), ref)
+        assert_bits(_sum_grad(ms, x, executor=pool), ref)
     with ProcessPoolExecutor(2) as pool:
-        _assert_bits(_sum_grad(ms, x, executor=pool), ref)
+        assert_bits(_sum_grad(ms, x, executor=pool), ref)
 
 
 def test_map_bit_identical_threads_vs_recompute(w4_small):
@@ -135,7 +128,7 @@ def test_map_bit_identical_threads_vs_recompute(w4_small):
         return sum(np.sum(o * o) for o in outs)
     ref = tp.value_and_grad(loss, argnums=(0, 1))(ms, x, "serial")
     for ex in ("threads", "processes"):
-        _assert_bits(tp.value_and_grad(loss, argnums=(0, 1))(ms, x, ex), ref)
+        assert_bits(tp.value_and_grad(loss, argnums=(0, 1))(ms, x, ex), ref)
 
 
 def test_serial_matches_plain_loop(w4_small):
@@ -177,21 +170,9 @@ def test_nested_parallel_inside_worker_runs_inline():
 def test_concurrent_grads_from_several_threads(w4_small):
     ms, x = w4_small
     ref = _sum_grad(ms, x, executor="serial")
-    results, errors = [None] * 4, []
-
-    def run(k):
-        try:
-            results[k] = _sum_grad(ms, x, executor="threads", n_workers=2)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_concurrently(lambda: _sum_grad(ms, x, executor="threads", n_workers=2))
     for r in results:
-        _assert_bits(r, ref)
+        assert_bits(r, ref)
 
 
 # --- faults ------------------------------------------------------------------------------------
@@ -238,7 +219,7 @@ def test_killed_process_worker_is_replaced_and_chunk_retried(tmp_path):
                                                       executor="processes", n_workers=2,
                                                       chunk_size=2))(x)
     assert os.path.exists(marker)  # a worker really died
-    _assert_bits(got, ref)
+    assert_bits(got, ref)
 
 
 def always_dies(v):
@@ -292,7 +273,7 @@ def test_shared_arrays_travel_as_references_and_give_the_same_bits():
             argnums=(0, 1))(u, 0.3)
     ref = vg(data, "serial")
     for ex in ("serial", "threads", "processes"):
-        _assert_bits(vg(shared, ex), ref)
+        assert_bits(vg(shared, ex), ref)
     plan = Plan(dict(shared, u=u), (0.3,), True, "parallel_sum")
     call = transport.Call(sum_chunk, [plan.tasks(poisson_part, [(0, 40)], False)])
     packed = list(call.payloads)
@@ -338,5 +319,5 @@ def test_items_plain_pickle_refuses_fall_back_to_cloudpickle():
     ref = tp.value_and_grad(lambda s: tp.parallel_sum(f, items, s, chunk_size=2))(1.5)
     got = tp.value_and_grad(lambda s: tp.parallel_sum(f, items, s, chunk_size=2,
                                                       executor="processes"))(1.5)
-    _assert_bits(got, ref)
+    assert_bits(got, ref)
 

@@ -1,11 +1,10 @@
 """Process workers get a call's arrays, and send gradients back, through a
 shared-memory arena (tapestry.parallel.arena)."""
-import threading
-
 import numpy as np
 import pytest
 
 import tapestry as tp
+from parallel_checks import assert_bits, run_concurrently
 from tapestry.core.pytree import tree_leaves
 from tapestry.parallel import arena
 
@@ -28,24 +27,17 @@ def _vg(ex, ms, x):
                              argnums=(0, 1))(ms, x)
 
 
-def _assert_bits(a, b):
-    la, lb = tree_leaves(a), tree_leaves(b)
-    assert len(la) == len(lb)
-    for x, y in zip(la, lb):
-        assert np.array_equal(x, y)
-
-
 def test_gradients_through_the_arena_are_bit_identical_and_owned():
     ms, x = _models(10)
     ref = _vg("serial", ms, x)
     got = _vg("processes", ms, x)
-    _assert_bits(got, ref)
+    assert_bits(got, ref)
     held = [np.array(g) for g in tree_leaves(got)]
     assert arena._pool  # the call went through an arena, now back in the pool
     again = _vg("processes", _models(10, seed=1)[0], x)  # reuses the arena
     for g, h in zip(tree_leaves(got), held):
         assert np.array_equal(g, h)  # the first call's gradients were copied out
-        assert not any(np.shares_memory(g, a.bytes) for a in arena._pool)
+        assert not any(np.shares_memory(g, np.frombuffer(a.mm, np.uint8)) for a in arena._pool)
     assert not np.array_equal(tree_leaves(again[1])[0], held[1])
 
 
@@ -83,21 +75,8 @@ def test_worker_writes_to_its_items_do_not_reach_the_caller():
 def test_concurrent_process_calls_from_threads():
     ms, x = _models(8)
     ref = _vg("serial", ms, x)
-    out, errors = [None] * 4, []
-
-    def run(k):
-        try:
-            out[k] = _vg("processes", ms, x)
-        except Exception as e:  # reported below, never swallowed
-            errors.append(e)
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    for o in out:
-        _assert_bits(o, ref)
+    for o in run_concurrently(lambda: _vg("processes", ms, x)):
+        assert_bits(o, ref)
 
 
 def test_float32_and_empty_and_small_arrays():
@@ -109,5 +88,5 @@ def test_float32_and_empty_and_small_arrays():
         return np.sum(it["w"] * it["s"]) + np.sum(it["e"])
     ref = tp.grad(lambda it: tp.parallel_sum(f, it, executor="serial"))(items)
     got = tp.grad(lambda it: tp.parallel_sum(f, it, executor="processes"))(items)
-    _assert_bits(got, ref)
+    assert_bits(got, ref)
     assert got[0]["w"].dtype == np.float32

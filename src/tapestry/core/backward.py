@@ -95,7 +95,10 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
         if rules.__class__ is JointRule:  # one call yields every parent's cotangent
             rules = [_const(c) for c in rules.fn(g, ans, *args, **kwargs)]
             args, kwargs = (), {}
-        if len(parents) == 1:  # the common case, without the zip
+        # One parent is the common case: unrolled, without the zip.  Its store
+        # block is the loop's below, repeated on purpose (one loop for both
+        # measured W5 ~4-12% slower per op); change both together.
+        if len(parents) == 1:
             rule = rules[0]
             c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
             if c is not None:

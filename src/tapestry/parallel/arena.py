@@ -25,11 +25,10 @@ import atexit
 import mmap
 import os
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
-from .shm import _DIR
+from .shm import _DIR, mapping
 
 #: Arrays smaller than this are pickled with the task (a reference costs
 #: about as much to pickle as a small array).
@@ -52,35 +51,30 @@ class Arena:
         with open(self.path, "w+b") as fh:
             fh.truncate(capacity)
             self.mm = mmap.mmap(fh.fileno(), capacity)
-        self.bytes = np.frombuffer(self.mm, np.uint8)  # for tests: np.shares_memory
         self.used = 0
 
     def alloc(self, nbytes):
         """Offset of a fresh block of ``nbytes`` (aligned)."""
         off = self.used
-        self.used = off + -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        self.used = off + block_bytes(nbytes)
         if self.used > self.capacity:
             raise MemoryError("tapestry.parallel arena overflow")  # sizes are computed first
         return off
 
-    def view(self, off, shape, dtype):
-        return np.ndarray(shape, dtype, buffer=self.mm, offset=off)
-
     def put(self, x):
-        """Copy array ``x`` in; its reference (see :func:`ref`)."""
-        off = self.alloc(x.nbytes)
-        np.ndarray(x.shape, x.dtype, buffer=self.mm, offset=off)[...] = x
-        return (off, x.shape, x.dtype.str)
+        """Copy array ``x`` in; its reference (an ``(offset, shape, dtype)``
+        tuple, see below)."""
+        ref = (self.alloc(x.nbytes), x.shape, x.dtype.str)
+        _array(self.mm, ref)[...] = x
+        return ref
 
     def take(self, leaves):
         """Leaves with result references replaced by copies (the arena will
         be reused, so nothing returned may point into it)."""
         mm = self.mm
-        return [np.ndarray(x[1], x[2], buffer=mm, offset=x[0]).copy()
-                if type(x) is tuple else x for x in leaves]
+        return [_array(mm, x).copy() if type(x) is tuple else x for x in leaves]
 
     def close(self):
-        self.bytes = None
         try:
             self.mm.close()
         except BufferError:  # a view is still alive somewhere; the mapping goes with it
@@ -151,39 +145,23 @@ def block_bytes(nbytes):
 # with ``__getstate__`` cost ~2 us per array).
 
 
-# --- worker side -----------------------------------------------------------------------
-_maps: OrderedDict = OrderedDict()  # path -> read-write mapping
-_MAX_MAPS = 8
-
-
-def _bytes_of(path):
-    b = _maps.get(path)
-    if b is None:
-        with open(path, "r+b") as fh:
-            b = mmap.mmap(fh.fileno(), 0)
-        _maps[path] = b
-        while len(_maps) > _MAX_MAPS:
-            _maps.popitem(last=False)
-    else:
-        _maps.move_to_end(path)
-    return b
-
-
+# --- worker side: the arena is mapped once per worker (shm.mapping) ---------------------
 def _array(b, ref):
+    """The array a reference points to in mapping ``b`` (no copy)."""
     return np.ndarray(ref[1], ref[2], buffer=b, offset=ref[0])
 
 
 def resolve(path, leaves):
     """Worker side: references replaced by arrays on the arena (no copy:
     the arena holds this call's private copy of the inputs)."""
-    b = _bytes_of(path)
+    b = mapping(path, writable=True)
     return [_array(b, x) if type(x) is tuple else x for x in leaves]
 
 
 def put_results(path, region, leaves):
     """Worker side: result arrays written into ``region = (offset, end)``
     while they fit, replaced by references; the rest stays as is."""
-    b = _bytes_of(path)
+    b = mapping(path, writable=True)
     off, end = region
     out = []
     for x in leaves:

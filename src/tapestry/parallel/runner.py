@@ -29,7 +29,8 @@ def _run_group(fn, group):
     return [fn(t) for t in group]
 
 
-def _in_process(ex):
+def in_process(ex):
+    """True when tasks run in this process (child tapes can be kept)."""
     return isinstance(ex, (SerialExecutor, ThreadExecutor)) or getattr(ex, "threaded", False)
 
 
@@ -38,7 +39,7 @@ def run_chunks(ex, fn, tasks, opname, progress=False):
     :class:`Failure` from any chunk is raised here, naming its item."""
     if isinstance(ex, SerialExecutor):
         groups = [[t] for t in tasks]
-    elif _in_process(ex):
+    elif in_process(ex):
         return _run_self_scheduled(ex, fn, tasks, opname, progress)
     else:
         groups = _split(tasks, TASKS_PER_WORKER * max(1, ex.n_workers))
@@ -129,8 +130,3 @@ def _raise_failures(r, opname):
     for x in r:
         if isinstance(x, Failure):
             x.raise_in_caller(opname)
-
-
-def in_process(ex):
-    """True when tasks run in this process (child tapes can be kept)."""
-    return _in_process(ex)

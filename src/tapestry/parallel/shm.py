@@ -106,12 +106,11 @@ def to_refs(obj):
     found = []
 
     def to_ref(x):
-        if type(x) is np.ndarray and x.base is not None:
-            r = _ref_of(x)
-            if r is not None:
-                found.append(r)
-                return r
-        return x
+        r = leaf_ref(x)
+        if r is None:
+            return x
+        found.append(r)
+        return r
     out = _walk(obj, to_ref)
     return (out, True) if found else (obj, False)
 
@@ -128,20 +127,25 @@ def _walk(obj, leaf):
 
 
 # --- worker side -------------------------------------------------------------------------
-_maps: OrderedDict = OrderedDict()  # path -> read-only mmap
+_maps: OrderedDict = OrderedDict()  # (path, writable) -> mmap
 _MAX_MAPS = 16
 
 
-def _mapping(path):
-    mm = _maps.get(path)
+def mapping(path, writable=False):
+    """Worker side: the file at ``path`` mapped once and kept (the last
+    ``_MAX_MAPS``): read-only for shared arrays, read-write for a call's
+    arena (tapestry.parallel.arena)."""
+    key = (path, writable)
+    mm = _maps.get(key)
     if mm is None:
-        with open(path, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        _maps[path] = mm
+        with open(path, "r+b" if writable else "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_WRITE if writable
+                           else mmap.ACCESS_READ)
+        _maps[key] = mm
         while len(_maps) > _MAX_MAPS:
             _maps.popitem(last=False)
     else:
-        _maps.move_to_end(path)
+        _maps.move_to_end(key)
     return mm
 
 
@@ -152,6 +156,6 @@ def from_refs(obj):
 
 def _from_ref(x):
     if type(x) is _Ref:
-        return np.ndarray(x.shape, np.dtype(x.dtype), buffer=_mapping(x.path),
+        return np.ndarray(x.shape, np.dtype(x.dtype), buffer=mapping(x.path),
                           offset=x.offset, strides=x.strides)
     return x

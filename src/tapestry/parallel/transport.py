@@ -180,9 +180,8 @@ def run_packed(p):
     (their arrays written to the arena's result region while they fit)."""
     fn, f, shared = _head(p)
     body = _loads_data(p.body)
-    if not p.flat:
-        rows = from_refs(body) if p.refs else body
-        return _dumps_data([fn(Task(f, s, c, shared, a, b)) for s, c, a, b in rows])
+    if not p.flat:  # workers elsewhere (Dask): plain rows, no shared memory
+        return _dumps_data([fn(Task(f, s, c, shared, a, b)) for s, c, a, b in body])
     td, leaves = body
     if p.refs:
         leaves = from_refs(leaves)
