@@ -230,11 +230,54 @@ def test_error_inplace_assignment():
         return np.sum(x)
     with pytest.raises(TypeError, match="in-place assignment"):
         tp.grad(f)(np.ones(3))
-    def g(x):
-        x += 1.0
-        return np.sum(x)
-    with pytest.raises(TypeError, match="in-place"):
-        tp.grad(g)(np.ones(3))
+
+
+@pytest.mark.parametrize("op", ["+=", "-=", "*=", "/=", "**="])
+def test_augmented_assignment_rebinds(op):
+    """``x op= y`` on a traced value means ``x = x op y`` (autograd, JAX)."""
+    def f(x):
+        y = x
+        exec(f"y {op} 1.5", {}, loc := {"y": y})
+        return np.sum(loc["y"] * x)
+    x = np.array([0.5, 1.0, 2.0])
+    plain = {"+=": lambda x: (x + 1.5) * x, "-=": lambda x: (x - 1.5) * x,
+             "*=": lambda x: x * 1.5 * x, "/=": lambda x: x / 1.5 * x,
+             "**=": lambda x: x ** 1.5 * x}[op]
+    np.testing.assert_allclose(tp.grad(f)(x), tp.grad(lambda x: np.sum(plain(x)))(x))
+
+
+def test_augmented_assignment_leaves_other_names_alone():
+    def f(x):
+        total = 0.0
+        alias = x
+        for k in range(3):
+            total += np.sum(x * k)
+        alias += 1.0  # rebinds alias only
+        return total + np.sum(x)
+    np.testing.assert_allclose(tp.grad(f)(np.ones(2)), [4.0, 4.0])
+
+
+def test_escaped_tracer_is_refused():
+    leaked = []
+
+    def f(x):
+        leaked.append(x)
+        return np.sum(x ** 2)
+    tp.grad(f)(np.ones(3))
+    with pytest.raises(tp.EscapedTracerError, match="stop_gradient"):
+        np.sin(leaked[0])
+    with pytest.raises(tp.EscapedTracerError):
+        tp.grad(lambda y: np.sum(y * leaked[0]))(np.ones(3))
+
+
+def test_enclosing_trace_stays_valid_in_nested_grad():
+    def outer(x):
+        inner = tp.grad(lambda y: np.sum(np.sin(x * y)))(x)
+        return np.sum(inner * x)
+    x = np.array([0.3, 0.7])
+    # inner = x cos(x^2), so outer = sum(x^2 cos(x^2)): d/dx = 2x cos(x^2) - 2x^3 sin(x^2)
+    np.testing.assert_allclose(tp.grad(outer)(x),
+                               2 * x * np.cos(x**2) - 2 * x**3 * np.sin(x**2))
 
 
 @pytest.mark.parametrize("convert", [np.asarray, float, lambda v: np.array(v)])

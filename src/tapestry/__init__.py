@@ -14,6 +14,7 @@ from .core.api import (grad, hessian, hessian_vector_product, jacobian,  # noqa:
                        stop_gradient, value_and_grad, vjp)
 from .core.custom import checkpoint, custom_vjp  # noqa: E402
 from .core.pytree import tree_flatten, tree_map, tree_unflatten  # noqa: E402
+from .core.tape import EscapedTracerError  # noqa: E402
 from .core.var import Var  # noqa: E402
 from .kernels import kernel  # noqa: E402
 from .ops.einsum import einsum  # noqa: E402
@@ -26,7 +27,7 @@ __all__ = [
     # core
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
     "stop_gradient", "custom_vjp", "checkpoint", "tree_flatten", "tree_unflatten",
-    "tree_map", "Var", "testing", "debug",
+    "tree_map", "Var", "EscapedTracerError", "testing", "debug",
     # sparse gradients
     "AxisSparse", "optim",
     # kernels

@@ -25,6 +25,27 @@ _levels = itertools.count(1)
 LEAF = None
 
 
+class EscapedTracerError(RuntimeError):
+    """A traced value was used after the ``grad``/``vjp`` call that traced it ended."""
+
+
+class ClosedNodes(list):
+    """The nodes of a finished tape: readable (pullbacks sweep them again),
+    but appending -- recording an operation on a value that escaped its
+    ``grad`` call through a global, a closure or an aux output -- raises.
+    A list subclass, so checking costs the recording hot path nothing."""
+
+    __slots__ = ()
+
+    def append(self, node):
+        raise EscapedTracerError(
+            "tapestry: a traced value was used after the tapestry.grad / vjp call "
+            "that traced it had returned (it escaped through a global, a closure, "
+            "an attribute or an aux output). Its tape is closed, so the operation "
+            "cannot be differentiated. Store tapestry.stop_gradient(value) instead, "
+            "or do this computation inside the function being differentiated.")
+
+
 class Tape:
     """A linear record of operations.
 
@@ -44,6 +65,12 @@ class Tape:
 
     def __len__(self):
         return len(self.nodes)
+
+    def close(self):
+        """Finish recording: later appends raise :class:`EscapedTracerError`;
+        the nodes stay readable for sweeps (one pointer copy per node)."""
+        if self.nodes.__class__ is not ClosedNodes:
+            self.nodes = ClosedNodes(self.nodes)
 
     def __repr__(self):
         return f"<Tape level={self.level} nodes={len(self.nodes)}>"
@@ -79,4 +106,5 @@ class open_tape:
 
     def __exit__(self, *exc):
         self.stack.pop()
+        self.tape.close()
         return False

@@ -83,13 +83,6 @@ class Var:
             "not differentiable. Build a new array instead, e.g. with "
             "np.where(mask, v, x), np.concatenate, or x + np.pad(...).")
 
-    def _inplace(self, *_):
-        raise TypeError(
-            "tapestry: in-place arithmetic (x += y) on a traced array is not "
-            "supported; write x = x + y.")
-
-    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ipow__ = _inplace
-    __imatmul__ = __ifloordiv__ = __imod__ = _inplace
 
     # --- NumPy dispatch ----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -131,6 +124,13 @@ class Var:
     def __ge__(self, o): return np.greater_equal(self, o)
     def __eq__(self, o): return np.equal(self, o)
     def __ne__(self, o): return np.not_equal(self, o)
+
+    # Augmented assignment rebinds (``x += y`` is ``x = x + y``), as in HIPS
+    # autograd and JAX: a traced value is never written in place, so another
+    # name bound to the same array does not see the change (docs/guide.md).
+    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
+    __ipow__, __imatmul__ = __pow__, __matmul__
+    __ifloordiv__, __imod__ = __floordiv__, __mod__
 
     def __getitem__(self, key):
         return _dispatch.getitem(self, key)

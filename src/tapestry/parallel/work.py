@@ -168,9 +168,10 @@ def map_chunk_keep(task):
             outs = _calls(task, chunk, shared)
         except _Failed as e:
             return e.args[0]
+        join = _join(tape, outs)  # recorded before the tape closes
     kept = KeptChunk()
     kept.tape, kept.positions, kept.leaves_like = tape, positions, values
-    kept.join = _join(tape, outs)
+    kept.join = join
     plain = [tree_flatten(o)[1].unflatten([_lower(x, tape) for x in tree_flatten(o)[0]])
              for o in outs]
     return plain, kept
