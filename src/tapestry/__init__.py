@@ -16,10 +16,13 @@ from .core.custom import checkpoint, custom_vjp  # noqa: E402
 from .core.pytree import tree_flatten, tree_map, tree_unflatten  # noqa: E402
 from .core.tape import EscapedTracerError  # noqa: E402
 from .core.var import Var  # noqa: E402
+from .core.registry import freeze as _freeze_registries  # noqa: E402
 from .kernels import kernel  # noqa: E402
 from .ops.einsum import einsum  # noqa: E402
 from .parallel import parallel_map, parallel_sum  # noqa: E402
 from .sparse import AxisSparse  # noqa: E402
+
+_freeze_registries()  # every rule is declared: from here on, registries are read-only
 
 __version__ = "0.1.0"
 

@@ -7,10 +7,9 @@ import functools
 import numpy as np
 
 from .backward import backward_sweep
-from .dispatch import unwrap_all
 from .pytree import tree_flatten, tree_map
 from .tape import LEAF, open_tape
-from .var import Var
+from .var import Var, unwrap_all
 
 
 def stop_gradient(x):

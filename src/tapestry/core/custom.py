@@ -9,7 +9,7 @@ from .api import vjp
 from .backward import JointRule
 from .primitive import record
 from .pytree import tree_flatten
-from .var import Var
+from .var import Var, innermost_tape
 
 
 class custom_vjp:
@@ -40,10 +40,7 @@ class custom_vjp:
 
     def __call__(self, *args):
         leaves, td = tree_flatten(list(args))
-        top = None
-        for x in leaves:
-            if x.__class__ is Var and (top is None or x._tape.level > top.level):
-                top = x._tape
+        top = innermost_tape(leaves)
         if top is None:
             return self.fun(*args)
         if self.fwd is None:

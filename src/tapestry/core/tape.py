@@ -16,6 +16,7 @@ makes higher derivatives work (the lineage is HIPS autograd's trace ids).
 from __future__ import annotations
 
 import itertools
+import threading
 
 # ``next()`` on an itertools.count is atomic under the GIL and uses an
 # internal lock on free-threaded builds, so levels are unique across threads.
@@ -75,8 +76,6 @@ class Tape:
     def __repr__(self):
         return f"<Tape level={self.level} nodes={len(self.nodes)}>"
 
-
-import threading
 
 _local = threading.local()
 

@@ -107,8 +107,8 @@ class LoopKernel:
         self.ir = ir
         self.backend = backend
         self.multi = ir.reduce != "sum"
-        self.prim = Primitive(self._forward, f"kernel {ir}", n_outputs=2 if self.multi else 1)
-        self.prim.vjp_argnum = self._vjp
+        self.prim = Primitive(self._forward, f"kernel {ir}", vjp_argnum=self._vjp,
+                              n_outputs=2 if self.multi else 1)
         self._grads = None
 
     def grads(self):

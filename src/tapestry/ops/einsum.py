@@ -20,7 +20,7 @@ import string
 import numpy as np
 import opt_einsum
 
-from ..core.primitive import Primitive
+from ..core.primitive import Primitive, implements
 from ..core.registry import FUNCTIONS
 from ..core.var import Var
 
@@ -122,9 +122,6 @@ def _contract(spec, *operands):
     return expr(*operands)
 
 
-_einsum = Primitive(_contract, "einsum")
-
-
 def _einsum_vjp(k, g, ans, args, kwargs):
     """Cotangent of operand ``k``: ``g`` contracted with the other operands.
 
@@ -173,7 +170,7 @@ def _einsum_vjp(k, g, ans, args, kwargs):
     return ct
 
 
-_einsum.vjp_argnum = _einsum_vjp
+_einsum = Primitive(_contract, "einsum", vjp_argnum=_einsum_vjp)
 
 
 def einsum(*operands, optimize=True, **kwargs):
@@ -209,4 +206,4 @@ def _normalized(spec, shapes):
     return normalize(spec, shapes)
 
 
-FUNCTIONS[np.einsum] = einsum
+implements(np.einsum)(einsum)

@@ -8,48 +8,57 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.registry import FUNCTIONS
+from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEEP_SHAPES,
+                              Primitive, def_nondiff, implements, negate_cotangent,
+                              scale_cotangent, unbroadcast)
 from ..core.var import Var
 
-from ..core.primitive import (KEEP_ANS, KEEP_OTHER, KEEP_SHAPES, Primitive, def_nondiff, defvjp,
-                              negate_cotangent, primitive, scale_cotangent, unbroadcast)
 
-
-def _ub(rule, i):
-    """Undo broadcasting of ``rule``'s cotangent for argument ``i``."""
+def unbroadcasting(rule, i):
+    """``rule`` with its cotangent summed back to argument ``i``'s shape."""
     def rule_unbroadcast(g, ans, *args, **kw):
-        return unbroadcast(rule(g, ans, *args, **kw), args[i].shape)
+        c = rule(g, ans, *args, **kw)
+        return None if c is None else unbroadcast(c, args[i].shape)
     return rule_unbroadcast
 
 
-def defunary(ufunc, rule, keep=0):
-    defvjp(primitive(ufunc, keep=keep), rule)
+def _zero_cotangent(g, ans, *args):
+    """The rule of an argument the result is piecewise constant in."""
+    return None
 
 
-def defbinary(ufunc, rule_x, rule_y, keep=0):
-    defvjp(primitive(ufunc, keep=keep), _ub(rule_x, 0) if rule_x else None,
-           _ub(rule_y, 1) if rule_y else None)
+def defunary(ufunc, rule, keep=KEEP_ALL):
+    """Declare ``ufunc`` with the VJP ``rule(g, ans, x)`` and register it."""
+    return implements(ufunc)(Primitive(ufunc, vjps=(rule,), keep=keep))
+
+
+def defbinary(ufunc, rule_x, rule_y, keep=KEEP_ALL):
+    """Declare binary ``ufunc`` with rules written as if no broadcasting
+    happened (``None``: not differentiable in that argument)."""
+    vjps = (rule_x and unbroadcasting(rule_x, 0), rule_y and unbroadcasting(rule_y, 1))
+    return implements(ufunc)(Primitive(ufunc, vjps=vjps, keep=keep))
 
 
 # --- arithmetic --------------------------------------------------------------
-# The three hottest rules check shapes inline instead of going through _ub.
-defvjp(primitive(np.add, keep=KEEP_SHAPES),
-       lambda g, ans, x, y: g if g.shape == x.shape else unbroadcast(g, x.shape),
-       lambda g, ans, x, y: g if g.shape == y.shape else unbroadcast(g, y.shape))
+# add and multiply, the hottest rules, check shapes inline instead of
+# wrapping with ``unbroadcasting`` (one call less per node).
+implements(np.add)(Primitive(np.add, keep=KEEP_SHAPES, vjps=(
+    lambda g, ans, x, y: g if g.shape == x.shape else unbroadcast(g, x.shape),
+    lambda g, ans, x, y: g if g.shape == y.shape else unbroadcast(g, y.shape))))
 defbinary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: negate_cotangent(g),
           keep=KEEP_SHAPES)
 def _times_x(g, ans, x, y):
     """d(x*y)/dx: ``g * y`` summed back to ``x``'s shape (no pass for a sum's 1s)."""
-    c = scale_cotangent(g, y) if type(g) is np.ndarray and g.size >= 4096 else g * y
+    c = scale_cotangent(g, y) if type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE else g * y
     return c if c.shape == x.shape else unbroadcast(c, x.shape)
 
 
 def _times_y(g, ans, x, y):
-    c = scale_cotangent(g, x) if type(g) is np.ndarray and g.size >= 4096 else g * x
+    c = scale_cotangent(g, x) if type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE else g * x
     return c if c.shape == y.shape else unbroadcast(c, y.shape)
 
 
-defvjp(primitive(np.multiply, keep=KEEP_OTHER), _times_x, _times_y)
+implements(np.multiply)(Primitive(np.multiply, keep=KEEP_OTHER, vjps=(_times_x, _times_y)))
 defbinary(np.true_divide, lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * ans / y)
 defunary(np.negative, lambda g, ans, x: negate_cotangent(g), keep=KEEP_SHAPES)
 defunary(np.positive, lambda g, ans, x: g)
@@ -84,7 +93,8 @@ defbinary(np.power, _pow_x, _pow_y)
 defbinary(np.float_power, _pow_x, _pow_y)
 
 # --- exp / log family ----------------------------------------------------------
-defvjp(primitive(np.exp, keep=KEEP_ANS), lambda g, ans, x: scale_cotangent(g, ans))
+implements(np.exp)(Primitive(np.exp, keep=KEEP_ANS,
+                             vjps=(lambda g, ans, x: scale_cotangent(g, ans),)))
 defunary(np.exp2, lambda g, ans, x: g * ans * np.log(2.0))
 defunary(np.expm1, lambda g, ans, x: g * (ans + 1))
 defunary(np.log, lambda g, ans, x: g / x)
@@ -135,8 +145,7 @@ for _select in (np.maximum, np.minimum, np.fmax, np.fmin):
               lambda g, ans, x, y: g * _tie_weight(x, y, ans),
               lambda g, ans, x, y: g * _tie_weight(y, x, ans))
 # copysign's sign argument is piecewise constant: a zero cotangent (None).
-defvjp(primitive(np.copysign),
-       _ub(lambda g, ans, x, y: g * np.sign(x) * np.sign(ans), 0), lambda g, ans, x, y: None)
+defbinary(np.copysign, lambda g, ans, x, y: g * np.sign(x) * np.sign(ans), _zero_cotangent)
 defbinary(np.fmod, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.trunc(x / y))
 defbinary(np.remainder, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.floor(x / y))
 
@@ -170,8 +179,7 @@ def _clip_rule(which):
     return clip_pullback
 
 
-_clip = Primitive(np.clip, "clip")
-defvjp(_clip, _clip_rule(0), _clip_rule(1), _clip_rule(2))
+_clip = Primitive(np.clip, "clip", vjps=(_clip_rule(0), _clip_rule(1), _clip_rule(2)))
 
 
 def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
@@ -189,22 +197,21 @@ def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
     return _clip(a, lo, hi)
 
 
-FUNCTIONS[np.clip] = clip
+implements(np.clip)(clip)
 
 
 # --- nan_to_num, astype, sinc -------------------------------------------------
-_nan_to_num = Primitive(
-    lambda x, nan, posinf, neginf: np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
-    "nan_to_num")
 # Non-finite entries are replaced by constants: their derivative is 0.
-defvjp(_nan_to_num, lambda g, ans, x, *_: g * np.isfinite(x))
-FUNCTIONS[np.nan_to_num] = lambda x, copy=True, nan=0.0, posinf=None, neginf=None: \
-    _nan_to_num(x, nan, posinf, neginf)
+_nan_to_num = Primitive(lambda x, nan, posinf,
+                        neginf: np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
+                        "nan_to_num", vjps=(lambda g, ans, x, *_: g * np.isfinite(x),))
+implements(np.nan_to_num)(lambda x, copy=True, nan=0.0, posinf=None, neginf=None: \
+    _nan_to_num(x, nan, posinf, neginf))
 
-_astype = Primitive(lambda x, dtype: x.astype(dtype), "astype")
 # A float-to-float cast: the cotangent is cast back to the input's dtype.
-defvjp(_astype, lambda g, ans, x, dtype: g.astype(np.result_type(x)))
-FUNCTIONS["astype"] = _astype
+_astype = Primitive(lambda x, dtype: x.astype(dtype), "astype",
+                    vjps=(lambda g, ans, x, dtype: g.astype(np.result_type(x)),))
+implements("astype")(_astype)
 
 
 def _sinc_rule(g, ans, x):
@@ -213,9 +220,8 @@ def _sinc_rule(g, ans, x):
     return g * np.where(x == 0, 0.0, (np.cos(np.pi * x) - ans) / safe)
 
 
-_sinc = Primitive(np.sinc, "sinc")
-defvjp(_sinc, _sinc_rule)
-FUNCTIONS[np.sinc] = _sinc
+_sinc = Primitive(np.sinc, "sinc", vjps=(_sinc_rule,))
+implements(np.sinc)(_sinc)
 
 
 def_nondiff(
