@@ -68,14 +68,14 @@ def _trace_inputs(tape, args, nums, opname):
     return args, records
 
 
-def _cast_like(ct, x, sparse=True):
+def _cast_like(ct, x, sparse="auto"):
     """The leaf's cotangent as the gradient: same shape and dtype as ``x``."""
     if type(ct) is np.ndarray and type(x) is np.ndarray and ct.dtype == x.dtype \
             and ct.shape == x.shape:
         return ct  # the common case, without the checks below
     if hasattr(ct, "todense"):  # a sparse cotangent (tapestry.sparse)
         dt = np.result_type(x)
-        if sparse:
+        if sparse is True or (sparse == "auto" and ct.worth_keeping()):
             return ct if ct.dtype == dt else ct.astype(dt)
         ct = ct.todense(dt)
     if ct is None:
@@ -87,7 +87,7 @@ def _cast_like(ct, x, sparse=True):
     return ct
 
 
-def _collect(records, cts, single, sparse=True):
+def _collect(records, cts, single, sparse="auto"):
     grads = []
     for td, rec in records:
         grads.append(td.unflatten([_cast_like(cts[i], x, sparse) for i, x in rec]))
@@ -101,13 +101,15 @@ def _output_node(out, tape):
     return None
 
 
-def value_and_grad(f, argnums=0, has_aux=False, sparse=True):
+def value_and_grad(f, argnums=0, has_aux=False, sparse="auto"):
     """``f``'s value and its gradient with respect to ``argnums``.
 
     ``f`` must return a scalar (or ``(scalar, aux)`` with ``has_aux``).
     Arguments are pytrees; the gradient has the same structure and dtypes.
     A leaf only read through gathers (``W[S]``) gets a ``tp.AxisSparse``
-    gradient; ``sparse=False`` returns dense arrays instead.
+    gradient where that pays (``sparse="auto"``: a large array of which the
+    gathers touched at most a quarter, see tapestry.sparse); ``sparse=True``
+    keeps every sparse gradient, ``sparse=False`` returns dense arrays.
     """
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
@@ -144,7 +146,7 @@ def value_and_grad(f, argnums=0, has_aux=False, sparse=True):
     return value_and_grad_f
 
 
-def grad(f, argnums=0, has_aux=False, sparse=True):
+def grad(f, argnums=0, has_aux=False, sparse="auto"):
     """The gradient of scalar-valued ``f`` with respect to ``argnums``
     (``sparse``: see :func:`value_and_grad`)."""
     vg = value_and_grad(f, argnums, has_aux, sparse)

@@ -26,7 +26,7 @@ import numpy as np
 from ..core.primitive import KEEP_SHAPES, Primitive, implements
 from ..core.registry import FUNCTIONS
 from ..core.var import Var, unwrap_all
-from ..sparse.axis_sparse import AxisSparse, _densify
+from ..sparse import AxisSparse, densify
 
 
 def _key_tuple(key):
@@ -111,12 +111,12 @@ def _getitem_vjp(g, ans, x, key):
         return scatter_add(g, key, shape)
     gather = gather_axis(key, shape)
     if gather is None:
-        return dense_scatter(_densify(g, "getitem (general key)"), key, shape)
+        return dense_scatter(densify(g, "getitem (general key)"), key, shape)
     axis, idx, ishape = gather
     if isinstance(g, AxisSparse):
         if len(ishape) == 1 and g.axis == axis:  # x[S][T] along the same axis
             return AxisSparse(axis, idx[g.indices], g.values, shape)
-        g = _densify(g, "getitem (cotangent of the gathered array)")
+        g = densify(g, "getitem (cotangent of the gathered array)")
     values = np.reshape(g, shape[:axis] + (idx.size,) + shape[axis + 1:])
     return AxisSparse._trusted(axis, idx, values, tuple(shape))
 
