@@ -21,7 +21,7 @@ import numpy as np
 from ..core.primitive import Primitive
 from ..core.var import Var
 from . import blocked, compile_numba
-from .derive import ZERO, grad_ir, polynomial, seed_names
+from .derive import grad_ir, polynomial, seed_names
 from .parse import is_plain, refs
 
 LOOP_PLANS = ("numba", "blocked")
