@@ -114,36 +114,47 @@ def value_and_grad(f, argnums=0, has_aux=False, sparse="auto"):
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         single, nums = _normalize_argnums(argnums, len(args), "grad")
-        with open_tape() as tape:
-            targs, records = _trace_inputs(tape, args, nums, "grad")
-            out = f(*targs, **kwargs)
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise TypeError("tapestry.grad(has_aux=True): the function must "
-                                "return a pair (scalar_output, aux).")
-            out, aux = out
-            aux = tree_map(lambda v: _lower(v, tape), aux)
-        value = out._value if out.__class__ is Var and out._tape is tape else out
-        plain = unwrap_all(value)
-        if np.shape(plain) != ():
-            raise TypeError(
-                f"tapestry.grad: the function must return a scalar, got shape "
-                f"{np.shape(plain)}. For array outputs use tapestry.vjp (one "
-                "cotangent) or tapestry.jacobian (all of them).")
-        dtype = np.result_type(plain)
-        if dtype.kind not in "fc":
-            raise TypeError("tapestry.grad: the output must be a float scalar, got "
-                            f"dtype {dtype}.")
-        idx = _output_node(out, tape)
-        if idx is None:
-            cts = [None] * len(tape.nodes)
-        else:
-            cts = backward_sweep(tape, idx, np.ones((), dtype=dtype), release=True)
-        tape.nodes.clear()
+        with open_tape(close=False) as tape:  # closed after the sweep, below
+            try:
+                targs, records = _trace_inputs(tape, args, nums, "grad")
+                out = f(*targs, **kwargs)
+            except BaseException:
+                tape.close(keep=False)
+                raise
+        try:
+            value, aux, cts = _sweep_scalar(tape, out, has_aux)
+        finally:
+            tape.close(keep=False)
         grads = _collect(records, cts, single, sparse)
         return ((value, aux), grads) if has_aux else (value, grads)
     return value_and_grad_f
+
+
+def _sweep_scalar(tape, out, has_aux):
+    """Check ``f``'s output (a scalar, or ``(scalar, aux)``) and sweep the
+    tape from it: ``(value, aux, cotangents by tape position)``."""
+    aux = None
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError("tapestry.grad(has_aux=True): the function must "
+                            "return a pair (scalar_output, aux).")
+        out, aux = out
+        aux = tree_map(lambda v: _lower(v, tape), aux)
+    value = out._value if out.__class__ is Var and out._tape is tape else out
+    plain = unwrap_all(value)
+    if np.shape(plain) != ():
+        raise TypeError(
+            f"tapestry.grad: the function must return a scalar, got shape "
+            f"{np.shape(plain)}. For array outputs use tapestry.vjp (one "
+            "cotangent) or tapestry.jacobian (all of them).")
+    dtype = np.result_type(plain)
+    if dtype.kind not in "fc":
+        raise TypeError("tapestry.grad: the output must be a float scalar, got "
+                        f"dtype {dtype}.")
+    idx = _output_node(out, tape)
+    if idx is None:
+        return value, aux, [None] * len(tape.nodes)
+    return value, aux, backward_sweep(tape, idx, np.ones((), dtype=dtype), release=True)
 
 
 def grad(f, argnums=0, has_aux=False, sparse="auto"):
