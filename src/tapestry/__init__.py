@@ -9,7 +9,7 @@ from .core.allocator import tune_malloc as _tune_malloc
 _tune_malloc()  # reuse freed large buffers (core/allocator.py; TAPESTRY_TUNE_MALLOC=0 opts out)
 
 from . import ops as _ops  # noqa: E402,F401  (fills the rule registries)
-from . import debug, optim, testing, tree_util  # noqa: E402,F401
+from . import debug, optim, optimize, testing, tree_util  # noqa: E402,F401
 from .core.api import (grad, hessian, hessian_vector_product, jacobian,  # noqa: E402
                        stop_gradient, value_and_grad, vjp)
 from .core.custom import checkpoint, custom_vjp  # noqa: E402
@@ -32,7 +32,7 @@ __all__ = [
     # pytrees
     "tree_util", "tree_leaves", "tree_structure", "ravel_pytree",
     # sparse gradients
-    "AxisSparse", "optim",
+    "AxisSparse", "optim", "optimize",
     # kernels
     "kernel", "einsum",
     # parallel
