@@ -174,15 +174,36 @@ def _split(x, leaves):
             leaves.append(x)
             return _LEAF
     if k == _SEQ:
-        return (k, type(x), None, [_split(c, leaves) for c in x])
+        return (k, type(x), None, _split_all(x, leaves))
     if k == _DICT and type(x) is dict:
         try:
             keys = sorted(x)
         except TypeError:
             keys = _dict_keys(x)
-        return (k, dict, keys, [_split(x[c], leaves) for c in keys])
+        nodes = []
+        for key in keys:
+            c = x[key]
+            if _KIND.get(type(c)) == 0:
+                leaves.append(c)
+                nodes.append(_LEAF)
+            else:
+                nodes.append(_split(c, leaves))
+        return (k, dict, keys, nodes)
     meta, children = _parts(k, type(x), x)
-    return (k, type(x), meta, [_split(c, leaves) for c in children])
+    return (k, type(x), meta, _split_all(children, leaves))
+
+
+def _split_all(children, leaves):
+    """``[_split(c, leaves) for c in children]``, with known leaf types
+    (arrays, floats) handled inline: most children are leaves."""
+    nodes = []
+    for c in children:
+        if _KIND.get(type(c)) == 0:
+            leaves.append(c)
+            nodes.append(_LEAF)
+        else:
+            nodes.append(_split(c, leaves))
+    return nodes
 
 
 def _split_is_leaf(x, leaves, is_leaf):
@@ -208,7 +229,7 @@ def _build(node, it):
     if node is _LEAF:
         return next(it)
     k, t, meta, children = node
-    built = [_build(c, it) for c in children]
+    built = [next(it) if c is _LEAF else _build(c, it) for c in children]
     if k == _SEQ:
         return t(built)
     if k == _DICT or k == _ODICT:
@@ -284,7 +305,7 @@ class TreeDef:
         return self.n_leaves
 
     def unflatten(self, leaves):
-        if not isinstance(leaves, (list, tuple)):
+        if type(leaves) is not list and type(leaves) is not tuple:
             leaves = list(leaves)
         if len(leaves) != self.n_leaves:
             raise ValueError(f"tapestry.tree_util: {self!r} takes {self.n_leaves} leaves, "
