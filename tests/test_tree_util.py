@@ -188,3 +188,38 @@ def test_treedef_pickles_with_registered_and_builtin_nodes():
     back = td2.unflatten(leaves)
     assert back["box"].name == "n" and back["layer"].name == "l"
     assert "box" in repr(td)
+
+
+def test_is_leaf_can_make_none_a_leaf():
+    out = tp.tree_map(lambda v: 0.0 if v is None else v, {"a": None, "b": 1.0},
+                      is_leaf=lambda v: v is None)
+    assert out == {"a": 0.0, "b": 1.0}
+
+
+@pytest.mark.parametrize("make", [
+    lambda a, b: OrderedDict([("z", a), ("a", b)]),
+    lambda a, b: defaultdict(float, {"z": b, "a": a}),   # sorted: a first
+    lambda a, b: Point(a, b),
+    lambda a, b: {"z": [b, None], "a": a},
+])
+def test_gradients_keep_the_container(make):
+    a, b = np.array([1.0, 2.0]), np.array(3.0)
+    tree = make(a, b)
+    g = tp.grad(lambda t: np.sum(tp.tree_leaves(t)[0] ** 2) * tp.tree_leaves(t)[1])(tree)
+    assert type(g) is type(tree)
+    assert tp.tree_structure(g) == tp.tree_structure(tree)
+    ga, gb = tp.tree_leaves(g)
+    la, lb = tp.tree_leaves(tree)
+    np.testing.assert_allclose(ga, 2 * la * lb)
+    np.testing.assert_allclose(gb, np.sum(la ** 2))
+
+
+def test_leaf_order_matches_jax():
+    jtu = pytest.importorskip("jax.tree_util")
+    tree = {"z": [1.0, (2.0, None)], "a": OrderedDict([("y", 3.0), ("b", 4.0)]),
+            "m": Point(5.0, {"k": 6.0, "c": 7.0}), "d": defaultdict(int, {"q": 8.0, "e": 9.0})}
+    assert tp.tree_leaves(tree) == jtu.tree_leaves(tree)
+    assert tp.tree_map(lambda v: v * 2, tree) == jtu.tree_map(lambda v: v * 2, tree)
+    f1, _ = tp.ravel_pytree(tree)
+    import jax.flatten_util
+    np.testing.assert_array_equal(f1, np.asarray(jax.flatten_util.ravel_pytree(tree)[0]))

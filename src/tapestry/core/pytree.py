@@ -207,11 +207,11 @@ def _split_all(children, leaves):
 
 
 def _split_is_leaf(x, leaves, is_leaf):
-    if x is None:
-        return None
-    if is_leaf(x):
+    if is_leaf(x):  # before the None check: ``is_leaf=lambda x: x is None`` works
         leaves.append(x)
         return _LEAF
+    if x is None:
+        return None
     t = type(x)
     k = _KIND.get(t)
     if k is None:
