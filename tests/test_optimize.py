@@ -42,6 +42,7 @@ def test_rosenbrock_100_newton_cg_with_hessp_reaches_all_ones():
     np.testing.assert_allclose(sol, np.ones(100), atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # trust-krylov's solver
 @pytest.mark.parametrize("method", ["trust-ncg", "trust-krylov", "trust-exact", "dogleg",
                                     "BFGS", "trust-constr"])
 def test_other_methods_reach_the_2d_rosenbrock_optimum(method):
@@ -124,3 +125,33 @@ def test_missing_scipy_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_scipy)
     with pytest.raises(ImportError, match=r"tapestry\[scipy\]"):
         minimize(lambda p: np.sum(p ** 2), np.ones(2))
+
+
+def test_gradient_free_methods_get_the_value_only():
+    calls = []
+
+    def f(p):
+        calls.append(type(p["x"]).__name__)
+        return np.sum((p["x"] - 2.0) ** 2)
+    sol, res = minimize(f, {"x": np.zeros(2)}, method="Nelder-Mead",
+                        options={"xatol": 1e-8, "fatol": 1e-12})
+    np.testing.assert_allclose(sol["x"], 2.0, atol=1e-6)
+    assert set(calls) == {"ndarray"}               # never traced
+
+
+def test_dict_constraints_take_the_pytree_and_get_an_exact_jacobian():
+    p0 = {"x": np.array([2.0, 0.0]), "y": np.array(1.0)}
+    f = lambda p: np.sum(p["x"] ** 2) + p["y"] ** 2  # noqa: E731
+    cons = [{"type": "eq", "fun": lambda p: np.sum(p["x"]) + p["y"] - 3.0},
+            {"type": "ineq", "fun": lambda p, lo: p["x"] - lo, "args": (1.1,)}]
+    sol, res = minimize(f, p0, method="SLSQP", constraints=cons,
+                        options={"ftol": 1e-12})
+    assert res.success
+    np.testing.assert_allclose(sol["x"], [1.1, 1.1], atol=1e-7)
+    np.testing.assert_allclose(sol["y"], 0.8, atol=1e-7)
+
+
+def test_the_example_runs(capsys):
+    ex.main()
+    out = capsys.readouterr().out
+    assert "L-BFGS-B" in out and "Newton-CG" in out

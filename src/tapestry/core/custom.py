@@ -159,7 +159,7 @@ class custom_vjp:
     def _check_cotangents(self, cts, primals):
         """Flat cotangent leaves of the differentiated arguments, checked
         against the primals' structures and shapes."""
-        if not isinstance(cts, (tuple, list)):
+        if not isinstance(cts, tuple):  # a list is one cotangent (of a list argument)
             cts = (cts,)
         if len(cts) != len(primals):
             raise ValueError(f"tapestry.custom_vjp: the backward rule of {self._name()} "

@@ -7,9 +7,11 @@ import numpy as np
 from ..core.api import hessian_vector_product, jacobian, value_and_grad
 from ..core.pytree import flatten_up_to, ravel_pytree, tree_flatten
 
-# Methods that use a Hessian-vector product (``hessp``) / need the full Hessian.
+# Methods that use a Hessian-vector product (``hessp``) / need the full Hessian
+# / use no derivative at all (they get the value alone: no gradient computed).
 HESSP_METHODS = {"newton-cg", "trust-ncg", "trust-krylov", "trust-constr"}
 HESS_METHODS = {"dogleg", "trust-exact"}
+GRADIENT_FREE = {"nelder-mead", "powell", "cobyla", "cobyqa"}
 
 
 def _scipy_optimize():
@@ -97,8 +99,9 @@ def minimize(fun, params, args=(), method=None, bounds=None, constraints=(), tol
     x0 = np.asarray(x0, dtype=np.float64)
     if not isinstance(args, tuple):
         args = (args,)
-    kw = {"jac": True, "method": method, "tol": tol, "options": options}
     m = (method or "").lower()
+    kw = {"jac": m not in GRADIENT_FREE or None, "method": method, "tol": tol,
+          "options": options}
     if m in HESSP_METHODS or m in HESS_METHODS:
         hessp = _hessp(fun, unravel, args)
         if m in HESSP_METHODS:
@@ -109,11 +112,44 @@ def minimize(fun, params, args=(), method=None, bounds=None, constraints=(), tol
     if bounds is not None:
         kw["bounds"] = _flat_bounds(bounds, params, so)
     if constraints:
-        kw["constraints"] = constraints
+        kw["constraints"] = _constraints(constraints, unravel)
     if callback is not None:
         kw["callback"] = lambda xk, *rest: callback(unravel(np.asarray(xk)))
-    res = so.minimize(_objective(fun, unravel, args), x0, **kw)
+    objective = _objective(fun, unravel, args)
+    if kw["jac"] is None:
+        objective = _value_only(fun, unravel, args)
+    res = so.minimize(objective, x0, **kw)
     return unravel(res.x), res
+
+
+def _value_only(fun, unravel, args):
+    return lambda x: float(np.asarray(fun(unravel(x), *args)))
+
+
+def _constraints(constraints, unravel):
+    """Dict constraints (``{"type", "fun", "args"}``) whose ``fun`` takes the
+    parameter pytree: wrapped for the flat vector, with an exact ``jac``
+    (reverse mode) unless one is given.  Constraint objects pass through and
+    see the flat vector."""
+    single = isinstance(constraints, dict)
+    out = []
+    for c in ([constraints] if single else list(constraints)):
+        if not isinstance(c, dict):
+            out.append(c)
+            continue
+        cf, cargs = c["fun"], tuple(c.get("args", ()))
+
+        def flat_fun(x, cf=cf, cargs=cargs):
+            return np.concatenate([np.ravel(v) for v in tree_flatten(
+                cf(unravel(x), *cargs))[0]])
+        wrapped = {"type": c["type"], "fun": lambda x, f=flat_fun: np.asarray(f(x), float)}
+        if "jac" in c:
+            wrapped["jac"] = lambda x, j=c["jac"], cargs=cargs: j(x, *cargs)
+        else:
+            jac = jacobian(flat_fun)
+            wrapped["jac"] = lambda x, j=jac: np.asarray(j(x), dtype=np.float64)
+        out.append(wrapped)
+    return out
 
 
 def _residual_jacobian(flat_residuals, n_in, n_out, mode):
