@@ -41,7 +41,9 @@ def _check_params(params, where):
 
 def _flat_bounds(bounds, params, so):
     """``(lower, upper)`` pytrees (scalars broadcast; None: unbounded) as a
-    ``scipy.optimize.Bounds`` on the flat vector."""
+    ``scipy.optimize.Bounds`` on the flat vector (one given passes through)."""
+    if isinstance(bounds, so.Bounds):
+        return bounds
     if not (isinstance(bounds, tuple) and len(bounds) == 2):
         raise TypeError("tapestry.optimize: bounds must be a pair (lower, upper) of "
                         "pytrees shaped like params (scalars broadcast, None for none).")
