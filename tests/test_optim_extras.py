@@ -156,3 +156,16 @@ def test_load_state_dict_errors():
         tp.optim.SGD(clip_norm=0)
     with pytest.raises(ValueError, match="alpha"):
         tp.optim.RMSprop(alpha=1.0)
+
+
+@pytest.mark.parametrize("make", OPTS)
+def test_sparse_steps_with_clipping_never_densify(make):
+    W = np.zeros((10_000, D))
+    s = AxisSparse(0, np.array([5, 9, 5]), np.ones((3, D)), W.shape)
+    tp.debug.reset_densify_counts()
+    opt = make()
+    opt.clip_norm = 0.1
+    opt.update({"W": W}, {"W": s})
+    assert tp.debug.densify_counts() == {}
+    touched = np.flatnonzero(np.any(W != 0, axis=1))
+    assert set(touched) <= {5, 9}
