@@ -169,3 +169,11 @@ def test_sparse_steps_with_clipping_never_densify(make):
     assert tp.debug.densify_counts() == {}
     touched = np.flatnonzero(np.any(W != 0, axis=1))
     assert set(touched) <= {5, 9}
+
+
+def test_none_gradients_skip_their_parameter():
+    params = {"a": np.ones(2), "b": np.ones(3)}
+    opt = tp.optim.Adam(lr=0.1)
+    opt.update(params, {"a": np.ones(2), "b": None})
+    assert np.array_equal(params["b"], np.ones(3)) and not np.allclose(params["a"], 1.0)
+    assert opt.state_dict()["n_leaves"] == 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.pytree import tree_flatten
+from ..core.pytree import flatten_up_to, tree_flatten
 from ..sparse import AxisSparse
 
 
@@ -82,12 +82,16 @@ class Optimizer:
     def _check(self, params, grads):
         """Flat leaves of params and grads, validated before any state changes."""
         p_leaves, p_td = tree_flatten(params)
-        g_leaves, _ = tree_flatten(grads)
+        g_leaves, g_td = tree_flatten(grads)
         name = type(self).__name__
-        if len(g_leaves) != len(p_leaves):
-            raise ValueError(f"tapestry.optim.{name}.update: grads have "
-                             f"{len(g_leaves)} leaves but params have {len(p_leaves)}; "
-                             "pass the gradient of the same pytree.")
+        if g_td != p_td:  # None where params have a leaf: skip that parameter
+            try:
+                g_leaves = flatten_up_to(p_td, grads)
+            except ValueError:
+                raise ValueError(f"tapestry.optim.{name}.update: grads have "
+                                 f"{len(g_leaves)} leaves but params have {len(p_leaves)}"
+                                 f" ({g_td} vs {p_td}); pass the gradient of the same "
+                                 "pytree.") from None
         for p, g in zip(p_leaves, g_leaves):
             if g is not None:
                 _check_param(p, g, name)
