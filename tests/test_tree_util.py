@@ -223,3 +223,45 @@ def test_leaf_order_matches_jax():
     f1, _ = tp.ravel_pytree(tree)
     import jax.flatten_util
     np.testing.assert_array_equal(f1, np.asarray(jax.flatten_util.ravel_pytree(tree)[0]))
+
+
+def _random_tree(rng, depth=0):
+    """A random nested tree of every container kind, leaves arrays and floats."""
+    if depth > 3 or rng.uniform() < 0.3:
+        u = rng.uniform()
+        return (None if u < 0.1 else 1.5 if u < 0.3 else np.float32(2.0) if u < 0.4
+                else np.arange(float(rng.integers(0, 4))))
+    kids = [_random_tree(rng, depth + 1) for _ in range(int(rng.integers(0, 4)))]
+    keys = [str(k) for k in rng.permutation(len(kids))]
+    kind = int(rng.integers(0, 7))
+    if kind == 0:
+        return tuple(kids)
+    if kind == 1:
+        return kids
+    if kind == 2:
+        return dict(zip(keys, kids))
+    if kind == 3:
+        return OrderedDict(zip(keys, kids))
+    if kind == 4:
+        return defaultdict(list, zip(keys, kids))
+    if kind == 5 and len(kids) >= 2:
+        return Point(kids[0], kids[1])
+    return Box(kids[0] if kids else 1.0, kids[1] if len(kids) > 1 else None, "b")
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_trees_round_trip_flatten_pickle_and_ravel(seed):
+    rng = np.random.default_rng(seed)
+    tree = _random_tree(rng)
+    leaves, td = tp.tree_flatten(tree)
+    again = td.unflatten(leaves)
+    assert tp.tree_structure(again) == td
+    assert all(a is b for a, b in zip(tp.tree_leaves(again), leaves))
+    assert pickle.loads(pickle.dumps(td)) == td
+    twice = tp.tree_map(lambda a, b: a + b, tree, again)
+    for x, y in zip(tp.tree_leaves(twice), leaves):
+        np.testing.assert_array_equal(x, 2 * np.asarray(y))
+    flat, unravel = tp.ravel_pytree(tree)
+    assert flat.size == sum(np.size(x) for x in leaves)
+    for x, y in zip(tp.tree_leaves(unravel(flat)), leaves):
+        assert np.shape(x) == np.shape(y) and np.result_type(x) == np.result_type(y)
