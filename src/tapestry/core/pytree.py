@@ -310,6 +310,8 @@ class TreeDef:
         if len(leaves) != self.n_leaves:
             raise ValueError(f"tapestry.tree_util: {self!r} takes {self.n_leaves} leaves, "
                              f"got {len(leaves)}.")
+        if self.node is _LEAF:
+            return leaves[0]
         return _build(self.node, iter(leaves))
 
     def __eq__(self, other):
