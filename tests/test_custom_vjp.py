@@ -122,3 +122,14 @@ def test_pytree_argument_with_keyword():
     np.testing.assert_allclose(gp["w"], v)
     np.testing.assert_allclose(gp["b"], 1.0)
     np.testing.assert_allclose(gv, p["w"])
+
+
+def test_forward_rule_must_return_a_pair():
+    @tp.custom_vjp
+    def f(x):
+        return x
+    f.defvjp(lambda x: x, lambda r, g: (g,))
+    with pytest.raises(TypeError, match=r"forward rule of f must return a pair"):
+        tp.grad(lambda x: np.sum(f(x)))(np.ones(2))
+    with pytest.raises(TypeError, match="two functions"):
+        f.defvjp(None, None)

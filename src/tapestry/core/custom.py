@@ -65,6 +65,9 @@ class custom_vjp:
             self._signature = None
 
     def defvjp(self, fwd, bwd):
+        if not (callable(fwd) and callable(bwd)):
+            raise TypeError(f"tapestry.custom_vjp: {self._name()}.defvjp(fwd, bwd) takes two "
+                            "functions.")
         self.fwd, self.bwd = fwd, bwd
         return self
 
@@ -133,7 +136,12 @@ class custom_vjp:
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
             full[i] = a
-        out, residuals = self.fwd(*full)
+        pair = self.fwd(*full)
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"tapestry.custom_vjp: the forward rule of {self._name()} must "
+                            "return a pair (output, residuals), got "
+                            f"{type(pair).__name__}.")
+        out, residuals = pair
         out_leaves, out_td = tree_flatten(out)
         n_out = len(out_leaves)
         nondiff_vals = [args[i] for i in self.nondiff_argnums]
