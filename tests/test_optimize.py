@@ -155,3 +155,13 @@ def test_the_example_runs(capsys):
     ex.main()
     out = capsys.readouterr().out
     assert "L-BFGS-B" in out and "Newton-CG" in out
+
+
+def test_newton_cg_on_dict_parameters_uses_pytree_hessian_products():
+    A = np.array([[3.0, 1.0], [1.0, 2.0]])
+    f = lambda p: 0.5 * p["u"] @ A @ p["u"] + np.sum((p["v"] - 1.5) ** 4) + p["u"][0]  # noqa
+    sol, res = minimize(f, {"u": np.ones(2), "v": np.zeros(3)}, method="Newton-CG",
+                        options={"xtol": 1e-12})
+    assert res.nhev > 0
+    np.testing.assert_allclose(sol["u"], np.linalg.solve(A, [-1.0, 0.0]), atol=1e-8)
+    np.testing.assert_allclose(sol["v"], 1.5, atol=1e-2)   # quartic: flat minimum
