@@ -9,11 +9,12 @@ from .core.allocator import tune_malloc as _tune_malloc
 _tune_malloc()  # reuse freed large buffers (core/allocator.py; TAPESTRY_TUNE_MALLOC=0 opts out)
 
 from . import ops as _ops  # noqa: E402,F401  (fills the rule registries)
-from . import debug, optim, testing  # noqa: E402,F401
+from . import debug, optim, optimize, testing, tree_util  # noqa: E402,F401
 from .core.api import (grad, hessian, hessian_vector_product, jacobian,  # noqa: E402
                        stop_gradient, value_and_grad, vjp)
 from .core.custom import checkpoint, custom_vjp  # noqa: E402
-from .core.pytree import tree_flatten, tree_map, tree_unflatten  # noqa: E402
+from .core.pytree import (ravel_pytree, tree_flatten, tree_leaves, tree_map,  # noqa: E402
+                          tree_structure, tree_unflatten)
 from .core.tape import EscapedTracerError  # noqa: E402
 from .core.var import Var  # noqa: E402
 from .core.registry import freeze as _freeze_registries  # noqa: E402
@@ -31,8 +32,10 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
     "stop_gradient", "custom_vjp", "checkpoint", "tree_flatten", "tree_unflatten",
     "tree_map", "Var", "EscapedTracerError", "testing", "debug",
+    # pytrees
+    "tree_util", "tree_leaves", "tree_structure", "ravel_pytree",
     # sparse gradients
-    "AxisSparse", "optim",
+    "AxisSparse", "optim", "optimize",
     # kernels
     "kernel", "einsum",
     # parallel
