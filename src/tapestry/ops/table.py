@@ -20,7 +20,8 @@ What is *not* in the table, by rule rather than by list:
   functions such as ``np.zeros``, ``np.asarray``, ``np.seterr``): NumPy
   never hands them a traced array -- they take shapes, files or settings,
   or convert their input with ``np.asarray``, which raises tapestry's
-  conversion error.  They are listed apart ("without dispatch").
+  conversion error.  They are listed apart ("without dispatch"), except
+  those given a rule for their ``like=`` argument (``np.ascontiguousarray``).
 
 Because the table is read from the registries, a rule added anywhere lands
 in it; ``python -m tapestry.ops.table --write docs/ops.md`` regenerates
@@ -65,7 +66,9 @@ class Entry:
 
 def is_dispatched(obj):
     """Whether NumPy hands traced arrays to tapestry for ``obj``: ufuncs
-    (NEP 13) and functions with NEP 18 dispatch."""
+    (NEP 13) and functions with NEP 18 dispatch.  (Functions taking
+    ``like=`` dispatch on that argument alone, NEP 35; the table includes
+    those that have a rule.)"""
     return isinstance(obj, np.ufunc) or hasattr(obj, "_implementation")
 
 
@@ -97,7 +100,7 @@ def public_functions():
             obj = None if name.startswith("_") else getattr(mod, name, None)
             if obj is None or not keep(obj):
                 continue
-            if is_dispatched(obj):
+            if is_dispatched(obj) or obj in FUNCTIONS or obj in NONDIFF:
                 objs.setdefault(obj, []).append(name)
             else:
                 plain.append(name)
