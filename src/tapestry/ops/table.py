@@ -23,6 +23,10 @@ What is *not* in the table, by rule rather than by list:
   conversion error.  They are listed apart ("without dispatch"), except
   those given a rule for their ``like=`` argument (``np.ascontiguousarray``).
 
+Aliases (``np.abs`` / ``np.absolute``, deprecated ones included) are one
+object and share one entry; a deprecated function that is its own object is
+classified like any other.
+
 Because the table is read from the registries, a rule added anywhere lands
 in it; ``python -m tapestry.ops.table --write docs/ops.md`` regenerates
 the documented table (tests/test_op_table.py checks it is current).
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,7 +102,9 @@ def public_functions():
     for prefix, mod, keep in namespaces():
         objs, plain = {}, []
         for name in sorted(dir(mod)):
-            obj = None if name.startswith("_") else getattr(mod, name, None)
+            with warnings.catch_warnings():  # a deprecated name warns when read
+                warnings.simplefilter("ignore")
+                obj = None if name.startswith("_") else getattr(mod, name, None)
             if obj is None or not keep(obj):
                 continue
             if is_dispatched(obj) or obj in FUNCTIONS or obj in NONDIFF:
