@@ -61,7 +61,8 @@ def test_refused_and_pending_names_are_current():
                                 refused.Refused)]
     assert not stale, f"refused but now ruled or constant, delete from refused.py: {stale}"
     gone = [n for n in refused.PENDING if refused.resolve(n) is None]
-    assert not gone, f"pending names that are no function of this NumPy: {gone}"
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":  # 1.26 lacks a few (unique_all, ...)
+        assert not gone, f"pending names that are no function of this NumPy: {gone}"
 
 
 @pytest.mark.parametrize("call,name", [
