@@ -83,6 +83,45 @@ def test_refused_scipy_special_ufunc_raises_by_name():
     assert tp.grad(lambda x: np.sum(sp.expit(x)))(np.zeros(2)).tolist() == [0.25, 0.25]
 
 
+_CALLS = [  # argument patterns: one of them binds each refused function's signature
+    lambda f, x: f(x), lambda f, x: f(x, x), lambda f, x: f(x, 1), lambda f, x: f(x, 1, x),
+    lambda f, x: f(np.zeros((3, 3)), x), lambda f, x: f(np.sum, x, 0),
+    lambda f, x: f(x, np.zeros((3, 1), int), x, 0),
+]
+
+
+def _refusal_through_dispatch(f, name):
+    for call in _CALLS:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tp.grad(lambda x: np.sum(call(f, x)))(np.eye(3) + 0.5)
+        except NotImplementedError as e:
+            if name in str(e) and "custom_vjp" in str(e):
+                return True
+        except Exception:  # noqa: BLE001  (these arguments do not fit f's signature)
+            continue
+    return False
+
+
+def test_dispatch_reaches_every_numpy_refusal():
+    missed = [n for n in refused.NUMPY if refused.resolve(n) is not None
+              and not _refusal_through_dispatch(refused.resolve(n), n)]
+    assert not missed, f"traced calls that did not raise the refusal by name: {missed}"
+
+
+def test_dispatch_reaches_every_scipy_special_refusal():
+    pytest.importorskip("scipy.special")
+    table.build()  # runs the loaders
+    missed = []
+    for name in refused.special_refusals():
+        f = refused.resolve(name)
+        if f is not None and not _refusal_through_dispatch(
+                lambda *a, f=f: f(*a[:1] * f.nin), f"scipy.special.{f.__name__}"):
+            missed.append(name)
+    assert not missed, f"traced calls that did not raise the refusal by name: {missed}"
+
+
 def test_every_refusal_names_its_function():
     for impl in list(FUNCTIONS.values()) + list(UFUNCS.values()):
         if isinstance(impl, refused.Refused):
