@@ -28,7 +28,8 @@ from ..core.registry import FUNCTIONS, NONDIFF, UFUNCS, add_loader, register_non
 _HELP = ("Write it with differentiable NumPy operations, or supply the rule with "
          "@tapestry.custom_vjp (see docs/guide.md).")
 
-_INPLACE = "writes into an existing array in place, which cannot be differentiated; build a new array"
+_INPLACE = ("writes into an existing array in place, which cannot be differentiated; "
+            "build a new array")
 _SETS = "returns selected input values (differentiable like np.unique, which has no rule yet)"
 
 #: NumPy functions refused on traced arrays: name -> one-line reason.
@@ -78,7 +79,8 @@ NUMPY = {
     "np.trim_zeros": "the result's length depends on the values; slice instead",
     "np.union1d": _SETS,
     "np.unstack": "no rule yet; use x[i] or np.split",
-    "np.unwrap": "no rule yet (the derivative is 1 away from the jumps); write it with np.diff and np.cumsum",
+    "np.unwrap": "no rule yet (the derivative is 1 away from the jumps); "
+                 "write it with np.diff and np.cumsum",
     "np.vander": "no rule yet; use x[:, None] ** np.arange(n)[::-1]",
     "np.linalg.cond": "no rule yet (needs the SVD's rule)",
     "np.linalg.matrix_norm": "no rule yet; use np.linalg.norm",
@@ -100,7 +102,8 @@ NUMPY_CONSTANT = (
 _NO_RULE = "differentiable; no rule yet: "
 #: scipy.special ufuncs refused on traced arrays, by family: reason -> names.
 SPECIAL = {
-    _NO_RULE + "Bessel, Struve, Kelvin and Airy functions (derivatives are recurrences in the order)":
+    _NO_RULE + "Bessel, Struve, Kelvin and Airy functions "
+               "(derivatives are recurrences in the order)":
         "airy airye bei beip ber berp besselpoly hankel1 hankel1e hankel2 hankel2e i0 i0e i1 i1e "
         "it2i0k0 it2j0y0 it2struve0 itairy iti0k0 itj0y0 itmodstruve0 itstruve0 iv ive j0 j1 jn jv "
         "jve k0 k0e k1 k1e kei keip kelvin ker kerp kn kv kve modstruve struve y0 y1 yn yv yve",
@@ -118,7 +121,8 @@ SPECIAL = {
         "eval_hermite eval_hermitenorm eval_jacobi eval_laguerre eval_legendre eval_sh_chebyt "
         "eval_sh_chebyu eval_sh_jacobi eval_sh_legendre lpmv",
     _NO_RULE + "elliptic integrals and functions":
-        "agm ellipe ellipeinc ellipj ellipk ellipkinc ellipkm1 elliprc elliprd elliprf elliprg elliprj",
+        "agm ellipe ellipeinc ellipj ellipk ellipkinc ellipkm1 elliprc elliprd elliprf elliprg "
+        "elliprj",
     _NO_RULE + "hypergeometric, parabolic-cylinder, Mathieu and spheroidal wave functions":
         "hyp0f1 hyp1f1 hyp2f1 hyperu mathieu_a mathieu_b mathieu_cem mathieu_modcem1 "
         "mathieu_modcem2 mathieu_modsem1 mathieu_modsem2 mathieu_sem obl_ang1 obl_ang1_cv obl_cv "

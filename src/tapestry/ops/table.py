@@ -216,7 +216,8 @@ def markdown(table=None):
               "settings, or convert their input with `np.asarray`, which raises "
               "tapestry's conversion error; build arrays from traced values with "
               "`np.stack`):", ""]
-    lines += [f"- `{p}`: " + ", ".join(f"`{n}`" for n in names) for p, names in plain.items() if names]
+    lines += [f"- `{p}`: " + ", ".join(f"`{n}`" for n in names)
+              for p, names in plain.items() if names]
     return "\n".join(lines + ["", END]) + "\n"
 
 
