@@ -181,3 +181,8 @@ def test_second_derivatives(f, domain):
     x = rand((3,), domain, 11)
     check_grads(f, (x,), order=2)
     check_grads(f, (x.astype(np.float32),), order=2)
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {*UNARY, *BINARY, np.clip, np.where, "astype"}

@@ -19,10 +19,11 @@ def _nonempty_axes(shape, axis):
 REDUCTIONS = {
     "sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min,
     "amax": np.amax, "amin": np.amin, "nanmax": np.nanmax, "nanmin": np.nanmin,
-    "nansum": np.nansum, "var": np.var, "std": np.std, "logsumexp": tnp.logsumexp,
+    "nansum": np.nansum, "nanmean": np.nanmean, "var": np.var, "std": np.std,
+    "logsumexp": tnp.logsumexp,
 }
-NEEDS_ELEMENTS = {"mean", "max", "min", "amax", "amin", "nanmax", "nanmin", "var", "std",
-                  "logsumexp"}  # an empty logsumexp is -inf: no finite differences
+NEEDS_ELEMENTS = {"mean", "nanmean", "max", "min", "amax", "amin", "nanmax", "nanmin", "var",
+                  "std", "logsumexp"}  # an empty logsumexp is -inf: no finite differences
 
 
 @pytest.mark.parametrize("name", list(REDUCTIONS))
@@ -178,3 +179,9 @@ def test_order_statistics(f):
 def test_quantile_other_methods_raise():
     with pytest.raises(NotImplementedError, match="method='linear'"):
         tp.grad(lambda x: np.quantile(x, 0.5, method="nearest"))(np.ones(3))
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {f for f in REDUCTIONS.values() if f is not tnp.logsumexp} | {
+    np.cumsum, np.cumprod, np.sort, np.partition, np.median, np.quantile, np.percentile}

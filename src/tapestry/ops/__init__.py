@@ -15,3 +15,5 @@ def _load_special_rules():
 
 
 add_loader(_load_special_rules)
+# Last: refusals by name, only for functions that got no rule above.
+from . import refused  # noqa: E402,F401
