@@ -73,6 +73,8 @@ def _cast_like(ct, x, sparse=True):
     if type(ct) is np.ndarray and type(x) is np.ndarray and ct.dtype == x.dtype \
             and ct.shape == x.shape:
         return ct  # the common case, without the checks below
+    if np.iscomplexobj(ct) and not np.iscomplexobj(x):  # a real leaf: Re(c * t), t real
+        ct = np.real(ct.todense(ct.dtype) if hasattr(ct, "todense") else ct)  # docs/complex.md
     if hasattr(ct, "todense"):  # a sparse cotangent (tapestry.sparse)
         dt = np.result_type(x)
         if sparse:
