@@ -236,3 +236,20 @@ def test_against_jax_grad_real_valued():
     with jax.enable_x64(True):
         g_j = np.asarray(jax.grad(lambda z: f(jnp, z))(jnp.asarray(z)))
     np.testing.assert_allclose(tp.grad(lambda z: f(np, z))(z), g_j, rtol=1e-10)
+
+
+# --- scipy.special ufuncs ----------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["erf", "erfc", "ndtr", "log_ndtr", "xlogy", "xlog1py",
+                                  "expit", "log_expit", "logit", "gammaln", "digamma"])
+def test_scipy_special_complex(name):
+    sp = pytest.importorskip("scipy.special")
+    u, z = getattr(sp, name), crand((4,), "pos", 24)
+    args = (z, z[::-1].copy()) if u.nin == 2 else (z,)
+    if name in ("expit", "log_expit", "logit", "gammaln"):  # no complex loop in SciPy
+        with pytest.raises(TypeError, match=name):
+            tp.grad(lambda *a: np.sum(np.abs(u(*a))))(*args)
+    elif name == "digamma":  # forward exists, SciPy has no complex polygamma
+        with pytest.raises(NotImplementedError, match="digamma"):
+            tp.grad(lambda z: np.sum(np.abs(u(z))))(z)
+    else:
+        check_all(u, *args, order=2)

@@ -266,3 +266,10 @@ def test_refuses_complex_by_name(fn):
 ], ids=lambda f: getattr(f, "__name__", "f"))
 def test_second_derivatives_complex(fn, domain):
     check_all(fn, crand((3,), domain, 9), order=2)
+
+
+def test_clip_and_where_complex():
+    z, lo = crand((4, 3), "normal", 10), crand((3,), "normal", 11)
+    check_all(lambda z, lo: np.clip(z, lo, lo + 1), z, lo)  # lexicographic, as NumPy
+    cond = rand((4, 3), "normal", 12) > 0
+    check_all(lambda z, x: np.where(cond, z, x), z, rand((3,), "normal", 13))
