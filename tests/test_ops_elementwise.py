@@ -273,3 +273,10 @@ def test_clip_and_where_complex():
     check_all(lambda z, lo: np.clip(z, lo, lo + 1), z, lo)  # lexicographic, as NumPy
     cond = rand((4, 3), "normal", 12) > 0
     check_all(lambda z, x: np.where(cond, z, x), z, rand((3,), "normal", 13))
+
+
+@pytest.mark.parametrize("ufunc", [np.power, np.float_power])
+def test_power_of_negative_real_base_with_complex_exponent(ufunc):
+    # the result is complex (principal branch): d/dy uses log(x) of x as complex
+    check_all(ufunc, -rand((3, 1), "pos", 14), crand((4,), "normal", 15), order=2)
+    check_all(lambda y: ufunc(-2.0, y), crand((3,), "normal", 16))

@@ -109,7 +109,10 @@ def _pow_x(g, ans, x, y):
 
 def _pow_y(g, ans, x, y):
     # d/dy x**y = log(x) x**y; 0 where x == 0 (the limit from the right).
+    # A complex result from a real base (x < 0 allowed): log of x as complex.
     safe = np.where(x == 0, 1.0, x)
+    if is_complex(ans) and not is_complex(safe):
+        safe = safe * (1 + 0j)
     return g * np.where(x == 0, 0.0, ans * np.log(safe))
 
 
