@@ -83,6 +83,18 @@ def test_real_function_of_complex_einsum_and_matmul():
     check_all(lambda a: np.angle(a @ b), a)
 
 
+def test_gathered_rows_complex():
+    # a complex parameter read through a gather keeps a sparse gradient; a real
+    # one meeting complex values gets its (dense) real part
+    W, S = np.arange(12.0).reshape(4, 3) / 10 + 0.1, np.array([0, 2, 2])
+    Wc = W * (1 + 0.5j)
+    assert tp.grad(lambda W: np.sum(np.abs(W[S])))(Wc).dtype == np.complex128
+    check_grads(lambda W: np.abs(W[S]), (Wc,), order=2)
+    check_grads(lambda W: W[S] * (1 + 1j), (W,), order=2)
+    g = tp.grad(lambda W: np.sum(np.abs(W[S] * (1 + 1j))))(W)
+    np.testing.assert_allclose(g, np.sqrt(2) * np.bincount(S, minlength=4)[:, None] * np.ones(3))
+
+
 # --- the convention --------------------------------------------------------------------
 def test_grad_of_real_valued_function_is_dfdx_minus_i_dfdy():
     assert tp.grad(lambda z: np.abs(z) ** 2)(3 + 4j) == pytest.approx(6 - 8j)
