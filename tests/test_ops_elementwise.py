@@ -258,9 +258,11 @@ def test_refuses_complex_by_name(fn):
 
 
 @pytest.mark.parametrize("fn,domain", [
-    (np.exp, "normal"), (np.log, "pos"), (np.sqrt, "pos"), (np.tanh, "unit"),
-    (np.arccosh, "gt1"), (np.reciprocal, "away"), (np.absolute, "away"), (np.angle, "away"),
-    (np.sign, "away"), (np.real, "normal"), (np.imag, "normal"), (np.conjugate, "normal"),
+    *((f, d) for f, d in COMPLEX_UNARY.items() if d != REFUSED),
+    *((lambda z, f=f, d=d: f(z, crand((3,), d[1], 99)), d[0])
+      for f, d in COMPLEX_BINARY.items() if d != REFUSED),
+    *((lambda z, f=f, d=d: f(crand((3,), d[0], 98), z), d[1])
+      for f, d in COMPLEX_BINARY.items() if d != REFUSED),
     (lambda z: z ** (1.5 + 0.5j), "pos"), (lambda z: np.power(1.5 + 0.5j, z), "normal"),
     (lambda z: z * np.conj(z) / (1 + z), "pos"), (lambda z: np.abs(z) ** 2, "normal"),
 ], ids=lambda f: getattr(f, "__name__", "f"))
