@@ -71,7 +71,6 @@ NUMPY = {
     "np.put": _INPLACE,
     "np.put_along_axis": _INPLACE,
     "np.putmask": _INPLACE + " (np.where)",
-    "np.real_if_close": "no rule yet; use np.real",
     "np.resize": "no rule yet; use np.tile and reshape",
     "np.roots": "no rule (eigenvalues of the companion matrix)",
     "np.setdiff1d": _SETS,
@@ -154,8 +153,6 @@ PENDING = {
         "histogram_bin_edges unique unique_all unique_counts unique_inverse unique_values "
         "full full_like polyval meshgrid").split()},
     "np.linalg.cross": "numerics",
-    "np.angle": "complex numbers",
-    "np.sort_complex": "complex numbers",
 }
 
 
