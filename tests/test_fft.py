@@ -129,3 +129,10 @@ def test_refusals():
         tp.grad(lambda x: np.sum(np.fft.irfft(np.fft.rfft(x), out=np.zeros(6))))(x)
     with pytest.raises(TypeError, match="rfft"):
         tp.vjp(lambda z: np.fft.rfft(z), _c((4,), 9))
+
+
+@pytest.mark.parametrize("name", ["fft", "ifft2", "irfft", "fftshift"])
+def test_empty_batch(name):
+    f = {**C2C, **SHIFTS}[name]
+    check_cgrads(lambda a: f(a, None), (_c((0, 3, 4), 10),))
+    check_cgrads(lambda a: np.fft.rfft(a), (rand((0, 4), "normal", 11),))

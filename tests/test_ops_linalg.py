@@ -343,3 +343,40 @@ def test_complex(name):
 def test_slogdet_sign_is_constant_for_real_matrices():
     a = rand((3, 3), "normal", 36)
     assert np.all(tp.grad(lambda a: np.linalg.slogdet(a)[0])(a) == 0)
+
+
+# --- random batched stacks (..., n, n), including empty stacks --------------------------
+STACKED = {
+    "det": lambda a: np.linalg.det(a),
+    "inv": lambda a: np.linalg.inv(a),
+    "solve": lambda a: np.linalg.solve(a, a[..., :1] * 2.0),
+    "slogdet": lambda a: np.linalg.slogdet(a)[1],
+    "cholesky": lambda a: np.linalg.cholesky(a @ np.swapaxes(a, -1, -2)),
+    "eigh": lambda a: np.linalg.eigh(a + np.swapaxes(a, -1, -2))[1] ** 2,
+    "svd": lambda a: _gauge_free_svd(a)[:3],
+    "qr": lambda a: tuple(np.linalg.qr(a)),
+    "pinv": lambda a: np.linalg.pinv(a),
+    "eigvals": lambda a: np.linalg.eigvals(_near_diag(a)),
+    "matrix_power": lambda a: np.linalg.matrix_power(a, 3),
+}
+
+
+@SWEEP
+@given(batch=st.lists(st.integers(0, 3), max_size=2), n=st.integers(1, 4),
+       name=st.sampled_from(sorted(STACKED)), seed=st.integers(0, 2**16))
+def test_batched_stacks(batch, n, name, seed):
+    """Well-conditioned random stacks: a Gaussian matrix plus n on the diagonal."""
+    a = rand(tuple(batch) + (n, n), "normal", seed) + n * np.eye(n)
+    check_grads(STACKED[name], (a,), order=1)
+    check_grads(STACKED[name], (a.astype(np.float32),), order=1)
+
+
+def test_multi_dot_with_vector_ends():
+    a, b, c = rand((3,), "normal", 50), rand((3, 4), "normal", 51), rand((4,), "normal", 52)
+    check_all(lambda a, b, c: np.linalg.multi_dot([a, b, c]), a, b, c, order=2)
+
+
+@pytest.mark.parametrize("name", sorted(STACKED))
+def test_empty_stacks(name):
+    a = np.zeros((0, 2, 3, 3))
+    check_grads(STACKED[name], (a,), order=1)
