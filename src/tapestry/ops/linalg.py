@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import KEEP_OTHER, Primitive, def_nondiff, implements, unbroadcast
-from ..core.registry import FUNCTIONS
 from ..core.var import unwrap_all
 from .complex_parts import imag_part, match_input, modulus, real_cotangent, real_part
 

@@ -160,8 +160,7 @@ def _eig_vjp(g, ans, a):
     if gV is not None:
         VtgV = Vt @ gV
         Vc = np.conjugate(V) if np.iscomplexobj(V) else V
-        diag_re = np.expand_dims(real_cotangent(VtgV * np.eye(n)), -3)
-        diag_re = np.sum(diag_re, -2) * np.eye(n)  # diag(Re diag(VᵀV̄))
+        diag_re = real_cotangent(VtgV * np.eye(n))  # diag(Re diag(VᵀV̄))
         Kb = VtgV - (Vt @ Vc) @ diag_re
         inner = inner + _gaps(w, "np.linalg.eig", "eigenvalues") * Kb
     return match_input(np.linalg.solve(Vt, inner @ Vt), a)

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg as _sla
 
 from ..core.primitive import Primitive
-from ..core.var import Var, unwrap_all
+from ..core.var import Var
 from ..ops.complex_parts import match_input
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm"]
