@@ -3,10 +3,12 @@ directions along both axes of complex ones, pairing Re(c*t)), at orders 1
 and 2, with n/s cropping and padding, axes and every norm."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tapestry as tp
 from cgrad import check_cgrads
-from sweep import check_all, rand
+from sweep import SWEEP, check_all, rand, shapes
 from tapestry.ops.complex_parts import modulus, real_part
 
 
@@ -136,3 +138,19 @@ def test_empty_batch(name):
     f = {**C2C, **SHIFTS}[name]
     check_cgrads(lambda a: f(a, None), (_c((0, 3, 4), 10),))
     check_cgrads(lambda a: np.fft.rfft(a), (rand((0, 4), "normal", 11),))
+
+
+@SWEEP
+@given(shape=shapes(min_dims=1, max_dims=3, min_side=1, max_side=5), data=st.data())
+def test_random_shapes(shape, data):
+    """Random shapes, axes, lengths and norms through every 1-D transform."""
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = data.draw(st.one_of(st.none(), st.integers(1, 7)))
+    norm = data.draw(st.sampled_from(NORMS))
+    name = data.draw(st.sampled_from(["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]))
+    f = getattr(np.fft, name)
+    real_only = name in ("rfft", "ihfft")
+    x = rand(shape, "normal", 12) if real_only else _c(shape, 12)
+    if name in ("irfft", "hfft") and n is None and shape[axis] == 1:
+        n = 2  # NumPy's default n = 2 (m - 1) would be 0
+    check_cgrads(lambda a: f(a, n=n, axis=axis, norm=norm), (x,), order=2)

@@ -380,3 +380,15 @@ def test_multi_dot_with_vector_ends():
 def test_empty_stacks(name):
     a = np.zeros((0, 2, 3, 3))
     check_grads(STACKED[name], (a,), order=1)
+
+
+def test_svd_hermitian_reads_the_lower_triangle():
+    a = rand((3, 3), "normal", 53)
+    a = a + a.T + np.diag([3.0, -1.0, 0.5])  # symmetric, eigenvalues of both signs
+
+    def f(a):
+        u, s, vh = np.linalg.svd(a, hermitian=True)
+        return s, (u * s) @ vh, np.linalg.pinv(a, hermitian=True)
+    check_all(f, a, order=2)
+    np.testing.assert_allclose(tp.vjp(f, a)[0][0], np.linalg.svd(a, hermitian=True)[1])
+    check_cgrads(lambda a: np.linalg.svd(a, compute_uv=False, hermitian=True), (_hpd(3, 54),))

@@ -53,19 +53,19 @@ def _matmul_vjp_b(g, ans, a, b):
     return unbroadcast(at @ g, b.shape)
 
 
-def _real_operand(rule):
+def _matmul_vjp_a_real(g, ans, a, b):
     """A real operand of a complex product gets the real part (docs/complex.md)."""
-    def vjp(g, ans, a, b):
-        ct = rule(g, ans, a, b)
-        x = a if rule is _matmul_vjp_a else b
-        if ct.dtype.kind == "c" and x.dtype.kind != "c":
-            return match_input(ct, x)
-        return ct
-    return vjp
+    ct = _matmul_vjp_a(g, ans, a, b)
+    return real_part(ct) if ct.dtype.kind == "c" and a.dtype.kind != "c" else ct
+
+
+def _matmul_vjp_b_real(g, ans, a, b):
+    ct = _matmul_vjp_b(g, ans, a, b)
+    return real_part(ct) if ct.dtype.kind == "c" and b.dtype.kind != "c" else ct
 
 
 implements(np.matmul)(Primitive(np.matmul, keep=KEEP_OTHER,
-                                vjps=(_real_operand(_matmul_vjp_a), _real_operand(_matmul_vjp_b))))
+                                vjps=(_matmul_vjp_a_real, _matmul_vjp_b_real)))
 
 
 # --- tensordot and the products built on it (no einsum) -----------------------------
