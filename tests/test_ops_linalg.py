@@ -392,3 +392,13 @@ def test_svd_hermitian_reads_the_lower_triangle():
     check_all(f, a, order=2)
     np.testing.assert_allclose(tp.vjp(f, a)[0][0], np.linalg.svd(a, hermitian=True)[1])
     check_cgrads(lambda a: np.linalg.svd(a, compute_uv=False, hermitian=True), (_hpd(3, 54),))
+
+
+def test_multi_dot_chain_order_and_values():
+    """Four factors with very different sizes: NumPy's cheapest order."""
+    arrs = [rand(s, "normal", 60 + i) for i, s in enumerate([(6, 2), (2, 7), (7, 1), (1, 5)])]
+    check_all(lambda *a: np.linalg.multi_dot(list(a)), *arrs, order=2)
+    np.testing.assert_allclose(tp.vjp(lambda *a: np.linalg.multi_dot(a), *arrs)[0],
+                               np.linalg.multi_dot(arrs), rtol=1e-14)
+    vec_ends = [rand((2,), "normal", 70), rand((2, 3), "normal", 71), rand((3,), "normal", 72)]
+    check_all(lambda *a: np.linalg.multi_dot(list(a)), *vec_ends)

@@ -75,3 +75,8 @@ def test_plain_arrays_are_scipy_and_other_names_refuse_traced():
     np.testing.assert_allclose(tsl.lu(a)[2], sla.lu(a)[2])
     with pytest.raises(NotImplementedError, match=r"scipy\.linalg\.lu .*custom_vjp"):
         tp.grad(lambda a: np.sum(tsl.lu(a)[2]))(a)
+
+
+def test_scipy_linalg_itself_points_to_the_namespace():
+    with pytest.raises(TypeError, match=r"tapestry\.scipy\.linalg"):
+        tp.grad(lambda a: np.sum(sla.expm(a)))(_hpd(2, 15))

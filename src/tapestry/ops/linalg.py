@@ -165,12 +165,47 @@ implements(np.linalg.matmul)(lambda x1, x2, /: x1 @ x2)
 
 @implements(np.linalg.multi_dot)
 def multi_dot(arrays, *, out=None):
+    """The chain of dots in NumPy's order: the one with the fewest scalar
+    multiplications (so values match np.linalg.multi_dot's to rounding)."""
     _no_out("linalg.multi_dot", out)
     arrays = list(arrays)
-    result = arrays[0]
-    for a in arrays[1:]:
-        result = dot(result, a)
+    if len(arrays) < 2:
+        raise ValueError("tapestry: np.linalg.multi_dot needs at least two arrays.")
+    first, last = np.ndim(arrays[0]) == 1, np.ndim(arrays[-1]) == 1
+    if first:
+        arrays[0] = np.reshape(arrays[0], (1, -1))
+    if last:
+        arrays[-1] = np.reshape(arrays[-1], (-1, 1))
+    order = _chain_order([np.shape(a)[0] for a in arrays] + [np.shape(arrays[-1])[1]])
+    result = _chain(arrays, order, 0, len(arrays) - 1)
+    if first:
+        result = result[0]
+    if last:
+        result = result[..., 0]
     return result
+
+
+def _chain_order(dims):
+    """Matrix-chain dynamic programme: split[i][j] = best split of i..j."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def _chain(arrays, split, i, j):
+    if i == j:
+        return arrays[i]
+    k = split[i][j]
+    return dot(_chain(arrays, split, i, k), _chain(arrays, split, k + 1, j))
 
 
 # --- numpy.linalg ---------------------------------------------------------------
