@@ -3,15 +3,22 @@ numpy.fft and numpy.linalg functions equal jax.vjp's for the same random
 complex cotangents.  Both use the pairing Re(c*t) (docs/complex.md), so
 they must agree exactly, up to rounding.  Hermitian functions are compared
 through B + Bᴴ, since JAX symmetrizes their input where NumPy reads one
-triangle."""
+triangle.
+
+JAX runs in a child process (this file run as a script): JAX starts
+threads, and a process that has imported it must not fork, which the
+parallel tests of this suite do."""
+import importlib.util
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import tapestry as tp
 
-jax = pytest.importorskip("jax")
-jax.config.update("jax_enable_x64", True)
-jnp = jax.numpy
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                                reason="JAX is not installed (the peers extra)")
 
 
 def _c(shape, seed):
@@ -65,17 +72,62 @@ CASES = {
 }
 
 
+def _flat(tree):
+    """Leaves of nested tuples (namedtuples included), in order."""
+    if isinstance(tree, (tuple, list)):
+        return [leaf for t in tree for leaf in _flat(t)]
+    return [np.asarray(tree)]
+
+
+def _unflat_like(tree, leaves):
+    if isinstance(tree, (tuple, list)):
+        return tuple(_unflat_like(t, leaves) for t in tree)
+    return leaves.pop(0)
+
+
+def _cotangents(ys):
+    return [_ct_like(y, 99 + i) for i, y in enumerate(_flat(ys))]
+
+
+def _jax_main(out):
+    """In the child: JAX's outputs and VJPs for every case, saved to ``out``."""
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    saved = {}
+    for name, (f, make) in CASES.items():
+        args = make()
+        ys, pull = jax.vjp(lambda *a: f(jnp, *a), *[jnp.asarray(a) for a in args])
+        np_ys = tp.vjp(lambda *a: f(np, *a), *args)[0]
+        cts = _cotangents(np_ys)
+        gs = pull(_unflat_like(ys, [jnp.asarray(c) for c in cts]))
+        for i, y in enumerate(_flat(ys)):
+            saved[f"{name}/y{i}"] = y
+        for i, g in enumerate(gs):
+            saved[f"{name}/g{i}"] = np.asarray(g)
+    np.savez(out, **saved)
+
+
+@pytest.fixture(scope="module")
+def jax_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("jax") / "results.npz"
+    run = subprocess.run([sys.executable, __file__, str(out)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return dict(np.load(out))
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_vjp_matches_jax(name):
+def test_vjp_matches_jax(name, jax_results):
     f, make = CASES[name]
     args = make()
     ys, pullback = tp.vjp(lambda *a: f(np, *a), *args)
-    jys, jpull = jax.vjp(lambda *a: f(jnp, *a), *[jnp.asarray(a) for a in args])
-    flat, jflat = jax.tree_util.tree_leaves(ys), jax.tree_util.tree_leaves(jys)
-    for y, jy in zip(flat, jflat):
-        np.testing.assert_allclose(np.asarray(y), np.asarray(jy), rtol=1e-8, atol=1e-10)
-    cts = jax.tree_util.tree_map(lambda y: _ct_like(y, 99), ys)
-    ours = pullback(cts)
-    theirs = jpull(jax.tree_util.tree_map(jnp.asarray, cts))
-    for o, t in zip(ours, theirs):
-        np.testing.assert_allclose(o, np.asarray(t), rtol=1e-7, atol=1e-9)
+    for i, y in enumerate(_flat(ys)):
+        np.testing.assert_allclose(y, jax_results[f"{name}/y{i}"], rtol=1e-8, atol=1e-10)
+    ours = pullback(_unflat_like(ys, _cotangents(ys)))
+    for i, g in enumerate(ours):
+        np.testing.assert_allclose(g, jax_results[f"{name}/g{i}"], rtol=1e-7, atol=1e-9)
+
+
+if __name__ == "__main__":
+    _jax_main(sys.argv[1])

@@ -15,6 +15,7 @@ import numpy as np
 from ..core.primitive import KEEP_OTHER, Primitive, def_nondiff, implements, unbroadcast
 from ..core.var import unwrap_all
 from .complex_parts import imag_part, match_input, modulus, real_cotangent, real_part
+from .linalg_common import _H, _T, _fold_triangle, _gaps
 
 
 def _no_out(name, out):
@@ -209,10 +210,6 @@ def _chain(arrays, split, i, j):
 
 
 # --- numpy.linalg ---------------------------------------------------------------
-def _T(x):
-    return np.swapaxes(x, -1, -2)
-
-
 def _solve_vjp_a(g, ans, a, b):
     """x = a⁻¹ b:  ā = -aᵀ⁻¹ ḡ xᵀ."""
     gb = _solve_vjp_b(g, ans, a, b, unbroadcast_to=False)
@@ -273,19 +270,8 @@ _SlogdetResult = type(np.linalg.slogdet(np.eye(1)))
 _EighResult = type(np.linalg.eigh(np.eye(1)))
 
 
-def _H(x):
-    """The conjugate transpose of the last two axes (a transpose when real)."""
-    return np.conjugate(_T(x)) if np.iscomplexobj(x) else _T(x)
 
 
-def _fold_triangle(s, lower=True):
-    """The cotangent ``s`` of a Hermitian matrix Σ as the cotangent of the
-    array LAPACK reads: one triangle, Σ_ji = conj(Σ_ij) for the other, and
-    the real part of the diagonal.  Under the pairing Re(c t) that is
-    tril(T) - T∘I/2 with T = s + sᴴ (T's diagonal is 2 Re s_ii)."""
-    t = s + _H(s)
-    tri = np.tril(t) if lower else np.triu(t)
-    return tri - 0.5 * t * np.eye(np.shape(s)[-1], dtype=bool)
 
 
 def _cholesky_vjp(g, ans, a):
@@ -330,24 +316,6 @@ def _eigh_vjp(g, ans, a, UPLO):
     return match_input(_fold_triangle(S, lower=UPLO != "U"), a)
 
 
-def _gaps(w, name, what):
-    """F_ij = 1/(w_j - w_i) off the diagonal, 0 on it.  Where two values
-    coincide to working precision the vectors are not unique and their
-    derivative is undefined: raise rather than return inf or NaN."""
-    wv = unwrap_all(w)
-    n = np.shape(wv)[-1]
-    diff_v = np.expand_dims(wv, -2) - np.expand_dims(wv, -1)
-    off = ~np.eye(n, dtype=bool)
-    scale = np.max(np.abs(wv), axis=-1, keepdims=True)[..., None] if n else 0
-    tol = 8 * n * np.finfo(np.result_type(wv, np.float32)).eps * np.maximum(scale, 1e-300)
-    if np.any(off & (np.abs(diff_v) <= tol)):
-        raise ValueError(
-            f"tapestry: {name}: two {what} coincide (to working precision), so the "
-            "vectors are not unique and their derivative is undefined. Differentiate "
-            f"a function of the {what} only, or one that is invariant within the "
-            "repeated subspace via tapestry.custom_vjp, or perturb the matrix.")
-    diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
-    return np.where(off, 1.0 / np.where(off, diff, 1.0), 0.0)
 
 
 _eigh = Primitive(lambda a, UPLO: tuple(np.linalg.eigh(a, UPLO)), "linalg.eigh", n_outputs=2,

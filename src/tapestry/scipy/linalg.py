@@ -30,20 +30,13 @@ import scipy.linalg as _sla
 from ..core.primitive import Primitive
 from ..core.var import Var
 from ..ops.complex_parts import match_input
+from ..ops.linalg_common import _H, _T
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm"]
 
 
 def _traced(*xs):
     return any(x.__class__ is Var for x in xs)
-
-
-def _T(x):
-    return np.swapaxes(x, -1, -2)
-
-
-def _H(x):
-    return np.conjugate(_T(x)) if np.iscomplexobj(x) else _T(x)
 
 
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
