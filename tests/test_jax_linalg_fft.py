@@ -34,6 +34,15 @@ def _herm(m, b):
     return b + m.conj(m.swapaxes(b, -1, -2)) + 6 * m.eye(b.shape[-1])
 
 
+def _sl(m):
+    """scipy.linalg's differentiable stand-in for this namespace."""
+    if m is np:
+        import tapestry.scipy.linalg as tsl
+        return tsl
+    import jax.scipy.linalg
+    return jax.scipy.linalg
+
+
 def _ct_like(y, seed):
     y = np.asarray(y)
     ct = _c(y.shape, seed) if y.dtype.kind == "c" else _r(y.shape, seed)
@@ -67,6 +76,13 @@ CASES = {
     "matrix_power_norms": (lambda m, a: (m.linalg.matrix_power(a, 3), m.linalg.norm(a),
                                          m.linalg.norm(a, 2), m.linalg.norm(a, "nuc")),
                            lambda: (_c((3, 3), 19),)),
+    "scipy_expm": (lambda m, a: _sl(m).expm(a), lambda: (0.5 * _c((3, 3), 22),)),
+    "scipy_solve_triangular": (
+        lambda m, a, b: (_sl(m).solve_triangular(a, b, trans=1, lower=True),
+                         _sl(m).solve_triangular(a, b, trans="C", unit_diagonal=True)),
+        lambda: (_c((3, 3), 23) + 3 * np.eye(3), _c((3, 2), 24))),
+    "scipy_cho_solve": (lambda m, b, y: _sl(m).cho_solve(_sl(m).cho_factor(_herm(m, b)), y),
+                        lambda: (_c((3, 3), 25), _c((3,), 26))),
     "products": (lambda m, a, b: (m.vdot(a, b), m.kron(a, b), m.tensordot(a, b.T, 1)),
                  lambda: (_c((2, 3), 20), _c((2, 3), 21))),
 }
