@@ -85,9 +85,9 @@ def _c2r_fwd(z, s, axes, norm):
     return _FFT.irfftn(z, s, axes, norm)
 
 
-def _c2r_weights(n, ndim, axis):
+def _c2r_weights(n, ndim, axis, dtype):
     """2 on the bins that stand for a mirrored pair, 1 on bin 0 and bin n/2."""
-    w = np.full(n // 2 + 1, 2.0)
+    w = np.full(n // 2 + 1, 2.0, dtype)
     w[0] = 1.0
     if n % 2 == 0:
         w[-1] = 1.0
@@ -101,7 +101,8 @@ def _c2r_vjp(g, ans, z, s, axes, norm):
     n = s[-1]
     spec = _c2c(g, None, axes, norm, True)
     half = _fit(spec, axes[-1:], (n // 2 + 1,))
-    half = half * _c2r_weights(n, np.ndim(z), axes[-1] % np.ndim(z))
+    half = half * _c2r_weights(n, np.ndim(z), axes[-1] % np.ndim(z),
+                               np.finfo(np.result_type(half)).dtype)
     return match_input(_fit(half, axes, _in_sizes(z, axes)), z)
 
 

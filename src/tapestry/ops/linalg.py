@@ -279,7 +279,8 @@ def _cholesky_vjp(g, ans, a):
     dL = L Φ(L⁻¹ dΣ L⁻ᴴ), so Σ̄ = L⁻ᵀ Φ(Lᵀ L̄) conj(L)⁻¹; then folded onto
     the lower triangle, which is all of ``a`` that cholesky reads."""
     n = np.shape(a)[-1]
-    phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+    rdt = np.finfo(np.result_type(ans)).dtype  # float32 stays float32
+    phi = np.tril(np.ones((n, n), rdt)) - rdt.type(0.5) * np.eye(n, dtype=rdt)
     P = (_T(ans) @ g) * phi
     Y = np.linalg.solve(_T(ans), P)           # L⁻ᵀ P
     S = _T(np.linalg.solve(_H(ans), _T(Y)))   # L⁻ᵀ P conj(L)⁻¹
@@ -309,7 +310,7 @@ def _eigh_vjp(g, ans, a, UPLO):
     n = np.shape(a)[-1]
     inner = 0.0
     if gw is not None:
-        inner = np.expand_dims(real_cotangent(gw), -1) * np.eye(n)
+        inner = np.expand_dims(real_cotangent(gw), -1) * np.eye(n, dtype=bool)
     if gV is not None:
         inner = inner + _gaps(w, "np.linalg.eigh", "eigenvalues") * (_T(V) @ gV)
     S = np.conjugate(V) @ inner @ _T(V) if np.iscomplexobj(V) else V @ inner @ _T(V)

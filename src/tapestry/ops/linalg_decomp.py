@@ -68,7 +68,7 @@ def _svd_vjp(g, ans, a, full_matrices, hermitian):
     if full_matrices:
         gU, gVh = _crop_full(gU, gVh, k, m, n)
         U, Vh = U[..., :, :k], Vh[..., :k, :]
-    Sb = 0.0 if gs is None else np.expand_dims(real_cotangent(gs), -2) * np.eye(k)
+    Sb = 0.0 if gs is None else np.expand_dims(real_cotangent(gs), -2) * np.eye(k, dtype=bool)
     ga = 0.0
     if gU is not None or gVh is not None:
         Sb, ga = _svd_vectors(gU, gVh, U, s, Vh, m, n, Sb)
@@ -94,7 +94,7 @@ def _svd_vectors(gU, gVh, U, s, Vh, m, n, Sb):
         Y = F * Xb
         Sb = Sb + (Y + _H(Y)) * s_row
         if complex_:
-            D = Xb * np.eye(np.shape(s)[-1]) / np.where(s_row == 0, 1.0, s_row)
+            D = Xb * np.eye(np.shape(s)[-1], dtype=bool) / np.where(s_row == 0, 1.0, s_row)
             Sb = Sb + 0.5 * (D - _H(D))
         if m > n:
             Up = gU / s_row
@@ -156,11 +156,11 @@ def _eig_vjp(g, ans, a):
     w, V = ans
     Vt = _T(V)
     n = np.shape(w)[-1]
-    inner = 0.0 if gw is None else np.expand_dims(gw, -1) * np.eye(n)
+    inner = 0.0 if gw is None else np.expand_dims(gw, -1) * np.eye(n, dtype=bool)
     if gV is not None:
         VtgV = Vt @ gV
         Vc = np.conjugate(V) if np.iscomplexobj(V) else V
-        diag_re = real_cotangent(VtgV * np.eye(n))  # diag(Re diag(VᵀV̄))
+        diag_re = real_cotangent(VtgV * np.eye(n, dtype=bool))  # diag(Re diag(VᵀV̄))
         Kb = VtgV - (Vt @ Vc) @ diag_re
         inner = inner + _gaps(w, "np.linalg.eig", "eigenvalues") * Kb
     return match_input(np.linalg.solve(Vt, inner @ Vt), a)
@@ -195,7 +195,7 @@ def _qr_vjp(g, ans, a):
         G = G - gR @ _T(R)
     Cb = -G + np.tril(G - _H(G), -1)
     if np.iscomplexobj(Q):
-        Cb = Cb + imag_part(G * np.eye(np.shape(R)[-1])) * 1j
+        Cb = Cb + imag_part(G * np.eye(np.shape(R)[-1], dtype=bool)) * 1j
     Xb = np.conjugate(Q) @ Cb if np.iscomplexobj(Q) else Q @ Cb
     if gQ is not None:
         Xb = Xb + gQ
@@ -233,7 +233,7 @@ def _pinv_vjp(g, ans, a, rcond, hermitian):
     + (I - A⁺A) dAᴴ A⁺ᴴ A⁺ (constant rank), transposed."""
     P = ans
     m, n = np.shape(a)[-2:]
-    Im, In = np.eye(m), np.eye(n)
+    Im, In = np.eye(m, dtype=bool), np.eye(n, dtype=bool)  # keep float32
     ga = -(_T(P) @ g @ _T(P))
     W = _T(P @ _H(P)) @ g @ _T(Im - a @ P) + _T(In - P @ a) @ g @ _T(_H(P) @ P)
     ga = ga + _H(W)
