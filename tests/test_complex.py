@@ -177,8 +177,6 @@ def test_matmul_and_friends_complex():
     check_all(lambda a: np.linalg.det(a + 3 * np.eye(3)), crand((3, 3), "normal", 15))
 
 
-@pytest.mark.xfail(strict=True, reason="np.linalg.norm's 2-norm rule lacks conj(x) and "
-                   "Re(g) for complex x (ops/linalg.py)")
 def test_norm_complex():
     check_grads(lambda a: np.linalg.norm(a), (crand((3, 4), "normal", 16),))
 

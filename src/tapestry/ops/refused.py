@@ -81,12 +81,6 @@ NUMPY = {
     "np.unwrap": "no rule yet (the derivative is 1 away from the jumps); "
                  "write it with np.diff and np.cumsum",
     "np.vander": "no rule yet; use x[:, None] ** np.arange(n)[::-1]",
-    "np.linalg.cond": "no rule yet (needs the SVD's rule)",
-    "np.linalg.matrix_norm": "no rule yet; use np.linalg.norm",
-    "np.linalg.svdvals": "no rule yet (needs the SVD's rule)",
-    "np.linalg.tensorinv": "no rule yet; reshape and use np.linalg.inv",
-    "np.linalg.tensorsolve": "no rule yet; reshape and use np.linalg.solve",
-    "np.linalg.vector_norm": "no rule yet; use np.linalg.norm",
 }
 
 #: NumPy functions whose results are piecewise constant (integers, bools,
@@ -141,11 +135,6 @@ SPECIAL_CONSTANT = ("round", "gammasgn")
 #: Transitional: rules in progress on other lines of work (issue 9 Deliver 1-4),
 #: left unclassified until they land.  name -> the work item.
 PENDING = {
-    **{f"np.fft.{n}": "FFT" for n in (
-        "fft ifft rfft irfft fft2 ifft2 fftn ifftn rfft2 irfft2 rfftn irfftn hfft ihfft "
-        "fftshift ifftshift").split()},
-    **{f"np.linalg.{n}": "linear algebra" for n in (
-        "svd eig eigvals qr lstsq pinv matrix_power").split()},
     **{f"np.{n}": "numerics" for n in (
         "diff ediff1d gradient cross interp convolve correlate trapezoid linspace geomspace "
         "logspace select piecewise average ptp nanprod nanstd nanvar nanmedian nanpercentile "
