@@ -119,8 +119,6 @@ def _dim_arg(arg, d, ndim):
     """The per-dimension entry of a ``bins``/``range`` argument."""
     if arg is None:
         return None
-    if np.ndim(unwrap_all(arg)) == 0:
-        return arg
     if isinstance(arg, (list, tuple)) and len(arg) == ndim:
         return arg[d]
     return arg

@@ -62,6 +62,8 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     shifted slices, so differentiable in ``a``, ``prepend`` and ``append``."""
     if n < 0:
         raise ValueError(f"order must be non-negative but got {n!r}")
+    if n == 0:
+        return a  # NumPy ignores prepend/append then
     nd = np.ndim(a)
     if nd == 0:
         raise ValueError("diff requires input that is at least one dimensional")
@@ -304,9 +306,15 @@ def convolve(a, v, mode="full"):
 @implements(np.correlate)
 def correlate(a, v, mode="valid"):
     """``correlate(a, v) = convolve(a, conj(v)[::-1])``, mode for mode."""
-    v = np.ravel(v)
+    a, v = np.ravel(a), np.ravel(v)
     if np.iscomplexobj(unwrap_all(v)):
         v = np.conjugate(v)
+    n, m = np.shape(a)[0], np.shape(v)[0]
+    if mode in ("same", 1) and m > n > 0:
+        # NumPy swaps the operands and reverses the result: the window of
+        # the full correlation is centred the other way round.
+        start = (n - 1) - (n - 1) // 2
+        return convolve(a, v[::-1], "full")[start:start + m]
     return convolve(a, v[::-1], mode)
 
 
