@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import Primitive, implements, unbroadcast
+from ..core.primitive import Primitive, implements
 from ..core.var import Var, unwrap_all
+from .indexing import dense_scatter
 
 #: Binary ufuncs whose reduce/accumulate are reductions with their own rules.
 _REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max,
@@ -76,8 +77,22 @@ def ufunc_reduce(ufunc, inputs, kwargs):
     out = np.broadcast_to(out, np.shape(a)[1:]) if np.shape(out) != np.shape(a)[1:] else out
     if kwargs.get("keepdims", False):
         out = np.reshape(out, np.shape(plain))
+    _same_as_numpy(ufunc, "reduce", out, plain)
     dtype = kwargs.get("dtype")
     return out if dtype is None else out.astype(dtype)
+
+
+def _same_as_numpy(ufunc, method, out, plain):
+    """The fold must give NumPy's value.  It does not always: NumPy 2's
+    contiguous 1-D ``power.reduce`` and ``arctan2.reduce`` loops return
+    ``ufunc(a[0], a[-1])``.  Differentiating a different function than the
+    one NumPy computes would be silently wrong, so that case is refused."""
+    if not np.allclose(np.asarray(unwrap_all(out)), plain, rtol=1e-6, atol=0, equal_nan=True):
+        raise NotImplementedError(
+            f"tapestry: {_name(ufunc, method)} here returns {plain!r} from NumPy, which is "
+            f"not the left fold {ufunc.__name__}({ufunc.__name__}(a[0], a[1]), a[2])... "
+            "that tapestry differentiates; write the fold you mean explicitly (a loop "
+            "over the axis) so that both agree.")
 
 
 def ufunc_accumulate(ufunc, inputs, kwargs):
@@ -129,20 +144,16 @@ def _key(indices):
     return indices if isinstance(indices, tuple) else (indices,)
 
 
-def _add_at_fwd(a, key, b):
-    out = np.array(a, dtype=np.result_type(a, b), copy=True)
-    np.add.at(out, key, b)
-    return out
+def _scatter_fwd(v, key, shape):
+    """Zeros of ``shape`` with ``v`` added at ``key``; a value traced on an
+    enclosing tape (nested differentiation) is scattered on that tape."""
+    if v.__class__ is Var:
+        return _scatter(v, key, shape)
+    return dense_scatter(v, key, shape)
 
 
-def _add_at_vjp_b(g, ans, a, key, b):
-    c = g[key]
-    return unbroadcast(c, np.shape(b)) if np.ndim(b) else np.sum(c)
-
-
-_add_at = Primitive(_add_at_fwd, "add_at", vjps=(
-    lambda g, ans, a, key, b: g if np.shape(g) == np.shape(a) else unbroadcast(g, np.shape(a)),
-    None, _add_at_vjp_b))
+_scatter = Primitive(_scatter_fwd, "add_at", vjps=(
+    lambda g, ans, v, key, shape: g[key],))
 
 
 def add_at(a, indices, values):
@@ -152,7 +163,9 @@ def add_at(a, indices, values):
     ``values``."""
     key = tuple(np.asarray(unwrap_all(k)) if k.__class__ is Var or isinstance(k, list)
                 else k for k in _key(indices))
-    return _add_at(a, key, values)
+    target = np.shape(np.empty(np.shape(a), bool)[key])
+    v = values if np.shape(values) == target else np.broadcast_to(values, target)
+    return a + _scatter(v, key, np.shape(a))
 
 
 def _in_place_help(ufunc):
