@@ -509,7 +509,9 @@ def piecewise(x, condlist, funclist, *args, **kw):
             continue
         pos = np.clip(np.cumsum(c.ravel()) - 1, 0, None).reshape(shape)
         y = np.where(c, np.take(np.ravel(vals), pos), y)
-    return y
+    want = np.result_type(unwrap_all(x))  # NumPy fills an array of x's dtype
+    return y if np.result_type(unwrap_all(y)) == want or want.kind not in "fc" \
+        else y.astype(want)
 
 
 # --- averages ------------------------------------------------------------------------------
