@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapestry as tp
-from sweep import SWEEP, check_all, rand, shapes
+from sweep import SWEEP, check_all, rand, shapes, variants
 
 #: Order-2 sweeps are the expensive part: fewer examples.
 SWEEP2 = settings(SWEEP, max_examples=8)
@@ -21,8 +21,10 @@ def same_forward(f, *args):
     got = tp.vjp(f, *args)[0]
     want = f(*args)
     for g, w in zip(_leaves(got), _leaves(want)):
-        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-12)
+        g = np.asarray(g)
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-12)
         assert np.shape(g) == np.shape(w)
+        assert g.dtype == np.result_type(w), (g.dtype, np.result_type(w))
 
 
 def _leaves(x):
@@ -30,7 +32,8 @@ def _leaves(x):
 
 
 def check(f, *args, order=2):
-    same_forward(f, *args)
+    for vs in variants(args):  # float64, float32, non-contiguous
+        same_forward(f, *vs)
     check_all(f, *args, order=order)
 
 

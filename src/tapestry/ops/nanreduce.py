@@ -57,11 +57,12 @@ def _nanvar(a, axis, ddof, keepdims, where):
     if where is not None:
         valid = valid & np.asarray(unwrap_all(where), dtype=bool)
     a0 = np.where(valid, a, 0.0)
+    ft = np.result_type(unwrap_all(a0))  # counts in a's float type: no promotion
     n = np.sum(valid, axis=axis, keepdims=True)
-    m = np.sum(a0, axis=axis, keepdims=True) / np.maximum(n, 1)
+    m = np.sum(a0, axis=axis, keepdims=True) / np.maximum(n, 1).astype(ft)
     d = np.where(valid, a0 - m, 0.0)
     dof = np.sum(valid, axis=axis, keepdims=keepdims) - ddof
-    v = np.sum(d * d, axis=axis, keepdims=keepdims) / np.where(dof > 0, dof, 1)
+    v = np.sum(d * d, axis=axis, keepdims=keepdims) / np.where(dof > 0, dof, 1).astype(ft)
     return np.where(dof > 0, v, np.nan), dof > 0
 
 
@@ -92,15 +93,28 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     return s if np.all(ok) else np.where(ok, s, np.nan)
 
 
+def _cast(y, dtype):
+    return y if np.result_type(unwrap_all(y)) == dtype else y.astype(dtype)
+
+
+def _quantile_dtype(a, q):
+    """NumPy's result dtype: ``a``'s, promoted by ``q`` unless ``q`` is a
+    Python scalar (weak under NEP 50)."""
+    q = unwrap_all(q)
+    q = q if isinstance(q, (float, int, np.ndarray, np.generic)) else np.asarray(q)
+    return np.result_type(np.result_type(unwrap_all(a)), q, np.float16)
+
+
 @implements(np.nanquantile)
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
     """Linear interpolation between the order statistics of the non-NaN
     entries of each slice; without NaNs, np.quantile's rule."""
     _no_out("nanquantile", out)
+    dtype = _quantile_dtype(a, q)
     if not _nan_mask(a).any() or method != "linear" or weights is not None:
-        return np.quantile(a, q, axis=axis, method=method, keepdims=keepdims,
-                           weights=weights)
+        return _cast(np.quantile(a, q, axis=axis, method=method, keepdims=keepdims,
+                                 weights=weights), dtype)
     q = np.asarray(unwrap_all(q), dtype=float)
     s, axes = _moved_sorted(a, _tuple(axis))  # NaNs sort last
     rest = np.shape(s)[1:]
@@ -108,20 +122,21 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
     pos = np.reshape(q, q.shape + (1,) * len(rest)) * (nvalid - 1)
     lo = np.clip(np.floor(pos), 0, None).astype(np.intp)
     hi = np.clip(np.minimum(lo + 1, nvalid - 1), 0, None)
-    frac = np.clip(pos - lo, 0, 1).astype(np.result_type(unwrap_all(s)))
+    frac = np.clip(pos - lo, 0, 1).astype(dtype)
     flat = (-1,) + rest
     vlo = np.take_along_axis(s, np.reshape(lo, flat), axis=0)
     vhi = np.take_along_axis(s, np.reshape(hi, flat), axis=0)
     res = np.reshape(vlo * (1 - np.reshape(frac, flat)) + vhi * np.reshape(frac, flat),
                      q.shape + rest)
-    return _keep(res, a, axes, keepdims, q.ndim)
+    return _cast(_keep(res, a, axes, keepdims, q.ndim), dtype)
 
 
 @implements(np.nanpercentile)
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
-    return nanquantile(a, np.asarray(unwrap_all(q)) / 100.0, axis, out, overwrite_input,
-                       method, keepdims, weights=weights)
+    q = unwrap_all(q)
+    q = q / 100.0 if isinstance(q, (float, int)) else np.asarray(q) / 100.0
+    return nanquantile(a, q, axis, out, overwrite_input, method, keepdims, weights=weights)
 
 
 @implements(np.nanmedian)

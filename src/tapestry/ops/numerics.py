@@ -84,10 +84,12 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
 def ediff1d(ary, to_end=None, to_begin=None):
     """Differences of the flattened array, with optional ends."""
     parts = [diff(np.ravel(ary))]
-    if to_begin is not None:
-        parts.insert(0, np.ravel(to_begin))
-    if to_end is not None:
-        parts.append(np.ravel(to_end))
+    dtype = np.result_type(unwrap_all(ary))  # NumPy keeps ary's dtype
+    for end, at in ((to_begin, 0), (to_end, len(parts) + 1)):
+        if end is not None:
+            end = np.ravel(end) if end.__class__ is Var else np.ravel(np.asarray(end, dtype))
+            parts.insert(at, end if np.result_type(unwrap_all(end)) == dtype
+                         else end.astype(dtype))
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
@@ -235,6 +237,13 @@ def _periodic(x, xp, fp, period):
     return x, xp, fp
 
 
+def _as_double(v):
+    want = np.complex128 if np.iscomplexobj(unwrap_all(v)) else np.float64
+    if np.result_type(unwrap_all(v)) == want:
+        return v
+    return v.astype(want) if v.__class__ is Var else np.asarray(v, dtype=want)
+
+
 @implements(np.interp)
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation, differentiable in ``x``, ``fp``,
@@ -247,6 +256,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
             "as a constant (tapestry.stop_gradient(xp)) or write the interpolation "
             "with np.searchsorted and arithmetic.")
     xp = np.asarray(xp, dtype=float)
+    x, fp = _as_double(x), _as_double(fp)  # NumPy computes in double precision
     if period is not None:
         x, xp, fp = _periodic(x, xp, fp, unwrap_all(period))
         left = right = None
@@ -339,10 +349,10 @@ def poly(seq_of_zeros):
         raise NotImplementedError(
             "tapestry: np.poly of a matrix (characteristic polynomial) has no gradient "
             "rule; pass np.linalg.eigvals(A) (roots) instead.")
-    coeffs = np.ones(1)
+    dtype = np.result_type(unwrap_all(seq_of_zeros), np.float16)
+    coeffs = np.ones(1, dtype)
     for k in range(np.shape(seq_of_zeros)[0]):
-        coeffs = convolve(coeffs, np.stack([np.ones((), np.result_type(
-            unwrap_all(seq_of_zeros))), -seq_of_zeros[k]]))
+        coeffs = convolve(coeffs, np.stack([np.ones((), dtype), -seq_of_zeros[k]]))
     return coeffs
 
 

@@ -113,7 +113,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     _float(dtype, "mean")
     w = _mask(where)
     if w is not None:  # the mean of the selected entries: sum / count
-        count = np.sum(np.broadcast_to(w, np.shape(a)), axis=_tuple(axis), keepdims=keepdims)
+        count = np.sum(np.broadcast_to(w, np.shape(a)), axis=_tuple(axis), keepdims=keepdims
+                       ).astype(np.result_type(unwrap_all(a), np.float16))
         with np.errstate(invalid="ignore", divide="ignore"):
             m = sum_(a, axis, keepdims=keepdims, where=w) / count
         return m if dtype is None else m.astype(dtype)
@@ -133,8 +134,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     valid = ~np.isnan(a)
     if _mask(where) is not None:
         valid = valid & _mask(where)
+    count = np.sum(valid, axis=_tuple(axis), keepdims=keepdims)
     return (sum_(np.where(valid, a, 0.0), axis, keepdims=keepdims)
-            / np.sum(valid, axis=_tuple(axis), keepdims=keepdims))
+            / count.astype(np.result_type(unwrap_all(a), np.float16)))
 
 
 # --- prod -------------------------------------------------------------------------
