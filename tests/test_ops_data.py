@@ -123,3 +123,21 @@ def test_sort_complex_of_real_input_is_a_permutation():
     u = rand((5,), seed=16)
     g = tp.vjp(lambda v: np.sort_complex(v), x)[1](u.astype(complex))[0]
     np.testing.assert_array_equal(g[np.argsort(x)], u)
+
+
+def test_histogram_values_on_edges_and_outside_land_where_numpy_puts_them():
+    edges = np.array([-1.0, 0.0, 0.5, 2.0])
+    a = np.array([-1.0, 0.0, 0.5, 2.0, 2.0, -3.0, 5.0, 0.25, np.nextafter(2.0, 0)])
+    w = rand(a.shape, "pos", 17)
+    for bins, rng in ((edges, None), (3, (-1.0, 2.0)), (4, None)):
+        same_forward(lambda w: np.histogram(a, bins=bins, range=rng, weights=w), w)
+        dd_bins = [bins, bins] if isinstance(bins, np.ndarray) else bins
+        same_forward(lambda w: np.histogramdd(np.stack([a, a[::-1]], 1), bins=dd_bins,
+                                              range=rng and [rng, rng], weights=w), w)
+
+
+def test_empty_inputs():
+    e = np.zeros(0)
+    check(lambda w: np.histogram(e, bins=3, weights=w), e)
+    check(lambda v: np.unique(v, return_counts=True), e)
+    check(lambda w: np.bincount(np.zeros(0, int), weights=w, minlength=2), e)
