@@ -223,3 +223,45 @@ def test_polyval_poly_polymul(np_, xshape):
 def test_poly_of_matrix_refused():
     with pytest.raises(NotImplementedError, match="eigvals"):
         tp.grad(lambda a: np.sum(np.poly(a)))(np.eye(2))
+
+
+@pytest.mark.parametrize("fn", ["polyadd", "polysub"])
+@pytest.mark.parametrize("n1,n2", [(1, 3), (3, 3), (4, 2)])
+def test_polyadd_polysub(fn, n1, n2):
+    check(getattr(np, fn), rand((n1,), seed=32), rand((n2,), seed=33))
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 4])
+def test_polyder_polyint(m):
+    p = rand((4,), seed=34)
+    check(lambda p: np.polyder(p, m), p)
+    check(lambda p, k: np.polyint(p, m, k=k), p, rand((max(m, 1),), seed=35))
+    check(lambda p: np.polyint(p, m), p)
+
+
+@pytest.mark.parametrize("N,increasing", [(None, False), (4, True), (1, False), (0, True)])
+def test_vander(N, increasing):
+    x = rand((5,), seed=36)
+    x[2] = 0.0  # integer powers: exact at zero at every order
+    check(lambda x: np.vander(x, N, increasing), x)
+
+
+@pytest.mark.parametrize("fn", ["cumulative_sum", "cumulative_prod"])
+@pytest.mark.parametrize("shape,axis,initial", [((5,), None, False), ((5,), None, True),
+                                               ((3, 4), 1, True), ((0,), None, True)])
+def test_cumulative(fn, shape, axis, initial):
+    f = getattr(np, fn)
+    check(lambda x: f(x, axis=axis, include_initial=initial), rand(shape, seed=37))
+
+
+@pytest.mark.parametrize("kw", [{}, {"rowvar": False}, {"bias": True}, {"ddof": 2},
+                                {"fweights": np.array([1, 2, 1, 3, 1, 2])}])
+def test_cov_corrcoef(kw):
+    m, y = rand((3, 6), seed=38), rand((6,), seed=39)
+    if kw.get("rowvar") is False:
+        m = m.T
+    check(lambda m: np.cov(m, **kw), m)
+    check(lambda m, y: np.cov(m, y, **kw), m, y)
+    check(lambda m, a: np.cov(m, aweights=a, **kw), m, rand((6,), "pos", 40))
+    check(lambda m: np.corrcoef(m, rowvar=kw.get("rowvar", True)), m)
+    check(lambda x: np.cov(x), y)  # one variable: a 0-d result

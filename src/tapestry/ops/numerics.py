@@ -1,7 +1,7 @@
 """Numerical routines built on the differentiable primitives: finite
 differences (diff, gradient, trapezoid), cross products, interpolation,
-convolution, polynomials, grids (linspace, meshgrid, sliding windows),
-selection (select, piecewise), weighted averages.
+convolution, grids (linspace, meshgrid, sliding windows), selection
+(select, piecewise).
 
 Most are *composites*: their entry point rewrites the NumPy call into
 operations that already have rules (slicing, arithmetic, ``np.where``,
@@ -11,7 +11,8 @@ the full 1-D convolution, whose rules are correlations.
 
 Importing this module also loads the sibling modules that complete the
 family: :mod:`.data` (bincount, histogram, unique, full_like),
-:mod:`.nanreduce` (the ``nan*`` reductions) and :mod:`.ufunc_methods`
+:mod:`.nanreduce` (the ``nan*`` reductions), :mod:`.polynomial`,
+:mod:`.statistics` (average, ptp, cov, corrcoef) and :mod:`.ufunc_methods`
 (``reduce``/``accumulate``/``outer``/``at``/``reduceat``).
 """
 from __future__ import annotations
@@ -328,39 +329,6 @@ def correlate(a, v, mode="valid"):
     return convolve(a, v[::-1], mode)
 
 
-# --- polynomials -------------------------------------------------------------------------
-@implements(np.polyval)
-def polyval(p, x):
-    """Horner's rule: ``((p0 x + p1) x + p2) ...``."""
-    if isinstance(unwrap_all(p), np.poly1d):
-        p = unwrap_all(p).coeffs
-    y = 0.0 * x
-    for i in range(len(p)):
-        y = y * x + p[i]
-    return y
-
-
-@implements(np.poly)
-def poly(seq_of_zeros):
-    """Coefficients of the monic polynomial with the given roots: repeated
-    convolution with ``[1, -r]``.  A square matrix argument (its
-    characteristic polynomial) is refused: use eigvals first."""
-    if np.ndim(seq_of_zeros) != 1:
-        raise NotImplementedError(
-            "tapestry: np.poly of a matrix (characteristic polynomial) has no gradient "
-            "rule; pass np.linalg.eigvals(A) (roots) instead.")
-    dtype = np.result_type(unwrap_all(seq_of_zeros), np.float16)
-    coeffs = np.ones(1, dtype)
-    for k in range(np.shape(seq_of_zeros)[0]):
-        coeffs = convolve(coeffs, np.stack([np.ones((), dtype), -seq_of_zeros[k]]))
-    return coeffs
-
-
-@implements(np.polymul)
-def polymul(a1, a2):
-    return convolve(np.atleast_1d(a1), np.atleast_1d(a2))
-
-
 # --- evenly spaced values ------------------------------------------------------------------
 def _spaced(start, stop, num, endpoint, axis):
     """``start + t (stop - start)`` for ``t`` in [0, 1] with the endpoints exact;
@@ -524,42 +492,37 @@ def piecewise(x, condlist, funclist, *args, **kw):
         else y.astype(want)
 
 
-# --- averages ------------------------------------------------------------------------------
-@implements(np.average)
-def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
-    """``sum(a w) / sum(w)``; differentiable in ``a`` and ``weights``."""
-    if weights is None:
-        avg = np.mean(a, axis=axis, keepdims=keepdims)
-        scl = np.asarray(np.size(unwrap_all(a)) / max(np.size(unwrap_all(avg)), 1),
-                         dtype=np.result_type(unwrap_all(avg)))
-    else:
-        w = weights
-        if np.shape(a) != np.shape(w):
-            if axis is None:
-                raise TypeError("Axis must be specified when shapes of a and weights "
-                                "differ.")
-            if np.ndim(w) != 1 and np.ndim(axis) == 0:
-                raise TypeError("1D weights expected when shapes of a and weights differ.")
-            axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
-            axes = tuple(ax % np.ndim(a) for ax in axes)
-            w = np.broadcast_to(np.reshape(w, [np.shape(a)[i] if i in axes else 1
-                                               for i in range(np.ndim(a))]), np.shape(a))
-        scl = np.sum(w, axis=axis, keepdims=keepdims)
-        if np.any(unwrap_all(scl) == 0.0):
-            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
-        avg = np.sum(a * w, axis=axis, keepdims=keepdims) / scl
-    if not returned:
-        return avg
-    if np.shape(scl) != np.shape(avg):
-        scl = np.broadcast_to(scl, np.shape(avg))
-    return avg, scl
 
 
-@implements(np.ptp)
-def ptp(a, axis=None, out=None, keepdims=False):
-    if out is not None:
-        raise TypeError("tapestry: np.ptp(..., out=...) writes in place; drop out=.")
-    return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
+def _cumulative(np_scan, name):
+    """``np.cumulative_sum``/``cumulative_prod`` (the array API's scans):
+    ``cumsum``/``cumprod`` with an optional leading identity."""
+    identity = 0.0 if name == "cumulative_sum" else 1.0
+
+    def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        if out is not None:
+            raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place; drop out=.")
+        if axis is None:
+            if np.ndim(x) > 1:
+                raise ValueError(f"{name}: axis must be given for arrays of more than "
+                                 "one dimension")
+            axis = 0
+        x = np.atleast_1d(x)
+        y = np_scan(x, axis=axis, dtype=dtype)
+        if not include_initial:
+            return y
+        shape = list(np.shape(y))
+        shape[axis] = 1
+        first = np.full(shape, identity, np.result_type(unwrap_all(y)))
+        return np.concatenate([first, y], axis=axis)
+    cumulative.__name__ = name
+    return cumulative
 
 
-from . import data, nanreduce, ufunc_methods  # noqa: E402,F401  (the rest of the family)
+for _name, _scan in (("cumulative_sum", np.cumsum), ("cumulative_prod", np.cumprod)):
+    if hasattr(np, _name):
+        implements(getattr(np, _name))(_cumulative(_scan, _name))
+
+
+# The rest of the family (see the module docstring).
+from . import data, nanreduce, polynomial, statistics, ufunc_methods  # noqa: E402,F401,I001
