@@ -7,7 +7,7 @@ from ..core.registry import add_loader
 from . import constant, elementwise, indexing, linalg, reductions, shape  # noqa: F401
 from . import einsum as _einsum_ops  # noqa: F401
 from . import sorting  # noqa: F401
-from . import numerics  # noqa: F401  (also data, nanreduce, ufunc_methods)
+from . import data, nanreduce, numerics, polynomial, statistics, ufunc_methods  # noqa: F401
 
 
 def _load_special_rules():

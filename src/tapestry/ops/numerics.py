@@ -9,8 +9,8 @@ operations that already have rules (slicing, arithmetic, ``np.where``,
 at every order without a rule of their own.  The one new primitive here is
 the full 1-D convolution, whose rules are correlations.
 
-Importing this module also loads the sibling modules that complete the
-family: :mod:`.data` (bincount, histogram, unique, full_like),
+The sibling modules that complete the family (imported with it by
+``tapestry.ops``): :mod:`.data` (bincount, histogram, unique, full_like),
 :mod:`.nanreduce` (the ``nan*`` reductions), :mod:`.polynomial`,
 :mod:`.statistics` (average, ptp, cov, corrcoef) and :mod:`.ufunc_methods`
 (``reduce``/``accumulate``/``outer``/``at``/``reduceat``).
@@ -523,6 +523,3 @@ for _name, _scan in (("cumulative_sum", np.cumsum), ("cumulative_prod", np.cumpr
     if hasattr(np, _name):
         implements(getattr(np, _name))(_cumulative(_scan, _name))
 
-
-# The rest of the family (see the module docstring).
-from . import data, nanreduce, polynomial, statistics, ufunc_methods  # noqa: E402,F401,I001
