@@ -48,7 +48,11 @@ def test_histogram(n, bins, rng, density):
         bins = np.array([-2.0, -0.5, 0.1, 0.7, 2.5])
     kw = {"bins": bins, "density": density, "range": (-1.0, 1.0) if rng else None}
     # counts as a function of the weights; edges (and density) of the data
-    check(lambda w: np.histogram(a, weights=w, **kw), rand((n,), "pos", 4))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if not np.isfinite(np.histogram(a, **kw)[0]).all():
+            return  # nothing inside the range: density is 0 / 0
+    if not isinstance(bins, str):  # NumPy estimates bins only for unweighted data
+        check(lambda w: np.histogram(a, weights=w, **kw), rand((n,), "pos", 4))
     if n > 1 and not isinstance(bins, np.ndarray):
         check(lambda a: np.histogram(a, **kw)[1], a)
         check(lambda a: np.histogram_bin_edges(a, bins=kw["bins"], range=kw["range"]), a)

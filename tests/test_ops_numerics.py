@@ -22,7 +22,9 @@ def same_forward(f, *args):
     want = f(*args)
     for g, w in zip(_leaves(got), _leaves(want)):
         g = np.asarray(g)
-        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-12)
+        low = any(np.result_type(a) == np.float32 for a in args if np.ndim(a) >= 0)
+        tol = 2e-5 if low else 1e-9  # the order of roundings differs from NumPy's
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
         assert np.shape(g) == np.shape(w)
         assert g.dtype == np.result_type(w), (g.dtype, np.result_type(w))
 
