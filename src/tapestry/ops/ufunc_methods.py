@@ -196,8 +196,8 @@ def copyto(dst, src, casting="same_kind", where=True):
     if dst.__class__ is Var:
         raise TypeError("tapestry: np.copyto writes into a traced array, which cannot "
                         "change in place; build a new array (np.where(mask, src, dst)).")
-    if src.__class__ is not Var and where.__class__ is not Var:
-        return np.copyto(dst, src, casting=casting, where=where)
+    if src.__class__ is not Var:  # a traced mask is used by value (it is boolean)
+        return np.copyto(dst, src, casting=casting, where=unwrap_all(where))
     raise TypeError(
         "tapestry: np.copyto would write a traced value into a plain array, which "
         "cannot hold one (np.full and np.full_like(a, v) with a plain a and a traced v "
