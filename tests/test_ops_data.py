@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapestry as tp
-from sweep import SWEEP, check_all, rand, shapes
+from sweep import SWEEP, rand, shapes
 from test_ops_numerics import check, same_forward
 
 SWEEP2 = settings(SWEEP, max_examples=8)
