@@ -267,3 +267,14 @@ def test_cov_corrcoef(kw):
     check(lambda m, a: np.cov(m, aweights=a, **kw), m, rand((6,), "pos", 40))
     check(lambda m: np.corrcoef(m, rowvar=kw.get("rowvar", True)), m)
     check(lambda x: np.cov(x), y)  # one variable: a 0-d result
+
+
+@pytest.mark.parametrize("f", [
+    lambda a, b: np.convolve(a, b, "same") ** 2,
+    lambda a, b: np.interp(a, [-1.0, 0.0, 1.0], b ** 2),
+    lambda a, b: np.diff(a) ** 3 + np.sum(b),
+])
+def test_third_order_through_slices_and_gathers(f):
+    """Slicing's transpose (a scatter) is itself traced at the third order."""
+    from tapestry.testing import check_grads
+    check_grads(f, (rand((5,), seed=41), rand((3,), seed=42)), order=3)
