@@ -75,6 +75,14 @@ def test_reduceat(ufunc, indices):
     check(lambda x: ufunc.reduceat(x, indices, axis=1), rand((2, 6), seed=7))
 
 
+@pytest.mark.parametrize("method", ["reduce", "accumulate", "outer"])
+def test_methods_of_unary_ufuncs_raise_numpys_error(method):
+    x = rand((3,), seed=13)
+    args = (x, x) if method == "outer" else (x,)
+    with pytest.raises(ValueError, match="binary"):
+        tp.grad(lambda x: np.sum(getattr(np.sin, method)(*((x,) * len(args)))))(x)
+
+
 def test_nondiff_ufunc_methods_stay_plain():
     x = rand((3,), seed=8)
     f = lambda x: np.sum(x) * np.logical_or.reduce(x > 0)  # noqa: E731

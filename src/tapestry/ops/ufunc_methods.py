@@ -115,6 +115,8 @@ def ufunc_accumulate(ufunc, inputs, kwargs):
 
 def ufunc_outer(ufunc, inputs, kwargs):
     """``ufunc.outer(A, B)`` is ``ufunc(A[..., None, ...], B)``."""
+    if ufunc.nin != 2 or len(inputs) != 2:  # NumPy's own error
+        return _plain_check(ufunc, "outer", inputs, kwargs)
     a, b = inputs
     a = np.reshape(a, np.shape(a) + (1,) * np.ndim(b))
     return ufunc(a, b, **kwargs)
