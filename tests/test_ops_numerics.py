@@ -278,3 +278,10 @@ def test_third_order_through_slices_and_gathers(f):
     """Slicing's transpose (a scatter) is itself traced at the third order."""
     from tapestry.testing import check_grads
     check_grads(f, (rand((5,), seed=41), rand((3,), seed=42)), order=3)
+
+
+def test_plain_sequences_as_spacings_and_edges():
+    f = rand((4,), seed=43)
+    check(lambda f: np.gradient(f, [0.0, 1.0, 3.0, 4.0]), f)
+    check(lambda f: np.trapezoid(f, [0.0, 1.0, 3.0, 4.0]), f)
+    check(lambda f: np.diff(f, prepend=[0.0], append=[1.0, 2.0]), f)

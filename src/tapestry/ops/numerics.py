@@ -33,6 +33,11 @@ def traced(*xs):
     return False
 
 
+def _arr(x):
+    """A traced array as is; anything else (lists, scalars) as an ndarray."""
+    return x if x.__class__ is Var else np.asarray(x)
+
+
 def _along(v, axis, ndim):
     """Reshape 1-D ``v`` so it broadcasts along ``axis`` of an ``ndim`` array."""
     shape = [1] * ndim
@@ -65,6 +70,7 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
         raise ValueError(f"order must be non-negative but got {n!r}")
     if n == 0:
         return a  # NumPy ignores prepend/append then
+    a = _arr(a)
     nd = np.ndim(a)
     if nd == 0:
         raise ValueError("diff requires input that is at least one dimensional")
@@ -111,7 +117,7 @@ def _spacings(varargs, f, axes):
         if np.ndim(h) == 1 and len(h) != np.shape(f)[ax]:
             raise ValueError("when 1d, distances must match the length of the "
                              "corresponding dimension")
-        out.append(h)
+        out.append(h if np.ndim(h) == 0 else _arr(h))
     return out
 
 
@@ -210,6 +216,7 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     if x is None:
         d = dx
     else:
+        x = _arr(x)
         d = diff(x) if np.ndim(x) == 1 else diff(x, axis=axis)
         if np.ndim(x) == 1:
             d = _along(d, axis, nd)
