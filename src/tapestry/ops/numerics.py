@@ -172,6 +172,9 @@ def gradient(f, *varargs, axis=None, edge_order=1):
             outs.append(_gradient_uniform(f, h, ax, nd, edge_order))
         else:
             outs.append(_gradient_coords(f, h, ax, nd, edge_order))
+    otype = np.result_type(unwrap_all(f))  # NumPy writes into an array of f's type
+    otype = otype if otype.kind in "fc" else np.dtype(np.float64)
+    outs = [o if np.result_type(unwrap_all(o)) == otype else o.astype(otype) for o in outs]
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
