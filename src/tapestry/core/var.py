@@ -55,8 +55,11 @@ class Var:
                         f"array (np.asarray / np.array). {_HELP_CONVERT} "
                         "Library code that converts its inputs (e.g. "
                         "scipy.special.logsumexp) cannot be traced: use "
-                        "tapestry.numpy (tnp.logsumexp), np.stack for lists of "
-                        "traced arrays, or tapestry.custom_vjp.")
+                        "tapestry.numpy (tnp.logsumexp), or tapestry.custom_vjp. "
+                        "To build an array from traced values use np.stack "
+                        "(np.stack([a, b])) or tapestry.numpy's constructors "
+                        "(tnp.array([[a, b], [b, a]]), tnp.asarray, tnp.full), "
+                        "which NumPy's own np.array cannot dispatch to.")
 
     def __float__(self):
         raise TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")
