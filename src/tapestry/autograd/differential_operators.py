@@ -43,9 +43,13 @@ def make_vjp_unary(fun, x):
     ans_leaves, ans_td = tree_flatten(ans)
 
     def vjp(g):
-        g_leaves, g_td = tree_flatten(g)
-        if len(g_leaves) == len(ans_leaves):
-            g = g_td.unflatten([_as_cotangent(c, a) for c, a in zip(g_leaves, ans_leaves)])
+        if len(ans_leaves) == 1 and ans_leaves[0] is ans:  # one array output
+            g = _as_cotangent(g, ans)
+        else:
+            g_leaves, g_td = tree_flatten(g)
+            if len(g_leaves) == len(ans_leaves):
+                g = g_td.unflatten([_as_cotangent(c, a)
+                                    for c, a in zip(g_leaves, ans_leaves)])
         return tree_map(_dense, pullback(g)[0])
     return vjp, ans
 

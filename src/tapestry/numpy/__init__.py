@@ -51,7 +51,7 @@ _wrapped(globals(), _np)
 REPLACED = ("array", "asarray", "asanyarray", "full", "full_like", "stack",
             "concatenate", "hstack", "vstack", "dstack", "column_stack", "append",
             "r_", "c_", "linalg", "fft", "random",
-            *[n for n in _ARRAYLIKE if "." not in n])
+            *_ARRAYLIKE)
 
 
 def softmax(x, axis=-1):
