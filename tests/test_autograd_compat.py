@@ -224,3 +224,11 @@ def test_wrapped_names():
     def foo(x):
         return x
     assert ag.grad(foo, 1).__name__ == "grad_of_foo_wrt_argnum_1"
+
+
+def test_scipy_special_multigammaln_matches_scipy():
+    sp = pytest.importorskip("scipy.special")
+    from tapestry.autograd.scipy.special import multigammaln
+    a = onp.array([3.5, 4.25])
+    assert onp.allclose(multigammaln(a, 3), [sp.multigammaln(v, 3) for v in a])
+    check_grads(lambda a: multigammaln(a, 3), (a,), order=2)

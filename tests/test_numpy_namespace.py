@@ -155,3 +155,19 @@ def test_make_diagonal():
 def test_plain_np_array_refusal_names_the_ways_out():
     with pytest.raises(TypeError, match=r"np\.stack.*tnp\.array"):
         tp.grad(lambda a: np.sum(np.array([a, a])))(1.0)
+
+
+def test_einsum_interleaved_form():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    assert np.array_equal(tnp.einsum(a, [0, 1], b, [1, 2], [0, 2]), a @ b)
+    assert np.array_equal(tnp.einsum(a, [1, 0], b, [0, 2]), np.einsum(a, [1, 0], b, [0, 2]))
+    check_grads(lambda a, b: tnp.einsum(a, [0, 1], b, [1, 2], [0, 2]), (a, b), order=2)
+    check_grads(lambda a: tnp.einsum(a, [Ellipsis, 0]), (a,))
+
+
+def test_where_keywords_and_lists():
+    c = np.array([True, False, True])
+    x, y = np.arange(3.0), -np.arange(3.0)
+    assert np.array_equal(tnp.where(condition=c, x=x, y=y), np.where(c, x, y))
+    assert np.array_equal(tnp.where(c)[0], np.where(c)[0])
+    check_grads(lambda a: tnp.where(c, [a, a, a], y), (np.float64(1.5),))

@@ -15,7 +15,8 @@ Two kinds of names differ from NumPy's:
   (:mod:`tapestry.numpy._construct`);
 * functions taking one array-like (``mean``, ``std``, ``linalg.norm``, ...;
   :mod:`tapestry.numpy._lists`) also accept a list holding traced values
-  (``tnp.mean([x, x + 2])``), and ``r_`` / ``c_`` accept traced items;
+  (``tnp.mean([x, x + 2])``), ``r_`` / ``c_`` accept traced items, and
+  ``einsum`` accepts the interleaved form (:mod:`tapestry.numpy._einsum`);
 * functions NumPy lacks: ``logsumexp``, ``softmax``, ``log_softmax``,
   ``stop_gradient``, and autograd's ``make_diagonal``.
 
@@ -42,6 +43,7 @@ random = _importlib.import_module(".random", __name__)
 from ._construct import (append, array, asanyarray, asarray, c_,  # noqa: F401
                          column_stack, concatenate, dstack, full, full_like, hstack,
                          make_diagonal, r_, stack, vstack)
+from ._einsum import einsum  # noqa: F401
 from ._lists import ARRAYLIKE as _ARRAYLIKE
 from ._lists import wrapped as _wrapped
 
@@ -50,7 +52,7 @@ _wrapped(globals(), _np)
 #: Names whose tapestry version is not NumPy's own object (see the docstring).
 REPLACED = ("array", "asarray", "asanyarray", "full", "full_like", "stack",
             "concatenate", "hstack", "vstack", "dstack", "column_stack", "append",
-            "r_", "c_", "linalg", "fft", "random",
+            "r_", "c_", "einsum", "linalg", "fft", "random",
             *_ARRAYLIKE)
 
 

@@ -41,9 +41,21 @@ def accept_lists(fun, positions):
     return f
 
 
+def where(condition, x=None, y=None):
+    """``np.where``; also with keyword arguments (autograd's accepts them)
+    and with lists holding traced values as ``x`` or ``y``."""
+    if x is None and y is None:
+        return _np.where(condition)
+    return _np.where(condition, *[array(v) if isinstance(v, (list, tuple)) and _traced(v)
+                                  else v for v in (x, y)])
+
+
 def wrapped(namespace, module, prefix=""):
     """Fill ``namespace`` with the wrapped versions of ``module``'s names."""
     for full, positions in ARRAYLIKE.items():
         if full.startswith(prefix) and "." not in full[len(prefix):]:
             name = full[len(prefix):]
             namespace[name] = accept_lists(getattr(module, name), positions)
+    if not prefix:
+        where.__wrapped_numpy__ = _np.where
+        namespace["where"] = where
