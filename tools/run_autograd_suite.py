@@ -140,15 +140,28 @@ _CAUSES = [  # (pattern in the first error line, cause); the first match wins
      "(e.g. np.int64(x), a library that converts its input)"),
 ]
 _BY_TEST = {  # causes the first error line does not show
-    "test_custom_where": "autograd.numpy deviates from NumPy here (np.where with keyword "
-                         "arguments, Python scalars returned for scalar inputs); "
-                         "tapestry.numpy keeps NumPy's behaviour",
+    "test_custom_where_dtypes": "autograd.numpy deviates from NumPy here (np.where of "
+                                "Python scalars returns a Python scalar, of lists a list); "
+                                "tapestry.numpy keeps NumPy's behaviour",
     # combinations with complex arrays (the real ones pass); the first error
     # line shows only the real operand
     "test_kron": "complex numbers: reverse-mode result differs from finite differences "
                  "with complex inputs (autograd's convention)",
     "test_einsum_matmult": "complex numbers: reverse-mode result differs from finite "
                            "differences with complex inputs (autograd's convention)",
+}
+
+
+#: One line of advice printed under a cause in the notes (prefix match).
+_ADVICE = {
+    "complex numbers": "The check is autograd's (cotangents conjugated; JAX uses the same "
+                       "convention). Today tapestry mixes conventions: grad(np.abs)(z) gives "
+                       "z/|z| (autograd and JAX: conj(z)/|z|) while the VJP of z*z gives "
+                       "g*2z (autograd's). Real-input combinations of the same tests pass.",
+    "missing rule": "Refused by name (NotImplementedError), never silently wrong.",
+    "core: a traced value converted": "tests/test_numpy.py::test_cast_to_int does "
+                       "np.int64(W[:, -1]) on a traced W; an integer cast has a zero "
+                       "derivative, so Var.__array__ could allow integer dtypes.",
 }
 
 
@@ -181,6 +194,8 @@ def write_notes(path, passed, failed):
              "autograd-internal; listed at the end).", ""]
     for cause, tids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         lines.append(f"## {cause} ({len(tids)})")
+        advice = [a for k, a in _ADVICE.items() if cause.startswith(k)]
+        lines += [f"_{advice[0]}_", ""] if advice else []
         lines += [f"- {t}" for t in sorted(tids)] + [""]
     lines.append("## Excluded (not counted)")
     lines += [f"- {node}: {why}" for node, why in EXCLUDED]
