@@ -232,3 +232,26 @@ def test_scipy_special_multigammaln_matches_scipy():
     a = onp.array([3.5, 4.25])
     assert onp.allclose(multigammaln(a, 3), [sp.multigammaln(v, 3) for v in a])
     check_grads(lambda a: multigammaln(a, 3), (a,), order=2)
+
+
+def test_autograd_numpy_submodules_are_tapestrys_in_a_fresh_process():
+    import subprocess
+    import sys
+    code = ("import sys, tapestry.autograd.numpy.linalg as la, tapestry.numpy as tnp\n"
+            "import tapestry.autograd.numpy.random as npr, tapestry.autograd.numpy.fft as ft\n"
+            "assert la is tnp.linalg and npr is tnp.random and ft is tnp.fft\n"
+            "assert not [m for m in sys.modules if m.startswith('tapestry.autograd.numpy._')]\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_fixed_point_gradients_are_implicit():
+    from tapestry.autograd.misc.fixed_points import fixed_point
+
+    def sqrt(a):
+        return fixed_point(lambda a: lambda x: 0.5 * (x + a / x), a, 1.0,
+                           lambda x, y: np.abs(x - y), 1e-12)
+    a = 2.0
+    assert abs(sqrt(a) - onp.sqrt(a)) < 1e-10
+    assert abs(ag.grad(sqrt)(a) - 0.5 / onp.sqrt(a)) < 1e-8
+    assert abs(ag.grad(ag.grad(sqrt))(a) + 0.25 * a ** -1.5) < 1e-6

@@ -14,3 +14,21 @@ def quick_grad_check(fun, arg0, extra_args=(), kwargs=None, verbose=True, eps=1e
                   stacklevel=2)
     kwargs = kwargs or {}
     check_grads(lambda x: fun(x, *extra_args, **kwargs), modes=["rev"], order=1)(arg0)
+
+
+def func(f):
+    """autograd's ``util.func``: ``f`` itself (a marker used in its examples)."""
+    return f
+
+
+def subvals(x, ivs):
+    """The tuple ``x`` with ``x[i] = v`` for each ``(i, v)`` in ``ivs``."""
+    x = list(x)
+    for i, v in ivs:
+        x[i] = v
+    return tuple(x)
+
+
+def subval(x, i, v):
+    """The tuple ``x`` with ``x[i] = v``."""
+    return subvals(x, [(i, v)])
