@@ -255,3 +255,16 @@ def test_fixed_point_gradients_are_implicit():
     assert abs(sqrt(a) - onp.sqrt(a)) < 1e-10
     assert abs(ag.grad(sqrt)(a) - 0.5 / onp.sqrt(a)) < 1e-8
     assert abs(ag.grad(ag.grad(sqrt))(a) + 0.25 * a ** -1.5) < 1e-6
+
+
+def test_odeint_adjoint_gradients():
+    pytest.importorskip("scipy")
+    from tapestry.autograd.scipy.integrate import odeint
+
+    def dynamics(y, t, a, b):
+        return -np.sqrt(t) - y + a - np.mean((y + b) ** 2)
+
+    y0, a, b = RNG.standard_normal(3), RNG.standard_normal(3), RNG.standard_normal(3)
+    t = onp.linspace(0.1, 0.2, 4)
+    f = lambda y0, t, a, b: odeint(dynamics, y0, t, (a, b), rtol=1e-10, atol=1e-10)  # noqa: E731
+    check_grads(f, (y0, t, a, b), rtol=1e-4, atol=1e-6)
