@@ -160,6 +160,11 @@ _ADVICE = {
                        "convention). Today tapestry mixes conventions: grad(np.abs)(z) gives "
                        "z/|z| (autograd and JAX: conj(z)/|z|) while the VJP of z*z gives "
                        "g*2z (autograd's). Real-input combinations of the same tests pass.",
+    "missing rule: scipy.special": "A scipy.special ufunc: a rule in tapestry/ops/special.py "
+                       "reaches it through NEP 13 (refused by name today).",
+    "missing rule: scipy.": "Not a ufunc: tapestry.autograd.scipy routes traced calls to "
+                       "tapestry.core.registry.FUNCTIONS[<the SciPy function object>] "
+                       "(e.g. @implements(scipy.linalg.sqrtm)); refused by name today.",
     "missing rule": "Refused by name (NotImplementedError), never silently wrong.",
     "core: a traced value converted": "tests/test_numpy.py::test_cast_to_int does "
                        "np.int64(W[:, -1]) on a traced W; an integer cast has a zero "
@@ -187,13 +192,24 @@ def write_notes(path, passed, failed):
     for tid, kind, msg in failed:
         groups.setdefault(cause_of(tid, msg), []).append(tid)
     total = passed + len(failed)
+    families = {}
+    for cause, tids in groups.items():
+        fam = cause.split(" (")[0].split(":")[0]
+        if cause.startswith("missing rule: "):
+            name = cause[len("missing rule: "):].split()[0]
+            fam = "missing rules: " + ".".join(name.split(".")[:2] if name.startswith(
+                ("np.fft", "np.linalg", "scipy.")) else ["np (other)"])
+        families[fam] = families.get(fam, 0) + len(tids)
     lines = [f"# HIPS autograd's test suite on tapestry.autograd: failures by cause",
              "",
              f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with "
              "`make autograd-suite` (tools/run_autograd_suite.py): "
              f"**{passed} of {total}** applicable tests pass, {len(failed)} fail; "
              f"{len(EXCLUDED)} exclusions (forward mode, complex holomorphic, "
-             "autograd-internal; listed at the end).", ""]
+             "autograd-internal; listed at the end).", "",
+             "By family: " + "; ".join(f"{k} {v}" for k, v in
+                                       sorted(families.items(), key=lambda kv: -kv[1])) + ".",
+             ""]
     for cause, tids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         lines.append(f"## {cause} ({len(tids)})")
         advice = [a for k, a in _ADVICE.items() if cause.startswith(k)]
