@@ -171,3 +171,10 @@ def test_where_keywords_and_lists():
     assert np.array_equal(tnp.where(condition=c, x=x, y=y), np.where(c, x, y))
     assert np.array_equal(tnp.where(c)[0], np.where(c)[0])
     check_grads(lambda a: tnp.where(c, [a, a, a], y), (np.float64(1.5),))
+
+
+def test_wrapped_functions_keep_keyword_calls():
+    x = np.arange(6.0).reshape(2, 3)
+    assert tnp.sum(a=x, axis=0).tolist() == np.sum(x, axis=0).tolist()
+    assert tnp.reshape(x, shape=(3, 2)).shape == (3, 2)
+    assert tnp.where(x > 2, x, 0.0).tolist() == np.where(x > 2, x, 0.0).tolist()
