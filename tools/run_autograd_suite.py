@@ -200,7 +200,7 @@ def write_notes(path, passed, failed):
             fam = "missing rules: " + ".".join(name.split(".")[:2] if name.startswith(
                 ("np.fft", "np.linalg", "scipy.")) else ["np (other)"])
         families[fam] = families.get(fam, 0) + len(tids)
-    lines = [f"# HIPS autograd's test suite on tapestry.autograd: failures by cause",
+    lines = ["# HIPS autograd's test suite on tapestry.autograd: failures by cause",
              "",
              f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with "
              "`make autograd-suite` (tools/run_autograd_suite.py): "
