@@ -268,3 +268,21 @@ def test_odeint_adjoint_gradients():
     t = onp.linspace(0.1, 0.2, 4)
     f = lambda y0, t, a, b: odeint(dynamics, y0, t, (a, b), rtol=1e-10, atol=1e-10)  # noqa: E731
     check_grads(f, (y0, t, a, b), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["full", "valid", "same"])
+def test_scipy_signal_convolve_matches_scipy_and_differentiates(mode):
+    sig = pytest.importorskip("scipy.signal")
+    from tapestry.autograd.scipy.signal import convolve
+    for sa, sb in [((5,), (3,)), ((3,), (5,)), ((4, 3), (2, 2)), ((6, 7), (4, 1))]:
+        a, b = RNG.standard_normal(sa), RNG.standard_normal(sb)
+        traced = {}
+
+        def f(a, b):
+            traced["out"] = convolve(a, b, mode)
+            return traced["out"]
+        check_grads(f, (a, b), order=2)
+        y, _ = tp.vjp(f, a, b)
+        assert onp.allclose(y, sig.convolve(a, b, mode=mode))
+    with pytest.raises(NotImplementedError, match="axes"):
+        convolve(onp.ones((2, 2)), onp.ones((2, 2)), axes=([0], [0]))

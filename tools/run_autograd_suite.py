@@ -45,6 +45,10 @@ EXCLUDED = [
     ("tests/test_misc.py::test_const_graph_args", "autograd-only: as test_const_graph"),
     ("tests/test_scipy.py::test_convolve_generalization", "autograd-only: "
      "autograd.scipy.signal.convolve's own axes=/dot_axes= extension, not SciPy's API"),
+    ("tests/test_scipy.py::test_convolve_ignore", "autograd-only: as "
+     "test_convolve_generalization (axes=)"),
+    ("tests/test_scipy.py::test_convolve_ignore_dot", "autograd-only: as "
+     "test_convolve_generalization (axes=, dot_axes=)"),
 ]
 
 #: Mapped onto tapestry.autograd before any test module is imported.
