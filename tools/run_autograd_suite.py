@@ -210,7 +210,7 @@ def write_notes(path, passed, failed):
              "`make autograd-suite` (tools/run_autograd_suite.py): "
              f"**{passed} of {total}** applicable tests pass, {len(failed)} fail; "
              f"{len(EXCLUDED)} exclusions (forward mode, complex holomorphic, "
-             "autograd-internal; listed at the end).", "",
+             "autograd-internal or autograd-only API; listed at the end).", "",
              "By family: " + "; ".join(f"{k} {v}" for k, v in
                                        sorted(families.items(), key=lambda kv: -kv[1])) + ".",
              ""]
