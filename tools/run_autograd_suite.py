@@ -211,6 +211,9 @@ def write_notes(path, passed, failed):
              f"**{passed} of {total}** applicable tests pass, {len(failed)} fail; "
              f"{len(EXCLUDED)} exclusions (forward mode, complex holomorphic, "
              "autograd-internal or autograd-only API; listed at the end).", "",
+             "Reproduce without make: `PYTHONPATH=src python tools/run_autograd_suite.py "
+             "--notes FILE` (tests from the local snapshot; add a path for another copy).",
+             "",
              "By family: " + "; ".join(f"{k} {v}" for k, v in
                                        sorted(families.items(), key=lambda kv: -kv[1])) + ".",
              ""]
