@@ -10,7 +10,8 @@ _tune_malloc()  # reuse freed large buffers (core/allocator.py; TAPESTRY_TUNE_MA
 
 from . import ops as _ops  # noqa: E402,F401  (fills the rule registries)
 from . import debug, optim, testing  # noqa: E402,F401
-from .core.api import (grad, hessian, hessian_vector_product, jacobian,  # noqa: E402
+from .core.api import (elementwise_grad, grad, hessian,  # noqa: E402
+                       hessian_vector_product, jacfwd, jacobian, jacrev, jvp, linearize,
                        stop_gradient, value_and_grad, vjp)
 from .core.custom import checkpoint, custom_vjp  # noqa: E402
 from .core.pytree import tree_flatten, tree_map, tree_unflatten  # noqa: E402
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     # core
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
+    "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad",
     "stop_gradient", "custom_vjp", "checkpoint", "tree_flatten", "tree_unflatten",
     "tree_map", "Var", "EscapedTracerError", "testing", "debug",
     # sparse gradients

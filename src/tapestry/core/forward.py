@@ -1,0 +1,286 @@
+"""Forward mode: tangents pushed through a recorded tape, node by node.
+
+``jvp`` traces ``f`` the way ``grad`` does; every node appended to the tape
+gets the tangent of its output from its parents' tangents at once (so the
+tape keeps nothing), and ``linearize`` keeps the tape to push many tangents
+later.  There is no second rule table to keep in step with the first: every
+JVP comes from the VJP rules of ``tapestry.ops``, in one of three ways.
+
+* **Transposition** (any node): a VJP rule ``g -> J_p^T g`` is linear in
+  ``g``.  Traced on a fresh tape with ``g`` a leaf, its own VJP with the
+  cotangent ``t_p`` is ``J_p t_p`` (DESIGN.md, "Forward mode from the
+  reverse rules").  Exact for every rule, custom_vjp backward rules
+  included, at the price of tracing the rule and one small reverse sweep.
+* **Elementwise ufuncs**: the Jacobian of a real ufunc is diagonal (after
+  broadcasting), hence symmetric, so the VJP rule applied to the broadcast
+  tangent *is* the JVP: no tracing, one rule call.
+* **Linear primitives** (``matmul`` in each operand, ``sum``, ``reshape``,
+  indexing, ...): the JVP of a map that is linear in an argument is the
+  primitive itself applied to the tangent.
+
+The last two are the measured fast paths (benchmarks/forward_mode.py): on
+W3's shapes transposing ``matmul`` costs two more GEMMs than applying it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .backward import JointRule, Negated, backward_sweep
+from .registry import UFUNCS
+from .tape import LEAF, open_tape
+from .var import Var
+
+#: Fast paths, keyed by the VJP rule a node holds: ``rule -> (kind, prim, argnum)``.
+_FAST: dict = {}
+_fast_built = False
+#: Switch for benchmarks and tests: ``False`` sends every node through
+#: transposition (the reference the fast paths are checked against).
+USE_FAST_RULES = True
+
+_DIAGONAL, _LINEAR_EACH = 1, 2
+
+
+class _Meta:
+    """Shape and dtype of an array a rule reads only the shape of."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape)))
+
+
+def _shape(x):
+    s = getattr(x, "shape", None)
+    return np.shape(x) if s is None else s
+
+
+def _dtype(x):
+    d = getattr(x, "dtype", None)
+    return np.result_type(x) if d is None else d
+
+
+def _linear_primitives():
+    """``(primitive, kind)`` for the primitives known to be linear, found by
+    name so that a renamed one only loses its fast path, never correctness."""
+    from ..ops import indexing, linalg, reductions, shape
+    found = [(UFUNCS.get(np.matmul), _LINEAR_EACH)]
+    for mod, names in ((reductions, ("_sum", "_mean")),
+                       (shape, ("_reshape", "_transpose", "_swapaxes", "_moveaxis",
+                                "_broadcast_to", "_flip", "_roll", "_tile", "_repeat",
+                                "_diagonal", "_triu", "_tril")),
+                       (indexing, ("getitem", "scatter_add")),
+                       (linalg, ("_tensordot",))):
+        found += [(getattr(mod, n, None), _LINEAR_EACH) for n in names]
+    return [(p, k) for p, k in found if p is not None]
+
+
+def _build_fast():
+    global _fast_built
+    for ufunc, prim in list(UFUNCS.items()):
+        if isinstance(ufunc, np.ufunc) and ufunc.signature is None and ufunc.nout == 1 \
+                and getattr(prim, "n_outputs", 1) == 1:
+            for i, rule in prim.vjps.items():
+                _FAST[rule] = (_DIAGONAL, prim, i)
+    for prim, kind in _linear_primitives():
+        for i, rule in prim.vjps.items():
+            _FAST[rule] = (kind, prim, i)
+    _fast_built = True
+
+
+def _broadcast(x, shape):
+    if x.__class__ is Var or type(x) is np.ndarray or isinstance(x, np.generic):
+        return x if _shape(x) == shape else np.broadcast_to(x, shape)
+    if x.__class__.__name__ == "ArrayMeta" or x.__class__ is _Meta:
+        return _Meta(shape, x.dtype)
+    return x  # a Python scalar: broadcasts by itself
+
+
+def _fast_tangent(kind, prim, i, rule, t, ans, args, kwargs):
+    """The contribution of argument ``i``'s tangent ``t`` by a fast path, or
+    ``NotImplemented`` when the node is outside what that path covers."""
+    if kind == _DIAGONAL:
+        if _dtype(ans).kind != "f":
+            return NotImplemented  # complex rules conjugate: J^T is not J there
+        shape = _shape(ans)
+        bargs = [_broadcast(a, shape) for a in args]
+        bt = _broadcast(t, shape)
+        c = rule(bt, ans, *bargs, **kwargs) if kwargs else rule(bt, ans, *bargs)
+        return c.value() if c.__class__ is Negated else c
+    full = list(args)
+    full[i] = t
+    return prim(*full, **kwargs) if kwargs else prim(*full)
+
+
+def _fit(t, ans):
+    """The summed contributions as the output's tangent: full shape."""
+    if t is None or ans.__class__ is tuple:
+        return t
+    shape = _shape(ans)
+    if _shape(t) != shape:
+        t = np.broadcast_to(t, shape)
+    return t
+
+
+def node_tangent(node, ts):
+    """The tangent of ``node``'s output given its parents' tangents ``ts``
+    (``None`` means zero).  Multi-output nodes get a list."""
+    parents, rules, ans, args, kwargs = node
+    if rules.__class__ is JointRule:
+        return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
+    if not _fast_built:
+        _build_fast()
+    out, slow = None, []
+    for i, (rule, t) in enumerate(zip(rules, ts)):
+        if t is None:
+            continue
+        fast = _FAST.get(rule) if USE_FAST_RULES else None
+        c = NotImplemented
+        if fast is not None:
+            c = _fast_tangent(*fast, rule, t, ans, args, kwargs)
+        if c is NotImplemented:
+            slow.append((rule, t))
+        elif c is not None:
+            out = c if out is None else out + c
+    if slow:
+        c = _transposed(slow, ans, args, kwargs or {})
+        if c is not None:
+            out = c if out is None else _add(out, c)
+    return _fit(out, ans)
+
+
+def _add(a, b):
+    if a.__class__ is list:
+        return [y if x is None else x if y is None else x + y for x, y in zip(a, b)]
+    return a + b
+
+
+# --- transposition --------------------------------------------------------------
+def _seed(ans, tape):
+    """A traced zero cotangent for ``ans`` (a list of them for a tuple)."""
+    if ans.__class__ is tuple:
+        return [_seed(a, tape) for a in ans]
+    z = np.zeros(_shape(ans), dtype=_dtype(ans))
+    tape.nodes.append(LEAF)
+    return Var(z, tape, len(tape.nodes) - 1)
+
+
+def _pull(tape, c, t, acc):
+    """Add the VJP of ``c`` (traced on ``tape``) with cotangent ``t`` into
+    ``acc``, the cotangents of the seed leaves (tape positions 0..n-1)."""
+    if c is None or t is None:
+        return
+    if c.__class__ in (list, tuple):
+        for ck, tk in zip(c, t):
+            _pull(tape, ck, tk, acc)
+        return
+    if c.__class__ is not Var or c._tape is not tape:
+        return  # does not depend on the seed: a zero contribution
+    cts = backward_sweep(tape, c._index, t, release=False)
+    for j in range(len(acc)):
+        ct = cts[j]
+        if ct is not None:
+            if hasattr(ct, "todense"):
+                ct = ct.todense()
+            acc[j] = ct if acc[j] is None else acc[j] + ct
+
+
+def _collect_seed(acc, ans):
+    if ans.__class__ is tuple:
+        return list(acc)
+    return acc[0]
+
+
+def _transposed(pairs, ans, args, kwargs):
+    """``sum_p J_p t_p`` for ``(rule_p, t_p)`` pairs, by transposing the rules."""
+    with open_tape() as tape:
+        g = _seed(ans, tape)
+        outs = [(rule(g, ans, *args, **kwargs), t) for rule, t in pairs]
+    acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
+    for c, t in outs:
+        _pull(tape, c, t, acc)
+    return _collect_seed(acc, ans)
+
+
+def _transposed_joint(fn, ts, ans, args, kwargs):
+    """The same for a node whose rule returns every parent's cotangent at
+    once (custom_vjp, parallel chunks): the user's backward rule is traced,
+    so it must itself be written with differentiable NumPy."""
+    with open_tape() as tape:
+        g = _seed(ans, tape)
+        try:
+            cs = fn(g, ans, *args, **kwargs)
+        except Exception as e:
+            raise type(e)(
+                f"tapestry forward mode (jvp / jacfwd / hessian) pushes tangents "
+                f"through the backward rule of {_owner_name(fn)} by differentiating "
+                f"it, and that rule failed on traced input: {e}. Write its bwd with "
+                "differentiable NumPy operations, or give the function a forward "
+                "rule with tapestry.custom_jvp.") from e
+    acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
+    for c, t in zip(cs, ts):
+        _pull(tape, c, t, acc)
+    return _collect_seed(acc, ans)
+
+
+def _owner_name(fn, depth=3):
+    """The name of the custom_vjp function a joint rule belongs to, found in
+    the rule's closure (for the error message only)."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if v.__class__.__name__ == "custom_vjp":
+            return f"custom_vjp function {getattr(v, '__name__', '?')!r}"
+        if callable(v) and depth > 0 and hasattr(v, "__closure__"):
+            name = _owner_name(v, depth - 1)
+            if not name.startswith("a custom"):
+                return name
+    return "a custom rule"
+
+
+# --- the tangent sweep --------------------------------------------------------------
+def push(nodes, tangents, start=0):
+    """Fill ``tangents[i]`` for every node from ``start`` on (leaves keep
+    theirs); ``tangents`` is a list as long as ``nodes``."""
+    for i in range(start, len(nodes)):
+        node = nodes[i]
+        if node is LEAF:
+            continue
+        parents = node[0]
+        if len(parents) == 1:
+            t = tangents[parents[0]]
+            tangents[i] = None if t is None else node_tangent(node, (t,))
+            continue
+        ts = [tangents[p] for p in parents]
+        tangents[i] = None if all(t is None for t in ts) else node_tangent(node, ts)
+    return tangents
+
+
+class TangentRecorder(list):
+    """Tape nodes for ``jvp``: each node appended gets its output's tangent
+    at once and only a placeholder is kept, so a forward-mode trace holds no
+    intermediates (memory as for plain NumPy)."""
+
+    __slots__ = ("tangents",)
+
+    def __init__(self):
+        super().__init__()
+        self.tangents = []
+
+    def append(self, node):
+        tangents = self.tangents
+        if node is LEAF:
+            tangents.append(None)
+            list.append(self, LEAF)
+            return
+        parents = node[0]
+        ts = [tangents[p] for p in parents]
+        tangents.append(None if all(t is None for t in ts) else node_tangent(node, ts))
+        list.append(self, _DONE)
+
+
+_DONE = ((), (), None, (), None)
