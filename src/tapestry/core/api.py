@@ -336,10 +336,11 @@ def _tangent_leaves(t, td, x_leaves):
     return out
 
 
-def _out_tangent(v, value, tape, tangents):
+def _out_tangent(v, value, tape, tangents, batch=None):
     t = tangents[v._index] if v.__class__ is Var and v._tape is tape else None
     if t is None:
-        return np.zeros(np.shape(value), np.result_type(unwrap_all(value)))
+        lead = () if batch is None else (batch,)
+        return np.zeros(lead + np.shape(value), np.result_type(unwrap_all(value)))
     if type(t) is np.ndarray and not t.flags.writeable:
         t = np.array(t)  # a broadcast view: give the caller its own array
     return t
@@ -380,14 +381,24 @@ class _Linearized:
         self.out_leaves, self.out_td = out_leaves, out_td
         self.values = [_lower(v, tape) for v in out_leaves]
 
-    def push_leaves(self, seeds):
-        """Output tangent leaves for ``{tape position: tangent}``."""
+    def push_leaves(self, seeds, batch=None):
+        """Output tangent leaves for ``{tape position: tangent}`` (tangents
+        with a leading axis of length ``batch``, if given)."""
         tangents = [None] * len(self.tape.nodes)
         for i, t in seeds.items():
             tangents[i] = t
-        push(self.tape.nodes, tangents)
-        return [_out_tangent(v, x, self.tape, tangents)
+        push(self.tape.nodes, tangents, batch=batch)
+        return [_out_tangent(v, x, self.tape, tangents, batch)
                 for v, x in zip(self.out_leaves, self.values)]
+
+    def largest(self):
+        """The most elements of any value on the tape (sizes the batches)."""
+        n = 1
+        for node in self.tape.nodes:
+            if node is not None:
+                for a in (node[2] if node[2].__class__ is tuple else (node[2],)):
+                    n = max(n, int(np.prod(getattr(a, "shape", ()), dtype=np.int64)))
+        return n
 
     def __call__(self, *tangents):
         if len(tangents) != len(self.records):
@@ -440,6 +451,8 @@ def _stack(parts, lead_shape, trail_shape, dtype):
     """``parts`` (one per element) stacked into ``lead_shape + trail_shape``."""
     if not parts:
         return np.zeros(lead_shape + trail_shape, dtype)
+    if len(parts) == 1:
+        return np.reshape(parts[0], lead_shape + trail_shape)
     return np.reshape(np.stack(parts), lead_shape + trail_shape)
 
 
@@ -453,6 +466,30 @@ def _jac_setup(f, argnums, args, kwargs, opname):
     single, nums = _normalize_argnums(argnums, len(args), opname)
     uniq = list(dict.fromkeys(nums))  # a repeated argnum is one input
     return single, nums, uniq, _select(f, args, uniq, kwargs), [args[a] for a in uniq]
+
+
+#: How many elements a batch of tangents may hold per value (jacfwd pushes
+#: up to this many / the largest value's size basis vectors at once).
+_BATCH_ELEMENTS = 1 << 22
+
+
+def _columns(lin, i, x, chunk):
+    """Per output leaf, the JVPs of every basis vector of input leaf ``x``
+    (tape position ``i``), stacked on a leading axis; ``chunk`` at a time."""
+    xs, dt = np.shape(x), np.result_type(x)
+    n = int(np.prod(xs, dtype=np.int64))
+    parts = []
+    for s in range(0, n, chunk):
+        b = min(chunk, n - s)
+        seed = np.zeros((b, n), dt)
+        seed[np.arange(b), s + np.arange(b)] = 1
+        parts.append(lin.push_leaves({i: seed.reshape((b,) + xs)}, batch=b))
+    cols = []
+    for k, y in enumerate(lin.values):
+        lead = np.zeros((0,) + np.shape(y), np.result_type(unwrap_all(y)))
+        ps = [p[k] for p in parts]
+        cols.append(lead if not ps else ps[0] if len(ps) == 1 else np.concatenate(ps))
+    return cols
 
 
 def jacfwd(f, argnums=0, has_aux=False):
@@ -469,16 +506,13 @@ def jacfwd(f, argnums=0, has_aux=False):
         tape, records, out_leaves, out_td, aux = _trace(g, sel, "jacfwd", has_aux)
         lin = _Linearized(tape, records, out_leaves, out_td)
         blocks = [dict() for _ in out_leaves]
+        chunk = max(1, _BATCH_ELEMENTS // lin.largest())
         for u, (td, rec) in enumerate(records):
             for j, (i, x) in enumerate(rec):
-                xs, dt = np.shape(x), np.result_type(x)
-                cols = [lin.push_leaves({i: _basis(xs, dt, e)})
-                        for e in range(int(np.prod(xs, dtype=np.int64)))]
-                for k, y in enumerate(lin.values):
-                    ys = np.shape(y)
-                    part = _stack([c[k] for c in cols], (len(cols),), ys, np.result_type(y))
-                    block = np.moveaxis(part, 0, -1) if cols else part
-                    blocks[k][(u, j)] = np.reshape(block, ys + xs)
+                xs = np.shape(x)
+                for k, block in enumerate(_columns(lin, i, x, chunk)):
+                    ys = np.shape(lin.values[k])
+                    blocks[k][(u, j)] = np.reshape(np.moveaxis(block, 0, -1), ys + xs)
         jac = _assemble(nums, uniq, records, out_td, blocks, single)
         return (jac, aux) if has_aux else jac
     return jacfwd_f

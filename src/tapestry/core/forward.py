@@ -2,8 +2,8 @@
 
 ``jvp`` traces ``f`` the way ``grad`` does; every node appended to the tape
 gets the tangent of its output from its parents' tangents at once (so the
-tape keeps nothing), and ``linearize`` keeps the tape to push many tangents
-later.  There is no second rule table to keep in step with the first: every
+tape keeps no primal intermediates; the tangents stay until ``jvp``
+returns), and ``linearize`` keeps the tape to push many tangents later.  There is no second rule table to keep in step with the first: every
 JVP comes from the VJP rules of ``tapestry.ops``, in one of three ways.
 
 * **Transposition** (any node): a VJP rule ``g -> J_p^T g`` is linear in
@@ -87,6 +87,8 @@ def _build_fast():
     for prim, kind in _linear_primitives():
         for i, rule in prim.vjps.items():
             _FAST[rule] = (kind, prim, i)
+        if prim.name in _BATCHED_BY_NAME:
+            _BATCHED[prim] = _BATCHED_BY_NAME[prim.name]
     _fast_built = True
 
 
@@ -98,37 +100,60 @@ def _broadcast(x, shape):
     return x  # a Python scalar: broadcasts by itself
 
 
-def _fast_tangent(kind, prim, i, rule, t, ans, args, kwargs):
+def _align(t, shape, batch):
+    """Tangent ``t`` broadcast to ``shape`` (``(batch,) + shape`` if batched:
+    the batch axis stays first, the rest aligns from the right)."""
+    if batch is None:
+        return _broadcast(t, shape)
+    inner = _shape(t)[1:]
+    if len(inner) < len(shape):
+        t = np.reshape(t, (batch,) + (1,) * (len(shape) - len(inner)) + tuple(inner))
+    return _broadcast(t, (batch,) + tuple(shape))
+
+
+def _fast_tangent(kind, prim, i, rule, t, ans, args, kwargs, batch):
     """The contribution of argument ``i``'s tangent ``t`` by a fast path, or
     ``NotImplemented`` when the node is outside what that path covers."""
     if kind == _DIAGONAL:
         if _dtype(ans).kind != "f":
             return NotImplemented  # complex rules conjugate: J^T is not J there
         shape = _shape(ans)
-        bargs = [_broadcast(a, shape) for a in args]
-        bt = _broadcast(t, shape)
+        full = shape if batch is None else (batch,) + tuple(shape)
+        bargs = [_broadcast(a, full) for a in args]
+        bt = _align(t, shape, batch)
         c = rule(bt, ans, *bargs, **kwargs) if kwargs else rule(bt, ans, *bargs)
         return c.value() if c.__class__ is Negated else c
     full = list(args)
     full[i] = t
+    if batch is not None:
+        batched = _BATCHED.get(prim)
+        full = NotImplemented if batched is None else batched(i, full, ans, batch)
+        if full is NotImplemented:
+            return NotImplemented
     return prim(*full, **kwargs) if kwargs else prim(*full)
 
 
-def _fit(t, ans):
+def _fit(t, ans, batch=None):
     """The summed contributions as the output's tangent: full shape."""
     if t is None or ans.__class__ is tuple:
         return t
     shape = _shape(ans)
+    if batch is not None:
+        shape = (batch,) + tuple(shape)
     if _shape(t) != shape:
         t = np.broadcast_to(t, shape)
     return t
 
 
-def node_tangent(node, ts):
+def node_tangent(node, ts, batch=None):
     """The tangent of ``node``'s output given its parents' tangents ``ts``
-    (``None`` means zero).  Multi-output nodes get a list."""
+    (``None`` means zero).  Multi-output nodes get a list.  With ``batch``,
+    every tangent has a leading axis of that length (many tangents at once,
+    for ``jacfwd``); nodes without a batched fast path loop over it."""
     parents, rules, ans, args, kwargs = node
     if rules.__class__ is JointRule:
+        if batch is not None:
+            return _loop(node, ts, batch)
         return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
     if not _fast_built:
         _build_fast()
@@ -139,22 +164,144 @@ def node_tangent(node, ts):
         fast = _FAST.get(rule) if USE_FAST_RULES else None
         c = NotImplemented
         if fast is not None:
-            c = _fast_tangent(*fast, rule, t, ans, args, kwargs)
+            c = _fast_tangent(*fast, rule, t, ans, args, kwargs, batch)
         if c is NotImplemented:
             slow.append((rule, t))
         elif c is not None:
             out = c if out is None else out + c
     if slow:
-        c = _transposed(slow, ans, args, kwargs or {})
+        if batch is not None:
+            c = _loop((parents, [r for r, _ in slow], ans, args, kwargs),
+                      [t for _, t in slow], batch)
+        else:
+            c = _transposed(slow, ans, args, kwargs or {})
         if c is not None:
             out = c if out is None else _add(out, c)
-    return _fit(out, ans)
+    return _fit(out, ans, batch)
+
+
+def _loop(node, ts, batch):
+    """A batched tangent one slice at a time (nodes without a batched path)."""
+    ans = node[2]
+    cols = [node_tangent(node, [None if t is None else _slice(t, b) for t in ts])
+            for b in range(batch)]
+    if ans.__class__ is tuple:
+        return [_stack_cols([c[k] if c is not None else None for c in cols], a)
+                for k, a in enumerate(ans)]
+    return _stack_cols(cols, ans)
+
+
+def _slice(t, b):
+    return [None if x is None else x[b] for x in t] if t.__class__ is list else t[b]
+
+
+def _stack_cols(cols, ans):
+    if all(c is None for c in cols):
+        return None
+    z = None
+    out = []
+    for c in cols:
+        if c is None:
+            z = np.zeros(_shape(ans), _dtype(ans)) if z is None else z
+            c = z
+        out.append(c)
+    return np.stack(out)
 
 
 def _add(a, b):
     if a.__class__ is list:
         return [y if x is None else x if y is None else x + y for x, y in zip(a, b)]
     return a + b
+
+
+# --- batched linear primitives -----------------------------------------------------
+# ``fn(i, args, ans, batch)``: the primitive's arguments for a tangent with a
+# leading batch axis in position ``i`` (``NotImplemented``: loop instead).
+def _b_reduce(i, args, ans, batch):
+    t, axis, keepdims = args
+    nd = len(_shape(t)) - 1
+    if axis is None:
+        axis = tuple(range(1, nd + 1))
+    else:
+        axis = tuple(a % nd + 1 for a in ((axis,) if isinstance(axis, int) else axis))
+    return [t, axis, keepdims]
+
+
+def _b_reshape(i, args, ans, batch):
+    t, shape, order = args
+    if order != "C":
+        return NotImplemented
+    return [t, (batch,) + tuple(_shape(ans)), order]
+
+
+def _b_transpose(i, args, ans, batch):
+    t, axes = args
+    nd = len(_shape(t)) - 1
+    axes = range(nd - 1, -1, -1) if axes is None else (a % nd for a in axes)
+    return [t, (0,) + tuple(a + 1 for a in axes)]
+
+
+def _b_broadcast_to(i, args, ans, batch):
+    t, shape = args
+    return [_align(t, tuple(shape), batch), (batch,) + tuple(shape)]
+
+
+def _advanced_contiguous(key):
+    """Whether a batch axis put in front of ``key`` stays in front: NumPy
+    moves the dimensions of advanced indices to the front when they are
+    separated (integers count as advanced when an array is present)."""
+    arr = [j for j, k in enumerate(key) if isinstance(k, np.ndarray) or isinstance(k, list)]
+    if not arr:
+        return True
+    adv = [j for j, k in enumerate(key) if j in arr or isinstance(k, (int, np.integer))]
+    return adv == list(range(adv[0], adv[0] + len(adv)))
+
+
+def _b_getitem(i, args, ans, batch):
+    t, key = args
+    key = key if type(key) is tuple else (key,)
+    if not _advanced_contiguous(key):
+        return NotImplemented
+    return [t, (slice(None),) + key]
+
+
+def _b_scatter(i, args, ans, batch):
+    t, key, shape = args
+    key = key if type(key) is tuple else (key,)
+    if i != 0 or not _advanced_contiguous(key):
+        return NotImplemented
+    return [t, (slice(None),) + key, (batch,) + tuple(shape)]
+
+
+def _b_matmul(i, args, ans, batch):
+    """``t_a @ b`` / ``a @ t_b`` with the batch axis first: batch axes of
+    the operands padded so that matmul's broadcasting lines them up."""
+    a, b = args
+    na, nb = len(_shape(a)) - (i == 0), len(_shape(b)) - (i == 1)
+    if na >= 2 and nb >= 2:
+        nbatch = len(_shape(ans)) - 2
+        t = args[i]
+        inner = _shape(t)[1:]
+        pad = nbatch - (len(inner) - 2)
+        if pad:
+            t = np.reshape(t, (batch,) + (1,) * pad + tuple(inner))
+        return [t, b] if i == 0 else [a, t]
+    if i == 0 and (nb == 1 or nb == 2):
+        return [a, b]  # (B, [m,] k) @ b: the batch axis is a leading row/stack
+    if i == 1 and na == 1:
+        return [a, args[1]] if nb >= 2 else [args[1], a]  # a @ (B, .., k, n); dots
+    if i == 1 and na == 1 and nb == 1:
+        return [b, a]  # (B, k) @ (k,): a dot product per row
+    if i == 1 and na == 2 and nb == 1:
+        return [b, np.swapaxes(a, -1, -2)]  # (B, k) @ a.T
+    return NotImplemented
+
+
+_BATCHED_BY_NAME = {"sum": _b_reduce, "mean": _b_reduce, "reshape": _b_reshape,
+                    "transpose": _b_transpose, "broadcast_to": _b_broadcast_to,
+                    "getitem": _b_getitem, "scatter_add": _b_scatter, "matmul": _b_matmul}
+#: Primitive -> batched argument maker (filled with ``_FAST``).
+_BATCHED: dict = {}
 
 
 # --- transposition --------------------------------------------------------------
@@ -243,9 +390,10 @@ def _owner_name(fn, depth=3):
 
 
 # --- the tangent sweep --------------------------------------------------------------
-def push(nodes, tangents, start=0):
+def push(nodes, tangents, start=0, batch=None):
     """Fill ``tangents[i]`` for every node from ``start`` on (leaves keep
-    theirs); ``tangents`` is a list as long as ``nodes``."""
+    theirs); ``tangents`` is a list as long as ``nodes``.  ``batch``: the
+    length of the tangents' leading batch axis, if they have one."""
     for i in range(start, len(nodes)):
         node = nodes[i]
         if node is LEAF:
@@ -253,17 +401,18 @@ def push(nodes, tangents, start=0):
         parents = node[0]
         if len(parents) == 1:
             t = tangents[parents[0]]
-            tangents[i] = None if t is None else node_tangent(node, (t,))
+            tangents[i] = None if t is None else node_tangent(node, (t,), batch)
             continue
         ts = [tangents[p] for p in parents]
-        tangents[i] = None if all(t is None for t in ts) else node_tangent(node, ts)
+        tangents[i] = None if all(t is None for t in ts) else node_tangent(node, ts, batch)
     return tangents
 
 
 class TangentRecorder(list):
     """Tape nodes for ``jvp``: each node appended gets its output's tangent
     at once and only a placeholder is kept, so a forward-mode trace holds no
-    intermediates (memory as for plain NumPy)."""
+    primal intermediates (the tangents are kept until the trace ends: which
+    of them a later operation will read is not known in advance)."""
 
     __slots__ = ("tangents",)
 

@@ -1,0 +1,104 @@
+"""Forward mode against the issue's four targets, in one run (ratios).
+
+1. ``jvp`` of W3's loss (WORKLOADS.md: sum(exp(w1 @ x + b1[:, None])), bs 4096,
+   f 256, h 512, float64), tangents in all three arguments, against the plain
+   NumPy forward.  Target: at most 3x.
+2. A forward-over-reverse Hessian-vector product of the same loss w.r.t.
+   (w1, b1) against its gradient.  Target: at most 4x.
+3. ``jacfwd`` against ``jacrev`` for a 10 -> 1,000 function.  Target: faster.
+4. ``hessian`` (forward over reverse) of a 50-parameter function against the
+   reverse-over-reverse Hessian tapestry had before (``jacrev(grad(f))``,
+   one reverse sweep per row).  Target: faster.
+
+Each timed twice: with the fast paths of ``tapestry.core.forward``
+(elementwise ufuncs and linear primitives) and with every node transposed
+(``USE_FAST_RULES = False``), which is what decided which to keep.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks._harness import median_time, row
+from benchmarks.w3_unneeded_gradients import loss, make
+
+
+def _f10(A, B):
+    def f(x):
+        h = np.tanh(A @ x)
+        return h * np.sin(B @ x) + h ** 2
+    return f
+
+
+def _f50(W, c):
+    def f(x):
+        r = np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+        return r + np.sum(np.log1p(np.exp(W @ x))) + c @ np.tanh(x)
+    return f
+
+
+def _old_hvp(f, argnums):
+    """Reverse over reverse (tapestry's hessian_vector_product before)."""
+    import tapestry as tp
+
+    def hvp(*args):
+        *args, v = args
+
+        def inner(*a):
+            g = tp.grad(f, argnums)(*a)
+            return sum(np.sum(gi * vi) for gi, vi in zip(g, v))
+        return tp.grad(inner, argnums)(*args)
+    return hvp
+
+
+def cases(quick=False):
+    """``[(target, name, fn, baseline_name, baseline_fn)]``."""
+    import tapestry as tp
+    rng = np.random.default_rng(0)
+    w1, b1, x = make(quick)
+    tw, tb, tx = (0.01 * rng.standard_normal(a.shape) for a in (w1, b1, x))
+    jv = lambda: tp.jvp(loss, (w1, b1, x), (tw, tb, tx))  # noqa: E731
+    fwd = lambda: loss(w1, b1, x)  # noqa: E731
+    hvp = tp.hessian_vector_product(loss, argnums=(0, 1))
+    gr = tp.grad(loss, argnums=(0, 1))
+    A, B = rng.standard_normal((1000, 10)), rng.standard_normal((1000, 10))
+    f10, x10 = _f10(A, B), rng.standard_normal(10)
+    W, c, x50 = 0.3 * rng.standard_normal((20, 50)), rng.standard_normal(50), \
+        rng.uniform(-1, 1, 50)
+    f50 = _f50(W, c)
+    old_hess = tp.jacrev(tp.grad(f50))
+    return [
+        ("jvp <= 3x forward (W3)", "jvp", jv, "forward", fwd),
+        ("HVP <= 4x grad (W3, w.r.t. w1, b1)", "hvp fwd-over-rev",
+         lambda: hvp(w1, b1, x, (tw, tb)), "grad", lambda: gr(w1, b1, x)),
+        ("jacfwd beats jacrev (10 -> 1000)", "jacfwd", lambda: tp.jacfwd(f10)(x10),
+         "jacrev", lambda: tp.jacrev(f10)(x10)),
+        ("hessian beats rev-over-rev (50 params)", "hessian fwd-over-rev",
+         lambda: tp.hessian(f50)(x50), "jacrev(grad) (before)", lambda: old_hess(x50)),
+    ], (_old_hvp(loss, (0, 1)), w1, b1, x, tw, tb)
+
+
+def main(quick=False, plot=False):
+    from tapestry.core import forward
+    reps = 5 if quick else 9
+    rows = []
+    items, (old_hvp, w1, b1, x, tw, tb) = cases(quick)
+    for fast in (True, False):
+        forward.USE_FAST_RULES = fast
+        mode = "fast paths" if fast else "transposition only"
+        try:
+            for target, name, fn, base_name, base in items:
+                t_fn, t_base = median_time(fn, reps), median_time(base, reps)
+                rows.append(row("forward", target, f"tapestry {name} ({mode})", t_fn, None,
+                                f"{t_fn / t_base:.2f}x {base_name} ({t_base * 1e3:.2f} ms)"))
+        finally:
+            forward.USE_FAST_RULES = True
+    t_old = median_time(lambda: old_hvp(w1, b1, x, (tw, tb)), reps)
+    rows.append(row("forward", "HVP <= 4x grad (W3, w.r.t. w1, b1)",
+                    "tapestry hvp rev-over-rev (before)", t_old, None, "reference"))
+    return rows
+
+
+if __name__ == "__main__":
+    import sys
+    for r in main(quick="--quick" in sys.argv):
+        print(f"{r['case']:42s} {r['system']:52s} {r['time_s'] * 1e3:9.2f} ms  {r['note']}")
