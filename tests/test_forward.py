@@ -211,3 +211,51 @@ def test_checkpoint_in_forward_mode():
     x, v = rand((4,), "normal", 3), rand((4,), "normal", 4)
     np.testing.assert_allclose(tp.jvp(f, (x,), (v,))[1],
                                (np.tanh(x) + x * (1 - np.tanh(x) ** 2)) * v, rtol=1e-12)
+
+
+def test_custom_jvp_in_both_modes():
+    calls = []
+
+    @tp.custom_jvp
+    def softplus(x):
+        return np.log1p(np.exp(x))
+
+    @softplus.defjvp
+    def softplus_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        calls.append(1)
+        return softplus(x), t / (1 + np.exp(-x))
+
+    x, v = np.array([-1.0, 0.5, 2.0]), np.array([1.0, 2.0, 3.0])
+    s = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(tp.jvp(softplus, (x,), (v,))[1], s * v, rtol=1e-12)
+    assert calls  # the rule, not the traced body, gave the tangent
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(softplus(x)))(x), s, rtol=1e-12)
+    np.testing.assert_allclose(tp.hessian(lambda x: np.sum(softplus(x)))(x), np.diag(s * (1 - s)),
+                               atol=1e-12)
+    np.testing.assert_allclose(tp.jacfwd(softplus)(x), np.diag(s), atol=1e-12)
+    check_jvp(lambda x: softplus(x) * x, (x,))
+
+
+def test_custom_jvp_several_outputs_and_missing_rule():
+    @tp.custom_jvp
+    def both(x, y):
+        return x * y, x + y
+
+    @both.defjvp
+    def both_jvp(p, t):
+        (x, y), (tx, ty) = p, t
+        return both(x, y), (tx * y + x * ty, tx + ty)
+
+    x = rand((3,), "normal", 1)
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(both(x, x)[0] * both(x, 1.0)[1]))(x),
+                               3 * x ** 2 + 2 * x, rtol=1e-12)
+    check_jvp(lambda x, y: both(x, y)[0] - both(y, x)[1] ** 2, (x, rand((3,), "normal", 2)))
+
+    @tp.custom_jvp
+    def norule(x):
+        return x * 2
+
+    assert norule(3.0) == 6.0
+    with pytest.raises(TypeError, match="norule has no rule"):
+        tp.grad(norule)(1.0)

@@ -14,6 +14,7 @@ from .core.api import (elementwise_grad, grad, hessian,  # noqa: E402
                        hessian_vector_product, jacfwd, jacobian, jacrev, jvp, linearize,
                        stop_gradient, value_and_grad, vjp)
 from .core.custom import checkpoint, custom_vjp  # noqa: E402
+from .core.forward import custom_jvp  # noqa: E402
 from .core.pytree import tree_flatten, tree_map, tree_unflatten  # noqa: E402
 from .core.tape import EscapedTracerError  # noqa: E402
 from .core.var import Var  # noqa: E402
@@ -28,7 +29,7 @@ __all__ = [
     # core
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
     "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad",
-    "stop_gradient", "custom_vjp", "checkpoint", "tree_flatten", "tree_unflatten",
+    "stop_gradient", "custom_vjp", "custom_jvp", "checkpoint", "tree_flatten", "tree_unflatten",
     "tree_map", "Var", "EscapedTracerError", "testing", "debug",
     # sparse gradients
     "AxisSparse", "optim",
