@@ -259,3 +259,11 @@ def test_custom_jvp_several_outputs_and_missing_rule():
     assert norule(3.0) == 6.0
     with pytest.raises(TypeError, match="norule has no rule"):
         tp.grad(norule)(1.0)
+
+
+def test_complex_values_are_refused_in_forward_mode():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(NotImplementedError, match="complex"):
+        tp.jvp(lambda x: np.abs(np.exp(x * 1j) * x), (x,), (x,))
+    with pytest.raises(NotImplementedError, match="complex"):
+        tp.jacfwd(lambda z: z * z)(np.array([1 + 1j]))

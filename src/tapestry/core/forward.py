@@ -151,6 +151,7 @@ def node_tangent(node, ts, batch=None):
     every tangent has a leading axis of that length (many tangents at once,
     for ``jacfwd``); nodes without a batched fast path loop over it."""
     parents, rules, ans, args, kwargs = node
+    _refuse_complex(ans, ts)
     if rules.__class__ is JointRule:
         if batch is not None:
             return _loop(node, ts, batch)
@@ -181,6 +182,23 @@ def node_tangent(node, ts, batch=None):
         if c is not None:
             out = c if out is None else _add(out, c)
     return _fit(out, ans, batch)
+
+
+def _refuse_complex(ans, ts):
+    """Complex values are refused: the reverse rules' complex convention is
+    being reworked (issue 9), and a JVP derived from a rule that is wrong
+    for complex input would be silently wrong too."""
+    for a in (ans if ans.__class__ is tuple else (ans,)):
+        if _dtype(a).kind == "c":
+            break
+    else:
+        if not any(t is not None and t.__class__ is not list and _dtype(t).kind == "c"
+                   for t in ts):
+            return
+    raise NotImplementedError(
+        "tapestry forward mode (jvp, linearize, jacfwd, hessian) does not support "
+        "complex values yet. Split them into real and imaginary parts, or use "
+        "reverse mode (grad, vjp, jacrev).")
 
 
 def _loop(node, ts, batch):
