@@ -267,3 +267,19 @@ def test_complex_values_are_refused_in_forward_mode():
         tp.jvp(lambda x: np.abs(np.exp(x * 1j) * x), (x,), (x,))
     with pytest.raises(NotImplementedError, match="complex"):
         tp.jacfwd(lambda z: z * z)(np.array([1 + 1j]))
+
+
+def test_fast_path_rules_belong_to_one_primitive():
+    """The fast paths find a node's primitive by its VJP rule: a rule shared
+    with a primitive outside the fast tables would get the wrong JVP."""
+    import gc
+
+    import tapestry.ops.special  # noqa: F401  (registers its primitives)
+    from tapestry.core.primitive import Primitive
+    forward._build_fast()
+    owners = {}
+    for p in (o for o in gc.get_objects() if isinstance(o, Primitive)):
+        for r in p.vjps.values():
+            owners.setdefault(id(r), set()).add(p)
+    for rule, (kind, prim, i) in forward._FAST.items():
+        assert owners.get(id(rule), {prim}) == {prim}, (prim.name, kind)
