@@ -283,3 +283,39 @@ def test_fast_path_rules_belong_to_one_primitive():
             owners.setdefault(id(r), set()).add(p)
     for rule, (kind, prim, i) in forward._FAST.items():
         assert owners.get(id(rule), {prim}) == {prim}, (prim.name, kind)
+
+
+# --- pytrees and has_aux (also compared with JAX in test_forward_jax.py) -----------------
+def test_jvp_linearize_and_jacobians_with_pytrees_and_aux():
+    p = {"W": rand((2, 3), "normal", 1), "b": rand((2,), "normal", 2)}
+    x = rand((3,), "normal", 3)
+    tp_ = {"W": rand((2, 3), "normal", 4), "b": rand((2,), "normal", 5)}
+
+    def f(p):
+        h = np.tanh(p["W"] @ x + p["b"])
+        return {"h": h, "s": (np.sum(h ** 2),)}, {"mean": np.mean(h)}
+
+    y, ty, aux = tp.jvp(f, (p,), (tp_,), has_aux=True)
+    assert set(ty) == {"h", "s"} and type(aux["mean"]) is np.float64
+    dh = (1 - y["h"] ** 2) * (tp_["W"] @ x + tp_["b"])
+    np.testing.assert_allclose(ty["h"], dh, rtol=1e-12)
+    np.testing.assert_allclose(ty["s"][0], np.sum(2 * y["h"] * dh), rtol=1e-12)
+    y2, f_jvp, aux2 = tp.linearize(f, p, has_aux=True)
+    np.testing.assert_allclose(f_jvp(tp_)["h"], dh, rtol=1e-12)
+    np.testing.assert_allclose(aux2["mean"], aux["mean"])
+    J, auxj = tp.jacfwd(f, has_aux=True)(p)
+    Jr, _ = tp.jacrev(f, has_aux=True)(p)
+    assert J["h"]["W"].shape == (2, 2, 3) and J["s"][0]["b"].shape == (2,)
+    for a, b in zip(tp.tree_flatten(J)[0], tp.tree_flatten(Jr)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    H, auxh = tp.hessian(lambda p: (f(p)[0]["s"][0], 1.0), has_aux=True)(p)
+    assert H["W"]["b"].shape == (2, 3, 2) and auxh == 1.0
+
+
+def test_linearize_tangent_errors_and_zero_tangent_outputs():
+    y, f_jvp = tp.linearize(lambda x, c: (np.sin(x), c * 2.0), np.ones(2), np.ones(3))
+    with pytest.raises(ValueError, match="takes 2 tangents"):
+        f_jvp(np.ones(2))
+    t = f_jvp(np.ones(2), np.zeros(3))
+    np.testing.assert_allclose(t[0], np.cos(1.0))
+    np.testing.assert_array_equal(t[1], np.zeros(3))
