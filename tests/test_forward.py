@@ -278,7 +278,7 @@ def test_fast_path_rules_belong_to_one_primitive():
     from tapestry.core.primitive import Primitive
     forward._build_fast()
     owners = {}
-    for p in (o for o in gc.get_objects() if isinstance(o, Primitive)):
+    for p in (o for o in gc.get_objects() if type(o) is Primitive):
         for r in p.vjps.values():
             owners.setdefault(id(r), set()).add(p)
     for rule, (kind, prim, i) in forward._FAST.items():
