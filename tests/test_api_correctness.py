@@ -137,3 +137,14 @@ def test_jvp_argument_errors():
         tp.jvp(np.sin, (np.ones(2),), (np.ones(3),))
     with pytest.raises(ValueError, match="one tangent per primal"):
         tp.jvp(np.sin, (np.ones(2),), ())
+
+
+@pytest.mark.parametrize("op", ["vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian"])
+def test_non_numeric_output_leaves_are_refused_by_name(op):
+    f = lambda x: {"y": np.sum(x), "tag": "label"}  # noqa: E731
+    x = np.ones(2)
+    call = {"vjp": lambda: tp.vjp(f, x), "jvp": lambda: tp.jvp(f, (x,), (x,)),
+            "linearize": lambda: tp.linearize(f, x), "jacfwd": lambda: tp.jacfwd(f)(x),
+            "jacrev": lambda: tp.jacrev(f)(x), "hessian": lambda: tp.hessian(f)(x)}[op]
+    with pytest.raises(TypeError, match=rf"tapestry\.(jacrev|{op}): .*type str"):
+        call()

@@ -208,7 +208,21 @@ def _trace(f, primals, opname, has_aux, nodes=None):
         out, aux = out
         aux = tree_map(lambda v: _lower(v, tape), aux)
     out_leaves, out_td = tree_flatten(out)
+    for v in out_leaves:
+        _check_output_leaf(unwrap_all(v), opname)
     return tape, records, out_leaves, out_td, aux
+
+
+def _check_output_leaf(x, opname):
+    """Output leaves are numbers or numeric arrays: a string or an object
+    would otherwise fail deep inside a sweep, or count as a constant."""
+    if isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "biufc":
+        return
+    if isinstance(x, (int, float, complex)) or hasattr(x, "todense"):
+        return
+    raise TypeError(f"tapestry.{opname}: the function returned a value of type "
+                    f"{type(x).__name__}{f' (dtype {x.dtype})' if hasattr(x, 'dtype') else ''}"
+                    " among its outputs; outputs must be arrays or numbers (pytrees of them).")
 
 
 def _cotangent_leaves(ct, out_td, n):
