@@ -3,8 +3,10 @@
 ``jvp`` traces ``f`` the way ``grad`` does; every node appended to the tape
 gets the tangent of its output from its parents' tangents at once (so the
 tape keeps no primal intermediates; the tangents stay until ``jvp``
-returns), and ``linearize`` keeps the tape to push many tangents later.  There is no second rule table to keep in step with the first: every
-JVP comes from the VJP rules of ``tapestry.ops``, in one of three ways.
+returns), and ``linearize`` keeps the tape to push many tangents later.
+
+There is no second rule table to keep in step with the first: every JVP
+comes from the VJP rules of ``tapestry.ops``, in one of three ways.
 
 * **Transposition** (any node): a VJP rule ``g -> J_p^T g`` is linear in
   ``g``.  Traced on a fresh tape with ``g`` a leaf, its own VJP with the
@@ -23,6 +25,8 @@ W3's shapes transposing ``matmul`` costs two more GEMMs than applying it.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .backward import JointRule, Negated, backward_sweep
@@ -33,6 +37,7 @@ from .var import Var
 #: Fast paths, keyed by the VJP rule a node holds: ``rule -> (kind, prim, argnum)``.
 _FAST: dict = {}
 _fast_built = False
+_BUILD_LOCK = threading.Lock()
 #: Switch for benchmarks and tests: ``False`` sends every node through
 #: transposition (the reference the fast paths are checked against).
 USE_FAST_RULES = True
@@ -78,7 +83,16 @@ def _linear_primitives():
 
 
 def _build_fast():
+    """Fill ``_FAST`` once, on the first JVP (after every ops module has
+    declared its rules); under a lock, so threads see it whole."""
     global _fast_built
+    with _BUILD_LOCK:
+        if not _fast_built:
+            _fill_fast()
+            _fast_built = True
+
+
+def _fill_fast():
     for ufunc, prim in list(UFUNCS.items()):
         if isinstance(ufunc, np.ufunc) and ufunc.signature is None and ufunc.nout == 1 \
                 and getattr(prim, "n_outputs", 1) == 1:
@@ -89,13 +103,12 @@ def _build_fast():
             _FAST[rule] = (kind, prim, i)
         if prim.name in _BATCHED_BY_NAME:
             _BATCHED[prim] = _BATCHED_BY_NAME[prim.name]
-    _fast_built = True
 
 
 def _broadcast(x, shape):
     if x.__class__ is Var or type(x) is np.ndarray or isinstance(x, np.generic):
         return x if _shape(x) == shape else np.broadcast_to(x, shape)
-    if x.__class__.__name__ == "ArrayMeta" or x.__class__ is _Meta:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # the shape of an array not kept
         return _Meta(shape, x.dtype)
     return x  # a Python scalar: broadcasts by itself
 
