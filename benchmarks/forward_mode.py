@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks._harness import median_time, row
+from benchmarks._harness import median_time, optional, row
 from benchmarks.w3_unneeded_gradients import loss, make
 
 
@@ -95,6 +95,45 @@ def main(quick=False, plot=False):
     t_old = median_time(lambda: old_hvp(w1, b1, x, (tw, tb)), reps)
     rows.append(row("forward", "HVP <= 4x grad (W3, w.r.t. w1, b1)",
                     "tapestry hvp rev-over-rev (before)", t_old, None, "reference"))
+    rows.extend(_jax_rows(quick, reps))
+    return rows
+
+
+def _jax_rows(quick, reps):
+    """The same four cases in JAX (eager, no jit), when it is installed."""
+    jax = optional("jax")
+    if jax is None:
+        return []
+    import jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(0)
+    w1, b1, x = (jnp.asarray(a) for a in make(quick))
+    tw, tb, tx = (jnp.asarray(0.01 * rng.standard_normal(a.shape)) for a in (w1, b1, x))
+    jl = lambda w1, b1, x: jnp.sum(jnp.exp(w1 @ x + b1[:, None]))  # noqa: E731
+    A, B = (jnp.asarray(rng.standard_normal((1000, 10))) for _ in range(2))
+    f10 = lambda x: jnp.tanh(A @ x) * jnp.sin(B @ x) + jnp.tanh(A @ x) ** 2  # noqa: E731
+    W, c = jnp.asarray(0.3 * rng.standard_normal((20, 50))), jnp.asarray(rng.standard_normal(50))
+    f50 = lambda x: (jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)  # noqa: E731
+                     + jnp.sum(jnp.log1p(jnp.exp(W @ x))) + c @ jnp.tanh(x))
+    x10, x50 = jnp.asarray(rng.standard_normal(10)), jnp.asarray(rng.uniform(-1, 1, 50))
+    done = jax.block_until_ready
+    g = jax.grad(jl, argnums=(0, 1))
+    cases = [
+        ("jvp <= 3x forward (W3)", "jvp", lambda: done(jax.jvp(jl, (w1, b1, x), (tw, tb, tx))),
+         "forward", lambda: done(jl(w1, b1, x))),
+        ("HVP <= 4x grad (W3, w.r.t. w1, b1)", "hvp fwd-over-rev",
+         lambda: done(jax.jvp(lambda a, b: g(a, b, x), (w1, b1), (tw, tb))),
+         "grad", lambda: done(g(w1, b1, x))),
+        ("jacfwd beats jacrev (10 -> 1000)", "jacfwd", lambda: done(jax.jacfwd(f10)(x10)),
+         "jacrev", lambda: done(jax.jacrev(f10)(x10))),
+        ("hessian beats rev-over-rev (50 params)", "hessian", lambda: done(jax.hessian(f50)(x50)),
+         "jacrev(grad)", lambda: done(jax.jacrev(jax.grad(f50))(x50))),
+    ]
+    rows = []
+    for target, name, fn, base_name, base in cases:
+        t_fn, t_base = median_time(fn, reps), median_time(base, reps)
+        rows.append(row("forward", target, f"jax eager {name}", t_fn, None,
+                        f"{t_fn / t_base:.2f}x {base_name} ({t_base * 1e3:.2f} ms)"))
     return rows
 
 

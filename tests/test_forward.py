@@ -319,3 +319,14 @@ def test_linearize_tangent_errors_and_zero_tangent_outputs():
     t = f_jvp(np.ones(2), np.zeros(3))
     np.testing.assert_allclose(t[0], np.cos(1.0))
     np.testing.assert_array_equal(t[1], np.zeros(3))
+
+
+def test_threads_get_the_serial_results():
+    from concurrent.futures import ThreadPoolExecutor
+    xs = [rand((5,), "normal", s) for s in range(8)]
+    serial = [(tp.hessian(_f)(x), tp.jvp(_f, (x,), (x,))[1]) for x in xs]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(lambda x: (tp.hessian(_f)(x), tp.jvp(_f, (x,), (x,))[1]), xs))
+    for (h1, t1), (h2, t2) in zip(serial, threaded):
+        np.testing.assert_array_equal(h1, h2)
+        assert t1 == t2
