@@ -17,6 +17,8 @@ from test_ops_elementwise import BINARY, UNARY, _avoid_kinks
 from test_ops_linalg import LINALG, PRODUCTS
 from test_ops_reductions import REDUCTIONS
 from test_ops_shape import CASES
+from test_einsum import CASES as EINSUM
+from test_indexing import KEYS
 
 
 def _leaves(t):
@@ -126,6 +128,46 @@ def test_indexing_keys(key):
     if len(key) == 3:
         x = rand((2, 3, 4), "normal", 6)
     check_jvp(lambda x: x[key] * 2.0, (x,))
+
+
+@pytest.mark.parametrize("spec,shapes", EINSUM, ids=[c[0] for c in EINSUM])
+def test_einsum(spec, shapes):
+    check_jvp(lambda *ops: np.einsum(spec, *ops),
+              tuple(rand(s, "normal", k) for k, s in enumerate(shapes)))
+
+
+@pytest.mark.parametrize("shape,key", KEYS, ids=[str(k) for k in range(len(KEYS))])
+def test_indexing_table(shape, key):
+    check_jvp(lambda x: x[key] * 1.5, (rand(shape, "normal", 1),))
+
+
+MISC = {
+    "cumsum": (lambda x: np.cumsum(x, axis=1), (3, 4)), "cumprod": (lambda x: np.cumprod(x), (5,)),
+    "sort": (lambda x: np.sort(x, axis=0) * np.arange(1.0, 5.0), (3, 4)),
+    "median": (lambda x: np.median(x, axis=0), (3, 4)),
+    "quantile": (lambda x: np.quantile(x, [0.2, 0.7], axis=1), (3, 5)),
+    "clip": (lambda x: np.clip(x, -0.5, 0.6), (3, 4)),
+    "where": (lambda x: np.where(x > 0, x ** 2, np.sin(x)), (3, 4)),
+    "nan_to_num": (lambda x: np.nan_to_num(x) * 2.0, (3,)),
+    "split": (lambda x: np.split(x, 2, axis=1)[1] * np.split(x, 2, axis=1)[0], (3, 4)),
+    "norm": (lambda x: np.linalg.norm(x, axis=0), (3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(MISC))
+def test_misc_ops(name):
+    f, shape = MISC[name]
+    check_jvp(f, (rand(shape, "normal", 2),), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["expit", "log_expit", "gammaln", "erf", "ndtr", "xlogy"])
+def test_scipy_special(name):
+    sp = pytest.importorskip("scipy.special")
+    f = getattr(sp, name)
+    if name == "xlogy":
+        check_jvp(f, (rand((3, 1), "pos", 1), rand((4,), "pos", 2)))
+    else:
+        check_jvp(lambda x: f(x) * 1.5, (rand((2, 3), "pos", 3),))
 
 
 def test_composite_functions():

@@ -36,7 +36,7 @@ from .var import Var
 
 #: Fast paths, keyed by the VJP rule a node holds: ``rule -> (kind, prim, argnum)``.
 _FAST: dict = {}
-_fast_built = False
+_fast_built = 0  # len(UFUNCS) when built: scipy.special registers its ufuncs later
 _BUILD_LOCK = threading.Lock()
 #: Switch for benchmarks and tests: ``False`` sends every node through
 #: transposition (the reference the fast paths are checked against).
@@ -83,13 +83,14 @@ def _linear_primitives():
 
 
 def _build_fast():
-    """Fill ``_FAST`` once, on the first JVP (after every ops module has
-    declared its rules); under a lock, so threads see it whole."""
+    """Fill ``_FAST`` on the first JVP (after the ops modules have declared
+    their rules) and again when ufuncs were registered since (scipy.special
+    loads on first use); under a lock, so threads see it whole."""
     global _fast_built
     with _BUILD_LOCK:
-        if not _fast_built:
+        if _fast_built != len(UFUNCS):
             _fill_fast()
-            _fast_built = True
+            _fast_built = len(UFUNCS)
 
 
 def _fill_fast():
@@ -172,7 +173,7 @@ def node_tangent(node, ts, batch=None):
         if custom is not None:
             return custom.tangent(ts)
         return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
-    if not _fast_built:
+    if _fast_built != len(UFUNCS):
         _build_fast()
     out, slow = None, []
     for i, (rule, t) in enumerate(zip(rules, ts)):
