@@ -372,3 +372,15 @@ def test_threads_get_the_serial_results():
     for (h1, t1), (h2, t2) in zip(serial, threaded):
         np.testing.assert_array_equal(h1, h2)
         assert t1 == t2
+
+
+def test_reverse_over_batched_forward():
+    """grad through jacfwd / hessian (batched tangents that are themselves
+    traced by the outer grad), against finite differences."""
+    from tapestry.testing import check_grads
+    A, W = rand((5, 3), "normal", 1), rand((3, 3), "normal", 2)
+    x = rand((3,), "normal", 3)
+    g = lambda x: np.tanh(A @ x) * x[0] + np.sum(x ** 2)  # noqa: E731
+    check_grads(lambda x: np.sum(tp.jacfwd(g)(x) ** 2), (x,))
+    check_grads(lambda x: np.sum(tp.hessian(lambda x: np.sum(np.sin(A @ x) ** 3))(x)), (x,))
+    check_grads(lambda W: np.sum(tp.jacfwd(lambda x: np.tanh(W @ x))(x) ** 2), (W,))
