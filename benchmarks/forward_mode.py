@@ -10,7 +10,8 @@
    reverse-over-reverse Hessian tapestry had before (``jacrev(grad(f))``,
    one reverse sweep per row).  Target: faster.
 
-Each timed twice: with the fast paths of ``tapestry.core.forward``
+Each case and its baseline are timed in turns (``interleaved_times``), and
+each case twice: with the fast paths of ``tapestry.core.forward``
 (elementwise ufuncs and linear primitives) and with every node transposed
 (``USE_FAST_RULES = False``), which is what decided which to keep.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks._harness import median_time, optional, row
+from benchmarks._harness import interleaved_times, median_time, optional, row
 from benchmarks.w3_unneeded_gradients import loss, make
 
 
@@ -68,6 +69,8 @@ def cases(quick=False):
     old_hess = tp.jacrev(tp.grad(f50))
     return [
         ("jvp <= 3x forward (W3)", "jvp", jv, "forward", fwd),
+        ("jvp <= 3x forward (W3)", "jvp, tangents in (w1, b1) only",
+         lambda: tp.jvp(lambda w1, b1: loss(w1, b1, x), (w1, b1), (tw, tb)), "forward", fwd),
         ("HVP <= 4x grad (W3, w.r.t. w1, b1)", "hvp fwd-over-rev",
          lambda: hvp(w1, b1, x, (tw, tb)), "grad", lambda: gr(w1, b1, x)),
         ("jacfwd beats jacrev (10 -> 1000)", "jacfwd", lambda: tp.jacfwd(f10)(x10),
@@ -75,6 +78,13 @@ def cases(quick=False):
         ("hessian beats rev-over-rev (50 params)", "hessian fwd-over-rev",
          lambda: tp.hessian(f50)(x50), "jacrev(grad) (before)", lambda: old_hess(x50)),
     ], (_old_hvp(loss, (0, 1)), w1, b1, x, tw, tb)
+
+
+def _pair(fn, base, reps):
+    """Medians of ``fn`` and its baseline timed in turns (the machine is
+    shared: turns make both see the same load)."""
+    t = interleaved_times([("fn", fn), ("base", base)], repeats=reps)
+    return t["fn"], t["base"]
 
 
 def main(quick=False, plot=False):
@@ -87,7 +97,7 @@ def main(quick=False, plot=False):
         mode = "fast paths" if fast else "transposition only"
         try:
             for target, name, fn, base_name, base in items:
-                t_fn, t_base = median_time(fn, reps), median_time(base, reps)
+                t_fn, t_base = _pair(fn, base, reps)
                 rows.append(row("forward", target, f"tapestry {name} ({mode})", t_fn, None,
                                 f"{t_fn / t_base:.2f}x {base_name} ({t_base * 1e3:.2f} ms)"))
         finally:
@@ -131,7 +141,7 @@ def _jax_rows(quick, reps):
     ]
     rows = []
     for target, name, fn, base_name, base in cases:
-        t_fn, t_base = median_time(fn, reps), median_time(base, reps)
+        t_fn, t_base = _pair(fn, base, reps)
         rows.append(row("forward", target, f"jax eager {name}", t_fn, None,
                         f"{t_fn / t_base:.2f}x {base_name} ({t_base * 1e3:.2f} ms)"))
     return rows
