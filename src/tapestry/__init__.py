@@ -1,6 +1,7 @@
 """tapestry: reverse-mode automatic differentiation for plain NumPy code.
 
-Capabilities: the core API (grad, vjp, jacobian, custom_vjp, ...), sparse
+Capabilities: the core API (grad, vjp, jacobian, custom_vjp, ...), forward
+mode (jvp, linearize, jacfwd, hessian: docs/forward.md), sparse
 gradients (AxisSparse, optim), index-notation kernels (kernel, einsum) and
 parallel reductions (parallel_sum, parallel_map).  See docs/architecture.md.
 """
