@@ -1,5 +1,7 @@
 """Indexing rules: x[key], np.take, np.take_along_axis, against finite
 differences (float64 and float32) and the dense scatter they must equal."""
+import operator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -53,7 +55,7 @@ def test_getitem_matches_finite_differences(shape, key, dtype):
 def test_getitem_gradient_equals_dense_scatter(shape, key):
     x = _x(shape)
     w = RNG.standard_normal(np.shape(x[key]))
-    g = tp.grad(lambda x: np.sum(x[key] * w))(x)
+    g = tp.grad(lambda x: np.sum(x[key] * w), sparse=True)(x)
     assert np.allclose(np.asarray(g), _dense_grad_of_sum(shape, key, w))
 
 
@@ -63,7 +65,7 @@ def test_getitem_gradient_equals_dense_scatter(shape, key):
     (4, 0), ((slice(None), -1), 1), (np.array([True, False, True, False, False]), 0)])
 def test_gather_along_one_axis_gives_axis_sparse(key, axis):
     W = _x((5, 3))
-    g = tp.grad(lambda W: np.sum(np.sin(W[key])))(W)
+    g = tp.grad(lambda W: np.sum(np.sin(W[key])), sparse=True)(W)
     assert isinstance(g, tp.AxisSparse) and g.axis == axis and g.shape == W.shape
     ref = _dense_grad_of_sum(W.shape, key, np.cos(W[key]))
     assert np.allclose(g.todense(), ref)
@@ -82,7 +84,7 @@ def test_take_every_axis_and_mode(axis, mode, dtype):
     x = _x((4, 3, 5), dtype)
     idx = np.array([0, 2, 2, -1]) if mode == "raise" else np.array([0, 7, 7, -6])
     check_grads(lambda x: np.take(x, idx, axis=axis, mode=mode) ** 2, (x,))
-    g = tp.grad(lambda x: np.sum(np.take(x, idx, axis=axis, mode=mode)))(x)
+    g = tp.grad(lambda x: np.sum(np.take(x, idx, axis=axis, mode=mode)), sparse=True)(x)
     if axis is not None:
         assert isinstance(g, tp.AxisSparse) and g.axis == axis % 3
 
@@ -92,7 +94,7 @@ def test_take_along_axis_gather_and_general(dtype):
     x = _x((4, 6), dtype)
     rows = np.array([[3], [0], [3]])              # one-axis gather: sparse
     check_grads(lambda x: np.take_along_axis(x, rows, axis=0) * 2.0, (x,))
-    assert isinstance(tp.grad(lambda x: np.sum(np.take_along_axis(x, rows, 0)))(x),
+    assert isinstance(tp.grad(lambda x: np.sum(np.take_along_axis(x, rows, 0)), sparse=True)(x),
                       tp.AxisSparse)
     per_row = np.array([[5], [1], [1], [0]])      # a different column per row
     check_grads(lambda x: np.take_along_axis(x, per_row, axis=1) ** 2, (x,))
@@ -107,13 +109,13 @@ def test_indices_computed_from_values_in_the_forward_pass():
         S = np.argsort(-(W @ x))[:3]          # indices depend on the activations
         return np.sum(np.tanh(W[S] @ x))
     check_grads(loss, (W,))
-    assert isinstance(tp.grad(loss)(W), tp.AxisSparse)
+    assert isinstance(tp.grad(loss, sparse=True)(W), tp.AxisSparse)
 
 
 def test_nested_gather_same_axis_stays_sparse():
     W = _x((10, 2))
     S, T = np.array([1, 4, 4, 9]), np.array([3, 0, 0])
-    g = tp.grad(lambda W: np.sum(W[S][T] ** 2))(W)
+    g = tp.grad(lambda W: np.sum(W[S][T] ** 2), sparse=True)(W)
     assert isinstance(g, tp.AxisSparse)
     check_grads(lambda W: W[S][T] ** 2, (W,))
     check_grads(lambda W: W[S][:, np.array([1, 1])] * 3.0, (W,))
@@ -136,7 +138,7 @@ def test_random_gathers_against_dense_path(n, m, k, axis, seed):
     S = rng.integers(-n, n, size=k)
     w = rng.standard_normal(np.take(W, S, axis=axis).shape)
     f = lambda W: np.sum(np.take(W, S, axis=axis) * w)
-    g_sparse, g_dense = tp.grad(f)(W), tp.grad(f, sparse=False)(W)
+    g_sparse, g_dense = tp.grad(f, sparse=True)(W), tp.grad(f, sparse=False)(W)
     assert type(g_dense) is np.ndarray
     assert np.allclose(np.asarray(g_sparse), g_dense)
     key = (slice(None),) * axis + (S,)
@@ -163,3 +165,8 @@ def test_jacobian_of_a_gather_stacks_sparse_rows():
     ref = np.zeros((2, 2, 3, 2))
     ref[0, :, 2, :] = ref[1, :, 0, :] = np.eye(2)
     assert np.allclose(J, ref)
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {operator.getitem, np.take, np.take_along_axis}

@@ -62,6 +62,8 @@ PRODUCTS = {
     "matvec": (np.matvec, (2, 3), (3,)), "vecmat": (np.vecmat, (3,), (3, 2)),
     "linalg_outer": (np.linalg.outer, (3,), (2,)),
     "multi_dot": (lambda a, b: np.linalg.multi_dot([a, b, b.T]), (2, 3), (3, 3)),
+    "linalg_matmul": (np.linalg.matmul, (2, 3, 4), (4, 2)),
+    "linalg_tensordot": (lambda a, b: np.linalg.tensordot(a, b, axes=2), (2, 3, 4), (3, 4, 2)),
 }
 
 
@@ -158,3 +160,13 @@ def test_spectral_norm_second_order_raises():
 def test_missing_linalg_rule_points_to_custom_vjp():
     with pytest.raises(NotImplementedError, match=r"linalg\.qr.*custom_vjp"):
         tp.grad(lambda x: np.sum(np.linalg.qr(x)[0]))(rand((3, 3), "normal", 24))
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {
+    np.matmul, np.dot, np.inner, np.vdot, np.outer, np.kron, np.tensordot, np.vecdot,
+    np.linalg.vecdot, np.matvec, np.vecmat, np.linalg.outer, np.linalg.multi_dot,
+    np.linalg.solve, np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
+    np.linalg.eigh, np.linalg.eigvalsh, np.linalg.norm, np.linalg.matmul, np.linalg.tensordot,
+}

@@ -70,7 +70,7 @@ def test_sampled_loss_gradients_are_sparse_and_correct():
     x = rng.standard_normal((5, cfg.n_features))
     S1, S2 = np.array([0, 3, 9]), np.array([2, 40, 41, 299])
     target = np.eye(4)[[0, 1, 1, 3, 2]]
-    grads = tp.grad(slide_loss)(params, x, S1, S2, target)
+    grads = tp.grad(slide_loss, sparse=True)(params, x, S1, S2, target)
     assert all(isinstance(g, tp.AxisSparse) for g in grads)
     dense = tp.grad(slide_loss, sparse=False)(params, x, S1, S2, target)
     for g, d in zip(grads, dense):

@@ -152,7 +152,7 @@ def test_grad_is_sparse_through_preserving_rules_without_densifying():
         lambda W: np.sum(np.take(W * x, S, axis=0)),       # broadcast operand
     ]
     for f in losses:
-        g = tp.grad(f)(W)
+        g = tp.grad(f, sparse=True)(W)
         assert isinstance(g, AxisSparse) and g.axis == 0
         assert np.allclose(g.todense(), tp.grad(f, sparse=False)(W))
         check_grads(f, (W,))
@@ -163,7 +163,7 @@ def test_mixed_dense_and_sparse_use_gives_the_dense_sum():
     W = _W()
     S = np.array([1, 1, 3])
     f = lambda W: np.sum(W ** 2) + np.sum(W[S] * 3.0)
-    g = tp.grad(f)(W)
+    g = tp.grad(f, sparse=True)(W)
     assert type(g) is np.ndarray
     ref = 2 * W
     np.add.at(ref, S, 3.0)
@@ -172,7 +172,7 @@ def test_mixed_dense_and_sparse_use_gives_the_dense_sum():
 
 def test_grad_result_behaves_like_an_array():
     W = _W()
-    g = tp.grad(lambda W: np.sum(W[np.array([0, 0, 5])] ** 2))(W)
+    g = tp.grad(lambda W: np.sum(W[np.array([0, 0, 5])] ** 2), sparse=True)(W)
     d = np.asarray(g)
     assert g.shape == W.shape and g.dtype == W.dtype
     assert np.allclose(g + W, d + W) and np.allclose(2 * g, 2 * d)
@@ -184,7 +184,7 @@ def test_float32_gradients_keep_dtype(dtype):
     W = _W().astype(dtype)
     S = np.array([4, 4, 1])
     f = lambda W: np.sum(np.sin(W[S]) * 2.0)
-    g = tp.grad(f)(W)
+    g = tp.grad(f, sparse=True)(W)
     assert isinstance(g, AxisSparse) and g.dtype == dtype
     check_grads(f, (W,))
 
@@ -195,7 +195,7 @@ def test_sparse_gradient_is_flat_in_memory():
     x = RNG.standard_normal(64)
     S = RNG.integers(0, 4096, 32)
     W = RNG.standard_normal((4096, 64))    # 2 MiB
-    f = tp.grad(lambda W: np.sum(W[S] @ x))
+    f = tp.grad(lambda W: np.sum(W[S] @ x), sparse=True)
     f(W)
     tracemalloc.start()
     g = f(W)
@@ -221,3 +221,41 @@ def test_random_sparse_arithmetic_matches_dense(shape, k, seed, data):
     assert np.allclose(np.asarray(s.coalesce()), d)
     assert np.allclose(np.asarray(np.transpose(s)), d.T)
     assert np.allclose(y + s, y + d)
+
+
+# --- when a gradient is returned sparse (sparse="auto") -----------------------------
+def test_small_or_dense_access_gives_dense_gradients():
+    """Rosenbrock written with t[0], t[1] and a loop over rows touch most of a
+    small array: the gradient comes back as a plain ndarray."""
+    rosen = lambda t: (1 - t[0]) ** 2 + 100 * (t[1] - t[0] ** 2) ** 2
+    g = tp.grad(rosen)(np.array([0.5, 1.5]))
+    assert type(g) is np.ndarray
+    np.testing.assert_allclose(g, [-1 - 400 * 0.5 * (1.5 - 0.25), 200 * (1.5 - 0.25)])
+    x = np.arange(12.0).reshape(4, 3)
+    g = tp.grad(lambda x: sum(np.sum(row ** 2) for row in x))(x)
+    assert type(g) is np.ndarray and np.allclose(g, 2 * x)
+    assert g.ravel().tolist() == (2 * x).ravel().tolist()
+
+
+def test_few_rows_of_a_large_array_stay_sparse():
+    W = np.ones((4096, 16))
+    S = np.array([3, 70, 70, 4000])
+    g = tp.grad(lambda W: np.sum(W[S] ** 2))(W)
+    assert isinstance(g, tp.AxisSparse)
+    # touching more than a quarter of the rows densifies once, at the end
+    many = np.arange(2048)
+    assert type(tp.grad(lambda W: np.sum(W[many] ** 2))(W)) is np.ndarray
+    assert isinstance(tp.grad(lambda W: np.sum(W[many] ** 2), sparse=True)(W), tp.AxisSparse)
+
+
+def test_returned_axis_sparse_supports_ndarray_methods():
+    W = _W()
+    g = tp.grad(lambda W: np.sum(W[np.array([0, 0, 5])] ** 2), sparse=True)(W)
+    d = g.todense()
+    assert g.ravel().tolist() == d.ravel().tolist()
+    assert np.array_equal(g > 0, d > 0) and np.array_equal(g == d, np.ones_like(d, bool))
+    assert g.max() == d.max() and g.flatten().shape == (d.size,)
+    assert [r.tolist() for r in g] == d.tolist()
+    assert f"{g.sum():.3f}" == f"{d.sum():.3f}"
+    with pytest.raises(AttributeError, match="todense"):
+        g.no_such_attribute

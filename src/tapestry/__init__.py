@@ -10,19 +10,23 @@ from .core.allocator import tune_malloc as _tune_malloc
 _tune_malloc()  # reuse freed large buffers (core/allocator.py; TAPESTRY_TUNE_MALLOC=0 opts out)
 
 from . import ops as _ops  # noqa: E402,F401  (fills the rule registries)
-from . import debug, optim, testing  # noqa: E402,F401
+from . import debug, optim, optimize, testing, tree_util  # noqa: E402,F401
 from .core.api import (elementwise_grad, grad, hessian,  # noqa: E402
                        hessian_vector_product, jacfwd, jacobian, jacrev, jvp, linearize,
                        stop_gradient, value_and_grad, vjp)
 from .core.custom import checkpoint, custom_vjp  # noqa: E402
 from .core.forward import custom_jvp  # noqa: E402
-from .core.pytree import tree_flatten, tree_map, tree_unflatten  # noqa: E402
+from .core.pytree import (ravel_pytree, tree_flatten, tree_leaves, tree_map,  # noqa: E402
+                          tree_structure, tree_unflatten)
 from .core.tape import EscapedTracerError  # noqa: E402
 from .core.var import Var  # noqa: E402
+from .core.registry import freeze as _freeze_registries  # noqa: E402
 from .kernels import kernel  # noqa: E402
 from .ops.einsum import einsum  # noqa: E402
 from .parallel import parallel_map, parallel_sum  # noqa: E402
 from .sparse import AxisSparse  # noqa: E402
+
+_freeze_registries()  # every rule is declared: from here on, registries are read-only
 
 __version__ = "0.1.0"
 
@@ -32,8 +36,10 @@ __all__ = [
     "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad",
     "stop_gradient", "custom_vjp", "custom_jvp", "checkpoint", "tree_flatten", "tree_unflatten",
     "tree_map", "Var", "EscapedTracerError", "testing", "debug",
+    # pytrees
+    "tree_util", "tree_leaves", "tree_structure", "ravel_pytree",
     # sparse gradients
-    "AxisSparse", "optim",
+    "AxisSparse", "optim", "optimize",
     # kernels
     "kernel", "einsum",
     # parallel

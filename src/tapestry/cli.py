@@ -8,6 +8,7 @@ import sys
 #: demo name -> "module:function"; each capability registers its own demo.
 DEMOS = {
     "mlp": "tapestry.examples.mlp:main",
+    "optimize": "tapestry.examples.optimize_fit:main",
     "slide": "tapestry.examples.slide:main",
     "parallel": "tapestry.parallel.demo:main",
     "kernels": "tapestry.kernels.demo:main",

@@ -8,11 +8,10 @@ import functools
 import numpy as np
 
 from .backward import backward_sweep
-from .dispatch import unwrap_all
 from .forward import TangentRecorder, push
 from .pytree import tree_flatten, tree_map
 from .tape import LEAF, open_tape
-from .var import Var
+from .var import Var, unwrap_all
 
 
 def stop_gradient(x):
@@ -76,14 +75,20 @@ def _trace_inputs(tape, args, nums, opname):
     return args, [by_num[a] for a in nums]
 
 
-def _cast_like(ct, x, sparse=True):
+_F8 = np.dtype(np.float64)
+
+
+def _cast_like(ct, x, sparse="auto"):
     """The leaf's cotangent as the gradient: same shape and dtype as ``x``."""
     if type(ct) is np.ndarray and type(x) is np.ndarray and ct.dtype == x.dtype \
             and ct.shape == x.shape:
         return ct  # the common case, without the checks below
+    if getattr(ct, "dtype", _F8).kind == "c" and getattr(x, "dtype", _F8).kind != "c":
+        # a real leaf: Re(c * t) for real t (docs/complex.md)
+        ct = np.real(ct.todense(ct.dtype) if hasattr(ct, "todense") else ct)
     if hasattr(ct, "todense"):  # a sparse cotangent (tapestry.sparse)
         dt = np.result_type(x)
-        if sparse:
+        if sparse is True or (sparse == "auto" and ct.worth_keeping()):
             return ct if ct.dtype == dt else ct.astype(dt)
         ct = ct.todense(dt)
     if ct is None:
@@ -95,7 +100,7 @@ def _cast_like(ct, x, sparse=True):
     return ct
 
 
-def _collect(records, cts, single, sparse=True):
+def _collect(records, cts, single, sparse="auto"):
     grads = []
     for td, rec in records:
         grads.append(td.unflatten([_cast_like(cts[i], x, sparse) for i, x in rec]))
@@ -139,41 +144,55 @@ def _value_and_grad(f, argnums, has_aux, sparse, opname):
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         single, nums = _normalize_argnums(argnums, len(args), opname)
-        with open_tape() as tape:
-            targs, records = _trace_inputs(tape, args, nums, opname)
-            out = f(*targs, **kwargs)
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
-                                "return a pair (scalar_output, aux).")
-            out, aux = out
-            aux = tree_map(lambda v: _lower(v, tape), aux)
-        value, dtype = _check_scalar_output(out, tape, opname)
-        idx = _output_node(out, tape)
-        if idx is None:
-            cts = [None] * len(tape.nodes)
-        else:
-            cts = backward_sweep(tape, idx, np.ones(np.shape(value), dtype=dtype),
-                                 release=True)
-        tape.nodes.clear()
+        with open_tape(close=False) as tape:  # closed after the sweep, below
+            try:
+                targs, records = _trace_inputs(tape, args, nums, opname)
+                out = f(*targs, **kwargs)
+            except BaseException:
+                tape.close(keep=False)
+                raise
+        try:
+            value, aux, cts = _sweep_scalar(tape, out, has_aux, opname)
+        finally:
+            tape.close(keep=False)
         grads = _collect(records, cts, single, sparse)
         return ((value, aux), grads) if has_aux else (value, grads)
     return value_and_grad_f
 
 
-def value_and_grad(f, argnums=0, has_aux=False, sparse=True):
+def _sweep_scalar(tape, out, has_aux, opname):
+    """Check ``f``'s output (a scalar, or ``(scalar, aux)``) and sweep the
+    tape from it: ``(value, aux, cotangents by tape position)``."""
+    aux = None
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
+                            "return a pair (scalar_output, aux).")
+        out, aux = out
+        aux = tree_map(lambda v: _lower(v, tape), aux)
+    value, dtype = _check_scalar_output(out, tape, opname)
+    idx = _output_node(out, tape)
+    if idx is None:
+        return value, aux, [None] * len(tape.nodes)
+    seed = np.ones(np.shape(value), dtype=dtype)
+    return value, aux, backward_sweep(tape, idx, seed, release=True)
+
+
+def value_and_grad(f, argnums=0, has_aux=False, sparse="auto"):
     """``f``'s value and its gradient with respect to ``argnums``.
 
     ``f`` must return a scalar, or any array of size 1 (or ``(scalar, aux)``
     with ``has_aux``).  Arguments are pytrees; the gradient has the same
     structure and dtypes.  A leaf only read through gathers (``W[S]``) gets
-    a ``tp.AxisSparse`` gradient; ``sparse=False`` returns dense arrays.
+    a ``tp.AxisSparse`` gradient where that pays (``sparse="auto"``: a large
+    array of which the gathers touched at most a quarter, see
+    tapestry.sparse); ``sparse=True`` keeps every sparse gradient,
+    ``sparse=False`` returns dense arrays.
     """
     return _value_and_grad(f, argnums, has_aux, sparse, "value_and_grad")
 
 
-def grad(f, argnums=0, has_aux=False, sparse=True):
+def grad(f, argnums=0, has_aux=False, sparse="auto"):
     """The gradient of scalar-valued ``f`` with respect to ``argnums``
     (``sparse``: see :func:`value_and_grad`)."""
     vg = _value_and_grad(f, argnums, has_aux, sparse, "grad")

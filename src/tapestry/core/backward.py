@@ -74,6 +74,8 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
     tape again (``vjp`` pullbacks, ``jacobian``).
     """
     nodes = tape.nodes
+    if not release and nodes.__class__ is not list:
+        nodes = list(nodes)  # a closed tape's nodes: a plain list indexes ~2x faster
     cts = [None] * len(nodes)
     cts[out_index] = seed
     owned = set()

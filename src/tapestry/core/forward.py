@@ -79,7 +79,7 @@ def _linear_primitives():
                        (indexing, ("getitem", "scatter_add")),
                        (linalg, ("_tensordot",))):
         found += [(getattr(mod, n, None), _LINEAR_EACH) for n in names]
-    return [(p, k) for p, k in found if p is not None]
+    return [(p, k) for p, k in found if getattr(p, "vjps", None) is not None]
 
 
 def _build_fast():
@@ -95,9 +95,10 @@ def _build_fast():
 
 def _fill_fast():
     for ufunc, prim in list(UFUNCS.items()):
-        if isinstance(ufunc, np.ufunc) and ufunc.signature is None and ufunc.nout == 1 \
-                and getattr(prim, "n_outputs", 1) == 1:
-            for i, rule in prim.vjps.items():
+        vjps = getattr(prim, "vjps", None)  # composites (no rules of their own) skipped
+        if vjps is not None and isinstance(ufunc, np.ufunc) and ufunc.signature is None \
+                and ufunc.nout == 1 and getattr(prim, "n_outputs", 1) == 1:
+            for i, rule in vjps.items():
                 _FAST[rule] = (_DIAGONAL, prim, i)
     for prim, kind in _linear_primitives():
         for i, rule in prim.vjps.items():

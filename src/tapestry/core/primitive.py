@@ -18,9 +18,8 @@ import operator
 import numpy as np
 
 from .backward import Negated
-from .registry import FUNCTIONS, NONDIFF, UFUNCS
-from . import var as _var_module
-from .var import Var
+from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
+from .var import Var, innermost_tape
 
 
 
@@ -29,8 +28,9 @@ KEEP_ALL = 0        # rules may read every argument and the result
 KEEP_SHAPES = 1     # rules read only shapes/dtypes (add, subtract, sum, reshape)
 KEEP_ANS = 2        # rules read the result only (exp, tanh, sqrt)
 KEEP_OTHER = 3      # each active argument's rule reads the *other* operands (multiply, matmul)
-# Below this size holding an array costs less than deciding not to.
-_KEEP_MIN_SIZE = 4096
+#: Below this many elements, holding an array costs less than deciding not
+#: to, and a plain multiply costs less than checking for a broadcast 1.
+KEEP_MIN_SIZE = 4096
 
 
 _OPERATORS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
@@ -67,57 +67,64 @@ def _apply_keep(keep, raw, ans, active):
 
 
 class Primitive:
-    """A differentiable operation: forward function and per-argument VJPs."""
+    """A differentiable operation: its forward function and one VJP rule per
+    differentiable argument, fixed when it is declared.
 
-    __slots__ = ("fun", "fast", "name", "vjps", "vjp_argnum", "n_outputs", "keep",
-                 "_rules0", "_rules1", "_rules01")
+    ``vjps`` lists the rules by argument position (``None`` where an
+    argument has none); ``vjp_argnum(argnum, g, ans, args, kwargs)`` serves
+    every argument without its own rule (variadic ops: concatenate,
+    einsum).  Differentiating an argument with no rule raises when the
+    operation is recorded, naming it.  A Primitive is registered for NumPy's
+    dispatch with :func:`implements`, or called directly.
+    """
 
-    def __init__(self, fun, name=None, n_outputs=1, keep=KEEP_ALL):
+    __slots__ = ("fun", "call_positional", "name", "vjps", "vjp_argnum", "n_outputs",
+                 "keep", "_rules0", "_rules1", "_rules01")
+
+    def __init__(self, fun, name=None, *, vjps=(), vjp_argnum=None, n_outputs=1,
+                 keep=KEEP_ALL):
         self.fun = fun
-        # Same function for calls without keyword arguments; the Python
+        # The same function for calls without keyword arguments; the Python
         # operator for arithmetic, which NumPy scalars run ~10x faster than
         # the ufunc call.
-        self.fast = _OPERATORS.get(fun, fun)
+        self.call_positional = _OPERATORS.get(fun, fun)
         # What the node must hold for its rules (see ``KEEP_*``): dropping
         # the arrays the rules never read lets them be freed during forward.
         self.keep = keep
         self.name = name or getattr(fun, "__name__", repr(fun))
-        self.vjps = {}
-        # Rule used for any argument without an entry in ``vjps``:
-        # ``vjp_argnum(argnum, g, ans, args, kwargs)``; for variadic ops.
-        self.vjp_argnum = None
+        self.vjps = dict((i, r) for i, r in enumerate(vjps) if r is not None) \
+            if not isinstance(vjps, dict) else dict(vjps)
+        self.vjp_argnum = vjp_argnum
         self.n_outputs = n_outputs
-        self._clear_rule_cache()
-
-    def _clear_rule_cache(self):
-        # Rule tuples for the hot paths, built on first use (after import
-        # has declared every rule), so recording allocates no tuple for them.
-        self._rules0 = self._rules1 = self._rules01 = None
-
-    def _rules_for(self, which):
-        if which == 0:
-            self._rules0 = (self._rule(0),)
-            return self._rules0
-        if which == 1:
-            self._rules1 = (self._rule(1),)
-            return self._rules1
-        self._rules01 = (self._rule(0), self._rule(1))
-        return self._rules01
+        # Rule tuples of the one- and two-argument hot paths, built once
+        # here so that recording allocates none (None: no rule).
+        r0, r1 = self._rule_or_none(0), self._rule_or_none(1)
+        self._rules0 = None if r0 is None else (r0,)
+        self._rules1 = None if r1 is None else (r1,)
+        self._rules01 = None if r0 is None or r1 is None else (r0, r1)
 
     def __repr__(self):
         return f"<Primitive {self.name}>"
 
-    def _rule(self, i):
+    def _rule_or_none(self, i):
         rule = self.vjps.get(i)
-        if rule is not None:
-            return rule
-        if self.vjp_argnum is not None:
+        if rule is None and self.vjp_argnum is not None:
             f = self.vjp_argnum
-            return lambda g, ans, *args, **kwargs: f(i, g, ans, args, kwargs)
-        raise NotImplementedError(
-            f"tapestry: {self.name} is not differentiable in argument {i}. "
-            "Pass it as a constant (tapestry.stop_gradient) or define the rule "
-            "with tapestry.custom_vjp.")
+            rule = lambda g, ans, *args, **kwargs: f(i, g, ans, args, kwargs)  # noqa: E731
+        return rule
+
+    def _rule(self, i):
+        rule = self._rule_or_none(i)
+        if rule is None:
+            raise NotImplementedError(
+                f"tapestry: {self.name} is not differentiable in argument {i}. "
+                "Pass it as a constant (tapestry.stop_gradient) or define the rule "
+                "with tapestry.custom_vjp.")
+        return rule
+
+    def _rules_of(self, active):
+        """Rule tuple for ``active`` in (0,), (1,), (0, 1); raises if missing."""
+        return tuple(self._rule(i) for i in active)
 
     def __call__(self, *args, **kwargs):
         if not kwargs and self.n_outputs == 1:
@@ -128,19 +135,20 @@ class Primitive:
         return self._call(args, kwargs)
 
     # The one- and two-argument paths are the hot loop of every elementwise
-    # program (W5 in WORKLOADS.md); they are the general path, unrolled.
+    # program (W5 in WORKLOADS.md); they are ``_call`` unrolled, and build
+    # the node tuple of :func:`record` inline.
     def _call1(self, a):
         if a.__class__ is not Var:
-            return self.fast(a)
+            return self.call_positional(a)
         tape = a._tape
         try:
-            ans = self.fast(a._value)
+            ans = self.call_positional(a._value)
         except (ValueError, TypeError) as e:
             raise _named(self, e) from e
-        rules = self._rules0 or self._rules_for(0)
+        rules = self._rules0 or self._rules_of((0,))
         raw = (a._value,)
         kept = ans
-        if type(ans) is np.ndarray and self.keep and ans.size >= _KEEP_MIN_SIZE:
+        if type(ans) is np.ndarray and self.keep and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, (0,))
         nodes = tape.nodes
         nodes.append(((a._index,), rules, kept, raw, None))
@@ -154,56 +162,45 @@ class Primitive:
                     return self._call((a, b), _NO_KWARGS)
                 raw = (a._value, b._value)
                 parents, active = (a._index, b._index), (0, 1)
-                rules = self._rules01 or self._rules_for(2)
+                rules = self._rules01 or self._rules_of(active)
             else:
                 ta, raw = a._tape, (a._value, b)
                 parents, active = (a._index,), (0,)
-                rules = self._rules0 or self._rules_for(0)
+                rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
             ta, raw = b._tape, (a, b._value)
             parents, active = (b._index,), (1,)
-            rules = self._rules1 or self._rules_for(1)
+            rules = self._rules1 or self._rules_of(active)
         else:
-            return self.fast(a, b)
+            return self.call_positional(a, b)
         try:
-            ans = self.fast(raw[0], raw[1])
+            ans = self.call_positional(raw[0], raw[1])
         except (ValueError, TypeError) as e:
             raise _named(self, e) from e
         kept = ans
-        if type(ans) is np.ndarray and self.keep and ans.size >= _KEEP_MIN_SIZE:
+        if type(ans) is np.ndarray and self.keep and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None))
         return Var(ans, ta, len(nodes) - 1)
 
     def _call(self, args, kwargs):
-        # Find the innermost tape among the traced arguments.
-        top = None
-        for a in args:
-            if a.__class__ is Var:
-                t = a._tape
-                if top is None or t.level > top.level:
-                    top = t
+        top = innermost_tape(args)
         if top is None:
             return self.fun(*args, **kwargs)
         raw = list(args)
-        parents = []
-        rules = []
-        active = []
-        vjps = self.vjps
+        parents, rules, active = [], [], []
         for i, a in enumerate(args):
             if a.__class__ is Var and a._tape is top:
                 raw[i] = a._value
                 parents.append(a._index)
                 active.append(i)
-                rule = vjps.get(i)
-                rules.append(rule if rule is not None else self._rule(i))
-        if kwargs:
-            for k, v in kwargs.items():
-                if v.__class__ is Var:
-                    raise TypeError(
-                        f"tapestry: {self.name} got a traced array as keyword "
-                        f"argument {k!r}; pass it positionally.")
+                rules.append(self._rule(i))
+        for k, v in kwargs.items():
+            if v.__class__ is Var:
+                raise TypeError(
+                    f"tapestry: {self.name} got a traced array as keyword "
+                    f"argument {k!r}; pass it positionally.")
         try:
             ans = self.fun(*raw, **kwargs)
         except (ValueError, TypeError) as e:
@@ -211,11 +208,9 @@ class Primitive:
         if self.n_outputs != 1:
             return record(top, ans, parents, rules, raw, kwargs, self.n_outputs)
         kept = ans
-        if self.keep and type(ans) is np.ndarray and ans.size >= _KEEP_MIN_SIZE:
+        if self.keep and type(ans) is np.ndarray and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
-        nodes = top.nodes
-        nodes.append((parents, rules, kept, raw, kwargs))
-        return Var(ans, top, len(nodes) - 1)
+        return record(top, kept, parents, rules, raw, kwargs, value=ans)
 
 
 _NO_KWARGS = {}
@@ -229,21 +224,23 @@ def _named(prim, e):
     return type(e)(f"tapestry: {prim.name} failed on traced inputs: {msg}")
 
 
-_var_module._Primitive = Primitive  # lets Var.__array_ufunc__ take the unrolled paths
-
-
-def record(tape, ans, parents, rules, args, kwargs, n_outputs=1):
+def record(tape, ans, parents, rules, args, kwargs, n_outputs=1, value=None):
     """Append a node to ``tape`` and return the traced result(s).
 
-    For an operation with several outputs, ``ans`` is a tuple; the node's
-    cotangent is then a list (``None`` for outputs that got none) and each
-    output is a one-parent "select" node that writes its slot.
+    The node layout, in one place: ``(parents, rules, ans, args, kwargs)``:
+    the tape positions of the active inputs, one VJP rule per active input
+    (or a :class:`~tapestry.core.backward.JointRule`), and what the rules
+    read (``ans`` may be a stand-in, see ``KEEP_*``; ``value`` is then the
+    traced result).  For an operation with several outputs, ``ans`` is a
+    tuple; the node's cotangent is then a list (``None`` for outputs that
+    got none) and each output is a one-parent "select" node that writes its
+    slot.
     """
     nodes = tape.nodes
     nodes.append((parents, rules, ans, args, kwargs))
     index = len(nodes) - 1
     if n_outputs == 1:
-        return Var(ans, tape, index)
+        return Var(ans if value is None else value, tape, index)
     outs = []
     n = len(ans)
     for k in range(n):
@@ -260,39 +257,27 @@ def _select_rule(k, n):
     return select_pullback
 
 
-def primitive(fun, name=None, n_outputs=1, keep=KEEP_ALL):
-    """Wrap ``fun`` as a :class:`Primitive` and register it for NEP 13/18."""
-    p = Primitive(fun, name, n_outputs, keep)
-    if isinstance(fun, np.ufunc):
-        UFUNCS[fun] = p
-    else:
-        FUNCTIONS[fun] = p
-    return p
-
-
-def defvjp(prim, *rules, argnums=None):
-    """Declare the VJP rules of ``prim``, one per argument (``None`` skips)."""
-    argnums = range(len(rules)) if argnums is None else argnums
-    for i, r in zip(argnums, rules):
-        if r is not None:
-            prim.vjps[i] = r
-    prim._clear_rule_cache()
-    return prim
-
-
 def implements(*funs):
-    """Decorator: ``impl`` handles these NumPy functions on traced arrays
-    (it receives NumPy's own arguments; NEP 18)."""
-    def register(impl):
+    """Register ``impl`` for these NumPy functions or ufuncs: the one way a
+    rule reaches NumPy's dispatch.  ``impl`` is a :class:`Primitive` or an
+    entry point taking NumPy's own arguments that normalizes them and calls
+    primitives.  Usable as a decorator or as ``implements(np.exp)(prim)``."""
+    def register_impl(impl):
         for f in funs:
-            FUNCTIONS[f] = impl
+            if isinstance(f, np.ufunc):
+                register(UFUNCS, f, impl)
+                if impl.__class__ is Primitive and impl.n_outputs == 1:
+                    register(FAST_UFUNCS, f, impl)
+            else:
+                register(FUNCTIONS, f, impl)
         return impl
-    return register
+    return register_impl
 
 
 def def_nondiff(*funs):
-    """Mark functions whose results are constants (no derivative)."""
-    NONDIFF.update(funs)
+    """Declare functions piecewise constant (derivative zero almost
+    everywhere): on traced inputs they run on the plain values."""
+    register_nondiff(funs)
 
 
 def unbroadcast(g, shape):
@@ -317,6 +302,8 @@ def unbroadcast(g, shape):
 
 
 _UNBROADCAST: dict = {}
+#: Bound on the cache of shape pairs (a program has few distinct ones).
+_UNBROADCAST_CACHE_SIZE = 4096
 
 
 def _unbroadcast_axes(gshape, shape):
@@ -325,7 +312,7 @@ def _unbroadcast_axes(gshape, shape):
     extra = len(gshape) - len(shape)
     axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape)
                                        if n == 1 and gshape[extra + i] != 1)
-    if len(_UNBROADCAST) < 4096:
+    if len(_UNBROADCAST) < _UNBROADCAST_CACHE_SIZE:
         _UNBROADCAST[(gshape, shape)] = axes
     return axes
 
@@ -335,7 +322,7 @@ def scale_cotangent(g, y):
     shape and dtype -- the cotangent every ``sum`` hands its input -- in
     which case ``y`` itself is the answer (it is never written to: the
     engine only adds in place into buffers it allocated)."""
-    if (type(g) is np.ndarray and g.size >= _KEEP_MIN_SIZE and not any(g.strides)
+    if (type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE and not any(g.strides)
             and type(y) is np.ndarray and g.shape == y.shape and g.dtype == y.dtype):
         c = g.flat[0]
         if c == 1:
@@ -350,7 +337,7 @@ def negate_cotangent(g):
     view instead of becoming a full array (one pass and one buffer saved),
     and a large plain array becomes a :class:`Negated` (computed only if no
     other contribution is added to it)."""
-    if type(g) is np.ndarray and g.size >= _KEEP_MIN_SIZE:
+    if type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE:
         if not any(g.strides):
             return np.broadcast_to(-g.flat[0], g.shape)
         return Negated(g)

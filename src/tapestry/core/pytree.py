@@ -1,8 +1,31 @@
-"""Minimal pytrees: nested dict / list / tuple / namedtuple / dataclass with
-array leaves.  ``None`` is an empty subtree (no leaf), as in JAX."""
+"""Pytrees, as in JAX: nested containers whose leaves are arrays.
+
+Containers: ``tuple``, ``list``, ``dict`` (keys in sorted order, so equal
+dicts give equal structures), ``OrderedDict`` (insertion order),
+``defaultdict`` (sorted keys; the default factory is part of the
+structure), namedtuples, dataclasses, and any class registered with
+:func:`register_pytree_node` or :func:`register_dataclass`.  ``None`` is an
+empty subtree (no leaf).  Everything else is a leaf, sets included (as in
+JAX: a set has no order to flatten in).
+
+Dataclasses that were not registered explicitly flatten field by field;
+a field marked ``field(metadata={"static": True})``, or holding a Python
+``int``, ``bool``, ``str`` or ``bytes`` value, is *static*: part of the
+structure, not a leaf (it could not be differentiated anyway: tapestry only
+differentiates floats).  ``register_dataclass`` follows JAX exactly.
+
+A :class:`TreeDef` is picklable (process workers receive it); a registered
+class must be registered in the worker too, which happens when the module
+that registers it is imported there.
+"""
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections import OrderedDict, defaultdict
+
+import numpy as np
+
 
 class _LeafMarker:
     """Marks a leaf position in a tree definition; pickled by reference, so
@@ -19,9 +42,251 @@ class _LeafMarker:
 
 _LEAF = _LeafMarker()
 
+# How each type splits, decided once per type (whether a type is a dict, a
+# namedtuple or a dataclass never changes): flattening is on the path of
+# every grad call and every parallel chunk, and most leaves are arrays.
+# A node of a TreeDef is ``_LEAF``, ``None`` or ``(kind, type, meta, children)``.
+_SEQ, _DICT, _ODICT, _DDICT, _NAMEDTUPLE, _DATACLASS, _CUSTOM = 1, 2, 3, 4, 5, 6, 7
+_KIND: dict = {tuple: _SEQ, list: _SEQ, dict: _DICT, OrderedDict: _ODICT,
+               defaultdict: _DDICT, np.ndarray: 0, float: 0}
+_CUSTOM_RULES: dict = {}  # type -> (flatten, unflatten)
+_STATIC_VALUE_TYPES = (int, str, bytes)  # bool is an int
+
+
+def _kind(t):
+    k = _KIND.get(t)
+    if k is None:
+        if t in _CUSTOM_RULES:
+            k = _CUSTOM
+        elif issubclass(t, OrderedDict):
+            k = _ODICT
+        elif issubclass(t, defaultdict):
+            k = _DDICT
+        elif issubclass(t, dict):
+            k = _DICT
+        elif issubclass(t, tuple) and hasattr(t, "_fields"):
+            k = _NAMEDTUPLE
+        elif dataclasses.is_dataclass(t):  # instances only: a class's type is ``type``
+            k = _DATACLASS
+        else:
+            k = 0  # a leaf
+        _KIND[t] = k
+    return k
+
+
+def register_pytree_node(cls, flatten, unflatten):
+    """Make ``cls`` a container (JAX's signature): ``flatten(x) -> (children,
+    aux_data)`` and ``unflatten(aux_data, children) -> x``.  ``aux_data`` is
+    static structure (compared with ``==``; keep it hashable and picklable)."""
+    if not isinstance(cls, type):
+        raise TypeError(f"tapestry.tree_util.register_pytree_node: expected a class, "
+                        f"got {cls!r}.")
+    if cls in _CUSTOM_RULES or cls in (tuple, list, dict, OrderedDict, defaultdict):
+        raise ValueError(f"tapestry.tree_util.register_pytree_node: {cls.__name__} is "
+                         "already a pytree container.")
+    _CUSTOM_RULES[cls] = (flatten, unflatten)
+    _KIND[cls] = _CUSTOM
+    return cls
+
+
+def _static_marked(f):
+    return bool(f.metadata.get("static", False))
+
+
+def register_dataclass(cls, data_fields=None, meta_fields=None):
+    """Register dataclass ``cls`` (JAX's signature): ``data_fields`` are
+    children (differentiable), ``meta_fields`` static structure.  Left out,
+    they are read from the fields: those with ``metadata={"static": True}``
+    are meta fields.  Instances are rebuilt with ``cls(**fields)``.  Usable
+    as a decorator."""
+    if data_fields is None and meta_fields is None:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError("tapestry.tree_util.register_dataclass: give data_fields and "
+                            f"meta_fields, or pass a dataclass (got {cls.__name__}).")
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        data_fields = [f.name for f in fields if not _static_marked(f)]
+        meta_fields = [f.name for f in fields if _static_marked(f)]
+    elif data_fields is None or meta_fields is None:
+        raise TypeError("tapestry.tree_util.register_dataclass: give both data_fields "
+                        "and meta_fields, or neither.")
+    data_fields, meta_fields = tuple(data_fields), tuple(meta_fields)
+
+    def flatten(x):
+        return ([getattr(x, n) for n in data_fields],
+                tuple(getattr(x, n) for n in meta_fields))
+
+    def unflatten(meta, children):
+        return cls(**dict(zip(data_fields, children)), **dict(zip(meta_fields, meta)))
+
+    register_pytree_node(cls, flatten, unflatten)
+    return cls
+
+
+def _dict_keys(x):
+    try:
+        return sorted(x)
+    except TypeError:  # keys that do not compare: a deterministic order anyway
+        return tuple(sorted(x, key=lambda k: (type(k).__name__, repr(k))))
+
+
+def _dataclass_parts(x):
+    """(child names, static (name, value) pairs) of an unregistered dataclass."""
+    names, static = [], []
+    for f in dataclasses.fields(x):
+        v = getattr(x, f.name)
+        if _static_marked(f) or isinstance(v, _STATIC_VALUE_TYPES):
+            static.append((f.name, v))
+        else:
+            names.append(f.name)
+    return (tuple(names), tuple(static))
+
+
+def _parts(k, t, x):
+    """(meta, children) of container ``x`` of kind ``k``, type ``t``."""
+    if k == _SEQ or k == _NAMEDTUPLE:
+        return None, x
+    if k == _DICT:
+        keys = _dict_keys(x)
+        return keys, [x[c] for c in keys]
+    if k == _ODICT:
+        keys = tuple(x)
+        return keys, [x[c] for c in keys]
+    if k == _DDICT:
+        keys = _dict_keys(x)
+        return (x.default_factory, keys), [x[c] for c in keys]
+    if k == _DATACLASS:
+        meta = _dataclass_parts(x)
+        return meta, [getattr(x, n) for n in meta[0]]
+    children, aux = _CUSTOM_RULES[t][0](x)
+    return aux, list(children)
+
+
+def _split(x, leaves):
+    k = _KIND.get(type(x))
+    if k == 0:
+        leaves.append(x)
+        return _LEAF
+    if k is None:
+        if x is None:
+            return None
+        k = _kind(type(x))
+        if k == 0:
+            leaves.append(x)
+            return _LEAF
+    if k == _SEQ:
+        return (k, type(x), None, _split_all(x, leaves))
+    if k == _DICT and type(x) is dict:
+        try:
+            keys = sorted(x)
+        except TypeError:
+            keys = _dict_keys(x)
+        nodes = []
+        for key in keys:
+            c = x[key]
+            if _KIND.get(type(c)) == 0:
+                leaves.append(c)
+                nodes.append(_LEAF)
+            else:
+                nodes.append(_split(c, leaves))
+        return (k, dict, keys, nodes)
+    meta, children = _parts(k, type(x), x)
+    return (k, type(x), meta, _split_all(children, leaves))
+
+
+def _split_all(children, leaves):
+    """``[_split(c, leaves) for c in children]``, with known leaf types
+    (arrays, floats) handled inline: most children are leaves."""
+    nodes = []
+    for c in children:
+        if _KIND.get(type(c)) == 0:
+            leaves.append(c)
+            nodes.append(_LEAF)
+        else:
+            nodes.append(_split(c, leaves))
+    return nodes
+
+
+def _split_is_leaf(x, leaves, is_leaf):
+    if is_leaf(x):  # before the None check: ``is_leaf=lambda x: x is None`` works
+        leaves.append(x)
+        return _LEAF
+    if x is None:
+        return None
+    t = type(x)
+    k = _KIND.get(t)
+    if k is None:
+        k = _kind(t)
+    if k == 0:
+        leaves.append(x)
+        return _LEAF
+    meta, children = _parts(k, t, x)
+    return (k, t, meta, [_split_is_leaf(c, leaves, is_leaf) for c in children])
+
+
+def _build(node, it):
+    if node is None:
+        return None
+    if node is _LEAF:
+        return next(it)
+    k, t, meta, children = node
+    built = [next(it) if c is _LEAF else _build(c, it) for c in children]
+    if k == _SEQ:
+        return t(built)
+    if k == _DICT or k == _ODICT:
+        d = dict(zip(meta, built))
+        return d if t is dict else t(d)
+    if k == _DDICT:
+        return t(meta[0], zip(meta[1], built))
+    if k == _NAMEDTUPLE:
+        return t(*built)
+    if k == _DATACLASS:
+        obj = object.__new__(t)  # possibly frozen; fields set as they were
+        for n, v in zip(meta[0], built):
+            object.__setattr__(obj, n, v)
+        for n, v in meta[1]:
+            object.__setattr__(obj, n, v)
+        return obj
+    rules = _CUSTOM_RULES.get(t)
+    if rules is None:
+        raise TypeError(f"tapestry.tree_util: {t.__name__} is not a registered pytree "
+                        "node here; register it at import time of its module so that "
+                        "worker processes see the registration too.")
+    return rules[1](meta, built)
+
+
+def _meta_equal(a, b):
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001  (arrays in aux data: compare by identity)
+        return False
+
+
+def _same(a, b):
+    if a is _LEAF or b is _LEAF or a is None or b is None:
+        return a is b
+    if a[1] is not b[1] or len(a[3]) != len(b[3]) or not _meta_equal(a[2], b[2]):
+        return False
+    return all(_same(x, y) for x, y in zip(a[3], b[3]))
+
+
+def _describe(node):
+    if node is None or node is _LEAF:
+        return repr(node)
+    k, t, meta, children = node
+    inner = [_describe(c) for c in children]
+    if k == _SEQ:
+        return ("(%s)" if t is tuple else "[%s]") % ", ".join(inner)
+    if k in (_DICT, _ODICT, _DDICT):
+        keys = meta[1] if k == _DDICT else meta
+        body = ", ".join(f"{key!r}: {c}" for key, c in zip(keys, inner))
+        return "{%s}" % body if t is dict else f"{t.__name__}({{{body}}})"
+    return f"{t.__name__}({', '.join(inner)})"
+
 
 class TreeDef:
-    """How to rebuild a tree from its leaves (opaque to callers)."""
+    """How to rebuild a tree from its leaves (compare with ``==``; picklable)."""
 
     __slots__ = ("node", "n_leaves")
 
@@ -35,103 +300,129 @@ class TreeDef:
     def __setstate__(self, s):
         self.node, self.n_leaves = s
 
+    @property
+    def num_leaves(self):
+        return self.n_leaves
+
     def unflatten(self, leaves):
-        it = iter(leaves)
-        return _build(self.node, it)
+        if type(leaves) is not list and type(leaves) is not tuple:
+            leaves = list(leaves)
+        if len(leaves) != self.n_leaves:
+            raise ValueError(f"tapestry.tree_util: {self!r} takes {self.n_leaves} leaves, "
+                             f"got {len(leaves)}.")
+        if self.node is _LEAF:
+            return leaves[0]
+        return _build(self.node, iter(leaves))
 
     def __eq__(self, other):
-        return isinstance(other, TreeDef) and _same(self.node, other.node)
+        return isinstance(other, TreeDef) and self.n_leaves == other.n_leaves \
+            and _same(self.node, other.node)
+
+    def __hash__(self):
+        top = self.node[1] if isinstance(self.node, tuple) else self.node
+        return hash((self.n_leaves, top if top is not None else 0))
 
     def __repr__(self):
-        return f"TreeDef(n_leaves={self.n_leaves})"
+        return f"TreeDef({_describe(self.node)})"
 
 
-def _same(a, b):
-    if a is _LEAF or b is _LEAF or a is None or b is None:
-        return a is b
-    if a[0] is not b[0] or len(a[2]) != len(b[2]) or a[1] != b[1]:
-        return False
-    return all(_same(x, y) for x, y in zip(a[2], b[2]))
-
-
-# How each type splits, decided once per type (whether a type is a dict, a
-# namedtuple or a dataclass never changes): flattening is on the path of
-# every grad call and every parallel chunk, and most leaves are arrays.
-_SEQ, _DICT, _NAMEDTUPLE, _DATACLASS = 1, 2, 3, 4
-_KIND: dict = {tuple: _SEQ, list: _SEQ, dict: _DICT}
-
-
-def _kind(t):
-    k = _KIND.get(t)
-    if k is None:
-        if issubclass(t, dict):
-            k = _DICT
-        elif issubclass(t, tuple) and hasattr(t, "_fields"):
-            k = _NAMEDTUPLE
-        elif dataclasses.is_dataclass(t):  # instances only: a class's type is ``type``
-            k = _DATACLASS
-        else:
-            k = 0  # a leaf
-        _KIND[t] = k
-    return k
-
-
-def _split(x, leaves):
-    if x is None:
-        return None
-    t = type(x)
-    k = _KIND.get(t)
-    if k is None:
-        k = _kind(t)
-    if k == 0:
-        leaves.append(x)
-        return _LEAF
-    if k == _SEQ or k == _NAMEDTUPLE:
-        return (t, None, [_split(c, leaves) for c in x])
-    if k == _DICT:
-        keys = tuple(x)
-        return (t, keys, [_split(x[c], leaves) for c in keys])
-    names = tuple(f.name for f in dataclasses.fields(x))
-    return (t, names, [_split(getattr(x, n), leaves) for n in names])
-
-
-def _build(node, it):
-    if node is None:
-        return None
-    if node is _LEAF:
-        return next(it)
-    t, meta, children = node
-    built = [_build(c, it) for c in children]
-    if t is tuple or t is list:
-        return t(built)
-    if issubclass(t, dict):
-        d = dict(zip(meta, built))
-        return d if t is dict else t(d)
-    if issubclass(t, tuple):  # namedtuple
-        return t(*built)
-    obj = object.__new__(t)  # dataclass, possibly frozen
-    for n, v in zip(meta, built):
-        object.__setattr__(obj, n, v)
-    return obj
-
-
-def tree_flatten(tree):
-    """Return ``(leaves, treedef)``."""
+def tree_flatten(tree, is_leaf=None):
+    """Return ``(leaves, treedef)``; ``is_leaf(x)`` True stops descending."""
     leaves = []
-    node = _split(tree, leaves)
+    node = _split(tree, leaves) if is_leaf is None else _split_is_leaf(tree, leaves, is_leaf)
     return leaves, TreeDef(node, len(leaves))
 
 
 def tree_unflatten(treedef, leaves):
+    """The tree of structure ``treedef`` holding ``leaves``."""
     return treedef.unflatten(leaves)
 
 
-def tree_map(f, tree, *rest):
-    """Apply ``f`` leaf-wise over ``tree`` and trees of the same structure."""
-    leaves, td = tree_flatten(tree)
-    others = [tree_flatten(r)[0] for r in rest]
+def tree_leaves(tree, is_leaf=None):
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf=None):
+    return tree_flatten(tree, is_leaf)[1]
+
+
+def _up_to(node, x, out, where):
+    """Leaves of ``x`` cut at ``node``'s leaves (``x`` may go deeper there)."""
+    if node is _LEAF:
+        out.append(x)
+        return
+    if node is None:
+        if x is not None:
+            raise ValueError(f"tapestry.tree_map: expected None at {where}, got "
+                             f"{type(x).__name__}.")
+        return
+    k, t, meta, children = node
+    if type(x) is not t:
+        raise ValueError(f"tapestry.tree_map: trees differ at {where}: {t.__name__} in "
+                         f"the first tree, {type(x).__name__} in another.")
+    xmeta, xchildren = _parts(k, t, x)
+    if len(xchildren) != len(children) or not _meta_equal(meta, xmeta):
+        raise ValueError(f"tapestry.tree_map: trees differ at {where}: {meta!r} in the "
+                         f"first tree, {xmeta!r} in another.")
+    for i, (c, xc) in enumerate(zip(children, xchildren)):
+        _up_to(c, xc, out, f"{where}[{i}]")
+
+
+def flatten_up_to(treedef, tree):
+    """The subtrees of ``tree`` at ``treedef``'s leaf positions."""
+    out = []
+    _up_to(treedef.node, tree, out, "root")
+    return out
+
+
+def tree_map(f, tree, *rest, is_leaf=None):
+    """Apply ``f`` leaf-wise over ``tree`` and trees of the same structure
+    (the others may hold whole subtrees where ``tree`` has leaves)."""
+    leaves, td = tree_flatten(tree, is_leaf)
+    others = []
+    for r in rest:
+        rl, rtd = tree_flatten(r)
+        others.append(rl if rtd == td else flatten_up_to(td, r))
     return td.unflatten([f(*xs) for xs in zip(leaves, *others)])
 
 
-def tree_leaves(tree):
-    return tree_flatten(tree)[0]
+def tree_reduce(f, tree, initializer=None, is_leaf=None):
+    """``functools.reduce(f, leaves)`` (with ``initializer`` when given)."""
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is None:
+        return functools.reduce(f, leaves)
+    return functools.reduce(f, leaves, initializer)
+
+
+def ravel_pytree(tree):
+    """``(flat, unravel)``: every leaf ravelled into one 1-d vector (dtype:
+    the leaves' common type), and ``unravel(flat)`` rebuilding the tree with
+    each leaf's shape and dtype (float32 leaves come back float32).  Works on
+    traced leaves too, so it can sit inside a differentiated function."""
+    leaves, td = tree_flatten(tree)
+    shapes = [np.shape(x) for x in leaves]
+    dtypes = [np.result_type(x) for x in leaves]
+    sizes = [int(np.prod(s)) for s in shapes]
+    dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+    if leaves:
+        flat = np.concatenate([np.ravel(x) for x in leaves])
+        if flat.dtype != dtype:
+            flat = flat.astype(dtype)
+    else:
+        flat = np.zeros(0, dtype)
+    ends = np.cumsum(sizes).tolist()
+
+    def unravel(v):
+        if np.shape(v) != (ends[-1] if ends else 0,):
+            raise ValueError(f"tapestry.ravel_pytree: unravel expects a vector of shape "
+                             f"({ends[-1] if ends else 0},), got {np.shape(v)}.")
+        out, start = [], 0
+        for end, shape, dt in zip(ends, shapes, dtypes):
+            piece = np.reshape(v[start:end], shape)
+            if piece.dtype != dt:
+                piece = piece.astype(dt)
+            out.append(piece)
+            start = end
+        return td.unflatten(out)
+
+    return flat, unravel

@@ -1,17 +1,21 @@
-"""The traced array: an ``np.ndarray`` value plus its position on a tape.
+"""The traced array, and how NumPy calls on it reach the rule registries.
 
-``Var`` implements Python's operators, ``__getitem__`` and NumPy's dispatch
+A ``Var`` is an ``np.ndarray`` value plus its position on a tape.  It
+implements Python's operators, ``__getitem__`` and NumPy's dispatch
 protocols (NEP 13 ``__array_ufunc__``, NEP 18 ``__array_function__``), so
 plain NumPy code -- ``np.sin(x)``, ``x @ W``, ``np.concatenate([x, y])`` --
-runs unchanged on traced inputs.  What would silently drop a gradient
-(``np.asarray(v)``, ``float(v)``, ``v[i] = ...``) raises instead.
+runs unchanged on traced inputs: each call is looked up in
+:mod:`tapestry.core.registry` and handed to the primitive found there.  What
+would silently drop a gradient (``np.asarray(v)``, ``float(v)``,
+``v[i] = ...``) raises instead, and so does a function without a rule.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
-from .registry import FUNCTIONS as _F
-from .registry import UFUNCS as _U
+from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 
 _HELP_CONVERT = (
     "Converting it to a plain array would silently drop its gradient. "
@@ -53,10 +57,20 @@ class Var:
     def __array__(self, dtype=None, copy=None):
         raise TypeError(f"tapestry: cannot convert a traced array to a NumPy "
                         f"array (np.asarray / np.array). {_HELP_CONVERT} "
-                        "Library code that converts its inputs (e.g. "
-                        "scipy.special.logsumexp) cannot be traced: use "
-                        "tapestry.numpy (tnp.logsumexp), np.stack for lists of "
-                        "traced arrays, or tapestry.custom_vjp.")
+                        "To build an array from traced values use np.stack "
+                        "(np.stack([a, b])) or tapestry.numpy's array "
+                        "(tnp.array([[a, b], [c, 1.0]])). Library code that converts "
+                        "its inputs (e.g. scipy.special.logsumexp) cannot be traced: "
+                        "use tapestry.numpy (tnp.logsumexp) or tapestry.custom_vjp.")
+
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        raise TypeError(
+            f"tapestry: formatting a traced array with {spec!r}. Inside a function "
+            "being differentiated its number is not final; print "
+            "tapestry.stop_gradient(x) (a plain array), or return the value as an "
+            "aux output (grad(..., has_aux=True)) or use value_and_grad.")
 
     def __float__(self):
         raise TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")
@@ -75,7 +89,7 @@ class Var:
 
     def __bool__(self):
         # Control flow on a value is fine: it takes no derivative.
-        return bool(_unwrap_all(self))
+        return bool(unwrap_all(self))
 
     def __setitem__(self, key, value):
         raise TypeError(
@@ -87,33 +101,33 @@ class Var:
     # --- NumPy dispatch ----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and not kwargs:  # hot path: np.sin(x), x * W
-            prim = _U.get(ufunc)
-            if prim.__class__ is _Primitive and prim.n_outputs == 1:
+            prim = FAST_UFUNCS.get(ufunc)
+            if prim is not None:
                 if len(inputs) == 1:
                     return prim._call1(inputs[0])
                 if len(inputs) == 2:
                     return prim._call2(inputs[0], inputs[1])
-        return _dispatch.dispatch_ufunc(ufunc, method, inputs, kwargs)
+        return dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return _dispatch.dispatch_function(func, args, kwargs)
+        return dispatch_function(func, args, kwargs)
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
-    def __add__(self, o): return _U[np.add]._call2(self, o)
-    def __radd__(self, o): return _U[np.add]._call2(o, self)
-    def __sub__(self, o): return _U[np.subtract]._call2(self, o)
-    def __rsub__(self, o): return _U[np.subtract]._call2(o, self)
-    def __mul__(self, o): return _U[np.multiply]._call2(self, o)
-    def __rmul__(self, o): return _U[np.multiply]._call2(o, self)
-    def __truediv__(self, o): return _U[np.true_divide]._call2(self, o)
-    def __rtruediv__(self, o): return _U[np.true_divide]._call2(o, self)
-    def __pow__(self, o): return _U[np.power]._call2(self, o)
-    def __rpow__(self, o): return _U[np.power]._call2(o, self)
-    def __matmul__(self, o): return _U[np.matmul]._call2(self, o)
-    def __rmatmul__(self, o): return _U[np.matmul]._call2(o, self)
-    def __neg__(self): return _U[np.negative]._call1(self)
+    def __add__(self, o): return FAST_UFUNCS[np.add]._call2(self, o)
+    def __radd__(self, o): return FAST_UFUNCS[np.add]._call2(o, self)
+    def __sub__(self, o): return FAST_UFUNCS[np.subtract]._call2(self, o)
+    def __rsub__(self, o): return FAST_UFUNCS[np.subtract]._call2(o, self)
+    def __mul__(self, o): return FAST_UFUNCS[np.multiply]._call2(self, o)
+    def __rmul__(self, o): return FAST_UFUNCS[np.multiply]._call2(o, self)
+    def __truediv__(self, o): return FAST_UFUNCS[np.true_divide]._call2(self, o)
+    def __rtruediv__(self, o): return FAST_UFUNCS[np.true_divide]._call2(o, self)
+    def __pow__(self, o): return FAST_UFUNCS[np.power]._call2(self, o)
+    def __rpow__(self, o): return FAST_UFUNCS[np.power]._call2(o, self)
+    def __matmul__(self, o): return FAST_UFUNCS[np.matmul]._call2(self, o)
+    def __rmatmul__(self, o): return FAST_UFUNCS[np.matmul]._call2(o, self)
+    def __neg__(self): return FAST_UFUNCS[np.negative]._call1(self)
     def __pos__(self): return self
-    def __abs__(self): return _U[np.absolute](self)
+    def __abs__(self): return FAST_UFUNCS[np.absolute]._call1(self)
     def __floordiv__(self, o): return np.floor_divide(self, o)
     def __rfloordiv__(self, o): return np.floor_divide(o, self)
     def __mod__(self, o): return np.remainder(self, o)
@@ -133,7 +147,7 @@ class Var:
     __ifloordiv__, __imod__ = __floordiv__, __mod__
 
     def __getitem__(self, key):
-        return _dispatch.getitem(self, key)
+        return getitem(self, key)
 
     def __iter__(self):
         for i in range(len(self)):
@@ -159,7 +173,7 @@ class Var:
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
-        return _F[np.reshape](self, shape, **k)  # tapestry's np.reshape, without NumPy's dispatch
+        return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
     def ravel(self, *a, **k): return np.ravel(self, *a, **k)
     def flatten(self): return np.ravel(self)
     def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
@@ -178,16 +192,107 @@ class Var:
     def any(self, *a, **k): return np.any(self, *a, **k)
     def copy(self): return self
     def astype(self, dtype, *a, **k):
-        return _dispatch.astype(self, dtype)
+        return astype(self, dtype)
 
 
-def _unwrap_all(x):
-    while x.__class__ is Var:
-        x = x._value
+def unwrap_all(x):
+    """Strip every tracing level from ``x`` (recursing into lists/tuples/dicts)."""
+    if x.__class__ is Var:
+        while x.__class__ is Var:
+            x = x._value
+        return x
+    if type(x) in (list, tuple):
+        return type(x)(unwrap_all(v) for v in x)
+    if type(x) is dict:
+        return {k: unwrap_all(v) for k, v in x.items()}
     return x
 
 
-from . import dispatch as _dispatch  # noqa: E402  (dispatch needs Var defined)
+def innermost_tape(xs):
+    """The tape that records an operation on ``xs``: the one with the
+    highest level among the traced values (``None`` if none is traced).
+    Values of lower tapes are constants at that level; their own tapes
+    record the arithmetic done on them (nested differentiation)."""
+    top = None
+    for x in xs:
+        if x.__class__ is Var and (top is None or x._tape.level > top.level):
+            top = x._tape
+    return top
 
-#: Set by tapestry.core.primitive once Primitive exists (it imports this module).
-_Primitive = None
+
+def reject_out(name, out):
+    """Refuse ``out=``: writing into an array in place cannot be differentiated."""
+    if out is not None:
+        raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place, which "
+                        "cannot be differentiated; drop out= and use the result.")
+
+
+# --- dispatch: NumPy calls on traced arrays -> registered rules ------------------
+_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max,
+           np.minimum: np.min, np.fmax: np.nanmax, np.fmin: np.nanmin}
+_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod}
+
+_HELP_RULE = ("Write it with differentiable NumPy operations, or supply the "
+              "rule with @tapestry.custom_vjp (see docs/guide.md).")
+
+
+def _traced(xs):
+    return any(x.__class__ is Var for x in xs)
+
+
+def _lookup_ufunc(ufunc):
+    prim = UFUNCS.get(ufunc)
+    if prim is None and ufunc not in NONDIFF:
+        run_loaders()  # rules loaded on first use (scipy.special), then look again
+        prim = UFUNCS.get(ufunc)
+    return prim
+
+
+def dispatch_ufunc(ufunc, method, inputs, kwargs):
+    out = kwargs.get("out")
+    if out is not None:
+        outs = out if isinstance(out, tuple) else (out,)
+        if _traced(outs) or _traced(inputs):
+            reject_out(ufunc.__name__, out)
+    if method == "__call__":
+        prim = _lookup_ufunc(ufunc)
+        if prim is not None:
+            return prim(*inputs, **kwargs)
+        if ufunc in NONDIFF:
+            return ufunc(*unwrap_all(inputs), **kwargs)
+    elif method == "reduce" and ufunc in _REDUCE:
+        # ufunc.reduce defaults to axis=0, np.sum & co. to axis=None.
+        return dispatch_function(_REDUCE[ufunc], inputs, {"axis": 0, **kwargs})
+    elif method == "accumulate" and ufunc in _ACCUMULATE:
+        return dispatch_function(_ACCUMULATE[ufunc], inputs, {"axis": 0, **kwargs})
+    elif ufunc in NONDIFF:
+        return getattr(ufunc, method)(*unwrap_all(inputs), **kwargs)
+    owner = "np" if getattr(np, ufunc.__name__, None) is ufunc else "the ufunc"
+    name = f"{owner}.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+def dispatch_function(func, args, kwargs):
+    impl = FUNCTIONS.get(func)
+    if impl is not None:
+        return impl(*args, **kwargs)
+    if func in NONDIFF:
+        return func(*unwrap_all(args), **unwrap_all(kwargs))
+    mod = getattr(func, "__module__", "numpy") or "numpy"
+    name = f"{mod}.{getattr(func, '__name__', func)}".replace("numpy", "np", 1)
+    raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+def getitem(x, key):
+    if type(key) is tuple:
+        key = tuple(unwrap_all(k) if k.__class__ is Var else k for k in key)
+    elif key.__class__ is Var:
+        key = unwrap_all(key)
+    return FUNCTIONS[operator.getitem](x, key)
+
+
+def astype(x, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        return FUNCTIONS["astype"](x, dtype)
+    return unwrap_all(x).astype(dtype)

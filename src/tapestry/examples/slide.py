@@ -34,6 +34,7 @@ import numpy as np
 
 import tapestry as tp
 
+from ..progress import Progress
 from .lsh import FAMILIES, LSHTables
 from .xc_data import make_extreme_classification
 
@@ -164,41 +165,21 @@ def precision_at_1(params, X, y):
     return float(np.mean(predict(params, X) == y))
 
 
-def _progress(total, description):
-    try:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress,
-                                   TextColumn, TimeRemainingColumn)
-    except ImportError:
-        return None
-    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("loss {task.fields[loss]:.3f}"), TimeRemainingColumn())
-
-
 def _batches(rng, n, batch, steps):
     for _ in range(steps):
         yield rng.integers(0, n, batch)
 
 
 def train(step_fn, data, cfg, description):
-    """Run ``steps`` steps with a progress bar; returns per-step times."""
+    """Run ``steps`` steps with a progress display; returns per-step times."""
     rng = np.random.default_rng(cfg.seed + 1)
     times = []
-    bar = _progress(cfg.steps, description)
-    task = bar.add_task(description, total=cfg.steps, loss=float("nan")) if bar else None
-    if bar:
-        bar.start()
-    try:
-        for i, idx in enumerate(_batches(rng, len(data.y_train), cfg.batch, cfg.steps)):
+    with Progress(description, cfg.steps, fields={"loss": float("nan")}) as bar:
+        for idx in _batches(rng, len(data.y_train), cfg.batch, cfg.steps):
             t0 = time.perf_counter()
             loss = step_fn(data.X_train[idx], data.y_train[idx])
             times.append(time.perf_counter() - t0)
-            if bar:
-                bar.update(task, advance=1, loss=loss)
-            elif i % max(1, cfg.steps // 10) == 0:
-                print(f"{description}: step {i}/{cfg.steps} loss {loss:.3f}")
-    finally:
-        if bar:
-            bar.stop()
+            bar.advance(loss=float(loss))
     return np.array(times)
 
 

@@ -5,5 +5,7 @@ polynomial expansion), plan.py (plan choice; einsum plans; loop kernels as
 primitives), compile_numba.py (plan c), blocked.py (plan d), kernel.py (the
 user-facing ``kernel``).
 """
-from .kernel import Kernel, kernel  # noqa: F401
-from .parse import KernelSyntaxError  # noqa: F401
+from .kernel import Kernel, kernel
+from .parse import KernelSyntaxError
+
+__all__ = ["Kernel", "kernel", "KernelSyntaxError"]

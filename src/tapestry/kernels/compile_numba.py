@@ -87,12 +87,28 @@ def layout(ir):
 
 
 def source(ir, dtype, fastmath):
-    """Python source of the nest for ``ir``; the function is ``kern``."""
+    """Python source of the nest for ``ir``; the function is ``kern``.
+    Returns ``(source, loop_vars, guard_vars, params)``."""
     loop, guard_vars, params = layout(ir)
-    pid = {key: n for n, key in enumerate(params)}
-    ndims = {}
-    for r in refs(ir.body):
-        ndims[r[1]] = len(r[2])
+    lines = _signature_lines(ir, loop, guard_vars, params)
+    tight, conds = _guard_bounds(ir, loop)
+    body = render(ir.body, _ref_renderer(loop, params))
+    lines += _loop_lines(ir, loop, tight, conds, body)
+    par = "True" if ir.out_vars else "False"
+    fm = '{"reassoc", "nsz", "arcp", "contract"}' if fastmath else "False"
+    head = ["import numpy as np", "from numba import njit, prange",
+            f"DT = np.{np.dtype(dtype).name}", _HELPERS,
+            f"@njit(parallel={par}, cache=True, fastmath={fm}, error_model='numpy')"]
+    return "\n".join(head + lines) + "\n", loop, guard_vars, params
+
+
+def _var(v):
+    return f"v_{v}"
+
+
+def _signature_lines(ir, loop, guard_vars, params):
+    """``def kern(out, cnt, a0.., b):`` and the unpacking of ``b``: loop and
+    guard bounds, then each input's and the output's index offsets."""
     lines = [f"def kern(out, cnt, {', '.join(f'a{n}' for n in range(len(params)))}"
              f"{', ' if params else ''}b):"]
     k = 0
@@ -106,18 +122,25 @@ def source(ir, dtype, fastmath):
     for d in range(len(ir.out_vars)):
         lines.append(f"    oo_{d} = b[{k}]")
         k += 1
+    return lines
 
-    def var(v):
-        return f"v_{v}"
+
+def _ref_renderer(loop, params):
+    """How an input reference renders: ``a<n>[<affine index> - offset, ...]``
+    with the axes in the order :func:`layout` chose."""
+    pid = {key: n for n, key in enumerate(params)}
 
     def ref(r):
         n = pid[(r[1], _perm_of(r, loop))]
         perm = params[n][1]
-        idx = ", ".join(f"{affine_src(r[2][d], var)} - o{n}_{j}" for j, d in enumerate(perm))
+        idx = ", ".join(f"{affine_src(r[2][d], _var)} - o{n}_{j}" for j, d in enumerate(perm))
         return f"a{n}[{idx}]"
+    return ref
 
-    body = render(ir.body, ref)
-    # guards: tighten the deepest variable's bounds when its coefficient is +-1
+
+def _guard_bounds(ir, loop):
+    """Guards as tightened loop bounds where the deepest variable's
+    coefficient is +-1 (no branch in the loop), else as conditions."""
     tight = {v: ([f"lo_{v}"], [f"hi_{v}"]) for v in loop}
     conds = []
     pos = {v: i for i, v in enumerate(loop)}
@@ -126,7 +149,7 @@ def source(ir, dtype, fastmath):
         deepest = max(terms, key=lambda v: pos[v])
         c = terms[deepest]
         rest = (tuple((u, cu) for u, cu in aff[0] if u != deepest), aff[1])
-        rs = affine_src(rest, var)
+        rs = affine_src(rest, _var)
         if c == 1:
             tight[deepest][0].append(f"lo_{gv} - ({rs})")
             tight[deepest][1].append(f"hi_{gv} - ({rs})")
@@ -134,29 +157,33 @@ def source(ir, dtype, fastmath):
             tight[deepest][0].append(f"({rs}) - hi_{gv}")
             tight[deepest][1].append(f"({rs}) - lo_{gv}")
         else:
-            s = affine_src(aff, var)
-            conds.append(f"lo_{gv} <= {s} <= hi_{gv}")
+            conds.append(f"lo_{gv} <= {affine_src(aff, _var)} <= hi_{gv}")
+    return tight, conds
 
-    def bounds(v):
-        lo, hi = tight[v]
-        lo = lo[0] if len(lo) == 1 else f"max({', '.join(lo)})"
-        hi = hi[0] if len(hi) == 1 else f"min({', '.join(hi)})"
-        return lo, hi
 
-    ind = "    "
-    out_ind = ind
+def _bounds(tight, v):
+    lo, hi = tight[v]
+    lo = lo[0] if len(lo) == 1 else f"max({', '.join(lo)})"
+    hi = hi[0] if len(hi) == 1 else f"min({', '.join(hi)})"
+    return lo, hi
+
+
+def _loop_lines(ir, loop, tight, conds, body):
+    """The loop nest: the outermost output loop is a ``prange``; the
+    accumulator lives in a register below the output loops."""
+    lines, ind, out_ind = [], "    ", "    "
     start = {"sum": "0.0", "max": "-np.inf", "min": "np.inf"}[ir.reduce]
     init = [f"acc = DT({start})", "c_ = 0"]
     if not ir.out_vars:
         lines.extend(ind + l for l in init)
     for depth, v in enumerate(loop):
-        lo, hi = bounds(v)
+        lo, hi = _bounds(tight, v)
         if depth == 0 and ir.out_vars:
             lines.append(f"{ind}L_ = {lo}")
             lines.append(f"{ind}for t_ in prange({hi} - L_ + 1):")
-            lines.append(f"{ind}    {var(v)} = L_ + t_")
+            lines.append(f"{ind}    {_var(v)} = L_ + t_")
         else:
-            lines.append(f"{ind}for {var(v)} in range({lo}, {hi} + 1):")
+            lines.append(f"{ind}for {_var(v)} in range({lo}, {hi} + 1):")
         ind += "    "
         if depth == len(ir.out_vars) - 1:
             lines.extend(ind + l for l in init)
@@ -164,26 +191,22 @@ def source(ir, dtype, fastmath):
     if conds:
         lines.append(f"{ind}if {' and '.join(conds)}:")
         ind += "    "
-    if ir.reduce == "sum":
-        lines.append(f"{ind}acc += {body}")
-    else:
-        cmp = ">" if ir.reduce == "max" else "<"
-        lines.append(f"{ind}val_ = {body}")
-        lines.append(f"{ind}if val_ {cmp} acc:")
-        lines.append(f"{ind}    acc = val_")
-        lines.append(f"{ind}    c_ = 1")
-        lines.append(f"{ind}elif val_ == acc:")
-        lines.append(f"{ind}    c_ += 1")
-    oidx = ", ".join(f"{var(v)} - oo_{d}" for d, v in enumerate(ir.out_vars)) or "0"
+    lines += _accumulate_lines(ir.reduce, ind, body)
+    oidx = ", ".join(f"{_var(v)} - oo_{d}" for d, v in enumerate(ir.out_vars)) or "0"
     lines.append(f"{out_ind}out[{oidx}] = acc")
     if ir.reduce != "sum":
         lines.append(f"{out_ind}cnt[{oidx}] = c_")
-    par = "True" if ir.out_vars else "False"
-    fm = '{"reassoc", "nsz", "arcp", "contract"}' if fastmath else "False"
-    head = ["import numpy as np", "from numba import njit, prange",
-            f"DT = np.{np.dtype(dtype).name}", _HELPERS,
-            f"@njit(parallel={par}, cache=True, fastmath={fm}, error_model='numpy')"]
-    return "\n".join(head + lines) + "\n", loop, guard_vars, params
+    return lines
+
+
+def _accumulate_lines(reduce, ind, body):
+    """``acc += body``, or a running max/min that counts ties (their
+    gradient is shared evenly)."""
+    if reduce == "sum":
+        return [f"{ind}acc += {body}"]
+    cmp = ">" if reduce == "max" else "<"
+    return [f"{ind}val_ = {body}", f"{ind}if val_ {cmp} acc:", f"{ind}    acc = val_",
+            f"{ind}    c_ = 1", f"{ind}elif val_ == acc:", f"{ind}    c_ += 1"]
 
 
 def _perm_of(r, loop):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .derive import IR, ZERO, grad_ir, split_terms
+from .derive import IR, ZERO, split_terms
 from .parse import KernelSyntaxError, affine_str, index_vars, parse, refs, to_str
 from .plan import LOOP_PLANS, LoopKernel, choose, contract_terms
 

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 FUNCTIONS = {"exp": 1, "log": 1, "log1p": 1, "expm1": 1, "sqrt": 1, "tanh": 1,
              "sin": 1, "cos": 1, "abs": 1, "sigmoid": 1, "relu": 1, "square": 1,
              "sign": 1, "maximum": 2, "minimum": 2}
-#: Internal piecewise-constant helpers that derivatives produce.
-INTERNAL = {"_step": 1, "_tie": 2, "_eq": 2}
 REDUCTIONS = ("sum", "max", "min")
 
 

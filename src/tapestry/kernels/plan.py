@@ -21,7 +21,7 @@ import numpy as np
 from ..core.primitive import Primitive
 from ..core.var import Var
 from . import blocked, compile_numba
-from .derive import ZERO, grad_ir, polynomial, seed_names
+from .derive import grad_ir, polynomial, seed_names
 from .parse import is_plain, refs
 
 LOOP_PLANS = ("numba", "blocked")
@@ -107,8 +107,8 @@ class LoopKernel:
         self.ir = ir
         self.backend = backend
         self.multi = ir.reduce != "sum"
-        self.prim = Primitive(self._forward, f"kernel {ir}", n_outputs=2 if self.multi else 1)
-        self.prim.vjp_argnum = self._vjp
+        self.prim = Primitive(self._forward, f"kernel {ir}", vjp_argnum=self._vjp,
+                              n_outputs=2 if self.multi else 1)
         self._grads = None
 
     def grads(self):

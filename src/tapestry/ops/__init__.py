@@ -1,5 +1,19 @@
 """Differentiation rules, one module per family.  Importing this package
-fills the registries in :mod:`tapestry.core.registry` (once, at import)."""
+fills the registries in :mod:`tapestry.core.registry` (once, at import);
+scipy.special's rules are loaded on the first traced call of a ufunc that
+has no rule (importing SciPy at ``import tapestry`` would cost ~0.3 s, and a
+program that calls a SciPy ufunc has imported SciPy already)."""
+from ..core.registry import add_loader
 from . import constant, elementwise, indexing, linalg, reductions, shape  # noqa: F401
-from . import einsum as _einsum_ops  # noqa: F401,E402
-from . import sorting  # noqa: F401,E402
+from . import einsum as _einsum_ops  # noqa: F401
+from . import sorting  # noqa: F401
+
+
+def _load_special_rules():
+    from . import special
+    special.register_rules()
+
+
+add_loader(_load_special_rules)
+# Last: refusals by name, only for functions that got no rule above.
+from . import refused  # noqa: E402,F401

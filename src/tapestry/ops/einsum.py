@@ -20,7 +20,7 @@ import string
 import numpy as np
 import opt_einsum
 
-from ..core.primitive import Primitive
+from ..core.primitive import Primitive, implements
 from ..core.registry import FUNCTIONS
 from ..core.var import Var
 
@@ -122,10 +122,17 @@ def _contract(spec, *operands):
     return expr(*operands)
 
 
-_einsum = Primitive(_contract, "einsum")
-
-
 def _einsum_vjp(k, g, ans, args, kwargs):
+    """Cotangent of operand ``k``; a real operand among complex ones gets its
+    real part (the convention of docs/complex.md: no conjugation anywhere,
+    the contraction is holomorphic in every operand)."""
+    ct = _einsum_cotangent(k, g, args)
+    if np.iscomplexobj(ct) and not np.iscomplexobj(args[k]):
+        return np.real(ct)
+    return ct
+
+
+def _einsum_cotangent(k, g, args):
     """Cotangent of operand ``k``: ``g`` contracted with the other operands.
 
     d/dA_k sum(g * einsum(A_0..A_n)) = einsum(g, A_j (j != k)) onto A_k's
@@ -173,7 +180,7 @@ def _einsum_vjp(k, g, ans, args, kwargs):
     return ct
 
 
-_einsum.vjp_argnum = _einsum_vjp
+_einsum = Primitive(_contract, "einsum", vjp_argnum=_einsum_vjp)
 
 
 def einsum(*operands, optimize=True, **kwargs):
@@ -209,4 +216,4 @@ def _normalized(spec, shapes):
     return normalize(spec, shapes)
 
 
-FUNCTIONS[np.einsum] = einsum
+implements(np.einsum)(einsum)

@@ -23,11 +23,10 @@ import operator
 
 import numpy as np
 
-from ..core.dispatch import unwrap_all
-from ..core.primitive import KEEP_SHAPES, Primitive, defvjp
+from ..core.primitive import KEEP_SHAPES, Primitive, implements
 from ..core.registry import FUNCTIONS
-from ..core.var import Var
-from ..sparse.axis_sparse import AxisSparse, _densify
+from ..core.var import Var, unwrap_all
+from ..sparse import AxisSparse, densify
 
 
 def _key_tuple(key):
@@ -112,12 +111,12 @@ def _getitem_vjp(g, ans, x, key):
         return scatter_add(g, key, shape)
     gather = gather_axis(key, shape)
     if gather is None:
-        return dense_scatter(_densify(g, "getitem (general key)"), key, shape)
+        return dense_scatter(densify(g, "getitem (general key)"), key, shape)
     axis, idx, ishape = gather
     if isinstance(g, AxisSparse):
         if len(ishape) == 1 and g.axis == axis:  # x[S][T] along the same axis
             return AxisSparse(axis, idx[g.indices], g.values, shape)
-        g = _densify(g, "getitem (cotangent of the gathered array)")
+        g = densify(g, "getitem (cotangent of the gathered array)")
     values = np.reshape(g, shape[:axis] + (idx.size,) + shape[axis + 1:])
     return AxisSparse._trusted(axis, idx, values, tuple(shape))
 
@@ -125,12 +124,11 @@ def _getitem_vjp(g, ans, x, key):
 # The rule reads only x's shape and the key, so the node keeps neither x nor
 # the result alive; the key is always passed as a tuple (x[S] == x[(S,)]), so
 # its index arrays are kept.
-getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES)
-defvjp(getitem, _getitem_vjp)
-FUNCTIONS[operator.getitem] = lambda x, key: getitem(x, _key_tuple(key))
+getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, vjps=(_getitem_vjp,))
+implements(operator.getitem)(lambda x, key: getitem(x, _key_tuple(key)))
 
-scatter_add = Primitive(lambda g, key, shape: dense_scatter(g, key, shape), "scatter_add")
-defvjp(scatter_add, lambda gg, ans, g, key, shape: getitem(gg, key))
+scatter_add = Primitive(lambda g, key, shape: dense_scatter(g, key, shape), "scatter_add",
+                        vjps=(lambda gg, ans, g, key, shape: getitem(gg, key),))
 
 
 # --- np.take / np.take_along_axis: rewritten as x[key] ------------------------
@@ -188,5 +186,5 @@ def take_along_axis(arr, indices, axis=-1):
     return getitem(arr, tuple(fancy))
 
 
-FUNCTIONS[np.take] = take
-FUNCTIONS[np.take_along_axis] = take_along_axis
+implements(np.take)(take)
+implements(np.take_along_axis)(take_along_axis)

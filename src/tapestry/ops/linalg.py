@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.dispatch import unwrap_all
-from ..core.primitive import KEEP_OTHER, Primitive, defvjp, implements, primitive, unbroadcast
-from ..core.registry import FUNCTIONS, UFUNCS
-from ..core.var import Var
+from ..core.primitive import KEEP_OTHER, Primitive, implements, unbroadcast
+from ..core.registry import FUNCTIONS
+from ..core.var import Var, unwrap_all
 
 
 def _no_out(name, out):
@@ -45,7 +44,8 @@ def _matmul_vjp_b(g, ans, a, b):
     return unbroadcast(at @ g, b.shape)
 
 
-defvjp(primitive(np.matmul, keep=KEEP_OTHER), _matmul_vjp_a, _matmul_vjp_b)
+implements(np.matmul)(Primitive(np.matmul, keep=KEEP_OTHER,
+                                vjps=(_matmul_vjp_a, _matmul_vjp_b)))
 
 
 # --- tensordot and the products built on it (no einsum) -----------------------------
@@ -82,8 +82,7 @@ def _tensordot_vjp_b(g, ans, a, b, axes):
 
 
 _tensordot = Primitive(lambda a, b, axes: np.tensordot(a, b, axes), "tensordot",
-                       keep=KEEP_OTHER)
-defvjp(_tensordot, _tensordot_vjp_a, _tensordot_vjp_b)
+                       keep=KEEP_OTHER, vjps=(_tensordot_vjp_a, _tensordot_vjp_b))
 
 
 @implements(np.tensordot, np.linalg.tensordot)
@@ -136,12 +135,12 @@ def _vecdot(x1, x2, axis=-1, **kwargs):
     return np.sum(x1 * x2, axis=axis)
 
 
-UFUNCS[np.vecdot] = _vecdot
-FUNCTIONS[np.linalg.vecdot] = lambda x1, x2, /, *, axis=-1: _vecdot(x1, x2, axis)
-UFUNCS[np.matvec] = lambda x1, x2, **kw: np.squeeze(x1 @ np.expand_dims(x2, -1), -1)
-UFUNCS[np.vecmat] = lambda x1, x2, **kw: np.squeeze(
-    np.expand_dims(np.conjugate(x1), -2) @ x2, -2)
-FUNCTIONS[np.linalg.matmul] = lambda x1, x2, /: x1 @ x2
+implements(np.vecdot)(_vecdot)
+implements(np.linalg.vecdot)(lambda x1, x2, /, *, axis=-1: _vecdot(x1, x2, axis))
+implements(np.matvec)(lambda x1, x2, **kw: np.squeeze(x1 @ np.expand_dims(x2, -1), -1))
+implements(np.vecmat)(lambda x1, x2, **kw: np.squeeze(
+    np.expand_dims(np.conjugate(x1), -2) @ x2, -2))
+implements(np.linalg.matmul)(lambda x1, x2, /: x1 @ x2)
 
 
 @implements(np.linalg.multi_dot)
@@ -175,19 +174,18 @@ def _solve_vjp_b(g, ans, a, b, unbroadcast_to=True):
     return unbroadcast(gb, np.shape(b)) if unbroadcast_to else gb
 
 
-_solve = Primitive(np.linalg.solve, "linalg.solve")
-defvjp(_solve, _solve_vjp_a, _solve_vjp_b)
-FUNCTIONS[np.linalg.solve] = _solve
+_solve = Primitive(np.linalg.solve, "linalg.solve", vjps=(_solve_vjp_a, _solve_vjp_b))
+implements(np.linalg.solve)(_solve)
 
-_inv = Primitive(np.linalg.inv, "linalg.inv")
 # d(a⁻¹) = -a⁻¹ da a⁻¹  =>  ā = -a⁻ᵀ ḡ a⁻ᵀ
-defvjp(_inv, lambda g, ans, a: -(_T(ans) @ g @ _T(ans)))
-FUNCTIONS[np.linalg.inv] = _inv
+_inv = Primitive(np.linalg.inv, "linalg.inv",
+                 vjps=(lambda g, ans, a: -(_T(ans) @ g @ _T(ans)),))
+implements(np.linalg.inv)(_inv)
 
-_det = Primitive(np.linalg.det, "linalg.det")
 # d det(a) = det(a) tr(a⁻¹ da)  =>  ā = ḡ det(a) a⁻ᵀ
-defvjp(_det, lambda g, ans, a: np.expand_dims(g * ans, (-1, -2)) * _T(np.linalg.inv(a)))
-FUNCTIONS[np.linalg.det] = _det
+_det = Primitive(np.linalg.det, "linalg.det",
+                 vjps=(lambda g, ans, a: np.expand_dims(g * ans, (-1, -2)) * _T(np.linalg.inv(a)),))
+implements(np.linalg.det)(_det)
 
 
 def _slogdet_vjp(g, ans, a):
@@ -198,8 +196,8 @@ def _slogdet_vjp(g, ans, a):
     return np.expand_dims(g_logdet, (-1, -2)) * _T(np.linalg.inv(a))
 
 
-_slogdet = Primitive(lambda a: tuple(np.linalg.slogdet(a)), "linalg.slogdet", n_outputs=2)
-defvjp(_slogdet, _slogdet_vjp)
+_slogdet = Primitive(lambda a: tuple(np.linalg.slogdet(a)), "linalg.slogdet", n_outputs=2,
+                     vjps=(_slogdet_vjp,))
 
 
 @implements(np.linalg.slogdet)
@@ -229,8 +227,7 @@ def _cholesky_vjp(g, ans, a):
     return _lower_read(0.5 * (S + _T(S)))
 
 
-_cholesky = Primitive(np.linalg.cholesky, "linalg.cholesky")
-defvjp(_cholesky, _cholesky_vjp)
+_cholesky = Primitive(np.linalg.cholesky, "linalg.cholesky", vjps=(_cholesky_vjp,))
 
 
 @implements(np.linalg.cholesky)
@@ -262,9 +259,8 @@ def _eigh_vjp(g, ans, a, UPLO):
     return _T(s) if UPLO == "U" else s
 
 
-_eigh = Primitive(lambda a, UPLO: tuple(np.linalg.eigh(a, UPLO)), "linalg.eigh",
-                  n_outputs=2)
-defvjp(_eigh, _eigh_vjp)
+_eigh = Primitive(lambda a, UPLO: tuple(np.linalg.eigh(a, UPLO)), "linalg.eigh", n_outputs=2,
+                  vjps=(_eigh_vjp,))
 
 
 @implements(np.linalg.eigh)
@@ -273,7 +269,7 @@ def eigh(a, UPLO="L"):
     return _EighResult(w, V)
 
 
-FUNCTIONS[np.linalg.eigvalsh] = lambda a, UPLO="L": eigh(a, UPLO)[0]
+implements(np.linalg.eigvalsh)(lambda a, UPLO="L": eigh(a, UPLO)[0])
 
 
 # --- norms -------------------------------------------------------------------------
@@ -285,9 +281,8 @@ def _l2_vjp(g, ans, x, axis, keepdims):
     return expand_reduced(g, np.shape(x), axis, keepdims) * np.where(n == 0, 0.0, x / safe)
 
 
-_l2 = Primitive(lambda x, axis, keepdims:
-                np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)), "linalg.norm")
-defvjp(_l2, _l2_vjp)
+_l2 = Primitive(lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)),
+                "linalg.norm", vjps=(_l2_vjp,))
 
 
 def _svd_norm_vjp(g, ans, x, which):
@@ -306,8 +301,8 @@ def _svd_norm_vjp(g, ans, x, which):
     return np.expand_dims(g, (-1, -2)) * d
 
 
-_svd_norm = Primitive(lambda x, which: _svd_norm_fwd(x, which), "linalg.norm")
-defvjp(_svd_norm, _svd_norm_vjp)
+_svd_norm = Primitive(lambda x, which: _svd_norm_fwd(x, which), "linalg.norm",
+                      vjps=(_svd_norm_vjp,))
 
 
 def _svd_norm_fwd(x, which):

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.dispatch import unwrap_all
-from ..core.primitive import KEEP_SHAPES, Primitive, defvjp
+from ..core.primitive import KEEP_SHAPES, Primitive, implements
 from ..core.registry import FUNCTIONS
-from ..core.var import Var
+from ..core.var import Var, unwrap_all
 
 
 def _axes(axis, ndim):
@@ -78,8 +77,8 @@ def _sum_fun(a, axis, keepdims):
     return np.sum(a, axis=axis, keepdims=keepdims)
 
 
-_sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES)
-defvjp(_sum, lambda g, ans, a, axis, keepdims: expand_reduced(g, a.shape, axis, keepdims))
+_sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, vjps=(
+    lambda g, ans, a, axis, keepdims: expand_reduced(g, a.shape, axis, keepdims),))
 
 
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
@@ -91,9 +90,8 @@ def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 
 _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
-                  keep=KEEP_SHAPES)
-defvjp(_mean, lambda g, ans, a, axis, keepdims:
-       expand_reduced(g / _count(a.shape, axis), a.shape, axis, keepdims))
+                  keep=KEEP_SHAPES, vjps=(lambda g, ans, a, axis, keepdims: expand_reduced(
+                      g / _count(a.shape, axis), a.shape, axis, keepdims),))
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
@@ -154,8 +152,8 @@ def _prod_vjp(g, ans, a, axis, keepdims):
     return expand_reduced(g, np.shape(a), axis, keepdims) * others
 
 
-_prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepdims), "prod")
-defvjp(_prod, _prod_vjp)
+_prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepdims), "prod",
+                  vjps=(_prod_vjp,))
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
@@ -181,9 +179,8 @@ def _extremum_vjp(g, ans, a, axis, keepdims):
 
 
 def _reduction(np_fun, name):
-    p = Primitive(lambda a, axis, keepdims: np_fun(a, axis=axis, keepdims=keepdims), name)
-    defvjp(p, _extremum_vjp)
-    return p
+    return Primitive(lambda a, axis, keepdims: np_fun(a, axis=axis, keepdims=keepdims), name,
+                     vjps=(_extremum_vjp,))
 
 
 _max, _min = _reduction(np.max, "max"), _reduction(np.min, "min")
@@ -199,15 +196,15 @@ def _extremum_entry(prim, name, combine):
     return extremum
 
 
-FUNCTIONS[np.sum] = sum_
-FUNCTIONS[np.mean] = mean
-FUNCTIONS[np.nansum] = nansum
-FUNCTIONS[np.nanmean] = nanmean
-FUNCTIONS[np.prod] = prod
-FUNCTIONS[np.max] = FUNCTIONS[np.amax] = _extremum_entry(_max, "max", np.maximum)
-FUNCTIONS[np.min] = FUNCTIONS[np.amin] = _extremum_entry(_min, "min", np.minimum)
-FUNCTIONS[np.nanmax] = _extremum_entry(_nanmax, "nanmax", np.fmax)
-FUNCTIONS[np.nanmin] = _extremum_entry(_nanmin, "nanmin", np.fmin)
+implements(np.sum)(sum_)
+implements(np.mean)(mean)
+implements(np.nansum)(nansum)
+implements(np.nanmean)(nanmean)
+implements(np.prod)(prod)
+implements(np.max, np.amax)(_extremum_entry(_max, "max", np.maximum))
+implements(np.min, np.amin)(_extremum_entry(_min, "min", np.minimum))
+implements(np.nanmax)(_extremum_entry(_nanmax, "nanmax", np.fmax))
+implements(np.nanmin)(_extremum_entry(_nanmin, "nanmin", np.fmin))
 
 
 # --- var / std -------------------------------------------------------------------
@@ -215,27 +212,37 @@ def _centered(a, axis):
     return a - np.mean(a, axis=axis, keepdims=True)
 
 
+def _centered_conj(g, a, axis, keepdims):
+    """``Re(g)`` broadcast back, and ``conj(a - mean(a))``: var and std of a
+    complex array are real (mean of ``|a - mean(a)|^2``), and
+    d|a - m|^2 = 2 Re(conj(a - m) d(a - m)); the ``dm`` terms sum to zero.
+    For a real array these are ``g`` and ``a - mean(a)``."""
+    c = _centered(a, axis)
+    if np.iscomplexobj(c):
+        g, c = np.real(g), np.conjugate(c)
+    return expand_reduced(g, np.shape(a), axis, keepdims), c
+
+
 def _var_vjp(g, ans, a, axis, ddof, keepdims):
-    """d var / d a = 2 (a - mean(a)) / (n - ddof)."""
+    """d var / d a = 2 conj(a - mean(a)) / (n - ddof)."""
     scale = 2.0 / (_count(np.shape(a), axis) - ddof)
-    return expand_reduced(g, np.shape(a), axis, keepdims) * (_centered(a, axis) * scale)
+    g, c = _centered_conj(g, a, axis, keepdims)
+    return g * (c * scale)
 
 
 def _std_vjp(g, ans, a, axis, ddof, keepdims):
-    """d std / d a = (a - mean(a)) / ((n - ddof) std); 0 where std == 0
+    """d std / d a = conj(a - mean(a)) / ((n - ddof) std); 0 where std == 0
     (all entries equal: the subgradient of least norm)."""
     std_e = np.reshape(ans, _kept_shape(np.shape(a), axis))
     safe = np.where(std_e == 0, 1.0, std_e) * (_count(np.shape(a), axis) - ddof)
-    return expand_reduced(g, np.shape(a), axis, keepdims) * np.where(
-        std_e == 0, 0.0, _centered(a, axis) / safe)
+    g, c = _centered_conj(g, a, axis, keepdims)
+    return g * np.where(std_e == 0, 0.0, c / safe)
 
 
 _var = Primitive(lambda a, axis, ddof, keepdims:
-                 np.var(a, axis=axis, ddof=ddof, keepdims=keepdims), "var")
-defvjp(_var, _var_vjp)
+                 np.var(a, axis=axis, ddof=ddof, keepdims=keepdims), "var", vjps=(_var_vjp,))
 _std = Primitive(lambda a, axis, ddof, keepdims:
-                 np.std(a, axis=axis, ddof=ddof, keepdims=keepdims), "std")
-defvjp(_std, _std_vjp)
+                 np.std(a, axis=axis, ddof=ddof, keepdims=keepdims), "std", vjps=(_std_vjp,))
 
 
 def _moment_entry(prim, name):
@@ -251,8 +258,8 @@ def _moment_entry(prim, name):
     return moment
 
 
-FUNCTIONS[np.var] = _moment_entry(_var, "var")
-FUNCTIONS[np.std] = _moment_entry(_std, "std")
+implements(np.var)(_moment_entry(_var, "var"))
+implements(np.std)(_moment_entry(_std, "std"))
 
 
 # --- cumsum / cumprod ------------------------------------------------------------
@@ -260,8 +267,8 @@ def _reverse_cumsum(g, axis):
     return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
 
 
-_cumsum = Primitive(lambda a, axis: np.cumsum(a, axis=axis), "cumsum")
-defvjp(_cumsum, lambda g, ans, a, axis: _reverse_cumsum(g, axis))
+_cumsum = Primitive(lambda a, axis: np.cumsum(a, axis=axis), "cumsum",
+                    vjps=(lambda g, ans, a, axis: _reverse_cumsum(g, axis),))
 
 
 def _cumprod_vjp(g, ans, a, axis):
@@ -282,8 +289,7 @@ def _cumprod_vjp(g, ans, a, axis):
     return np.where(zero, np.where(first, at_first, 0.0), regular)
 
 
-_cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod")
-defvjp(_cumprod, _cumprod_vjp)
+_cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod", vjps=(_cumprod_vjp,))
 
 
 def _scan_entry(prim, name):
@@ -297,8 +303,8 @@ def _scan_entry(prim, name):
     return scan
 
 
-FUNCTIONS[np.cumsum] = _scan_entry(_cumsum, "cumsum")
-FUNCTIONS[np.cumprod] = _scan_entry(_cumprod, "cumprod")
+implements(np.cumsum)(_scan_entry(_cumsum, "cumsum"))
+implements(np.cumprod)(_scan_entry(_cumprod, "cumprod"))
 
 
 # --- logsumexp --------------------------------------------------------------------
@@ -328,13 +334,12 @@ def _lse_vjp_a(g, ans, a, b, axis, keepdims):
 
 def _lse_vjp_b(g, ans, a, b, axis, keepdims):
     """d/db log sum b e^a = e^a / sum(b e^a)."""
-    from ..core.primitive import unbroadcast
+    from ..core.primitive import implements, unbroadcast
     w = _lse_weights(ans, a, axis, keepdims)
     return unbroadcast(expand_reduced(g, np.shape(w), axis, keepdims) * w, np.shape(b))
 
 
-_logsumexp = Primitive(_logsumexp_fwd, "logsumexp")
-defvjp(_logsumexp, _lse_vjp_a, _lse_vjp_b)
+_logsumexp = Primitive(_logsumexp_fwd, "logsumexp", vjps=(_lse_vjp_a, _lse_vjp_b))
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):

@@ -12,10 +12,9 @@ import operator
 
 import numpy as np
 
-from ..core.dispatch import unwrap_all
-from ..core.primitive import KEEP_SHAPES, Primitive, defvjp, implements, unbroadcast
+from ..core.primitive import KEEP_SHAPES, Primitive, implements, unbroadcast
 from ..core.registry import FUNCTIONS
-from ..core.var import Var
+from ..core.var import Var, unwrap_all
 
 
 def _probe(shape):
@@ -25,12 +24,15 @@ def _probe(shape):
 
 # --- reshape and friends -----------------------------------------------------------
 # Shape-only rules read ``a.shape`` (the node keeps just shapes: KEEP_SHAPES).
-_reshape = Primitive(lambda a, shape, order: a.reshape(shape, order=order)
-                     if type(a) is np.ndarray else np.reshape(a, shape, order=order),
-                     "reshape", keep=KEEP_SHAPES)
-defvjp(_reshape, lambda g, ans, a, shape, order:
-       g.reshape(a.shape, order=order) if type(g) is np.ndarray  # the method: no wrapper
-       else np.reshape(g, a.shape, order=order))
+def _reshape_fun(a, shape, order):
+    """``np.reshape``; an ndarray's own method skips NumPy's Python wrapper."""
+    if type(a) is np.ndarray:
+        return a.reshape(shape, order=order)
+    return np.reshape(a, shape, order=order)
+
+
+_reshape = Primitive(_reshape_fun, "reshape", keep=KEEP_SHAPES, vjps=(
+    lambda g, ans, a, shape, order: _reshape_fun(g, a.shape, order),))
 
 
 @implements(np.reshape)
@@ -64,15 +66,15 @@ def _atleast(np_fun):
     return atleast
 
 
-FUNCTIONS[np.atleast_1d] = _atleast(np.atleast_1d)
-FUNCTIONS[np.atleast_2d] = _atleast(np.atleast_2d)
-FUNCTIONS[np.atleast_3d] = _atleast(np.atleast_3d)
+implements(np.atleast_1d)(_atleast(np.atleast_1d))
+implements(np.atleast_2d)(_atleast(np.atleast_2d))
+implements(np.atleast_3d)(_atleast(np.atleast_3d))
 
 
 # --- broadcasting ----------------------------------------------------------------
 _broadcast_to = Primitive(lambda a, shape: np.broadcast_to(a, shape), "broadcast_to",
-                          keep=KEEP_SHAPES)
-defvjp(_broadcast_to, lambda g, ans, a, shape: unbroadcast(g, a.shape))
+                          keep=KEEP_SHAPES,
+                          vjps=(lambda g, ans, a, shape: unbroadcast(g, a.shape),))
 
 
 @implements(np.broadcast_to)
@@ -90,9 +92,9 @@ def broadcast_arrays(*args, subok=False):
 
 
 # --- axis permutations ---------------------------------------------------------------
-_transpose = Primitive(lambda a, axes: np.transpose(a, axes), "transpose", keep=KEEP_SHAPES)
-defvjp(_transpose, lambda g, ans, a, axes:
-       np.transpose(g, None if axes is None else tuple(np.argsort(axes))))
+_transpose = Primitive(lambda a, axes: np.transpose(a, axes), "transpose", keep=KEEP_SHAPES,
+                       vjps=(lambda g, ans, a, axes: np.transpose(
+                           g, None if axes is None else tuple(np.argsort(axes))),))
 
 
 @implements(np.transpose)
@@ -102,16 +104,16 @@ def transpose(a, axes=None):
     return _transpose(a, axes)
 
 
-_swapaxes = Primitive(lambda a, i, j: np.swapaxes(a, i, j), "swapaxes", keep=KEEP_SHAPES)
-defvjp(_swapaxes, lambda g, ans, a, i, j: np.swapaxes(g, i, j))
-FUNCTIONS[np.swapaxes] = lambda a, axis1, axis2: _swapaxes(a, axis1, axis2)
-FUNCTIONS[np.matrix_transpose] = lambda x: _swapaxes(x, -1, -2)
-FUNCTIONS[np.linalg.matrix_transpose] = FUNCTIONS[np.matrix_transpose]
+_swapaxes = Primitive(lambda a, i, j: np.swapaxes(a, i, j), "swapaxes", keep=KEEP_SHAPES,
+                      vjps=(lambda g, ans, a, i, j: np.swapaxes(g, i, j),))
+implements(np.swapaxes)(lambda a, axis1, axis2: _swapaxes(a, axis1, axis2))
+implements(np.matrix_transpose)(lambda x: _swapaxes(x, -1, -2))
+implements(np.linalg.matrix_transpose)(FUNCTIONS[np.matrix_transpose])
 
 _moveaxis = Primitive(lambda a, src, dst: np.moveaxis(a, src, dst), "moveaxis",
-                     keep=KEEP_SHAPES)
-defvjp(_moveaxis, lambda g, ans, a, src, dst: np.moveaxis(g, dst, src))
-FUNCTIONS[np.moveaxis] = lambda a, source, destination: _moveaxis(a, source, destination)
+                      keep=KEEP_SHAPES,
+                      vjps=(lambda g, ans, a, src, dst: np.moveaxis(g, dst, src),))
+implements(np.moveaxis)(lambda a, source, destination: _moveaxis(a, source, destination))
 
 
 @implements(np.rollaxis)
@@ -129,8 +131,8 @@ def _concat_vjp(i, g, ans, args, kwargs):
     return g[(slice(None),) * axis + (slice(start, stop),)]
 
 
-_concatenate = Primitive(lambda *xs, axis: np.concatenate(xs, axis=axis), "concatenate")
-_concatenate.vjp_argnum = _concat_vjp
+_concatenate = Primitive(lambda *xs, axis: np.concatenate(xs, axis=axis), "concatenate",
+                         vjp_argnum=_concat_vjp)
 
 
 @implements(np.concatenate)
@@ -155,8 +157,7 @@ def _stack_vjp(i, g, ans, args, kwargs):
     return g[(slice(None),) * kwargs["axis"] + (i,)]
 
 
-_stack = Primitive(lambda *xs, axis: np.stack(xs, axis=axis), "stack")
-_stack.vjp_argnum = _stack_vjp
+_stack = Primitive(lambda *xs, axis: np.stack(xs, axis=axis), "stack", vjp_argnum=_stack_vjp)
 
 
 @implements(np.stack)
@@ -215,8 +216,7 @@ def _split_vjp(g, ans, a, sections, axis, np_split):
 
 # n_outputs=None: the number of outputs is len(ans), known only per call.
 _split = Primitive(lambda a, sections, axis, np_split: tuple(np_split(a, sections, axis)),
-                   "split", n_outputs=None)
-defvjp(_split, _split_vjp)
+                   "split", n_outputs=None, vjps=(_split_vjp,))
 
 
 def _split_entry(np_split, default_axis=0):
@@ -229,20 +229,20 @@ def _split_entry(np_split, default_axis=0):
     return split
 
 
-FUNCTIONS[np.split] = _split_entry(np.split)
-FUNCTIONS[np.array_split] = _split_entry(np.array_split)
-FUNCTIONS[np.hsplit] = lambda ary, ios: FUNCTIONS[np.split](
-    ary, ios, axis=0 if np.ndim(ary) == 1 else 1)
-FUNCTIONS[np.vsplit] = lambda ary, ios: FUNCTIONS[np.split](ary, ios, axis=0)
-FUNCTIONS[np.dsplit] = lambda ary, ios: FUNCTIONS[np.split](ary, ios, axis=2)
+implements(np.split)(_split_entry(np.split))
+implements(np.array_split)(_split_entry(np.array_split))
+implements(np.hsplit)(lambda ary, ios: FUNCTIONS[np.split](
+    ary, ios, axis=0 if np.ndim(ary) == 1 else 1))
+implements(np.vsplit)(lambda ary, ios: FUNCTIONS[np.split](ary, ios, axis=0))
+implements(np.dsplit)(lambda ary, ios: FUNCTIONS[np.split](ary, ios, axis=2))
 
 
 # --- flips, rolls, tiling, repeating ---------------------------------------------
-_flip = Primitive(lambda m, axis: np.flip(m, axis), "flip")
-defvjp(_flip, lambda g, ans, m, axis: np.flip(g, axis))
-FUNCTIONS[np.flip] = lambda m, axis=None: _flip(m, _tuple(axis))
-FUNCTIONS[np.fliplr] = lambda m: _flip(m, 1)
-FUNCTIONS[np.flipud] = lambda m: _flip(m, 0)
+_flip = Primitive(lambda m, axis: np.flip(m, axis), "flip",
+                  vjps=(lambda g, ans, m, axis: np.flip(g, axis),))
+implements(np.flip)(lambda m, axis=None: _flip(m, _tuple(axis)))
+implements(np.fliplr)(lambda m: _flip(m, 1))
+implements(np.flipud)(lambda m: _flip(m, 0))
 
 
 def _tuple(axis):
@@ -268,9 +268,9 @@ def _neg(shift):
     return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
 
 
-_roll = Primitive(lambda a, shift, axis: np.roll(a, shift, axis), "roll")
-defvjp(_roll, lambda g, ans, a, shift, axis: np.roll(g, _neg(shift), axis))
-FUNCTIONS[np.roll] = lambda a, shift, axis=None: _roll(a, shift, _tuple(axis))
+_roll = Primitive(lambda a, shift, axis: np.roll(a, shift, axis), "roll",
+                  vjps=(lambda g, ans, a, shift, axis: np.roll(g, _neg(shift), axis),))
+implements(np.roll)(lambda a, shift, axis=None: _roll(a, shift, _tuple(axis)))
 
 
 def _tile_vjp(g, ans, a, reps):
@@ -284,9 +284,8 @@ def _tile_vjp(g, ans, a, reps):
     return np.reshape(g, np.shape(a))
 
 
-_tile = Primitive(lambda a, reps: np.tile(a, reps), "tile")
-defvjp(_tile, _tile_vjp)
-FUNCTIONS[np.tile] = lambda A, reps: _tile(A, reps)
+_tile = Primitive(lambda a, reps: np.tile(a, reps), "tile", vjps=(_tile_vjp,))
+implements(np.tile)(lambda A, reps: _tile(A, reps))
 
 
 def _repeat_vjp(g, ans, a, repeats, axis):
@@ -307,8 +306,8 @@ def _repeat_vjp(g, ans, a, repeats, axis):
     return take(ends) - take(ends - repeats)
 
 
-_repeat = Primitive(lambda a, repeats, axis: np.repeat(a, repeats, axis), "repeat")
-defvjp(_repeat, _repeat_vjp)
+_repeat = Primitive(lambda a, repeats, axis: np.repeat(a, repeats, axis), "repeat",
+                    vjps=(_repeat_vjp,))
 
 
 @implements(np.repeat)
@@ -325,8 +324,7 @@ def _pad_vjp(g, ans, array, pad_width, constant_values):
 
 _pad = Primitive(lambda a, pad_width, constant_values:
                  np.pad(a, pad_width, mode="constant", constant_values=constant_values),
-                 "pad")
-defvjp(_pad, _pad_vjp)
+                 "pad", vjps=(_pad_vjp,))
 
 
 @implements(np.pad)
@@ -375,8 +373,7 @@ def _diagonal_vjp(g, ans, a, offset, axis1, axis2):
 
 
 _diagonal = Primitive(lambda a, offset, axis1, axis2: np.diagonal(a, offset, axis1, axis2),
-                      "diagonal")
-defvjp(_diagonal, _diagonal_vjp)
+                      "diagonal", vjps=(_diagonal_vjp,))
 
 
 @implements(np.diagonal)
@@ -385,7 +382,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     return _diagonal(a, offset, axis1 % nd, axis2 % nd)
 
 
-FUNCTIONS[np.linalg.diagonal] = lambda x, *, offset=0: diagonal(x, offset, -2, -1)
+implements(np.linalg.diagonal)(lambda x, *, offset=0: diagonal(x, offset, -2, -1))
 
 
 @implements(np.trace)
@@ -395,7 +392,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)
 
 
-FUNCTIONS[np.linalg.trace] = lambda x, *, offset=0, dtype=None: trace(x, offset, -2, -1)
+implements(np.linalg.trace)(lambda x, *, offset=0, dtype=None: trace(x, offset, -2, -1))
 
 
 @implements(np.diag)
@@ -408,47 +405,53 @@ def diag(v, k=0):
     return _embed_diagonal(v, n, n, k)
 
 
-FUNCTIONS[np.diagflat] = lambda v, k=0: diag(ravel(v), k)
+implements(np.diagflat)(lambda v, k=0: diag(ravel(v), k))
 
-_triu = Primitive(lambda m, k: np.triu(m, k), "triu")
-defvjp(_triu, lambda g, ans, m, k: np.triu(g, k))
-FUNCTIONS[np.triu] = lambda m, k=0: _triu(m, k)
-_tril = Primitive(lambda m, k: np.tril(m, k), "tril")
-defvjp(_tril, lambda g, ans, m, k: np.tril(g, k))
-FUNCTIONS[np.tril] = lambda m, k=0: _tril(m, k)
+_triu = Primitive(lambda m, k: np.triu(m, k), "triu",
+                  vjps=(lambda g, ans, m, k: np.triu(g, k),))
+implements(np.triu)(lambda m, k=0: _triu(m, k))
+_tril = Primitive(lambda m, k: np.tril(m, k), "tril",
+                  vjps=(lambda g, ans, m, k: np.tril(g, k),))
+implements(np.tril)(lambda m, k=0: _tril(m, k))
 
 
 # --- copies, real/imag, where ---------------------------------------------------
 # Traced arrays are never written in place, so a copy is the array itself.
-FUNCTIONS[np.copy] = lambda a, order="K", subok=False: a
-FUNCTIONS[np.ascontiguousarray] = lambda a, dtype=None, *, like=None: a
-FUNCTIONS[np.asfortranarray] = lambda a, dtype=None, *, like=None: a
+implements(np.copy)(lambda a, order="K", subok=False: a)
+implements(np.ascontiguousarray)(lambda a, dtype=None, *, like=None: a)
+implements(np.asfortranarray)(lambda a, dtype=None, *, like=None: a)
 
 
-def _real_only(name):
-    def check(val):
-        if np.iscomplexobj(val):
-            raise NotImplementedError(f"tapestry: np.{name} of a complex traced array "
-                                      "has no gradient rule yet.")
-    return check
+# Complex parts (convention of docs/complex.md: a cotangent c pairs with a
+# tangent t by Re(c t)).  real(z): d = Re(dz), cotangent Re(g);  imag(z):
+# d = Im(dz) = Re(-1j dz), cotangent -1j Re(g).  Re(g): the result is real,
+# so an imaginary part of its cotangent means nothing (see ops/elementwise.py).
+_real = Primitive(np.real, "real", vjps=(lambda g, ans, val: np.real(g),))
+_imag = Primitive(np.imag, "imag", vjps=(lambda g, ans, val: -1j * np.real(g),))
+
+
+def _is_complex(val):
+    return np.iscomplexobj(unwrap_all(val))
 
 
 @implements(np.real)
 def real(val):
-    _real_only("real")(val)
-    return val
+    """The real part; a real array is its own real part."""
+    return _real(val) if _is_complex(val) else val
 
 
 @implements(np.imag)
 def imag(val):
-    _real_only("imag")(val)
-    return np.zeros(np.shape(val), np.result_type(val))
+    """The imaginary part; that of a real array is a constant zero."""
+    if _is_complex(val):
+        return _imag(val)
+    return np.zeros(np.shape(val), np.result_type(unwrap_all(val)))
 
 
-where_ = Primitive(np.where, "where")
-defvjp(where_, None,
-       lambda g, ans, c, x, y: unbroadcast(np.where(c, g, 0.0 * g), np.shape(x)),
-       lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0 * g, g), np.shape(y)))
+where_ = Primitive(np.where, "where", vjps=(
+    None,  # the condition is piecewise constant
+    lambda g, ans, c, x, y: unbroadcast(np.where(c, g, 0.0 * g), np.shape(x)),
+    lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0 * g, g), np.shape(y))))
 
 
 @implements(np.where)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.dispatch import unwrap_all
-from ..core.primitive import Primitive, defvjp
+from ..core.primitive import Primitive, implements
 from ..core.registry import FUNCTIONS
+from ..core.var import unwrap_all
 
 
 def _inverse_permutation(idx, axis):
@@ -23,10 +23,10 @@ def _inverse_permutation(idx, axis):
     return inv
 
 
-_gather = Primitive(lambda a, idx, axis: np.take_along_axis(a, idx, axis), "sort")
 # ā = ḡ gathered by the inverse permutation (a permutation's transpose).
-defvjp(_gather, lambda g, ans, a, idx, axis:
-       np.take_along_axis(g, _inverse_permutation(idx, axis), axis))
+_gather = Primitive(lambda a, idx, axis: np.take_along_axis(a, idx, axis), "sort",
+                    vjps=(lambda g, ans, a, idx, axis: np.take_along_axis(
+                        g, _inverse_permutation(idx, axis), axis),))
 
 
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
@@ -107,8 +107,8 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     return quantile(a, 0.5, axis, out, keepdims=keepdims)
 
 
-FUNCTIONS[np.sort] = sort
-FUNCTIONS[np.partition] = partition
-FUNCTIONS[np.quantile] = quantile
-FUNCTIONS[np.percentile] = percentile
-FUNCTIONS[np.median] = median
+implements(np.sort)(sort)
+implements(np.partition)(partition)
+implements(np.quantile)(quantile)
+implements(np.percentile)(percentile)
+implements(np.median)(median)

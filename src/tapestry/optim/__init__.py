@@ -4,8 +4,12 @@
 takes the usual path; a :class:`~tapestry.sparse.AxisSparse` gradient
 updates only the slices it touches (lazy moments for Adam, like PyTorch's
 SparseAdam), so a step costs O(|S|).
-"""
-from .algorithms import SGD, Adagrad, Adam, AdamW
-from .base import Optimizer
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adagrad"]
+``lr`` may be a schedule (a callable of the step), ``clip_norm=`` clips by
+global norm (sparse-aware), and ``state_dict()`` / ``load_state_dict()``
+round-trip through ``np.savez`` / ``np.load``.
+"""
+from .algorithms import SGD, Adagrad, Adam, AdamW, RMSprop
+from .base import Optimizer, clip_by_global_norm
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "clip_by_global_norm"]

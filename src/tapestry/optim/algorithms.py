@@ -1,4 +1,4 @@
-"""SGD, Adam, AdamW and Adagrad, each with a dense and a sparse path.
+"""SGD, Adam, AdamW, Adagrad and RMSprop, each with a dense and a sparse path.
 
 Dense paths follow PyTorch's ``torch.optim`` formulas exactly.  Sparse paths
 update only the slices a sparse gradient touches:
@@ -23,8 +23,9 @@ class SGD(Optimizer):
     """``p -= lr * (g + weight_decay * p)``, with optional (Nesterov) momentum
     ``buf = momentum * buf + g``."""
 
-    def __init__(self, lr=1e-2, momentum=0.0, weight_decay=0.0, nesterov=False):
-        super().__init__(lr)
+    def __init__(self, lr=1e-2, momentum=0.0, weight_decay=0.0, nesterov=False,
+                 clip_norm=None):
+        super().__init__(lr, clip_norm)
         if momentum < 0 or weight_decay < 0:
             raise ValueError("tapestry.optim.SGD: momentum and weight_decay must be >= 0.")
         if nesterov and momentum == 0:
@@ -69,8 +70,9 @@ class Adam(Optimizer):
 
     decoupled = False
 
-    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        super().__init__(lr)
+    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 clip_norm=None):
+        super().__init__(lr, clip_norm)
         b1, b2 = betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"tapestry.optim.{type(self).__name__}: betas must be in "
@@ -116,8 +118,9 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
-        super().__init__(lr, betas, eps, weight_decay)
+    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 clip_norm=None):
+        super().__init__(lr, betas, eps, weight_decay, clip_norm)
 
 
 class Adagrad(Optimizer):
@@ -125,8 +128,8 @@ class Adagrad(Optimizer):
     ``lr_t = lr / (1 + (t-1) * lr_decay)`` (``torch.optim.Adagrad``)."""
 
     def __init__(self, lr=1e-2, eps=1e-10, initial_accumulator_value=0.0,
-                 weight_decay=0.0, lr_decay=0.0):
-        super().__init__(lr)
+                 weight_decay=0.0, lr_decay=0.0, clip_norm=None):
+        super().__init__(lr, clip_norm)
         if eps <= 0 or weight_decay < 0 or lr_decay < 0 or initial_accumulator_value < 0:
             raise ValueError("tapestry.optim.Adagrad: eps must be > 0; weight_decay, "
                              "lr_decay and initial_accumulator_value >= 0.")
@@ -152,3 +155,61 @@ class Adagrad(Optimizer):
         s = state["sum"][key]
         p[key] = self._step(p[key], g, s)
         state["sum"][key] = s
+
+
+class RMSprop(Optimizer):
+    """``torch.optim.RMSprop``: ``v = alpha v + (1-alpha) g^2``; with
+    ``centered``, ``m = alpha m + (1-alpha) g`` and ``v - m^2`` in place of
+    ``v``; ``d = g / (sqrt(v) + eps)``; with momentum ``buf = momentum buf + d``
+    and ``p -= lr * buf``, else ``p -= lr * d``.  The sparse path is lazy."""
+
+    def __init__(self, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                 centered=False, clip_norm=None):
+        super().__init__(lr, clip_norm)
+        if not 0 <= alpha < 1:
+            raise ValueError(f"tapestry.optim.RMSprop: alpha must be in [0, 1), got {alpha!r}.")
+        if eps <= 0 or weight_decay < 0 or momentum < 0:
+            raise ValueError("tapestry.optim.RMSprop: eps must be > 0; weight_decay and "
+                             "momentum >= 0.")
+        self.alpha, self.eps, self.weight_decay = alpha, eps, weight_decay
+        self.momentum, self.centered = momentum, centered
+
+    def _init_state(self, p):
+        st = {"square_avg": np.zeros_like(p)}
+        if self.centered:
+            st["grad_avg"] = np.zeros_like(p)
+        if self.momentum:
+            st["buf"] = np.zeros_like(p)
+        return st
+
+    def _step(self, p_rows, g, rows):
+        """New ``p_rows``; the state slices in ``rows`` are updated in place."""
+        if self.weight_decay:
+            g = g + self.weight_decay * p_rows
+        v = rows["square_avg"]
+        v *= self.alpha
+        v += (1 - self.alpha) * (g * g)
+        if self.centered:
+            m = rows["grad_avg"]
+            m *= self.alpha
+            m += (1 - self.alpha) * g
+            denom = np.sqrt(v - m * m)
+        else:
+            denom = np.sqrt(v)
+        denom += self.eps
+        d = g / denom
+        if self.momentum:
+            buf = rows["buf"]
+            buf *= self.momentum
+            buf += d
+            d = buf
+        return p_rows - self.lr * d
+
+    def _dense(self, p, g, state):
+        p[...] = self._step(p, g, state)
+
+    def _sparse(self, p, key, g, state):
+        rows = {name: arr[key] for name, arr in state.items()}
+        p[key] = self._step(p[key], g, rows)
+        for name, arr in state.items():
+            arr[key] = rows[name]

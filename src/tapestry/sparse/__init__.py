@@ -7,5 +7,6 @@ axis moves and sums, and densifies (counted in :mod:`tapestry.debug`)
 everywhere else.
 """
 from .axis_sparse import AxisSparse
+from .ufuncs import densify
 
-__all__ = ["AxisSparse"]
+__all__ = ["AxisSparse", "densify"]

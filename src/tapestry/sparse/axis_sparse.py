@@ -14,8 +14,18 @@ Invariants
 It behaves like an array: ``np.asarray(g)``, ``g.todense()``, ``g + h``,
 ``2 * g``, ``g * dense``, ``g.shape``, ``g.dtype``, ``g.T``, ``g.sum(axis)``.
 Operations that keep it sparse are computed on the stored slices only;
-everything else densifies through :func:`_densify`, which is counted by
-:func:`tapestry.debug.densify_counts`.
+every other ndarray method and operator (``g.ravel()``, ``g.tolist()``,
+``g > 0``, ``g.max()``, ``float(g)``, iteration) densifies through
+:func:`densify`, which is counted by :func:`tapestry.debug.densify_counts`.
+
+When a gradient is returned sparse
+----------------------------------
+``grad`` returns an ``AxisSparse`` only where it pays (:meth:`AxisSparse.worth_keeping`):
+the dense gradient would be large (at least :data:`KEEP_SPARSE_MIN_SIZE`
+elements) and the stored slices cover at most :data:`KEEP_SPARSE_MAX_FRACTION`
+of the sparse axis (SLIDE, W1, embeddings).  Otherwise -- ``t[0]``, ``t[1]``
+of a small vector, a loop ``for row in x`` -- it is densified there, once.
+``grad(..., sparse=True)`` always keeps it, ``sparse=False`` never does.
 """
 from __future__ import annotations
 
@@ -23,7 +33,16 @@ import numpy as np
 
 from ..core.var import Var
 from ..debug import record_densify
-from .ufuncs import array_function, array_ufunc
+from .ufuncs import array_function, array_ufunc, densify
+
+#: A sparse gradient is returned as such only if its dense form would have
+#: at least this many elements (below, a dense array costs microseconds) ...
+KEEP_SPARSE_MIN_SIZE = 1 << 15
+#: ... and its slices cover at most this fraction of the sparse axis
+#: (counting repeats: an upper bound on the distinct slices).
+KEEP_SPARSE_MAX_FRACTION = 0.25
+
+
 
 
 class AxisSparse:
@@ -82,6 +101,12 @@ class AxisSparse:
                                    self.indices if indices is None else indices, values,
                                    self.shape if shape is None else shape,
                                    self.coalesced if coalesced is None else coalesced)
+
+    def worth_keeping(self):
+        """Whether ``grad`` returns this gradient sparse by default (see the
+        module docstring): large dense form, few slices."""
+        return (self.size >= KEEP_SPARSE_MIN_SIZE
+                and len(self.indices) <= KEEP_SPARSE_MAX_FRACTION * self.shape[self.axis])
 
     # --- conversion ---------------------------------------------------------
     def todense(self, dtype=None):
@@ -237,13 +262,66 @@ class AxisSparse:
         return np.power(self, other)
 
     def __getitem__(self, key):
-        return _densify(self, "getitem on AxisSparse")[key]
+        return densify(self, "getitem on AxisSparse")[key]
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return array_ufunc(ufunc, method, inputs, kwargs)
+        return array_ufunc(AxisSparse, ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return array_function(func, args, kwargs)
+        return array_function(AxisSparse, func, args, kwargs)
+
+    # --- everything else an ndarray offers: densify (counted) ----------------
+    def __getattr__(self, name):
+        """ndarray methods and attributes without a sparse version
+        (``ravel``, ``tolist``, ``max``, ``flat``, ...) act on the dense
+        array, so code written for dense gradients keeps working."""
+        if name.startswith("_") or not hasattr(np.ndarray, name):
+            raise AttributeError(
+                f"'AxisSparse' object has no attribute {name!r} (a sparse gradient; "
+                "g.todense() or np.asarray(g) gives the dense array, and "
+                "tapestry.grad(..., sparse=False) returns dense gradients).")
+        return getattr(densify(self, f".{name}"), name)
+
+    def __iter__(self):
+        return iter(densify(self, "iteration"))
+
+    def __eq__(self, other):
+        return np.equal(self, other)
+
+    def __ne__(self, other):
+        return np.not_equal(self, other)
+
+    def __lt__(self, other):
+        return np.less(self, other)
+
+    def __le__(self, other):
+        return np.less_equal(self, other)
+
+    def __gt__(self, other):
+        return np.greater(self, other)
+
+    def __ge__(self, other):
+        return np.greater_equal(self, other)
+
+    __hash__ = None  # like ndarray: mutable, compared elementwise
+
+    def __abs__(self):
+        return np.absolute(self)
+
+    def __bool__(self):
+        return bool(densify(self, "bool()"))
+
+    def __float__(self):
+        return float(densify(self, "float()"))
+
+    def __int__(self):
+        return int(densify(self, "int()"))
+
+    def __complex__(self):
+        return complex(densify(self, "complex()"))
+
+    def __format__(self, spec):
+        return format(densify(self, "format()"), spec)
 
     # --- axis moves and reductions (kept sparse) -------------------------------
     def transpose(self, *axes):
@@ -267,7 +345,7 @@ class AxisSparse:
         result computed from the stored slices alone (the rest is zero);
         otherwise the result stays sparse.  Both cost O(nnz)."""
         if out is not None or kw:
-            return np.sum(_densify(self, "np.sum(out=/where=)"), axis=axis, dtype=dtype,
+            return np.sum(densify(self, "np.sum(out=/where=)"), axis=axis, dtype=dtype,
                           out=out, keepdims=keepdims, **kw)
         axes = tuple(range(self.ndim)) if axis is None else \
             tuple(sorted(a % self.ndim for a in np.atleast_1d(axis)))
@@ -300,15 +378,7 @@ def reshape(sp, shape):
         k = len(sp.indices)
         vals = np.reshape(sp.values, shape[:a] + (k,) + shape[a + 1:])
         return AxisSparse(a, sp.indices, vals, shape, sp.coalesced)
-    return np.reshape(_densify(sp, "np.reshape"), shape)
-
-
-def _densify(x, where):
-    """Dense version of ``x`` if it is sparse, counted under ``where``."""
-    if isinstance(x, AxisSparse):
-        record_densify(where, x.shape)
-        return x.todense()
-    return x
+    return np.reshape(densify(sp, "np.reshape"), shape)
 
 
 def _add(a, b):
@@ -325,7 +395,7 @@ def _add(a, b):
         if a.shape != b.shape:
             raise ValueError(f"tapestry.AxisSparse: cannot add shapes {a.shape} and "
                              f"{b.shape}.")
-        return _scatter_copy(_densify(a, "add (different sparse axes)"), b)
+        return _scatter_copy(densify(a, "add (different sparse axes)"), b)
     sp, other = (a, b) if sa else (b, a)
     if other is None:
         return sp
@@ -336,7 +406,7 @@ def _add(a, b):
         return _scatter_copy(other, sp)
     if other.ndim == 0 and other == 0:
         return sp
-    d = _densify(sp, "add (broadcast dense operand)")
+    d = densify(sp, "add (broadcast dense operand)")
     return d + other if sa else other + d
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.var import Var
+from ..debug import record_densify
 
 _LINEAR_UNARY = {np.negative, np.positive, np.conjugate}
 # f(0) == 0, so the result is zero outside the stored slices.
@@ -33,17 +34,12 @@ _ZERO_PRESERVING = {np.absolute, np.fabs, np.square, np.sqrt, np.cbrt, np.sin, n
                     np.rad2deg, np.radians, np.degrees}
 
 
-def _sparse_cls():
-    from .axis_sparse import AxisSparse
-    return AxisSparse
-
-
-def array_ufunc(ufunc, method, inputs, kwargs):
-    """``AxisSparse.__array_ufunc__``."""
+def array_ufunc(Sp, ufunc, method, inputs, kwargs):
+    """``AxisSparse.__array_ufunc__`` (``Sp`` is the AxisSparse class, passed
+    in so that this module does not import the one that imports it)."""
     for x in inputs:
         if x.__class__ is Var:
             return NotImplemented  # let the traced operand record the operation
-    Sp = _sparse_cls()
     out = kwargs.get("out")
     if out is not None:
         return _inplace(ufunc, method, inputs, kwargs, Sp)
@@ -59,7 +55,7 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             res = _binary(ufunc, inputs[0], inputs[1], Sp)
             if res is not NotImplemented:
                 return res
-    dense = [_densify(x, f"np.{ufunc.__name__}") for x in inputs]
+    dense = [densify(x, f"np.{ufunc.__name__}") for x in inputs]
     return getattr(ufunc, method)(*dense, **kwargs)
 
 
@@ -71,11 +67,10 @@ def _binary(ufunc, a, b, Sp):
     if ufunc is np.true_divide and sa and not sb:
         return _scale(a, b, np.true_divide)
     if ufunc in (np.add, np.subtract):
-        from .axis_sparse import _add
         if ufunc is np.subtract:
             b = -b
         if (sa and sb) or np.shape(b if sa else a) == (a if sa else b).shape:
-            return _add(a, b)
+            return a + b if sa else b.__radd__(a)
     if ufunc is np.matmul:
         return _matmul(a, b, sa, sb)
     return NotImplemented
@@ -114,13 +109,17 @@ def _inplace(ufunc, method, inputs, kwargs, Sp):
             and len(inputs) == 2 and inputs[0] is out and isinstance(inputs[1], Sp)
             and type(out) is np.ndarray and out.shape == inputs[1].shape):
         return inputs[1].scatter_add_into(out, subtract=ufunc is np.subtract)
-    dense = [_densify(x, f"np.{ufunc.__name__}(out=...)") for x in inputs]
+    dense = [densify(x, f"np.{ufunc.__name__}(out=...)") for x in inputs]
     return getattr(ufunc, method)(*dense, **kwargs)
 
 
-def _densify(x, where):
-    from .axis_sparse import _densify as d
-    return d(x, where)
+def densify(x, where):
+    """Dense version of ``x`` if it is sparse (anything with ``todense``),
+    counted under ``where`` (:func:`tapestry.debug.densify_counts`)."""
+    if hasattr(x, "todense") and hasattr(x, "scatter_add_into"):
+        record_densify(where, x.shape)
+        return x.todense()
+    return x
 
 
 # --- NEP 18 --------------------------------------------------------------------
@@ -142,10 +141,9 @@ def _sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
 
 
 def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    from .axis_sparse import reshape
     if order != "C":
-        return np.reshape(_densify(a, "np.reshape(order=...)"), shape, order=order)
-    return reshape(a, shape if shape is not None else newshape)
+        return np.reshape(densify(a, "np.reshape(order=...)"), shape, order=order)
+    return a.reshape(shape if shape is not None else newshape)
 
 
 def _functions():
@@ -166,17 +164,13 @@ def _functions():
     }
 
 
-_FUNCS = None
+_FUNCS = _functions()
 
 
-def array_function(func, args, kwargs):
+def array_function(Sp, func, args, kwargs):
     """``AxisSparse.__array_function__``: the layout functions above, else
     densify every sparse argument (counted) and call NumPy."""
-    global _FUNCS
-    if _FUNCS is None:
-        _FUNCS = _functions()
     impl = _FUNCS.get(func)
-    Sp = _sparse_cls()
     if impl is not None and args and isinstance(args[0], Sp):
         return impl(*args, **kwargs)
     name = f"np.{getattr(func, '__name__', func)}"
@@ -187,7 +181,7 @@ def array_function(func, args, kwargs):
 
 def _densify_tree(x, where, Sp):
     if isinstance(x, Sp):
-        return _densify(x, where)
+        return densify(x, where)
     if type(x) in (list, tuple):
         return type(x)(_densify_tree(v, where, Sp) for v in x)
     return x
