@@ -187,7 +187,7 @@ def node_tangent(node, ts, batch=None):
         if c is NotImplemented:
             slow.append((rule, t))
         elif c is not None:
-            out = c if out is None else out + c
+            out = c if out is None else _sum2(out, c, fast[1].name in _FRESH_RESULTS)
     if slow:
         if batch is not None:
             c = _loop((parents, [r for r, _ in slow], ans, args, kwargs),
@@ -242,6 +242,20 @@ def _stack_cols(cols, ans):
             c = z
         out.append(c)
     return np.stack(out)
+
+
+#: Linear primitives whose result on plain arrays is a new array (not a view
+#: of the tangent): a second contribution may be added into it in place
+#: (W3's jvp: ``t_w1 @ x + w1 @ t_x`` without a third (h, bs) buffer).
+_FRESH_RESULTS = frozenset({"matmul", "tensordot"})
+
+
+def _sum2(out, c, fresh):
+    """``out + c``, in place when ``out`` is a buffer this node just made."""
+    if fresh and type(out) is np.ndarray and type(c) is np.ndarray and out.shape == c.shape \
+            and out.dtype == np.result_type(out.dtype, c.dtype):
+        return np.add(out, c, out=out)
+    return out + c
 
 
 def _add(a, b):
