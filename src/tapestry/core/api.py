@@ -32,12 +32,18 @@ def _normalize_argnums(argnums, nargs, opname):
 def _check_leaf(x, opname, argnum):
     if type(x) is np.ndarray and x.dtype.kind in "fc":  # the common case
         return x
+    if isinstance(x, np.matrix):
+        raise TypeError(f"tapestry.{opname}: argument {argnum} is an np.matrix, whose * "
+                        "is a matrix product and whose reductions stay 2-D; pass "
+                        "np.asarray(m) and use @ for matrix products.")
     dt = getattr(x, "dtype", None)
     if dt is None:
         if isinstance(x, bool) or not isinstance(x, (float, int, complex)):
             raise TypeError(f"tapestry.{opname}: argument {argnum} has a leaf of type "
                             f"{type(x).__name__}; differentiable inputs must be "
-                            "float arrays or floats.")
+                            "float arrays or floats. A container class of your own "
+                            "becomes a tree of such leaves with "
+                            "tapestry.tree_util.register_pytree_node or register_dataclass.")
         if isinstance(x, int):
             dt = np.dtype(int)
         else:
@@ -134,7 +140,13 @@ def _check_scalar_output(out, tape, opname):
             "cotangent), tapestry.jacobian / jacfwd (all of them) or "
             "tapestry.elementwise_grad.")
     dtype = np.result_type(plain)
-    if dtype.kind not in "fc":
+    if dtype.kind == "c":
+        raise TypeError(
+            f"tapestry.{opname}: the function returns a complex scalar; a gradient needs "
+            "a real output. Return np.real(...), np.abs(...) ** 2 or similar, or use "
+            "tapestry.vjp for the derivative of a holomorphic function "
+            "(docs/complex.md).")
+    if dtype.kind != "f":
         raise TypeError(f"tapestry.{opname}: the output must be a float scalar, got "
                         f"dtype {dtype}.")
     return value, dtype
@@ -561,6 +573,7 @@ def jacrev(f, argnums=0, has_aux=False):
         tape, records, out_leaves, out_td, aux = _trace(g, sel, "jacrev", has_aux)
         pb = _Pullback(tape, records, out_leaves, out_td,
                        [_lower(v, tape) for v in out_leaves])
+        _refuse_real_to_complex(records, pb.values, "jacrev")
         blocks = []
         for k, y in enumerate(pb.values):
             ys, dt = np.shape(y), np.result_type(unwrap_all(y))
@@ -578,6 +591,23 @@ def jacrev(f, argnums=0, has_aux=False):
 
 
 jacobian = jacrev
+
+
+def _refuse_real_to_complex(records, values, opname):
+    """A real input with a complex output has a Jacobian that is not a
+    complex matrix (the map is only real-linear): its rows cannot be pulled
+    back with complex unit cotangents without losing a part.  JAX refuses
+    it too (``holomorphic=True`` requires complex inputs)."""
+    if not any(np.result_type(unwrap_all(v)).kind == "c" for v in values):
+        return
+    for td, rec in records:
+        for _, x in rec:
+            if np.result_type(x).kind != "c":
+                raise TypeError(
+                    f"tapestry.{opname}: the function maps a real input to a complex "
+                    "output, whose Jacobian is not a complex matrix. Differentiate "
+                    "np.real(f(x)) and np.imag(f(x)) separately (or np.stack them), or "
+                    "pass complex inputs (x.astype(complex)) for a holomorphic f.")
 
 
 def hessian(f, argnums=0, has_aux=False):
