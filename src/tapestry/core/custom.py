@@ -85,12 +85,20 @@ class custom_vjp:
 
 def checkpoint(f):
     """``f`` that stores only its inputs; its backward pass reruns ``f`` on a
-    child tape.  Trades one extra forward for the memory of intermediates."""
-    def fwd(*args):
-        return f(*args), args
+    child tape.  Trades one extra forward for the memory of intermediates.
+    The rerun sees the random numbers of the first run: NumPy's global
+    state and any generator among the arguments are replayed
+    (:mod:`tapestry.core.rng`; a generator captured in a closure is not)."""
+    from . import rng
 
-    def bwd(args, g):
-        _, pullback = vjp(f, *args)
+    def fwd(*args):
+        snapshot = rng.capture(args)  # the recompute must draw the same numbers
+        return f(*args), (args, snapshot)
+
+    def bwd(res, g):
+        args, snapshot = res
+        with rng.replay(snapshot, args):
+            _, pullback = vjp(f, *args)
         return pullback(g)
 
     c = custom_vjp(f)
