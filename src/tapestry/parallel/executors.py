@@ -278,12 +278,15 @@ class FuturesExecutor:
         self.n_workers = getattr(executor, "_max_workers", None) or os.cpu_count() or 1
 
     def run(self, fn, tasks, deadline=None):
-        if self.threaded:
-            futures = {self.executor.submit(_thread_task, fn, t): k
-                       for k, t in enumerate(tasks)}
-        else:
-            futures = {self.executor.submit(*_submission(fn, t)): k
-                       for k, t in enumerate(tasks)}
+        futures = {}
+        for k, t in enumerate(tasks):
+            try:
+                job = (_thread_task, fn, t) if self.threaded else _submission(fn, t)
+                futures[self.executor.submit(*job)] = k
+            except BrokenExecutor as e:  # broken by a task submitted before
+                for f in futures:
+                    f.cancel()
+                raise Lost(k, e) from e
         yield from _as_completed(futures, deadline)
 
 
@@ -461,14 +464,10 @@ def _inside(executor):
     threads = getattr(executor, "_threads", None)
     if threads is not None and threading.current_thread() in threads:
         return True
-    if hasattr(executor, "_processes"):  # a process pool inherited by a forked worker
-        if os.getpid() in (executor._processes or {}):
-            return True
-        mgr = getattr(executor, "_executor_manager_thread", None)
-        return (mgr is not None and not mgr.is_alive()
-                and not getattr(executor, "_broken", False)
-                and not getattr(executor, "_shutdown_thread", False))
-    return False
+    # A process pool inherited by a forked worker: its call queue (a
+    # multiprocessing Queue) records the process that created it.
+    owner = getattr(getattr(executor, "_call_queue", None), "_opid", None)
+    return owner is not None and owner != os.getpid()
 
 
 def _in_dask_worker():
