@@ -184,12 +184,55 @@ class _Scheduler:
             self.run_one(k)
 
 
+class _Tuner:
+    """Per call site (chunk function, ``f``'s code, number of chunks): the
+    last wall time of the call run by the caller alone and with the pool.
+    Engine-bound items hold the GIL, and two threads then run slower than
+    one (W7 batched: x0.63); so a call site runs alone first, then once
+    with the pool, then the faster way, trying the other every
+    ``RETRY`` calls.  Never changes a result: only who runs the chunks."""
+
+    RETRY = 16
+
+    def __init__(self):
+        self.times = {}
+
+    def key(self, fn, tasks):
+        t = tasks[0][0] if type(tasks[0]) is tuple else tasks[0]
+        return fn, getattr(getattr(t, "f", None), "__code__", None), len(tasks)
+
+    def use_pool(self, key):
+        alone, pooled, calls = self.times.get(key, (None, None, 0))
+        self.times[key] = (alone, pooled, calls + 1)
+        if alone is None or pooled is None:
+            return alone is not None
+        if calls % self.RETRY == 0:
+            return pooled > alone
+        return pooled < alone
+
+    def record(self, key, pooled, seconds):
+        """Keep each way's best time (robust to a loaded machine's spikes);
+        every ``4 * RETRY`` calls both are measured afresh."""
+        alone, with_pool, calls = self.times.get(key, (None, None, 0))
+        if calls % (4 * self.RETRY) == 0:
+            alone = with_pool = None
+        if pooled:
+            with_pool = seconds if with_pool is None else min(with_pool, seconds)
+        else:
+            alone = seconds if alone is None else min(alone, seconds)
+        self.times[key] = (alone, with_pool, calls)
+
+
+_tuner = _Tuner()
+
+
 def _run_self_scheduled(ex, fn, tasks, opname, progress, deadline, timeout):
     """Thread pools: runners take the next chunk from a shared counter
     until none is left (dynamic balance, one wake-up of the caller per
-    thread).  The caller is one of the runners: it times the first chunk
-    and wakes the pool only when the rest is worth it; helpers that have
-    not started when the caller runs out of chunks are cancelled.  With a
+    thread).  The caller is one of the runners; it wakes the pool only when
+    the chunks left are worth it (the first chunk's time, and what
+    :class:`_Tuner` measured at this call site); helpers that have not
+    started when the caller runs out of chunks are cancelled.  With a
     ``timeout`` the caller only waits (it cannot interrupt itself).
 
     Speedups over serial, three rotations each, one pool task per chunk ->
@@ -199,16 +242,15 @@ def _run_self_scheduled(ex, fn, tasks, opname, progress, deadline, timeout):
     """
     s = _Scheduler(fn, tasks, opname, progress)
     helpers = min(s.n, max(1, ex.n_workers))
+    key, pooled = _tuner.key(fn, tasks), True
     if deadline is None:
         with _WorkerScope():
             t0 = time.perf_counter()
             s.run_one(next(s.counter))
-            if s.n == 1 or s.stop or (time.perf_counter() - t0) * (s.n - 1) < \
-                    MIN_PARALLEL_SECONDS:
-                s.runner()
-                helpers = 0
-            else:
-                helpers -= 1
+            one = time.perf_counter() - t0
+            pooled = not (s.n == 1 or s.stop or one * (s.n - 1) < MIN_PARALLEL_SECONDS) \
+                and _tuner.use_pool(key)
+            helpers = helpers - 1 if pooled else 0
     futures = _submit(ex, s.runner, helpers)
     if deadline is None:
         with _WorkerScope():
@@ -225,6 +267,8 @@ def _run_self_scheduled(ex, fn, tasks, opname, progress, deadline, timeout):
         spans = [task_span(t) for t in tasks]
         raise _public(Timedout([k for k in range(s.n) if s.results[k] is None]), spans,
                       opname, ex, timeout) from None
+    if deadline is None and s.n > 1 and one * (s.n - 1) >= MIN_PARALLEL_SECONDS:
+        _tuner.record(key, pooled, time.perf_counter() - t0)
     for r in s.results:  # the failure of the lowest chunk, as a serial run would
         if isinstance(r, Failure):
             r.raise_in_caller(opname)
