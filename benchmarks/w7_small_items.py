@@ -77,11 +77,12 @@ def systems(tp, groups, stacked, u, a, b):
             v, gu, ga, gb = v + dv, gu + du, ga + da, gb + db
         return v, (gu, ga, gb)
 
-    def psum(ex, batched):
+    def psum(ex, batched, chunk_size=None):
         items = stacked if batched else groups
         f = groups_logp if batched else group_logp
         return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
-            f, items, u, a, b, executor=ex, batched=batched), argnums=argnums)
+            f, items, u, a, b, executor=ex, batched=batched, chunk_size=chunk_size),
+            argnums=argnums)
 
     vec = tp.value_and_grad(lambda u, a, b: groups_logp(stacked, u, a, b), argnums=argnums)
     pool = ThreadPoolExecutor(2)
@@ -92,6 +93,9 @@ def systems(tp, groups, stacked, u, a, b):
             fn = psum(ex, batched)
             out.append((f"tapestry {ex}{', batched' if batched else ''}",
                         lambda fn=fn: fn(u, a, b)))
+    for ex in ("serial", "threads"):  # 4 chunks: a quarter of the engine's per-chunk cost
+        fn = psum(ex, True, G // 4)
+        out.append((f"tapestry {ex}, batched, chunk_size={G // 4}", lambda fn=fn: fn(u, a, b)))
     out += [("tapestry vectorized (one call)", lambda: vec(u, a, b)),
             ("numpy by hand (no AD), loop", lambda: by_hand(groups, u, a, b)),
             ("numpy by hand (no AD), 2 threads",
@@ -115,6 +119,9 @@ def main(quick=False, plot=False):
         note = ""
         if name == "tapestry serial":
             note = f"engine overhead {(serial - hand) / G * 1e6:.1f} us per item"
+        elif name.startswith("tapestry") and "chunk_size" in name:
+            base = t[f"tapestry serial, batched, chunk_size={G // 4}"]
+            note = f"x{base / s:.2f} vs its serial, {s / vec:.1f}x the vectorized call"
         elif name.startswith("tapestry") and "batched" in name:
             note = f"x{batched / s:.2f} vs batched serial, {s / vec:.1f}x the vectorized call"
         elif name.startswith("tapestry") and name != "tapestry vectorized (one call)":
@@ -124,11 +131,17 @@ def main(quick=False, plot=False):
         elif name == "plain loop of value_and_grad":
             note = f"tapestry serial is {serial / s:.3f}x this"
         rows.append(row("W7", case, name, s, note=note))
+    best = min(t["tapestry threads"], t["tapestry processes"], serial)
     rows.append(row("W7", case, "engine overhead per item (serial - by hand) / G",
                     (serial - hand) / G))
+    rows.append(row("W7", case, "best executor item by item vs 2-thread ceiling", None,
+                    note=f"tapestry x{serial / best:.2f} vs serial; NumPy by hand "
+                         f"x{hand / hand2:.2f} on 2 threads; ratio "
+                         f"{(serial / best) / (hand / hand2):.2f}"))
     return rows
 
 
 if __name__ == "__main__":
     for r in main(quick="--quick" in sys.argv):
-        print(f"{r['system']:<45} {r['time_s'] * 1e3:9.3f} ms  {r['note']}")
+        ms = "" if r["time_s"] is None else f"{r['time_s'] * 1e3:9.3f} ms"
+        print(f"{r['system']:<48} {ms:>12}  {r['note']}")
