@@ -243,3 +243,16 @@ def test_arena_pool_is_bounded():
     a = arena.acquire(2 << 20)
     assert a.capacity == smallest  # the smallest that fits
     arena.release(a)
+
+
+def test_checkpoint_replays_a_generator_passed_as_argument():
+    x = np.random.default_rng(2).standard_normal(50)
+
+    def drop(x, gen):
+        return np.sum(np.sin(x) * (gen.random(x.shape) < 0.5))
+    ref = tp.value_and_grad(drop)(x, np.random.default_rng(5))
+    gen = np.random.default_rng(5)
+    assert_bits(tp.value_and_grad(tp.checkpoint(drop))(x, gen), ref)
+    again = np.random.default_rng(5)
+    again.random(x.shape)
+    assert gen.random() == again.random()  # advanced by the forward only

@@ -97,9 +97,21 @@ def checkpoint(f):
 
     def bwd(res, g):
         args, snapshot = res
+        live = [k for k, a in enumerate(args) if not rng.generators(a)]  # generators: fixed
+
+        def f_live(*xs):
+            full = list(args)
+            for k, x in zip(live, xs):
+                full[k] = x
+            return f(*full)
         with rng.replay(snapshot, args):
-            _, pullback = vjp(f, *args)
-        return pullback(g)
+            _, pullback = vjp(f_live, *[args[k] for k in live])
+        cts = pullback(g)
+        cts = cts if isinstance(cts, tuple) else (cts,)
+        out = [None] * len(args)
+        for k, c in zip(live, cts):
+            out[k] = c
+        return tuple(out)
 
     c = custom_vjp(f)
     c.defvjp(fwd, bwd)

@@ -83,7 +83,7 @@ def _controller():
 def _warn_no_threadpoolctl():
     """The fallback without threadpoolctl: process workers still get one
     BLAS thread (environment), but this process keeps its own setting."""
-    if all(os.environ.get(k) == "1" for k in _BLAS_ENV[:1]):
+    if os.environ.get("OPENBLAS_NUM_THREADS") == "1":  # already one thread everywhere
         return
     warnings.warn("tapestry.parallel: threadpoolctl is not installed, so serial and "
                   "thread executors run BLAS with its default threads while process "
