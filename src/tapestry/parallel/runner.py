@@ -188,7 +188,7 @@ class _Tuner:
     """Per call site (chunk function, ``f``'s code, number of chunks): the
     last wall time of the call run by the caller alone and with the pool.
     Engine-bound items hold the GIL, and two threads then run slower than
-    one (W7 batched: x0.63); so a call site runs alone first, then once
+    one (W7 batched: x0.63); so a call site runs alone twice, then once
     with the pool, then the faster way, trying the other every
     ``RETRY`` calls.  Never changes a result: only who runs the chunks."""
 
@@ -204,8 +204,10 @@ class _Tuner:
     def use_pool(self, key):
         alone, pooled, calls = self.times.get(key, (None, None, 0))
         self.times[key] = (alone, pooled, calls + 1)
-        if alone is None or pooled is None:
-            return alone is not None
+        if calls < 2 or alone is None:  # two alone first: a first call runs cold
+            return False
+        if pooled is None:
+            return True
         if calls % self.RETRY == 0:
             return pooled > alone
         return pooled < alone
