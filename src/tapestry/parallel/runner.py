@@ -186,7 +186,7 @@ class _Scheduler:
 
 class _Tuner:
     """Per call site (chunk function, ``f``'s code, number of chunks): the
-    last wall time of the call run by the caller alone and with the pool.
+    best recent wall time of the call run by the caller alone and with the pool.
     Engine-bound items hold the GIL, and two threads then run slower than
     one (W7 batched: x0.63); so a call site runs alone twice, then once
     with the pool, then the faster way, trying the other every
