@@ -256,3 +256,16 @@ def test_checkpoint_replays_a_generator_passed_as_argument():
     again = np.random.default_rng(5)
     again.random(x.shape)
     assert gen.random() == again.random()  # advanced by the forward only
+
+
+@pytest.mark.parametrize("pool_time, later", [(2.0, False), (0.5, True)])
+def test_thread_calls_keep_the_faster_way_and_retry_the_other(pool_time, later):
+    from tapestry.parallel.runner import _Tuner
+    t, used = _Tuner(), []
+    for _ in range(2 * _Tuner.RETRY):
+        use = t.use_pool("site")
+        used.append(use)
+        t.record("site", use, pool_time if use else 1.0)
+    assert used[:3] == [False, False, True]  # alone twice (cold start), then the pool
+    rest = used[3:]
+    assert rest.count(later) == len(rest) - 1  # the faster way, but for one retry
