@@ -330,6 +330,7 @@ class ProcessExecutor:
 
     def _retrying(self, pool, payloads, futures, deadline):
         from concurrent.futures.process import BrokenProcessPool
+        todo = []  # the tasks lost on the first attempt
         for attempt in (0, 1):
             if attempt:
                 pool = self._pool()
