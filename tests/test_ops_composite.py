@@ -14,6 +14,8 @@ from tapestry.testing import check_grads
 from sweep import SWEEP, check_all, crand, rand, shapes
 
 HAVE_SCIPY = importlib.util.find_spec("scipy") is not None
+#: np.astype, np.cumulative_sum/prod and np.unstack came with NumPy 2.1.
+NUMPY_21 = all(hasattr(np, n) for n in ("astype", "cumulative_sum", "cumulative_prod", "unstack"))
 
 X = rand((3, 5), "normal", 1)
 Y = rand((2, 5), "normal", 2)
@@ -108,6 +110,8 @@ def _value(out):
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_composite(name):
+    if name.startswith(("astype", "cumulative", "unstack")) and not NUMPY_21:
+        pytest.skip("a NumPy 2.1 function")
     f, args, order = CASES[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
@@ -116,6 +120,34 @@ def test_composite(name):
     plain = f(*args)
     assert np.result_type(traced) == np.result_type(plain)
     np.testing.assert_allclose(traced, plain, rtol=1e-10, atol=1e-12)
+
+
+#: Empty, 0-d and degenerate inputs: name -> function of X.
+EDGE = {
+    "block_scalars": lambda x: np.block([[x[0, 0], 1.0], [2.0, x[1, 1]]]),
+    "choose_0d": lambda x: np.choose(1, [x[0, 0], x[1, 1]]),
+    "compress_none": lambda x: np.compress([False] * 3, x, axis=0),
+    "extract_none": lambda x: np.extract(np.zeros(15, bool), x),
+    "delete_all": lambda x: np.delete(x, slice(None), axis=1),
+    "insert_into_empty": lambda x: np.insert(x[:0, 0], 0, x[0, :2]),
+    "resize_empty": lambda x: np.resize(x[:0], (3,)) + x[0, :3],
+    "resize_to_empty": lambda x: np.resize(x, (0,)),
+    "union_with_empty": lambda x: np.union1d(x[:0], x[0]),
+    "intersect_disjoint": lambda x: np.intersect1d(x[0], x[1]),
+    "poly_no_roots": lambda x: np.poly(x[0, :0]) * x[0],
+    "roots_all_zero": lambda x: np.roots(x[0] * 0.0),
+    "roots_constant": lambda x: np.roots(x[0, :1]),
+    "trim_all_zero": lambda x: np.trim_zeros(x[0] * 0.0),
+    "vander_one_column": lambda x: np.vander(x[0], 1),
+    "polyder_past_degree": lambda x: np.polyder(x[0], 7),
+    "polyfit_degree_0": lambda x: np.polyfit(x[0], x[1], 0),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE))
+def test_empty_and_degenerate_inputs(name):
+    check_all(EDGE[name], X)
+    np.testing.assert_allclose(tp.vjp(EDGE[name], X)[0], EDGE[name](X))
 
 
 @pytest.mark.skipif(not HAVE_SCIPY, reason="np.i0's rule needs scipy.special.i1")
@@ -202,7 +234,8 @@ def test_gathers_any_shape(shape, data):
     n = shape[axis]
     obj = data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=n, unique=True))
     check_all(lambda x: np.delete(x, obj, axis=axis), x)
-    check_all(lambda x: np.cumulative_sum(x, axis=axis, include_initial=True), x)
+    if NUMPY_21:
+        check_all(lambda x: np.cumulative_sum(x, axis=axis, include_initial=True), x)
     check_all(lambda x: np.resize(x, (3, 2)) if x.size else x, x)
     if n:
         first = np.zeros(len(obj), int)
@@ -223,11 +256,12 @@ def test_polynomials_any_length(n, m, deg):
 #: Registry keys whose rules this module checks against finite differences
 #: (read by tests/test_op_coverage.py, the coverage spec).
 SWEPT = {
-    np.cov, np.corrcoef, np.astype, np.block, np.choose, np.compress, np.delete, np.extract,
-    np.insert, np.cumulative_sum, np.cumulative_prod, np.divmod, np.modf, np.frexp, np.ldexp,
-    np.polyadd, np.polysub, np.polyder, np.polyint, np.polymul, np.polyfit, np.vander,
-    np.resize, np.unstack, np.unwrap, np.trim_zeros, np.roots, np.poly, np.intersect1d,
-    np.union1d, np.setdiff1d, np.setxor1d,
+    np.cov, np.corrcoef, np.block, np.choose, np.compress, np.delete, np.extract, np.insert,
+    np.divmod, np.modf, np.frexp, np.ldexp, np.polyadd, np.polysub, np.polyder, np.polyint,
+    np.polymul, np.polyfit, np.vander, np.resize, np.unwrap, np.trim_zeros, np.roots, np.poly,
+    np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d,
 }
+if NUMPY_21:
+    SWEPT |= {np.astype, np.cumulative_sum, np.cumulative_prod, np.unstack}
 if HAVE_SCIPY:
     SWEPT |= {np.i0}

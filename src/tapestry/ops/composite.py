@@ -26,6 +26,19 @@ from ..core.primitive import Primitive, implements, shape_of, unbroadcast
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 
 
+try:
+    from numpy.lib.array_utils import normalize_axis_tuple
+except ImportError:  # NumPy < 2
+    from numpy.core.numeric import normalize_axis_tuple
+
+
+def _implements_if(name):
+    """``implements(np.<name>)``, skipped where this NumPy lacks the function
+    (astype, cumulative_sum/prod and unstack are NumPy 2 functions)."""
+    fun = getattr(np, name, None)
+    return implements(fun) if fun is not None else (lambda impl: impl)
+
+
 def _dtype(x):
     return np.result_type(unwrap_all(x))
 
@@ -129,7 +142,7 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
 
 
 # --- casts and scans --------------------------------------------------------------------
-@implements(np.astype)
+@_implements_if("astype")
 def astype(x, dtype, /, *, copy=True, device=None):
     """Float and complex targets are differentiable (the cotangent is cast
     back); integer and boolean targets are piecewise constant: a plain array."""
@@ -142,7 +155,8 @@ def _cumulative(scan, initial, name):
     def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
         reject_out(name, out)
         shape = shape_of(x)
-        getattr(np, name)(_probe(shape, np.float64), axis=axis)  # NumPy's checks
+        # NumPy's checks (they depend on the number of axes only): a tiny probe.
+        getattr(np, name)(np.zeros(tuple(min(n, 1) for n in shape)), axis=axis)
         if dtype is not None:
             x = _var_astype(x, dtype)
             if np.dtype(dtype).kind not in "fc":
@@ -158,8 +172,8 @@ def _cumulative(scan, initial, name):
     return cumulative
 
 
-implements(np.cumulative_sum)(_cumulative(np.cumsum, 0, "cumulative_sum"))
-implements(np.cumulative_prod)(_cumulative(np.cumprod, 1, "cumulative_prod"))
+_implements_if("cumulative_sum")(_cumulative(np.cumsum, 0, "cumulative_sum"))
+_implements_if("cumulative_prod")(_cumulative(np.cumprod, 1, "cumulative_prod"))
 
 
 # --- two-output ufuncs, ldexp, i0 --------------------------------------------------------
@@ -441,6 +455,9 @@ def extract(condition, arr):
 
 @implements(np.resize)
 def resize(a, new_shape):
+    """``a``'s elements repeated in order; an empty ``a`` gives zeros (a constant)."""
+    if 0 in shape_of(a):
+        return np.resize(unwrap_all(a), new_shape)
     return _gather_by_labels(lambda ls: np.resize(ls, new_shape), a)
 
 
@@ -457,7 +474,7 @@ def insert(arr, obj, values, axis=None):
                              _float_source(values, dtype))
 
 
-@implements(np.unstack)
+@_implements_if("unstack")
 def unstack(x, /, *, axis=0):
     np.unstack(_probe(shape_of(x)), axis=axis)  # NumPy's checks
     moved = np.moveaxis(x, axis, 0)
@@ -473,8 +490,7 @@ def trim_zeros(filt, trim="fb", axis=None):
     trim = trim.lower()
     if trim not in {"fb", "bf", "f", "b"}:
         raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")
-    axes = range(fv.ndim) if axis is None else \
-        [a % fv.ndim for a in np.atleast_1d(axis).tolist()]
+    axes = range(fv.ndim) if axis is None else normalize_axis_tuple(axis, fv.ndim, "axis")
     if not axes:
         return filt
     nz = np.argwhere(fv)
