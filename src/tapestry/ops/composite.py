@@ -188,7 +188,8 @@ def divmod_(x1, x2, **kwargs):
     """(floor_divide, remainder): the quotient is piecewise constant (a plain
     array), the remainder differentiable (np.remainder's rule)."""
     _no_ufunc_kwargs("divmod", kwargs)
-    return np.floor_divide(unwrap_all(x1), unwrap_all(x2)), np.remainder(x1, x2)
+    quotient = np.divmod(unwrap_all(x1), unwrap_all(x2))[0]  # NumPy's errors name divmod
+    return quotient, np.remainder(x1, x2)
 
 
 # d frac(x) / dx = 1 away from the integers' jumps (modf's fractional part).
