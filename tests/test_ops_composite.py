@@ -2,7 +2,11 @@
 float64, float32 and non-contiguous inputs (check_all), orders 1 and 2,
 random shapes where the function takes any; each value is NumPy's own."""
 import importlib.util
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,6 +160,18 @@ def test_i0_every_order_and_at_zero():
     check_grads(lambda x: np.i0(x), (np.zeros(3),), order=2)
     second = tp.grad(lambda x: tp.grad(lambda y: np.sum(np.i0(y)))(x)[0])(np.zeros(1))
     assert second.tolist() == [0.5]  # i0'' = i1' = 1/2 at 0
+
+
+def test_i0_without_scipy_is_refused_by_name():
+    """Without SciPy (simulated in a child process) np.i0 stays refused."""
+    code = ("import sys; sys.modules['scipy'] = None\n"
+            "import numpy as np, tapestry as tp\n"
+            "try:\n    tp.grad(lambda x: np.sum(np.i0(x)))(np.ones(2))\n"
+            "except NotImplementedError as e:\n    print(e)\n")
+    src = str(Path(tp.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": src}, timeout=120)
+    assert "np.i0" in out.stdout and "scipy" in out.stdout, out.stdout + out.stderr
 
 
 def test_piecewise_constant_parts_are_plain():

@@ -71,6 +71,9 @@ def _gather_by_labels(call, *sources):
 # --- statistics ------------------------------------------------------------------------
 def _cov_rows(m, y, rowvar, dtype):
     """The variables as rows of one 2-D array, in ``dtype`` (NumPy's layout)."""
+    for a, name in ((m, "m"), (y, "y")):
+        if a is not None and np.ndim(unwrap_all(a)) > 2:
+            raise ValueError(f"{name} has more than 2 dimensions")
     X = np.atleast_2d(m)
     if not rowvar and shape_of(X)[0] != 1:
         X = np.transpose(X)
