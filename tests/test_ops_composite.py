@@ -269,6 +269,21 @@ def test_polynomials_any_length(n, m, deg):
     check_all(lambda y: np.polyfit(x, y, deg), rand((deg + 3,), "normal", 18))
 
 
+@SWEEP
+@given(n=st.integers(0, 6), m=st.integers(0, 6), shared=st.integers(0, 3))
+def test_sets_any_length(n, m, shared):
+    """Generic values (no ties) and values shared by both inputs, moved together."""
+    a, b = rand((n,), "normal", 19), rand((m,), "normal", 20)
+    for fun in (np.union1d, np.setxor1d, np.setdiff1d):
+        check_all(fun, a, b)
+    k = min(shared, n)
+    b = np.concatenate([b, a[:k]])
+    da, db = rand((n,), "normal", 21), np.zeros(len(b))
+    db[m:] = da[:k]
+    for fun in (np.union1d, np.intersect1d, np.setxor1d):
+        check_all(_tied(a, b, da, db, fun), np.array(0.0))
+
+
 #: Registry keys whose rules this module checks against finite differences
 #: (read by tests/test_op_coverage.py, the coverage spec).
 SWEPT = {
