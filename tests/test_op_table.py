@@ -66,7 +66,7 @@ def test_refused_and_pending_names_are_current():
 
 
 @pytest.mark.parametrize("call,name", [
-    (lambda x: np.polydiv(x[0], x[1])[0], "np.polydiv"),
+    (lambda x: np.apply_over_axes(np.sum, x, [0]), "np.apply_over_axes"),
     (lambda x: np.nextafter(x, 2 * x), "np.nextafter"),
     (lambda x: np.apply_along_axis(np.sum, 0, x), "np.apply_along_axis"),
     (lambda x: np.copyto(np.zeros_like(x), x), "np.copyto"),

@@ -78,6 +78,12 @@ CASES = {
     "polyder": (lambda p: np.polyder(p, 2), (V,), 1),
     "polyint": (lambda p, k: np.polyint(p, 2, k), (V, P[:2]), 1),
     "polymul": (lambda a, b: np.polymul(a, b), (V[:3], P[:4]), 2),
+    "polydiv": (lambda u, v: np.polydiv(u, v)[0], (V, P[:3]), 2),
+    # the remainder's last len(v) - 1 entries (in float32 NumPy keeps a few
+    # rounding-sized leading entries that float64 drops: the length varies);
+    # order 2 in float64 below (float32 finite differences of it are too noisy)
+    "polydiv_remainder": (lambda u, v: np.polydiv(u, v)[1][-2:], (V, P[:3]), 1),
+    "polydiv_short": (lambda u, v: np.polydiv(u, v)[1], (V[:2], P[:4]), 1),
     "polymul_scalar": (lambda a, b: np.polymul(a, b), (V[:1], P), 1),
     "polyfit": (lambda x, y: np.polyfit(x, y, 2), (XS, YS), 2),
     "polyfit_weights_2d": (lambda x, y, w: np.polyfit(x, y, 3, w=w),
@@ -172,6 +178,10 @@ def test_i0_without_scipy_is_refused_by_name():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": src}, timeout=120)
     assert "np.i0" in out.stdout and "scipy" in out.stdout, out.stdout + out.stderr
+
+
+def test_polydiv_remainder_second_order():
+    check_grads(lambda u, v: np.polydiv(u, v)[1], (V, P[:3]), order=2)
 
 
 def test_piecewise_constant_parts_are_plain():
@@ -289,8 +299,8 @@ def test_sets_any_length(n, m, shared):
 SWEPT = {
     np.cov, np.corrcoef, np.block, np.choose, np.compress, np.delete, np.extract, np.insert,
     np.divmod, np.modf, np.frexp, np.ldexp, np.polyadd, np.polysub, np.polyder, np.polyint,
-    np.polymul, np.polyfit, np.vander, np.resize, np.unwrap, np.trim_zeros, np.roots, np.poly,
-    np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d,
+    np.polymul, np.polydiv, np.polyfit, np.vander, np.resize, np.unwrap, np.trim_zeros,
+    np.roots, np.poly, np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d,
 }
 if NUMPY_21:
     SWEPT |= {np.astype, np.cumulative_sum, np.cumulative_prod, np.unstack}

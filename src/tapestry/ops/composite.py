@@ -10,7 +10,7 @@ primitives whose forward is NumPy's own and whose rule is short.
 - scans and casts: astype, cumulative_sum, cumulative_prod;
 - two-output ufuncs and friends: divmod, modf, frexp, ldexp (the integer or
   integral parts are piecewise constant: plain arrays), i0 (with SciPy);
-- polynomials: polyadd, polysub, polyder, polyint, polymul, vander,
+- polynomials: polyadd, polysub, polyder, polyint, polymul, polydiv, vander,
   polyfit, roots, poly;
 - unwrap (the result is ``p`` plus multiples of ``period``);
 - sets: intersect1d, union1d, setdiff1d, setxor1d (sorted gathers; at ties,
@@ -304,6 +304,29 @@ def polyint(p, m=1, k=None):
     for i in range(m):
         p = np.concatenate([p / np.arange(len(unwrap_all(p)), 0, -1), np.reshape(k[i], (1,))])
     return p
+
+
+@implements(np.polydiv)
+def polydiv(u, v):
+    """Long division in NumPy's steps, without writing in place: q and r are
+    rational functions of the coefficients (differentiable while v[0] != 0).
+    The leading remainder entries NumPy drops as zero (np.allclose) are
+    dropped here too; the entries it cancels are identically zero."""
+    u, v = np.atleast_1d(u) + 0.0, np.atleast_1d(v) + 0.0
+    dtype = np.result_type(_dtype(u), _dtype(v))
+    u, v = _float_source(u, dtype), _float_source(v, dtype)
+    m, n = shape_of(u)[0] - 1, shape_of(v)[0] - 1
+    scale = 1.0 / v[0]
+    r, quotient = u, []
+    for k in range(m - n + 1):
+        d = scale * r[k]
+        quotient.append(d)
+        r = np.concatenate([r[:k], r[k:k + n + 1] - d * v, r[k + n + 1:]])
+    q = np.stack(quotient) if quotient else np.zeros((1,), dtype)
+    rv, start = unwrap_all(r), 0
+    while np.allclose(rv[start], 0, rtol=1e-14) and len(rv) - start > 1:
+        start += 1
+    return q, r[start:]
 
 
 def _full_convolution(a, b):

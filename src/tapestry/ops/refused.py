@@ -43,7 +43,6 @@ NUMPY = {
     "np.ix_": "builds index arrays; index with integer arrays instead of traced values",
     "np.nextafter": "no rule (the result moves with x by one ulp)",
     "np.place": _INPLACE,
-    "np.polydiv": "no rule yet (polynomial division)",
     "np.put": _INPLACE,
     "np.put_along_axis": _INPLACE,
     "np.putmask": _INPLACE + " (np.where)",
