@@ -91,6 +91,9 @@ CASES = {
     "polyfit_full": (lambda x, y: np.polyfit(x, y, 2, full=True)[1] + np.sum(
         np.polyfit(x, y, 2, full=True)[3]), (XS, YS), 1),
     "vander": (lambda x: np.vander(x, 4), (V,), 2),
+    "vander_complex": (lambda z: np.vander(z, 3), (crand((4,), "normal", 22),), 2),
+    "roots_complex": (lambda p: np.roots(p), (crand((4,), "normal", 23),), 1),
+    "polymul_complex": (lambda a, b: np.polymul(a, b), (crand((3,), "normal", 24), V[:2]), 1),
     "vander_increasing": (lambda x: np.vander(x, increasing=True), (V[:4],), 1),
     "resize": (lambda x: np.resize(x, (4, 7)), (X,), 2),
     "unstack": (lambda x: np.unstack(x, axis=1)[2] * np.unstack(x)[1][:3], (X,), 2),

@@ -19,6 +19,7 @@ primitives whose forward is NumPy's own and whose rule is short.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 import numpy as np
 
@@ -86,7 +87,8 @@ def _cov_rows(m, y, rowvar, dtype):
 
 
 def _cov_weights(fweights, aweights, n):
-    """NumPy's weight checks; the combined weights (or None) and aweights."""
+    """NumPy's weight checks, then the combined weights fweights * aweights
+    (or None).  Either may be traced (aweights are floats)."""
     w = None
     for weights, name in ((fweights, "fweights"), (aweights, "aweights")):
         if weights is None:
@@ -121,7 +123,6 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = w_sum if ddof == 0 else (w_sum - ddof if aweights is None
                                         else w_sum - ddof * np.sum(w * aweights) / w_sum)
     if np.all(unwrap_all(fact) <= 0):
-        import warnings
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
         fact = 0.0
     Xc = X - avg[:, None]
@@ -382,7 +383,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
             "tapestry: np.polyfit(..., cov=True) is refused on traced arrays (the covariance "
             "estimate has no rule); fit with cov=False and form it from np.linalg.inv.")
     xv, yv, wv = unwrap_all(x), unwrap_all(y), unwrap_all(w)
-    np.polyfit(xv, yv, deg, rcond, full, wv)  # NumPy's checks and its RankWarning
+    np.polyfit(xv, yv, deg, rcond, full, wv)  # NumPy's checks and RankWarning (a small solve)
     order = int(deg) + 1
     x, y = x + 0.0, y + 0.0
     if rcond is None:
