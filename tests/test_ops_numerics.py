@@ -226,9 +226,15 @@ def test_polyval_poly_polymul(np_, xshape):
     check(lambda a, b: np.polymul(a, b), p, rand((3,), seed=31))
 
 
-def test_poly_of_matrix_refused():
-    with pytest.raises(NotImplementedError, match="eigvals"):
-        tp.grad(lambda a: np.sum(np.poly(a)))(np.eye(2))
+def test_poly_of_matrix_with_repeated_eigenvalues_refused():
+    """poly(A) goes through eigvals, which has no derivative at a repeated
+    eigenvalue (identity) or a defective matrix (a Jordan block)."""
+    for a in (np.eye(2), np.array([[1.0, 1.0], [0.0, 1.0]])):
+        with pytest.raises(ValueError, match="eigvals"):
+            tp.grad(lambda a: np.sum(np.poly(a)))(a)
+    a = np.array([[1.0, 2.0], [0.5, 3.0]])  # distinct: 1 - tr + det, gradient -I + cof(a)
+    np.testing.assert_allclose(tp.grad(lambda a: np.sum(np.poly(a)))(a),
+                               [[2.0, -0.5], [-2.0, 0.0]], atol=1e-12)
 
 
 @pytest.mark.parametrize("fn", ["polyadd", "polysub"])

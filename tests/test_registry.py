@@ -139,3 +139,14 @@ def test_every_module_imports_on_its_own():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+def test_a_rule_is_declared_once(monkeypatch):
+    """Declaring a second rule for the same function raises instead of
+    silently replacing the first (checked here on a private registry)."""
+    from tapestry.core import registry
+    monkeypatch.setattr(registry, "_frozen", False)
+    table = {}
+    registry.register(table, np.sin, "first")
+    with pytest.raises(ValueError, match="declared twice"):
+        registry.register(table, np.sin, "second")

@@ -50,9 +50,16 @@ def _check_writable(key):
 
 
 def register(table, key, value):
-    """``table[key] = value`` while registries are writable."""
+    """``table[key] = value`` while registries are writable; a key gets one
+    rule only (a second declaration would silently replace the first)."""
     with _lock:
         _check_writable(key)
+        old = table.get(key)
+        if old is not None and old is not value:
+            raise ValueError(
+                f"tapestry: a rule for {getattr(key, '__name__', key)!r} is declared "
+                f"twice ({getattr(old, '__module__', old)} and "
+                f"{getattr(value, '__module__', value)}); keep one.")
         table[key] = value
 
 

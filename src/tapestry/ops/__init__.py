@@ -9,6 +9,7 @@ from . import einsum as _einsum_ops  # noqa: F401
 from . import sorting  # noqa: F401
 from . import fft  # noqa: F401
 from . import data, nanreduce, numerics, polynomial, statistics, ufunc_methods  # noqa: F401
+from . import composite  # noqa: F401
 
 
 def _load_special_rules():

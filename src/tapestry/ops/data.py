@@ -1,8 +1,8 @@
 """Counting and set routines whose values depend on float arguments:
 ``bincount`` and ``histogram`` (linear in their weights; histogram bin edges
 move with the data's range), ``unique`` (its values are the first
-occurrences: a gather), ``full_like`` with a traced fill value,
-``sort_complex`` (a permutation).
+occurrences: a gather) and ``full_like`` with a traced fill value
+(``sort_complex`` is in ops/elementwise.py).
 
 Their integer by-products (bin indices, inverse indices, counts) are
 piecewise constant and come back as plain arrays.
@@ -204,7 +204,7 @@ for _f in ("unique_values", "unique_counts", "unique_inverse", "unique_all"):
         implements(getattr(np, _f))(_array_api_unique(getattr(np, _f)))
 
 
-# --- full_like, sort_complex ----------------------------------------------------------
+# --- full_like ----------------------------------------------------------
 @implements(np.full_like)
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
     """Constant in ``a``; a traced ``fill_value`` is broadcast (its gradient
@@ -226,14 +226,3 @@ def full(shape, fill_value, dtype=None):
     if dtype.kind not in "fc":
         return np.full(shape, unwrap_all(fill_value), dtype)
     return out if np.result_type(unwrap_all(out)) == dtype else out.astype(dtype)
-
-
-@implements(np.sort_complex)
-def sort_complex(a):
-    """Sort by real part, then imaginary part: a permutation (a gather)."""
-    p = np.asarray(unwrap_all(a))
-    if p.dtype.kind != "c":
-        out = np.sort(a, axis=-1)
-        return out.astype(np.sort_complex(p[..., :0]).dtype)
-    idx = np.lexsort((p.imag, p.real), axis=-1)
-    return np.take_along_axis(a, idx, axis=-1)

@@ -154,6 +154,7 @@ def _eig_vjp(g, ans, a):
     to it have a gradient (as for eigh)."""
     gw, gV = g
     w, V = ans
+    _check_eig_distinct(w, V)
     Vt = _T(V)
     n = np.shape(w)[-1]
     inner = 0.0 if gw is None else np.expand_dims(gw, -1) * np.eye(n, dtype=bool)
@@ -164,6 +165,31 @@ def _eig_vjp(g, ans, a):
         Kb = VtgV - (Vt @ Vc) @ diag_re
         inner = inner + _gaps(w, "np.linalg.eig", "eigenvalues") * Kb
     return match_input(np.linalg.solve(Vt, inner @ Vt), a)
+
+
+def _check_eig_distinct(w, V):
+    """Eigenvalues of a general matrix are differentiable only where they
+    are distinct: at a repeated eigenvalue they move like sqrt (a defective
+    matrix) or along no linear map (I + tE has eigenvalues 1 + t eig(E)).
+    A nearly singular eigenvector matrix flags the near-defective case,
+    whose computed eigenvalues are split by only ~sqrt(eps)."""
+    Vv = unwrap_all(V)
+    with np.errstate(all="ignore"):
+        cond = np.linalg.cond(Vv) if np.shape(Vv)[-1] else np.zeros(())
+    if np.any(~np.isfinite(cond)) or np.any(cond > _EIG_MAX_COND):
+        raise ValueError(
+            "tapestry: the derivative of np.linalg.eig / eigvals does not exist here: "
+            "the matrix has (nearly) repeated eigenvalues with a (nearly) singular "
+            "eigenvector matrix, where individual eigenvalues are not differentiable. "
+            "Differentiate a symmetric function of them instead (np.trace, "
+            "np.linalg.det, np.poly of the characteristic polynomial via det), or use "
+            "np.linalg.eigvalsh for a Hermitian matrix.")
+    _gaps(w, "np.linalg.eig / eigvals", "eigenvalues")
+
+
+#: Beyond this eigenvector condition number the eigenvalue derivative (its
+#: condition is cond(V)) has no correct digit left in float64's ~1e-16.
+_EIG_MAX_COND = 1e8
 
 
 _eig = Primitive(lambda a: tuple(np.linalg.eig(a)), "linalg.eig", n_outputs=2,

@@ -510,35 +510,3 @@ def piecewise(x, condlist, funclist, *args, **kw):
     return y if np.result_type(unwrap_all(y)) == want or want.kind not in "fc" \
         else y.astype(want)
 
-
-
-
-def _cumulative(np_scan, name):
-    """``np.cumulative_sum``/``cumulative_prod`` (the array API's scans):
-    ``cumsum``/``cumprod`` with an optional leading identity."""
-    identity = 0.0 if name == "cumulative_sum" else 1.0
-
-    def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
-        if out is not None:
-            raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place; drop out=.")
-        if axis is None:
-            if np.ndim(x) > 1:
-                raise ValueError(f"{name}: axis must be given for arrays of more than "
-                                 "one dimension")
-            axis = 0
-        x = np.atleast_1d(x)
-        y = np_scan(x, axis=axis, dtype=dtype)
-        if not include_initial:
-            return y
-        shape = list(np.shape(y))
-        shape[axis] = 1
-        first = np.full(shape, identity, np.result_type(unwrap_all(y)))
-        return np.concatenate([first, y], axis=axis)
-    cumulative.__name__ = name
-    return cumulative
-
-
-for _name, _scan in (("cumulative_sum", np.cumsum), ("cumulative_prod", np.cumprod)):
-    if hasattr(np, _name):
-        implements(getattr(np, _name))(_cumulative(_scan, _name))
-

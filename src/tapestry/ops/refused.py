@@ -20,6 +20,8 @@ the set (the op-table test fails on a pending function that got a rule).
 """
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
 from ..core.primitive import def_nondiff, implements
@@ -30,46 +32,23 @@ _HELP = ("Write it with differentiable NumPy operations, or supply the rule with
 
 _INPLACE = ("writes into an existing array in place, which cannot be differentiated; "
             "build a new array")
-_SETS = "returns selected input values (differentiable like np.unique, which has no rule yet)"
 
 #: NumPy functions refused on traced arrays: name -> one-line reason.
 NUMPY = {
     "np.apply_along_axis": "calls a Python function per slice and fills a preallocated array; "
                            "loop and np.stack the results",
     "np.apply_over_axes": "calls a Python function per axis; call it in a loop",
-    "np.astype": "use x.astype(dtype), which is differentiable for float dtypes",
-    "np.block": "use np.concatenate / np.stack, which are differentiable",
-    "np.choose": "use np.where or take_along_axis, which are differentiable",
-    "np.compress": "use boolean indexing x[mask] or np.take, which are differentiable",
-    "np.delete": "use boolean indexing or np.take, which are differentiable",
-    "np.divmod": "two outputs (piecewise-constant quotient, differentiable remainder); "
-                 "use np.floor_divide and np.remainder",
-    "np.extract": "use boolean indexing x[mask]",
     "np.fill_diagonal": _INPLACE,
-    "np.frexp": "mantissa and exponent: no rule (the mantissa is differentiable almost everywhere)",
-    "np.i0": "no rule yet (its derivative is the Bessel function i1)",
-    "np.insert": "use np.concatenate of slices",
-    "np.intersect1d": _SETS,
     "np.ix_": "builds index arrays; index with integer arrays instead of traced values",
-    "np.ldexp": "no rule yet; use x * 2.0 ** e",
-    "np.modf": "two outputs (fractional part differentiable); use x - np.trunc(x)",
     "np.nextafter": "no rule (the result moves with x by one ulp)",
     "np.place": _INPLACE,
-    "np.polydiv": "no rule yet (polynomial division)",
-    "np.polyfit": "no rule yet; solve the least-squares problem with np.linalg.solve",
     "np.put": _INPLACE,
     "np.put_along_axis": _INPLACE,
     "np.putmask": _INPLACE + " (np.where)",
-    "np.resize": "no rule yet; use np.tile and reshape",
-    "np.roots": "no rule (eigenvalues of the companion matrix)",
-    "np.setdiff1d": _SETS,
-    "np.setxor1d": _SETS,
-    "np.trim_zeros": "the result's length depends on the values; slice instead",
-    "np.union1d": _SETS,
-    "np.unstack": "no rule yet; use x[i] or np.split",
-    "np.unwrap": "no rule yet (the derivative is 1 away from the jumps); "
-                 "write it with np.diff and np.cumsum",
 }
+
+if importlib.util.find_spec("scipy") is None:  # i0's rule needs scipy.special.i1
+    NUMPY["np.i0"] = "its derivative is the Bessel function i1: install scipy for the rule"
 
 #: NumPy functions whose results are piecewise constant (integers, bools,
 #: types, dates, files), declared here because no rule family owns them.

@@ -108,7 +108,6 @@ _swapaxes = Primitive(lambda a, i, j: np.swapaxes(a, i, j), "swapaxes", keep=KEE
                       vjps=(lambda g, ans, a, i, j: np.swapaxes(g, i, j),))
 implements(np.swapaxes)(lambda a, axis1, axis2: _swapaxes(a, axis1, axis2))
 implements(np.matrix_transpose)(lambda x: _swapaxes(x, -1, -2))
-implements(np.linalg.matrix_transpose)(FUNCTIONS[np.matrix_transpose])
 
 _moveaxis = Primitive(lambda a, src, dst: np.moveaxis(a, src, dst), "moveaxis",
                       keep=KEEP_SHAPES,
@@ -382,7 +381,6 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     return _diagonal(a, offset, axis1 % nd, axis2 % nd)
 
 
-implements(np.linalg.diagonal)(lambda x, *, offset=0: diagonal(x, offset, -2, -1))
 
 
 @implements(np.trace)
@@ -392,7 +390,6 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)
 
 
-implements(np.linalg.trace)(lambda x, *, offset=0, dtype=None: trace(x, offset, -2, -1))
 
 
 @implements(np.diag)

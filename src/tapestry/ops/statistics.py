@@ -1,11 +1,11 @@
-"""Weighted averages and spreads: average, ptp, cov, corrcoef.  Composites
+"""Weighted averages and spreads: average, ptp (cov and corrcoef: composite.py).  Composites
 of sums and products, differentiable in the data and in the weights."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..core.primitive import implements
-from ..core.var import Var, unwrap_all
+from ..core.var import unwrap_all
 
 
 @implements(np.average)
@@ -43,66 +43,3 @@ def ptp(a, axis=None, out=None, keepdims=False):
     if out is not None:
         raise TypeError("tapestry: np.ptp(..., out=...) writes in place; drop out=.")
     return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
-
-
-def _cov_rows(a, rowvar, dtype, is_y=False):
-    """Variables as rows, in the output dtype (NumPy's ``cov`` layout)."""
-    X = np.atleast_2d(a)
-    if np.result_type(unwrap_all(X)) != dtype:
-        X = X.astype(dtype)
-    flip = np.shape(X)[0] != 1 if is_y else np.ndim(a) != 1
-    return X.T if not rowvar and flip else X
-
-
-def _cov_weights(fweights, aweights):
-    """The product of frequency (plain integers) and analytic weights."""
-    if fweights is not None and fweights.__class__ is Var:
-        raise TypeError("tapestry: np.cov fweights are integer counts: pass them as "
-                        "plain arrays (aweights may be traced).")
-    w = None if fweights is None else np.asarray(fweights, dtype=float)
-    if aweights is not None:
-        w = aweights if w is None else w * aweights
-    return w
-
-
-@implements(np.cov)
-def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
-        dtype=None):
-    """Covariance, following NumPy's formula: differentiable in ``m``, ``y``
-    and ``aweights``."""
-    plain = np.cov(unwrap_all(m), unwrap_all(y), rowvar, bias, ddof, unwrap_all(fweights),
-                   unwrap_all(aweights), dtype=dtype)  # NumPy's checks, dtype and shape
-    X = _cov_rows(m, rowvar, plain.dtype)
-    if np.shape(X)[0] == 0:
-        return plain
-    if y is not None:
-        X = np.concatenate([X, _cov_rows(y, rowvar, plain.dtype, is_y=True)], axis=0)
-    ddof = (0 if bias else 1) if ddof is None else ddof
-    w = _cov_weights(fweights, aweights)
-    avg, w_sum = average(X, axis=1, weights=w, returned=True)
-    w_sum = w_sum[0]
-    if w is None:
-        fact = np.shape(X)[1] - ddof
-    elif ddof == 0:
-        fact = w_sum
-    elif aweights is None:
-        fact = w_sum - ddof
-    else:
-        fact = w_sum - ddof * np.sum(w * aweights) / w_sum
-    Xc = X - avg[:, None]
-    Xw = Xc if w is None else Xc * w
-    Xw = np.conjugate(Xw) if np.iscomplexobj(plain) else Xw
-    c = (Xc @ Xw.T) / fact
-    return np.reshape(c, np.shape(plain))
-
-
-@implements(np.corrcoef)
-def corrcoef(x, y=None, rowvar=True, *, dtype=None):
-    """Correlation: the covariance scaled by the standard deviations, clipped
-    to [-1, 1] as NumPy does (the clip only acts on rounding errors)."""
-    c = cov(x, y, rowvar, dtype=dtype)
-    if np.ndim(c) == 0:
-        return c / c
-    s = np.sqrt(np.real(np.diagonal(c)))
-    c = c / s[:, None] / s[None, :]
-    return np.clip(c, -1, 1) if not np.iscomplexobj(unwrap_all(c)) else c
