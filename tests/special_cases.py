@@ -210,7 +210,25 @@ def _poly_cases():
         (sp.pbdv, lambda x: sp.pbdv(1.5, x), (N(),), 2),
         (sp.pbvv, lambda x: sp.pbvv(1.5, x), (N(),), 2),
         (sp.pbwa, lambda x: sp.pbwa(0.5, x), (U(-2, 2),), 2),
-    ]
+    ] + _ode_cases()
+
+
+def _ode_cases():
+    m, q = np.array([0.0, 1.0, 2.0, 3.0]), 1.3
+    cases = [(sp.mathieu_cem, lambda x: sp.mathieu_cem(m, q, x), (U(-170, 170),), 2),
+             (sp.mathieu_sem, lambda x: sp.mathieu_sem(m + 1, q, x), (U(-170, 170),), 2)]
+    cases += [(f, lambda x, f=f: f(m[1:], q, x), (U(0.2, 1.5, (3, 3)),), 2)
+              for f in (sp.mathieu_modcem1, sp.mathieu_modcem2, sp.mathieu_modsem1,
+                        sp.mathieu_modsem2)]
+    n, c = np.array([1.0, 2.0, 3.0]), 1.3
+    for kind in ("pro", "obl"):
+        lam = getattr(sp, f"{kind}_cv")(1.0, n, c)
+        for part, (lo, hi) in (("ang1", (-0.8, 0.8)), ("rad1", (1.2, 2.5))):
+            f, f_cv = getattr(sp, f"{kind}_{part}"), getattr(sp, f"{kind}_{part}_cv")
+            cases += [(f, lambda x, f=f: f(1.0, n, c, x), (U(lo, hi, (2, 3)),), 2),
+                      (f_cv, lambda x, f=f_cv, lam=lam: f(1.0, n, c, lam, x),
+                       (U(lo, hi, (2, 3)),), 2)]
+    return cases
 
 
 def _complex_cases():

@@ -1,6 +1,8 @@
 """scipy.special rules: orthogonal polynomials, associated Legendre
-functions, hypergeometric and parabolic-cylinder functions -- derivatives
-in the argument ``x`` only.
+functions, hypergeometric functions, and the functions SciPy returns with
+their derivative (parabolic-cylinder, Mathieu, spheroidal wave functions,
+whose second derivative comes from their ODE) -- derivatives in the
+argument ``x`` only.
 
 Derivatives lower the degree (DLMF 18.9): ``d/dx C_n^(a) = 2a C_{n-1}^(a+1)``
 (Gegenbauer; Legendre is ``a = 1/2``, Chebyshev U is ``a = 1``),
@@ -64,7 +66,58 @@ def _hypergeometric():
         lambda r, x: r[1], lambda r, x: (a - x * x / 4) * r[0])(g, ans, x))
 
 
+def _ode_rule(second, scale=1.0):
+    """The x-rule of a ufunc returning ``(y, y')`` of a second-order ODE,
+    ``y'' = second(y, y', *params, x)`` (x the last argument); ``scale``
+    converts SciPy's derivative to the argument's unit (degrees)."""
+    def ode_pullback(g, ans, *args):
+        x = args[-1]
+        return outputs(lambda a, x: scale * a[1],
+                       lambda a, x: scale * second(a[0], a[1], *args))(g, ans, x)
+    return ode_pullback
+
+
+def _mathieu():
+    # ce, se of x in degrees (SciPy's y' is per radian): y'' = (2q cos 2x - a) y;
+    # modified: y'' = (a - 2q cosh 2x) y; a = mathieu_a (ce) or mathieu_b (se)
+    deg = np.pi / 180
+    for f, char in ((sp.mathieu_cem, sp.mathieu_a), (sp.mathieu_sem, sp.mathieu_b)):
+        define(f, None, None, _ode_rule(
+            lambda y, yp, m, q, x, char=char: (2 * q * np.cos(2 * deg * x) - char(m, q)) * y,
+            scale=deg))
+    for f, char in ((sp.mathieu_modcem1, sp.mathieu_a), (sp.mathieu_modcem2, sp.mathieu_a),
+                    (sp.mathieu_modsem1, sp.mathieu_b), (sp.mathieu_modsem2, sp.mathieu_b)):
+        define(f, None, None, _ode_rule(
+            lambda y, yp, m, q, x, char=char: (char(m, q) - 2 * q * np.cosh(2 * x)) * y))
+
+
+def _angular(sign):
+    """(1-x^2) y'' - 2x y' + (cv + sign c^2 x^2 - m^2/(1-x^2)) y = 0 (prolate: sign -1,
+    oblate: +1; also the prolate radial equation, for x > 1)."""
+    def second(y, yp, m, c, cv, x):
+        return (2 * x * yp - (cv + sign * c * c * x * x - m * m / (1 - x * x)) * y) / (1 - x * x)
+    return second
+
+
+def _oblate_radial(y, yp, m, c, cv, x):
+    """(x^2+1) y'' + 2x y' - (cv - c^2 x^2 - m^2/(x^2+1)) y = 0."""
+    return ((cv - c * c * x * x - m * m / (x * x + 1)) * y - 2 * x * yp) / (x * x + 1)
+
+
+def _spheroidal():
+    for kind, cv, funs in (("pro", sp.pro_cv, (("ang1", _angular(-1)), ("rad1", _angular(-1)))),
+                           ("obl", sp.obl_cv, (("ang1", _angular(1)), ("rad1", _oblate_radial)))):
+        for part, second in funs:
+            # f(m, n, c, x) with cv = {kind}_cv(m, n, c); f_cv(m, n, c, cv, x)
+            define(getattr(sp, f"{kind}_{part}"), None, None, None, _ode_rule(
+                lambda y, yp, m, n, c, x, second=second, cv=cv: second(y, yp, m, c, cv(m, n, c), x)))
+            define(getattr(sp, f"{kind}_{part}_cv"), None, None, None, None, _ode_rule(
+                lambda y, yp, m, n, c, lam, x, second=second: second(y, yp, m, c, lam, x)))
+
+
 def register():
     """Declare this family's rules (called by ops.special.register_rules)."""
     _polynomials()
     _hypergeometric()
+    _mathieu()
+    _spheroidal()
