@@ -55,5 +55,22 @@ def test_spherical_bessel_derivative_flag_is_the_derivative():
     np.testing.assert_allclose(g, sp.spherical_jn(n, z, derivative=True), rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["logsumexp", "softmax", "log_softmax"])
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_softmax_family_has_scipy_defaults(name, axis):
+    x = rng.standard_normal((3, 4))
+    f = getattr(tss, name)
+    check_grads(lambda x: f(x, axis=axis), (x,), order=2)
+    np.testing.assert_allclose(f(x, axis=axis),
+                               getattr(sp, name)(x, axis=axis))
+    value = tp.value_and_grad(lambda x: np.sum(f(x, axis=axis) ** 2))(x)[0]
+    np.testing.assert_allclose(value, np.sum(getattr(sp, name)(x, axis=axis) ** 2))
+
+
+def test_logsumexp_weights():
+    a, b = rng.standard_normal(5), rng.uniform(0.5, 2, 5)
+    check_grads(lambda a, b: tss.logsumexp(a, b=b), (a, b), order=2)
+
+
 def test_other_names_are_scipy_special_itself():
     assert tss.gamma is sp.gamma and tss.zeta is sp.zeta

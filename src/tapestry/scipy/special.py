@@ -15,6 +15,9 @@ here instead.  On plain arrays they are SciPy's own:
   ``(n, z, derivative=False)``: SciPy's ufuncs behind them have rules; real
   ``z < 0`` is reflected as SciPy does (DLMF 10.47(v)) for ``jn``, ``yn``,
   ``in``; ``kn`` of a traced negative real ``z`` is refused.
+- ``logsumexp(a, axis, b, keepdims)``, ``softmax(x, axis)``,
+  ``log_softmax(x, axis)``: SciPy's signatures and defaults (``axis=None``:
+  over all elements), tapestry's stable rules (``tapestry.numpy``'s).
 
 Every other name is scipy.special's own object (the ufuncs dispatch).
 """
@@ -29,10 +32,11 @@ from scipy.special import _ufuncs as _spu
 from ..core.primitive import Primitive
 from ..core.var import Var, unwrap_all
 from ..ops.elementwise import unbroadcasting
+from ..ops.reductions import logsumexp as _logsumexp
 from ..ops.special_common import real_only
 
 __all__ = ["polygamma", "multigammaln", "spherical_jn", "spherical_yn", "spherical_in",
-           "spherical_kn"]
+           "spherical_kn", "logsumexp", "softmax", "log_softmax"]
 
 
 def _polygamma_x(g, ans, n, x):
@@ -96,6 +100,27 @@ spherical_jn = _spherical("jn", 1)
 spherical_yn = _spherical("yn", -1)
 spherical_in = _spherical("in", 1)
 spherical_kn = _spherical("kn", None)
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """scipy.special.logsumexp, differentiable in ``a`` and ``b``."""
+    if a.__class__ is not Var and b.__class__ is not Var:
+        return _sp.logsumexp(a, axis, b, keepdims, return_sign)
+    return _logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+
+
+def log_softmax(x, axis=None):
+    """scipy.special.log_softmax: ``x - logsumexp(x, axis)``."""
+    if x.__class__ is not Var:
+        return _sp.log_softmax(x, axis)
+    return x - _logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax(x, axis=None):
+    """scipy.special.softmax: ``exp(x - logsumexp(x, axis))``."""
+    if x.__class__ is not Var:
+        return _sp.softmax(x, axis)
+    return np.exp(log_softmax(x, axis))
 
 
 def __getattr__(name):
