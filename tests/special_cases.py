@@ -40,6 +40,7 @@ def _gamma_cases():
         (sp.gamma, sp.gamma, (U(0.5, 3),), 2),
         (sp.loggamma, sp.loggamma, (U(0.5, 4),), 2),
         (sp.rgamma, sp.rgamma, (U(0.5, 3),), 2),
+        (sp.rgamma, sp.rgamma, (np.array([-3.0, -2.0, -1.0, 0.0, -1.5, 0.5]),), 2),  # poles
         (sp.beta, sp.beta, (U(0.5, 3, C1), U(0.5, 3, R4)), 2),
         (sp.betaln, sp.betaln, (U(0.5, 3, C1), U(0.5, 3, R4)), 2),
         (sp.binom, sp.binom, (U(3, 6, C1), U(0.5, 2.5, R4)), 2),

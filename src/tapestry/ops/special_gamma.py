@@ -21,11 +21,23 @@ from .special_common import (SQRT_2PI, ZERO, beta_density, define, exprel_d1,
 psi = None  # bound in register() (scipy.special is imported lazily)
 
 
+def _rgamma_rule(g, ans, x):
+    """(1/Gamma)' = -psi / Gamma for x >= 1/2; below, from the reflection
+    1/Gamma(x) = Gamma(1-x) sin(pi x) / pi, the derivative
+    Gamma(1-x) (cos(pi x) - sin(pi x) psi(1-x) / pi), finite at the poles
+    x = -n of Gamma (where it is (-1)^n n!) and differentiable again."""
+    low = x < 0.5
+    xl, xh = np.where(low, x, 0.0), np.where(low, 1.0, x)
+    reflected = sp.gamma(1 - xl) * (np.cos(math.pi * xl) - np.sin(math.pi * xl) * psi(1 - xl)
+                                    / math.pi)
+    return g * np.where(low, reflected, -sp.rgamma(xh) * psi(xh))
+
+
 def _gamma_family():
-    # Gamma' = Gamma psi; loggamma' = psi; (1/Gamma)' = -psi / Gamma
+    # Gamma' = Gamma psi; loggamma' = psi
     define(sp.gamma, lambda g, ans, x: g * ans * psi(x))
     define(sp.loggamma, lambda g, ans, x: g * psi(x))
-    define(sp.rgamma, lambda g, ans, x: -g * ans * psi(x))
+    define(sp.rgamma, _rgamma_rule)
     # B(a, b) = G(a)G(b)/G(a+b): dB/da = B (psi(a) - psi(a+b))
     define(sp.beta, lambda g, ans, a, b: g * ans * (psi(a) - psi(a + b)),
            lambda g, ans, a, b: g * ans * (psi(b) - psi(a + b)))
@@ -88,7 +100,8 @@ def _student_chi2_f():
     # chndtrinc solves chndtr(x, k, nc) = p for nc: dnc/dp = 1/(dF/dnc), dnc/dx = -F'(x)/(dF/dnc)
     def dfdnc(x, k, nc, p):
         return 0.5 * (sp.chndtr(x, k + 2, nc) - p)
-    define(sp.chndtrinc, lambda g, ans, x, k, p: -g * spu._ncx2_pdf(x, k, ans) / dfdnc(x, k, ans, p),
+    define(sp.chndtrinc,
+           lambda g, ans, x, k, p: -g * spu._ncx2_pdf(x, k, ans) / dfdnc(x, k, ans, p),
            None, lambda g, ans, x, k, p: g / dfdnc(x, k, ans, p))
     define(sp.ncfdtri, None, None, None,
            lambda g, ans, d1, d2, nc, p: g / spu._ncf_pdf(ans, d1, d2, nc))
@@ -150,7 +163,8 @@ def _normal_family():
     define(sp.owens_t,
            lambda g, ans, h, a: -g * np.exp(-0.5 * h * h) * sp.erf(a * h / math.sqrt(2))
            / (2 * SQRT_2PI),
-           lambda g, ans, h, a: g * np.exp(-0.5 * h * h * (1 + a * a)) / (2 * math.pi * (1 + a * a)))
+           lambda g, ans, h, a: g * np.exp(-0.5 * h * h * (1 + a * a))
+           / (2 * math.pi * (1 + a * a)))
 
 
 def _tukey_kolmogorov():

@@ -118,7 +118,8 @@ def _exponential_integrals():
                                lambda a, z: np.cos(math.pi / 2 * z * z)))
     # F+ = int_x^inf e^{it^2} dt, K+ = e^{-i(x^2 + pi/4)} F+ / sqrt(pi) (and the conjugate pair)
     define(sp.modfresnelp, outputs(lambda a, x: -np.exp(1j * x * x),
-                                   lambda a, x: -2j * x * a[1] - np.exp(-0.25j * math.pi) / SQRT_PI))
+                                   lambda a, x: -2j * x * a[1]
+                                   - np.exp(-0.25j * math.pi) / SQRT_PI))
     define(sp.modfresnelm, outputs(lambda a, x: -np.exp(-1j * x * x),
                                    lambda a, x: 2j * x * a[1] - np.exp(0.25j * math.pi) / SQRT_PI))
     # spence(z) = int_1^z log t / (1 - t) dt: derivative log z / (1 - z), -1 at z = 1

@@ -37,7 +37,8 @@ def _polynomials():
            g * 0.5 * (n + a + b + 1) * sp.eval_jacobi(n - 1, a + 1, b + 1, x))
     # G_n^(p,q)(x) = P_n^(p-q, q-1)(2x - 1) / binom(2n+p-1, n)
     define(sp.eval_sh_jacobi, None, None, None, lambda g, ans, n, p, q, x:
-           g * (n + p) * sp.eval_jacobi(n - 1, p - q + 1, q, 2 * x - 1) / sp.binom(2 * n + p - 1, n))
+           g * (n + p) * sp.eval_jacobi(n - 1, p - q + 1, q, 2 * x - 1)
+           / sp.binom(2 * n + p - 1, n))
     define(sp.eval_laguerre, None, lambda g, ans, n, x: -g * sp.eval_genlaguerre(n - 1, 1.0, x))
     define(sp.eval_genlaguerre, None, None,
            lambda g, ans, n, a, x: -g * sp.eval_genlaguerre(n - 1, a + 1, x))
@@ -110,7 +111,8 @@ def _spheroidal():
         for part, second in funs:
             # f(m, n, c, x) with cv = {kind}_cv(m, n, c); f_cv(m, n, c, cv, x)
             define(getattr(sp, f"{kind}_{part}"), None, None, None, _ode_rule(
-                lambda y, yp, m, n, c, x, second=second, cv=cv: second(y, yp, m, c, cv(m, n, c), x)))
+                lambda y, yp, m, n, c, x, second=second, cv=cv:
+                second(y, yp, m, c, cv(m, n, c), x)))
             define(getattr(sp, f"{kind}_{part}_cv"), None, None, None, None, _ode_rule(
                 lambda y, yp, m, n, c, lam, x, second=second: second(y, yp, m, c, lam, x)))
 
