@@ -74,3 +74,10 @@ def test_logsumexp_weights():
 
 def test_other_names_are_scipy_special_itself():
     assert tss.gamma is sp.gamma and tss.zeta is sp.zeta
+
+
+@pytest.mark.parametrize("call", [lambda x: sp.polygamma(1, x), lambda x: sp.softmax(x),
+                                  lambda x: sp.multigammaln(x, 2)])
+def test_scipy_wrappers_point_to_this_namespace(call):
+    with pytest.raises(TypeError, match=r"tapestry\.scipy\.special \(polygamma"):
+        tp.grad(lambda x: np.sum(call(x)))(np.array([2.0, 3.0]))

@@ -62,7 +62,9 @@ class Var:
                         "(tnp.array([[a, b], [c, 1.0]])). Library code that converts "
                         "its inputs (e.g. scipy.special.logsumexp) cannot be traced: "
                         "use tapestry.numpy (tnp.logsumexp), tapestry.scipy.linalg "
-                        "(for scipy.linalg) or tapestry.custom_vjp.")
+                        "(for scipy.linalg), tapestry.scipy.special (polygamma, "
+                        "multigammaln, logsumexp, softmax, spherical_jn) or "
+                        "tapestry.custom_vjp.")
 
     def __format__(self, spec):
         if not spec:
