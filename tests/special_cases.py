@@ -246,6 +246,28 @@ def _complex_cases():
         (sp.spence, sp.spence, (cz(),), 2),
         (sp.fresnel, sp.fresnel, (cz(),), 2),
         (sp.hyp1f1, lambda z: sp.hyp1f1(0.7, 1.6, z), (cz(),), 2),
+        (sp.hyp0f1, lambda z: sp.hyp0f1(1.5, z), (cz(),), 2),
+        (sp.gamma, sp.gamma, (cz(),), 1),  # order 2 needs complex trigamma: refused by name
+        (sp.rgamma, sp.rgamma, (cz(),), 1),
+        (sp.hyp2f1, lambda z: sp.hyp2f1(0.5, 1.2, 2.1, 0.4 * z), (cz(),), 2),
+        (sp.elliprf, sp.elliprf, (cz(C1), cz(R4), cz(R4)), 1),
+        (sp.elliprc, sp.elliprc, (cz(C1), cz(R4)), 1),
+    ] + [(f, f, (cz(),), 2) for f in (
+        sp.erfi, sp.dawsn, sp.log1p, sp.expm1, sp.exp1, sp.expi, sp.sici,
+        sp.shichi, sp.wrightomega, sp.airy)
+    ] + [(f, lambda z, f=f: f(ORDERS, z), (cz(),), 2) for f in (
+        sp.kv, sp.yv, sp.hankel1, sp.hankel2, sp.hankel2e)
+    ] + [(getattr(spu, f"_spherical_{k}{d}"), lambda z, k=k, d=d:
+          getattr(spu, f"_spherical_{k}{d}")(INT_ORDERS, z), (cz(),), 2)
+         for k in ("jn", "yn", "in", "kn") for d in ("", "_d")
+    ] + [(f, lambda z, f=f: f(DEG, 0.5 * z), (cz(),), 2) for f in (
+        sp.eval_chebyt, sp.eval_chebyu, sp.eval_chebyc, sp.eval_chebys, sp.eval_sh_chebyt,
+        sp.eval_sh_chebyu, sp.eval_legendre, sp.eval_sh_legendre, sp.eval_laguerre)
+    ] + [
+        (sp.eval_gegenbauer, lambda z: sp.eval_gegenbauer(DEG, 0.7, 0.5 * z), (cz(),), 2),
+        (sp.eval_genlaguerre, lambda z: sp.eval_genlaguerre(DEG, 0.5, z), (cz(),), 2),
+        (sp.eval_jacobi, lambda z: sp.eval_jacobi(DEG, 0.5, 1.3, 0.5 * z), (cz(),), 2),
+        (sp.eval_sh_jacobi, lambda z: sp.eval_sh_jacobi(DEG, 2.5, 1.5, 0.5 * z), (cz(),), 2),
     ]
 
 

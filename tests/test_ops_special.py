@@ -134,6 +134,16 @@ def test_functions_without_a_rule_are_refused_by_name(call, name):
         tp.grad(call)(1.7)
 
 
+@pytest.mark.parametrize("call,name", [
+    (lambda z: sp.ive(1.5, z), "ive"), (lambda z: sp.jve(1.5, z), "jve"),
+    (lambda z: sp.yve(1.5, z), "yve"), (lambda z: sp.airye(z)[0], "airye"),
+    (lambda z: sp.digamma(z), "digamma"),
+])
+def test_non_holomorphic_scalings_refuse_complex_inputs(call, name):
+    with pytest.raises(NotImplementedError, match=rf"scipy\.special\.{name} of a complex"):
+        tp.grad(lambda z: np.real(call(z)))(np.complex128(1.2 + 0.3j))
+
+
 def test_second_derivative_through_a_refused_density_is_refused_by_name():
     with pytest.raises(NotImplementedError, match=r"scipy\.special\.kolmogorov's density"):
         tp.grad(tp.grad(lambda y: sp.kolmogorov(y)))(1.2)

@@ -7,10 +7,11 @@ argument ``x`` only.
 Derivatives lower the degree (DLMF 18.9): ``d/dx C_n^(a) = 2a C_{n-1}^(a+1)``
 (Gegenbauer; Legendre is ``a = 1/2``, Chebyshev U is ``a = 1``),
 ``T_n' = n U_{n-1}``, ``d/dx P_n^(a,b) = (n+a+b+1)/2 P_{n-1}^(a+1,b+1)``,
-``L_n^(a)' = -L_{n-1}^(a+1)``, ``H_n' = 2n H_{n-1}``; SciPy returns 0 at
-degree -1, so degree 0 needs no case of its own.  Hypergeometric functions
-differentiate to shifted parameters (DLMF 15.5.1, 13.3.15).  Degrees and
-parameters have no closed-form derivative: refused by name.
+``L_n^(a)' = -L_{n-1}^(a+1)``, ``H_n' = 2n H_{n-1}``; degree 0 has
+derivative 0 (SciPy's values at negative degrees are not always 0).
+Hypergeometric functions differentiate to shifted parameters (DLMF 15.5.1,
+13.3.15).  Degrees and parameters have no closed-form derivative: refused
+by name.
 """
 from __future__ import annotations
 
@@ -19,29 +20,41 @@ import numpy as np
 from .special_common import define, outputs, sp
 
 
+def _lower(n, f):
+    """``f(n - 1)``, and 0 at degree 0 (the derivative of a constant): SciPy's
+    value at a negative degree is not always 0 (complex loops, degree -2)."""
+    return np.where(n == 0, 0.0, f(np.where(n == 0, 1, n) - 1))
+
+
 def _polynomials():
     geg = sp.eval_gegenbauer
-    define(sp.eval_chebyt, None, lambda g, ans, n, x: g * n * sp.eval_chebyu(n - 1, x))
-    define(sp.eval_chebyu, None, lambda g, ans, n, x: g * 2 * geg(n - 1, 2.0, x))
+    define(sp.eval_chebyt, None,
+           lambda g, ans, n, x: g * n * _lower(n, lambda m: sp.eval_chebyu(m, x)))
+    define(sp.eval_chebyu, None, lambda g, ans, n, x: g * 2 * _lower(n, lambda m: geg(m, 2.0, x)))
     # C_n(x) = 2 T_n(x/2), S_n(x) = U_n(x/2)
-    define(sp.eval_chebyc, None, lambda g, ans, n, x: g * n * sp.eval_chebys(n - 1, x))
-    define(sp.eval_chebys, None, lambda g, ans, n, x: g * geg(n - 1, 2.0, x / 2))
+    define(sp.eval_chebyc, None,
+           lambda g, ans, n, x: g * n * _lower(n, lambda m: sp.eval_chebys(m, x)))
+    define(sp.eval_chebys, None, lambda g, ans, n, x: g * _lower(n, lambda m: geg(m, 2.0, x / 2)))
     # shifted: T*_n(x) = T_n(2x - 1), U*_n(x) = U_n(2x - 1), P*_n(x) = P_n(2x - 1)
-    define(sp.eval_sh_chebyt, None, lambda g, ans, n, x: g * 2 * n * sp.eval_sh_chebyu(n - 1, x))
-    define(sp.eval_sh_chebyu, None, lambda g, ans, n, x: g * 4 * geg(n - 1, 2.0, 2 * x - 1))
-    define(sp.eval_legendre, None, lambda g, ans, n, x: g * geg(n - 1, 1.5, x))
-    define(sp.eval_sh_legendre, None, lambda g, ans, n, x: g * 2 * geg(n - 1, 1.5, 2 * x - 1))
+    define(sp.eval_sh_chebyt, None,
+           lambda g, ans, n, x: g * 2 * n * _lower(n, lambda m: sp.eval_sh_chebyu(m, x)))
+    define(sp.eval_sh_chebyu, None,
+           lambda g, ans, n, x: g * 4 * _lower(n, lambda m: geg(m, 2.0, 2 * x - 1)))
+    define(sp.eval_legendre, None, lambda g, ans, n, x: g * _lower(n, lambda m: geg(m, 1.5, x)))
+    define(sp.eval_sh_legendre, None,
+           lambda g, ans, n, x: g * 2 * _lower(n, lambda m: geg(m, 1.5, 2 * x - 1)))
     define(sp.eval_gegenbauer, None, None,
-           lambda g, ans, n, a, x: g * 2 * a * geg(n - 1, a + 1, x))
+           lambda g, ans, n, a, x: g * 2 * a * _lower(n, lambda m: geg(m, a + 1, x)))
     define(sp.eval_jacobi, None, None, None, lambda g, ans, n, a, b, x:
-           g * 0.5 * (n + a + b + 1) * sp.eval_jacobi(n - 1, a + 1, b + 1, x))
+           g * 0.5 * (n + a + b + 1) * _lower(n, lambda m: sp.eval_jacobi(m, a + 1, b + 1, x)))
     # G_n^(p,q)(x) = P_n^(p-q, q-1)(2x - 1) / binom(2n+p-1, n)
     define(sp.eval_sh_jacobi, None, None, None, lambda g, ans, n, p, q, x:
-           g * (n + p) * sp.eval_jacobi(n - 1, p - q + 1, q, 2 * x - 1)
+           g * (n + p) * _lower(n, lambda m: sp.eval_jacobi(m, p - q + 1, q, 2 * x - 1))
            / sp.binom(2 * n + p - 1, n))
-    define(sp.eval_laguerre, None, lambda g, ans, n, x: -g * sp.eval_genlaguerre(n - 1, 1.0, x))
+    define(sp.eval_laguerre, None,
+           lambda g, ans, n, x: -g * _lower(n, lambda m: sp.eval_genlaguerre(m, 1.0, x)))
     define(sp.eval_genlaguerre, None, None,
-           lambda g, ans, n, a, x: -g * sp.eval_genlaguerre(n - 1, a + 1, x))
+           lambda g, ans, n, a, x: -g * _lower(n, lambda m: sp.eval_genlaguerre(m, a + 1, x)))
     # integer degree only: H_{-1} is NaN in SciPy, and n H_{n-1} is 0 at n = 0
     define(sp.eval_hermite, None,
            lambda g, ans, n, x: g * 2 * n * sp.eval_hermite(np.maximum(n - 1, 0), x))
