@@ -184,6 +184,7 @@ def _integral_cases():
         (sp.ellipj, lambda u: sp.ellipj(u, np.array([0.1, 0.4, 0.7, 0.95])), (N(),), 2),
         (sp.elliprf, sp.elliprf, (U(0.5, 2, C1), U(0.5, 2, R4), U(0.5, 2, R4)), 1),
         (sp.elliprc, sp.elliprc, (U(0.5, 2, C1), U(0.5, 2, R4)), 1),
+        (sp.elliprg, sp.elliprg, (U(0.5, 2, C1), U(0.5, 2, R4), U(0.5, 2, R4)), 1),
         (sp.agm, sp.agm, (U(0.5, 2, C1), U(0.5, 2, R4)), 2),
     ]
 
@@ -252,6 +253,7 @@ def _complex_cases():
         (sp.hyp2f1, lambda z: sp.hyp2f1(0.5, 1.2, 2.1, 0.4 * z), (cz(),), 2),
         (sp.elliprf, sp.elliprf, (cz(C1), cz(R4), cz(R4)), 1),
         (sp.elliprc, sp.elliprc, (cz(C1), cz(R4)), 1),
+        (sp.elliprg, sp.elliprg, (cz(C1), cz(R4), cz(R4)), 1),
     ] + [(f, f, (cz(),), 2) for f in (
         sp.erfi, sp.dawsn, sp.log1p, sp.expm1, sp.exp1, sp.expi, sp.sici,
         sp.shichi, sp.wrightomega, sp.airy)

@@ -100,10 +100,10 @@ SPECIAL = {
     _SHAPE_INVERSE:
         "bdtrik bdtrin btdtria btdtrib chdtriv chndtridf fdtridfd gdtrib nbdtrik nbdtrin "
         "ncfdtridfd ncfdtridfn ncfdtrinc nctdtridf nctdtrinc pdtrik stdtridf",
-    "Carlson's R_D, R_G and R_J: no derivative formula in SciPy's functions holds "
+    "Carlson's R_D and R_J: no derivative formula in SciPy's functions holds "
     "everywhere (dR_D/dx = (R_D(y,z,x) - R_D(x,y,z)) / (2(x-z)) is 0/0 at x = z, and its "
     "limit needs R_{-5/2}, which SciPy lacks)":
-        "elliprd elliprg elliprj",
+        "elliprd elliprj",
     "zetac(x) = zeta(x) - 1: the derivative zeta'(x) has no SciPy function":
         "zetac",
     "characteristic values of the Mathieu and spheroidal wave equations: their derivatives "

@@ -171,6 +171,11 @@ def _elliptic():
            lambda g, ans, x, y, z: -g * sp.elliprd(x, y, z) / 6)
     define(sp.elliprc, lambda g, ans, x, y: -g * sp.elliprd(y, y, x) / 6,
            lambda g, ans, x, y: -g * sp.elliprd(x, y, y) / 3)
+    # dR_G/dz = (R_F(x, y, z) - z R_D(x, y, z) / 3) / 4 (and symmetrically)
+    define(sp.elliprg,
+           lambda g, ans, x, y, z: g * (sp.elliprf(x, y, z) - x * sp.elliprd(y, z, x) / 3) / 4,
+           lambda g, ans, x, y, z: g * (sp.elliprf(x, y, z) - y * sp.elliprd(z, x, y) / 3) / 4,
+           lambda g, ans, x, y, z: g * (sp.elliprf(x, y, z) - z * sp.elliprd(x, y, z) / 3) / 4)
     # agm(a, b) = pi (a+b) / (4 K(m)), m = k^2, k = (a-b)/(a+b) (Landen)
     def agm_rule(sign):
         def agm_pullback(g, ans, a, b):
