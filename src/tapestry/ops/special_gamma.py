@@ -18,7 +18,7 @@ import numpy as np
 from .special_common import (SQRT_2PI, ZERO, beta_density, define, exprel_d1,
                              gamma_density, refuse, sp, spu)
 
-psi = None  # bound in register() (scipy.special is imported lazily)
+psi = sp.digamma  # (this module is imported by the loader only when SciPy is installed)
 
 
 def _rgamma_rule(g, ans, x):
@@ -26,7 +26,7 @@ def _rgamma_rule(g, ans, x):
     1/Gamma(x) = Gamma(1-x) sin(pi x) / pi, the derivative
     Gamma(1-x) (cos(pi x) - sin(pi x) psi(1-x) / pi), finite at the poles
     x = -n of Gamma (where it is (-1)^n n!) and differentiable again."""
-    low = x < 0.5
+    low = np.real(x) < 0.5  # both forms hold for complex x too
     xl, xh = np.where(low, x, 0.0), np.where(low, 1.0, x)
     reflected = sp.gamma(1 - xl) * (np.cos(math.pi * xl) - np.sin(math.pi * xl) * psi(1 - xl)
                                     / math.pi)
@@ -192,8 +192,6 @@ def _tukey_kolmogorov():
 
 def register():
     """Declare this family's rules (called by ops.special.register_rules)."""
-    global psi
-    psi = sp.digamma
     _gamma_family()
     _incomplete()
     _student_chi2_f()
