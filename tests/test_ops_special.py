@@ -90,8 +90,8 @@ def test_family_rule_complex(case):
     _check(f, args, order)
 
 
-@pytest.mark.parametrize("case", [c for c in special_cases.CASES if len(c[2]) == 1][::7],
-                         ids=[_id(c) for c in special_cases.CASES if len(c[2]) == 1][::7])
+@pytest.mark.parametrize("case", [c for c in special_cases.CASES if len(c[2]) == 1],
+                         ids=[_id(c) for c in special_cases.CASES if len(c[2]) == 1])
 def test_family_rule_zero_d_and_empty(case):
     _, f, (x,), _ = case
     _check(f, (x.reshape(-1)[0].copy().reshape(()),), 1)
