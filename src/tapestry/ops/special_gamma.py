@@ -80,6 +80,15 @@ def _f_pdf(d1, d2, x):
                   - np.log(x) - sp.betaln(d1 / 2, d2 / 2))
 
 
+def _ncx2_pdf_x(g, ans, x, k, nc):
+    """f = e^{-(x+nc)/2} (x/nc)^{k/4-1/2} I_v(s) / 2, v = k/2 - 1, s = sqrt(nc x):
+    d log f/dx = -1/2 + (k/4 - 1/2)/x + sqrt(nc/x)/4 (I_{v-1} + I_{v+1})(s) / I_v(s)
+    (the ratio from scaled Bessel functions; valid for every k > 0)."""
+    v, s = k / 2 - 1, np.sqrt(nc * x)
+    ratio = (sp.ive(v - 1, s) + sp.ive(v + 1, s)) / sp.ive(v, s)
+    return g * ans * (-0.5 + (k / 4 - 0.5) / x + 0.25 * np.sqrt(nc / x) * ratio)
+
+
 def _student_chi2_f():
     define(sp.stdtr, None, lambda g, ans, df, t: g * _t_pdf(df, t))
     define(sp.stdtrit, None, lambda g, ans, df, p: g / _t_pdf(df, ans))
@@ -109,8 +118,10 @@ def _student_chi2_f():
     define(sp.ncfdtr, None, None, None,
            lambda g, ans, d1, d2, nc, f: g * spu._ncf_pdf(f, d1, d2, nc))
     define(sp.nctdtr, None, None, lambda g, ans, df, nc, t: g * spu._nct_pdf(t, df, nc))
-    for f, name in ((spu._ncx2_pdf, "chndtr"), (spu._ncf_pdf, "ncfdtr"),
-                    (spu._nct_pdf, "nctdtr")):
+    define(spu._ncx2_pdf, _ncx2_pdf_x, None,
+           lambda g, ans, x, k, nc: g * 0.5 * (spu._ncx2_pdf(x, k + 2, nc) - ans),
+           name="scipy.special.chndtr's density")
+    for f, name in ((spu._ncf_pdf, "ncfdtr"), (spu._nct_pdf, "nctdtr")):
         refuse(f, f"scipy.special.{name}'s density",
                f"the second derivative of {name} (its density's derivative) has no rule")
 
