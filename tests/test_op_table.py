@@ -77,8 +77,8 @@ def test_refused_functions_raise_by_name(call, name):
 
 def test_refused_scipy_special_ufunc_raises_by_name():
     sp = pytest.importorskip("scipy.special")
-    with pytest.raises(NotImplementedError, match=r"scipy\.special\.jv .*Bessel.*custom_vjp"):
-        tp.grad(lambda x: np.sum(sp.jv(1.0, x)))(np.ones(2))
+    with pytest.raises(NotImplementedError, match=r"scipy\.special\.zetac .*zeta'.*custom_vjp"):
+        tp.grad(lambda x: np.sum(sp.zetac(x)))(np.ones(2) * 2)
     assert tp.grad(lambda x: np.sum(sp.expit(x)))(np.zeros(2)).tolist() == [0.25, 0.25]
 
 

@@ -63,7 +63,9 @@ class Var:
                         "NumPy's own np.array cannot dispatch to. Library code that converts "
                         "its inputs (e.g. scipy.special.logsumexp) cannot be traced: "
                         "use tapestry.numpy (tnp.logsumexp), tapestry.scipy.linalg "
-                        "(for scipy.linalg) or tapestry.custom_vjp.")
+                        "(for scipy.linalg), tapestry.scipy.special (polygamma, "
+                        "multigammaln, logsumexp, softmax, spherical_jn) or "
+                        "tapestry.custom_vjp.")
 
     def __format__(self, spec):
         if not spec:

@@ -1,5 +1,11 @@
 """scipy.special ufuncs common in likelihoods and neural nets.
 
+The families beyond these live in sibling modules, registered here:
+special_gamma (gamma, beta, zeta, incomplete integrals, distributions),
+special_bessel (Bessel, Struve, Kelvin, Airy), special_misc (error
+functions, elementary, exponential and elliptic integrals) and special_poly
+(orthogonal polynomials, hypergeometric functions).
+
 SciPy's special functions are ufuncs, so traced arrays reach them through
 ``__array_ufunc__`` like NumPy's own: ``scipy.special.expit(x)`` just works.
 Registered on the first traced call of a ufunc that has no rule (a loader
@@ -53,3 +59,6 @@ def register_rules():
     defbinary(sp.xlogy, lambda g, ans, x, y: g * np.log(y), lambda g, ans, x, y: g * x / y)
     defbinary(sp.xlog1py, lambda g, ans, x, y: g * np.log1p(y),
               lambda g, ans, x, y: g * x / (1 + y))
+    from . import special_bessel, special_gamma, special_misc, special_poly
+    for family in (special_gamma, special_bessel, special_misc, special_poly):
+        family.register()

@@ -7,5 +7,8 @@ themselves (``scipy.special.expit(x)`` just works, see ops/special.py).
 inputs first, which a traced array refuses.  So they are reached through
 this namespace instead -- ``import tapestry.scipy.linalg as tsl`` -- whose
 functions run SciPy's own on plain arrays and tapestry's rules on traced
-ones.  Importing ``tapestry`` does not import this package (nor SciPy).
+ones.  The few scipy.special functions that are Python wrappers rather
+than ufuncs (``polygamma``, ``multigammaln``, ``spherical_jn``, ...) are
+in ``tapestry.scipy.special`` for the same reason.  Importing ``tapestry``
+does not import this package (nor SciPy).
 """
