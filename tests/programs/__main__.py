@@ -4,6 +4,7 @@ import sys
 import time
 
 from . import load
+from . import runner
 from .runner import classify
 
 
@@ -24,4 +25,8 @@ def main(names):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    argv = sys.argv[1:]
+    if "--allow-sparse" in argv:
+        argv.remove("--allow-sparse")
+        runner.ALLOW_SPARSE = True
+    main(argv)

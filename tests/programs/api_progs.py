@@ -249,4 +249,11 @@ def linear_model_python_list_params(w_list, y):
 @program(args=lambda: (rng(643).standard_normal(6),))
 def astype_and_copy_chain(x):
     y = x.astype(np.float64).copy()
-    return np.sum(y ** 2) + np.sum(np.ascontiguousarray(x[::2]) ** 2)
+    return np.sum(y ** 2) + np.sum(np.ascontiguousarray(x[::2]) ** 2)  # ascontiguousarray converts
+
+
+@program(args=lambda: (rng(644).standard_normal(5), rng(645).standard_normal(5)))
+def asarray_at_function_entry(x, y):
+    x = np.asarray(x, dtype=float)       # the usual defensive first line
+    y = np.asarray(y)
+    return np.sum((x - y) ** 2)

@@ -211,3 +211,9 @@ def triu_indices_fill_symmetric(v):
 def nan_to_num_and_isfinite(x):
     y = np.log(np.abs(x)) * np.isfinite(x)
     return np.sum(np.nan_to_num(y ** 2))
+
+
+@program(args=lambda: (rng(737).standard_normal(4),))
+def matmul_with_python_list_operand(x):
+    A = [[1.0, 2.0, 0.5, -1.0], [0.0, 1.0, 1.0, 2.0]]
+    return np.sum(np.matmul(A, x) ** 2) + np.sum((A @ x) * 0.5)

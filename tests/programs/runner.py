@@ -20,6 +20,11 @@ import tapestry as tp
 
 CORRECT, REFUSED, WRONG, CRASH = "CORRECT", "REFUSED", "SILENT-WRONG", "CRASH"
 
+#: Accept AxisSparse gradient leaves (densified for the check).  Off: a user's
+#: small program must get plain arrays back (issue 9, item 8).  ``python -m
+#: programs --allow-sparse`` turns it on to test branches made before that rule.
+ALLOW_SPARSE = False
+
 
 @dataclass
 class Outcome:
@@ -87,6 +92,8 @@ def _check_structure(args, argnums, grads):
         if len(xl) != len(gl):
             return f"argument {i}: gradient has {len(gl)} leaves, input {len(xl)}"
         for x, gx in zip(xl, gl):
+            if ALLOW_SPARSE and hasattr(gx, "todense"):
+                gx = np.asarray(gx.todense())
             if isinstance(x, np.ndarray) and not isinstance(gx, np.ndarray):
                 return f"argument {i}: gradient leaf is {type(gx).__name__}, not ndarray"
             if np.shape(gx) != np.shape(x):
@@ -126,7 +133,7 @@ def check_gradient(prog, args, argnums, grads, n_directions=3, seed=0):
         analytic, norm_g = 0.0, 0.0
         for d, g in zip(direction, grads):
             for v, gl in zip(d, _leaves(g)):
-                gd = np.asarray(gl, dtype=np.float64)
+                gd = np.asarray(gl.todense() if hasattr(gl, "todense") else gl, dtype=np.float64)
                 analytic += float(np.sum(gd * v))
                 norm_g += float(np.sum(gd * gd))
         numeric = directional_fd(prog, args, argnums, direction)
@@ -179,7 +186,7 @@ def classify(prog):
 def _check_values(prog, args, argnums, plain, value, aux, grads):
     """'' if everything matches, else a one-line reason."""
     ref = _scalar(plain, prog.mode)
-    got = float(np.asarray(value, dtype=np.float64))
+    got = float(np.asarray(value, dtype=np.float64).reshape(()))
     low = _low_precision(args, argnums)
     if not np.isclose(got, ref, rtol=1e-3 if low else 1e-9, atol=1e-12):
         return f"value {got!r} != NumPy's {ref!r}"

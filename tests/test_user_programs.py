@@ -1,0 +1,211 @@
+"""Realistic NumPy programs (tests/programs/) differentiated by tapestry and
+checked against central finite differences in float64.
+
+Every program ends in one of four outcomes (tests/programs/runner.py):
+CORRECT, REFUSED (a tapestry NotImplementedError/TypeError naming the
+operation), SILENT-WRONG or CRASH.  The test fails on any SILENT-WRONG or
+CRASH, and on any refusal, unless the program is listed below with the
+reason; a listed program whose outcome improved fails too ("now correct:
+remove it from ..."), so the tables shrink as rules land and never hide a fix.
+Diagnoses of every listed program: notes/user_programs_report.md (outside
+the repository) and ``python -m programs`` from tests/ for the current state.
+"""
+import pytest
+
+from programs import load
+from programs.runner import CORRECT, CRASH, REFUSED, WRONG, classify
+
+PROGRAMS = load()
+
+_FFT = "np.fft rules land with the fftlinalg branch"
+_LINALG = "np.linalg rule lands with the fftlinalg branch"
+_CPLX = "complex rules land with the complex branch"
+_NUM = "numerics rule lands with the numerics branch"
+_FFT_CPLX = "np.fft (fftlinalg branch) and complex abs/real (complex branch)"
+
+#: Refused today; the rule is being added on another branch.
+EXPECTED_REFUSED = {
+    # numerics branch
+    "average_traced_weights_returned": _NUM + " (np.average)",
+    "average_with_weights": _NUM + " (np.average)",
+    "conv1d_np_convolve": _NUM + " (np.convolve)",
+    "convolve_full_both_traced": _NUM + " (np.convolve/correlate)",
+    "convolve_same_smoothing": _NUM + " (np.convolve)",
+    "covariance_corrcoef": _NUM + " (np.cov/corrcoef)",
+    "cross_product_axis_args": _NUM + " (np.cross)",
+    "diff_with_traced_prepend": _NUM + " (np.diff)",
+    "einsum_interleaved_form": _NUM + " (einsum interleaved form)",
+    "gp_slogdet_inv": _NUM + " (np.subtract.outer)",
+    "gradient_2d_both_axes": _NUM + " (np.gradient)",
+    "gradient_with_coordinates_edge_order2": _NUM + " (np.gradient)",
+    "interp_fp_values": _NUM + " (np.interp)",
+    "interp_outside_range_left_right": _NUM + " (np.interp)",
+    "interp_query_points": _NUM + " (np.interp)",
+    "linspace_endpoint_false_retstep": _NUM + " (np.linspace/geomspace)",
+    "linspace_traced_endpoints": _NUM + " (np.linspace)",
+    "logaddexp_reduce_and_log_sum": _NUM + " (ufunc .reduce)",
+    "max_min_ptp": _NUM + " (np.ptp)",
+    "meshgrid_ij_sparse": _NUM + " (np.meshgrid)",
+    "meshgrid_traced_field": _NUM + " (np.meshgrid)",
+    "nan_statistics_family": _NUM + " (nan* reductions)",
+    "np_correlate_matched_filter": _NUM + " (np.correlate)",
+    "np_gradient_velocity": _NUM + " (np.gradient)",
+    "piecewise_and_select_traced": _NUM + " (np.piecewise/select)",
+    "polyfit_np_polyval": _NUM + " (np.polyval)",
+    "polyval_traced_x_and_coeffs": _NUM + " (np.polyval/poly)",
+    "reductions_initial_and_where": _NUM + " (initial=/where=)",
+    "select_piecewise": _NUM + " (np.select)",
+    "sliding_window_moving_average": _NUM + " (sliding_window_view)",
+    "smoothness_np_diff": _NUM + " (np.diff)",
+    "spring_chain_energy": _NUM + " (np.diff)",
+    "torque_cross_product": _NUM + " (np.cross)",
+    "trapezoid_traced_x_and_y": _NUM + " (np.trapezoid)",
+    "trapezoid_work_integral": _NUM + " (np.trapezoid)",
+    "ufunc_methods_reduce_accumulate": _NUM + " (ufunc .reduce/.accumulate/.outer)",
+    "ufunc_reduceat_accumulate_axis": _NUM + " (ufunc .reduceat/.accumulate/.outer)",
+    # fftlinalg branch
+    "batched_svd_values_and_det": _LINALG + " (svd)",
+    "eig_vectors_nonsymmetric": _LINALG + " (eig)",
+    "eigvals_complex_pair": _LINALG + " (eigvals) with complex abs/imag",
+    "eigvals_nonsymmetric_spectral_radius": _LINALG + " (eigvals) with complex abs/real",
+    "frobenius_norms_and_cond": _LINALG + " (cond)",
+    "hessian_through_svd_values": _LINALG + " (svd, second order)",
+    "least_squares_lstsq": _LINALG + " (lstsq)",
+    "lstsq_residuals_output": _LINALG + " (lstsq)",
+    "matrix_power_and_multi_dot": _LINALG + " (matrix_power, multi_dot)",
+    "matrix_power_negative": _LINALG + " (matrix_power)",
+    "nuclear_norm": _LINALG + " (svd)",
+    "orthogonal_procrustes": _LINALG + " (svd)",
+    "pca_reconstruction_svd": _LINALG + " (svd)",
+    "pca_svd_explained_variance": _LINALG + " (svd)",
+    "pinv_projection": _LINALG + " (pinv)",
+    "qr_orthogonal_factor": _LINALG + " (qr)",
+    "svd_full_matrices_U_columns": _LINALG + " (svd)",
+    "irfft_odd_length_roundtrip": _FFT,
+    "rfft2_irfft2_image_filter": _FFT,
+    "rfft_irfft_smoothing": _FFT,
+    "fft2_image_highpass": _FFT_CPLX,
+    "fft_axis0_zero_padded": _FFT_CPLX,
+    "fft_circular_convolution": _FFT_CPLX,
+    "fft_cross_correlation_lag": _FFT_CPLX,
+    "fft_frequency_weighted_loss": _FFT_CPLX,
+    "fft_of_real_then_ifft_real_part": _FFT_CPLX,
+    "fftn_ifftn_axes_ortho": _FFT_CPLX,
+    "float32_fft_diff_interp": _FFT_CPLX + ", np.diff/np.interp (numerics branch)",
+    "hessian_through_fft": _FFT_CPLX,
+    "rfft_power_spectrum_lowpass": _FFT_CPLX,
+    "rfft_truncated_norm_forward": _FFT_CPLX,
+    "spectrogram_frames_rfft": _FFT_CPLX,
+    # complex branch
+    "angle_of_complex": _CPLX + " (np.angle)",
+    "complex_division_log_sqrt": _CPLX + " (np.angle)",
+    "complex_from_0d_angle": _CPLX + " (np.real/imag)",
+    "complex_linear_solve": _CPLX + " (complex solve/det)",
+    "complex_matmul_unitary_loss": _CPLX + " (np.real of complex)",
+    "complex_vdot_norm_einsum": _CPLX + " (np.real of complex)",
+    "real_imag_of_complex": _CPLX + " (np.real/imag)",
+    # API branches
+    "tnp_array_from_traced_scalars": "tnp.array of traced values lands with the autograd branch",
+    "tnp_array_nested_and_asarray": "tnp.array/asarray of traced values land with the autograd branch",
+    "size_one_array_output": "grad of a size-1 output lands with the forward branch",
+    "sum_keepdims_size_one_output": "grad of a size-1 output lands with the forward branch",
+    # refused on main; crash once the branch lands (see EXPECTED_BROKEN's notes)
+    "numerics_with_list_arguments": _NUM + "; crashes there on list arguments (report)",
+    "cov_with_list_aweights": _NUM + "; crashes there on list aweights (report)",
+    "hessian_through_diff_convolve_interp": _NUM + "; crashes there on a list x in np.interp (report)",
+    "damped_complex_exponential": _CPLX + "; crashes there: 1j * 0-d value (report)",
+    "unwrap_phase_of_rotating_phasor": "np.unwrap has no rule on any branch yet",
+}
+
+#: Refused by design: NumPy gives tapestry no hook, or the operation writes in place.
+REFUSED_BY_DESIGN = {
+    "rnn_np_array_of_list": "np.array of traced values does not dispatch (NEP 18): np.stack / tnp.array",
+    "np_array_from_traced_scalars": "np.array of traced values does not dispatch: np.stack / tnp.array",
+    "asarray_at_function_entry": "np.asarray does not dispatch: tnp.asarray",
+    "astype_and_copy_chain": "np.ascontiguousarray does not dispatch",
+    "euler_writes_into_buffer": "writing a traced value into a plain np.zeros buffer",
+    "zeros_then_fill_rows": "writing a traced value into a plain np.zeros buffer",
+    "numpy_zeros_accumulator_iadd": "acc = np.zeros(3); acc += traced writes into the plain array",
+    "setitem_on_traced_copy": "in-place assignment into a traced array (JAX and autograd refuse too)",
+    "full_like_traced_fill": "np.full_like(plain, traced) writes through np.copyto",
+    "math_module_on_elements": "math.exp/float() of a traced value",
+    "gmm_scipy_logsumexp": "scipy.special.logsumexp converts its input: tnp.logsumexp",
+    "scipy_special_softmax": "scipy.special.softmax converts its input: tnp.softmax",
+    "scipy_stats_norm_logpdf": "scipy.stats converts its inputs",
+    "qr_complete_and_r_mode": "refused on fftlinalg too: Q's extra columns have no derivative",
+}
+
+#: Silently wrong or crashing today.  Each is diagnosed in the report; the
+#: owner named here fixes it (or it is an open bug no branch owns yet).
+EXPECTED_BROKEN = {
+    "abs_of_complex_product": "np.abs of a complex value: zero gradient (complex branch fixes)",
+    "abs_squared_of_imaginary": "np.abs of a complex value: sign flipped (complex branch fixes)",
+    "astype_complex_then_abs": "complex intermediates cast to real (complex branch fixes)",
+    "dft_matrix_by_hand": "complex matmul/abs rules without conjugates (complex branch fixes)",
+    "phasor_sum_magnitude": "np.exp(1j*theta) then abs (complex branch fixes)",
+    "bincount_group_sums": "np.bincount(weights=) listed constant (numerics branch fixes)",
+    "bincount_minlength_empty_bins": "np.bincount(weights=) listed constant (numerics branch fixes)",
+    "histogram_weights": "np.histogram(weights=) listed constant (numerics branch fixes)",
+    "histogram_weights_density": "np.histogram(weights=) listed constant (numerics branch fixes)",
+    "unique_values": "np.unique listed constant (numerics branch fixes)",
+    "max_initial_on_empty": "np.max(initial=) on an empty traced array raises (numerics branch fixes)",
+    "unique_with_counts_duplicates": "np.unique values: repeated values' cotangent goes to the first "
+                                     "occurrence only (open on the numerics branch too)",
+    "nan_reductions_masked": "np.where's rule multiplies by 0.0 (0 * nan = nan): open bug, "
+                             "ops/shape.py where_ vjps",
+    "complex_from_unpacked_params": "1j * a 0-d value gives a Python complex node value "
+                                    "(core/primitive.py operator fast path): open bug",
+    "matmul_with_python_list_operand": "matmul rule reads .ndim of a list operand: open bug, "
+                                       "ops/linalg.py _matmul_vjp_b",
+    "det_of_singular_matrix": "det's rule inverts a singular matrix (LinAlgError): open bug",
+}
+
+_TABLES = {"EXPECTED_REFUSED": EXPECTED_REFUSED, "REFUSED_BY_DESIGN": REFUSED_BY_DESIGN,
+           "EXPECTED_BROKEN": EXPECTED_BROKEN}
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """Every program classified once (the battery takes a few seconds)."""
+    return {name: classify(prog) for name, prog in PROGRAMS.items()}
+
+
+def _verdict(name, o):
+    """'' if the outcome is what the tables say, else a one-line reason."""
+    table = next((t for t, d in _TABLES.items() if name in d), None)
+    detail = f"{o.reason}" + (f" [{o.where}]" if o.where else "")
+    if table is None:
+        return "" if o.status == CORRECT else f"{o.status}: {detail}"
+    if o.status == CORRECT:
+        return f"now correct: remove it from {table}"
+    if table == "EXPECTED_BROKEN":
+        if o.status == REFUSED:
+            return f"now refused by name: move it from EXPECTED_BROKEN to EXPECTED_REFUSED ({detail})"
+        return ""
+    return "" if o.status == REFUSED else f"{o.status} (listed in {table}): {detail}"
+
+
+def test_tables_name_existing_programs():
+    listed = [n for d in _TABLES.values() for n in d]
+    assert sorted(set(listed) - set(PROGRAMS)) == []
+    assert len(listed) == len(set(listed)), "a program is listed in two tables"
+
+
+def test_battery_size():
+    assert len(PROGRAMS) >= 120
+
+
+def test_no_silent_wrong_or_crash(outcomes):
+    """The whole battery in one failure message: one line per program."""
+    bad = [f"{n}: {v}" for n, o in sorted(outcomes.items()) if (v := _verdict(n, o))]
+    assert not bad, f"{len(bad)} program(s) off their expected outcome:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_program(name, outcomes):
+    verdict = _verdict(name, outcomes[name])
+    assert not verdict, f"{name}: {verdict}"
+
+
+def test_unlisted_outcomes_are_the_four_kinds(outcomes):
+    assert {o.status for o in outcomes.values()} <= {CORRECT, REFUSED, WRONG, CRASH}
