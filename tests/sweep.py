@@ -43,6 +43,18 @@ def rand(shape, domain="normal", seed=0, dtype=np.float64):
     return np.asarray(x, dtype=dtype)
 
 
+def crand(shape, domain="normal", seed=0, dtype=np.complex128):
+    """A random complex array: the real part drawn as :func:`rand` draws it
+    in ``domain`` (so "pos" keeps clear of the negative real axis, the branch
+    cut of log, sqrt and power; "unit" of the cuts of arcsin, arctanh and the
+    poles of tan), the imaginary part uniform in (-0.5, 0.5) ("normal":
+    standard normal)."""
+    re = rand(shape, domain, seed)
+    rng = np.random.default_rng(seed + 1000)
+    im = rng.standard_normal(shape) if domain == "normal" else rng.uniform(-0.5, 0.5, shape)
+    return np.asarray(re + 1j * im, dtype=dtype)
+
+
 def noncontig(x):
     """The same values in a strided (non-contiguous) view."""
     x = np.asarray(x)
@@ -56,15 +68,20 @@ def noncontig(x):
 
 
 def variants(args):
-    """``args`` as float64, float32, and non-contiguous float64."""
-    f64 = tuple(np.asarray(a, np.float64) if _is_float(a) else a for a in args)
+    """``args`` as float64, float32, and non-contiguous float64 (complex
+    arrays: complex128, complex64, non-contiguous complex128)."""
+    f64 = tuple(a.astype(_WIDE[a.dtype.kind]) if _is_float(a) else a for a in args)
     yield f64
-    yield tuple(a.astype(np.float32) if _is_float(a) else a for a in f64)
+    yield tuple(a.astype(_NARROW[a.dtype.kind]) if _is_float(a) else a for a in f64)
     yield tuple(noncontig(a) if _is_float(a) else a for a in f64)
 
 
+_WIDE = {"f": np.float64, "c": np.complex128}
+_NARROW = {"f": np.float32, "c": np.complex64}
+
+
 def _is_float(a):
-    return isinstance(a, np.ndarray) and a.dtype.kind == "f"
+    return isinstance(a, np.ndarray) and a.dtype.kind in "fc"
 
 
 def check_all(f, *args, order=1, **kw):

@@ -287,8 +287,8 @@ def test_error_conversion_to_plain(convert):
 
 
 def test_error_missing_rule_names_function_and_custom_vjp():
-    with pytest.raises(NotImplementedError, match=r"np\.(fft\.)?fft.*custom_vjp"):
-        tp.grad(lambda x: np.sum(np.fft.fft(x).real))(np.ones(4))
+    with pytest.raises(NotImplementedError, match=r"np\.polyfit.*custom_vjp"):
+        tp.grad(lambda x: np.sum(np.polyfit(np.arange(4.0), x, 1)))(np.ones(4))
 
 
 def test_error_shape_mismatch_names_the_op():

@@ -97,3 +97,8 @@ def test_einsum_out_and_interleaved_errors():
         tp.grad(lambda a: np.sum(np.einsum("i->i", a, out=np.empty(3))))(a)
     with pytest.raises(TypeError, match="interleaved"):
         tp.einsum(a, [0])
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {np.einsum}

@@ -1,5 +1,7 @@
 """Indexing rules: x[key], np.take, np.take_along_axis, against finite
 differences (float64 and float32) and the dense scatter they must equal."""
+import operator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -163,3 +165,8 @@ def test_jacobian_of_a_gather_stacks_sparse_rows():
     ref = np.zeros((2, 2, 3, 2))
     ref[0, :, 2, :] = ref[1, :, 0, :] = np.eye(2)
     assert np.allclose(J, ref)
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {operator.getitem, np.take, np.take_along_axis}

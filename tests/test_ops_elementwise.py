@@ -2,11 +2,11 @@
 (0-d, size-0, broadcasting), float64/float32 and non-contiguous inputs."""
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 import tapestry as tp
 from tapestry.testing import check_grads
-from sweep import SWEEP, broadcast_pair, check_all, rand, shapes
+from sweep import SWEEP, broadcast_pair, check_all, crand, rand, shapes
 
 UNARY = {
     np.negative: "normal", np.positive: "normal", np.reciprocal: "away",
@@ -181,3 +181,114 @@ def test_second_derivatives(f, domain):
     x = rand((3,), domain, 11)
     check_grads(f, (x,), order=2)
     check_grads(f, (x.astype(np.float32),), order=2)
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {*UNARY, *BINARY, np.clip, np.where, "astype"}
+
+# --- complex inputs: every rule above on complex values, or NumPy's refusal ------------
+# Domains of sweep.crand; REFUSED where NumPy has no complex loop (tapestry then
+# raises NumPy's TypeError, naming the ufunc).  docs/complex.md gives the convention.
+REFUSED = "refused"
+COMPLEX_UNARY = {
+    np.negative: "normal", np.positive: "normal", np.reciprocal: "away",
+    np.square: "normal", np.conjugate: "normal", np.exp: "normal", np.exp2: "normal",
+    np.expm1: "normal", np.log: "pos", np.log2: "pos", np.log10: "pos", np.log1p: "pos",
+    np.sqrt: "pos", np.cbrt: REFUSED, np.sin: "normal", np.cos: "normal", np.tan: "unit",
+    np.arcsin: "unit", np.arccos: "unit", np.arctan: "unit", np.sinh: "normal",
+    np.cosh: "normal", np.tanh: "unit", np.arcsinh: "unit", np.arccosh: "gt1",
+    np.arctanh: "unit", np.deg2rad: REFUSED, np.rad2deg: REFUSED, np.radians: REFUSED,
+    np.degrees: REFUSED, np.absolute: "away", np.fabs: REFUSED, np.sinc: "away",
+    np.nan_to_num: "normal", np.sign: "away", np.angle: "away", np.real: "normal",
+    np.imag: "normal", np.real_if_close: "normal",
+}
+COMPLEX_BINARY = {
+    np.add: ("normal", "normal"), np.subtract: ("normal", "normal"),
+    np.multiply: ("normal", "normal"), np.true_divide: ("normal", "away"),
+    np.power: ("pos", "normal"), np.float_power: ("pos", "normal"),
+    np.logaddexp: REFUSED, np.logaddexp2: REFUSED, np.arctan2: REFUSED, np.hypot: REFUSED,
+    # complex maximum & co. select by NumPy's lexicographic order: a selection
+    np.maximum: ("normal", "normal"), np.minimum: ("normal", "normal"),
+    np.fmax: ("normal", "normal"), np.fmin: ("normal", "normal"),
+    np.copysign: REFUSED, np.fmod: REFUSED, np.remainder: REFUSED,
+}
+COMPLEX_SWEEP = SWEEP
+
+
+def test_every_numpy_ufunc_rule_has_a_complex_entry():
+    from tapestry.core.registry import UFUNCS
+    from tapestry.ops.refused import Refused
+    ufuncs = {u for u, impl in UFUNCS.items() if getattr(np, u.__name__, None) is u
+              and u.signature is None and not isinstance(impl, Refused)}
+    missing = ufuncs - set(COMPLEX_UNARY) - set(COMPLEX_BINARY)
+    assert not missing, f"add a complex domain or REFUSED for {sorted(u.__name__ for u in missing)}"
+
+
+@pytest.mark.parametrize("fn", [f for f, d in COMPLEX_UNARY.items() if d != REFUSED],
+                         ids=lambda u: u.__name__)
+@COMPLEX_SWEEP
+@given(shape=shapes())
+def test_unary_rule_complex(fn, shape):
+    check_all(fn, crand(shape, COMPLEX_UNARY[fn]))
+
+
+@pytest.mark.parametrize("ufunc", [f for f, d in COMPLEX_BINARY.items() if d != REFUSED],
+                         ids=lambda u: u.__name__)
+@COMPLEX_SWEEP
+@given(pair=broadcast_pair())
+def test_binary_rule_complex(ufunc, pair):
+    dx, dy = COMPLEX_BINARY[ufunc]
+    check_all(ufunc, crand(pair[0], dx, 1), crand(pair[1], dy, 2))
+
+
+@pytest.mark.parametrize("ufunc", [f for f, d in COMPLEX_BINARY.items() if d != REFUSED],
+                         ids=lambda u: u.__name__)
+def test_binary_rule_real_and_complex_operands(ufunc):
+    # A real operand meeting a complex one: its gradient is exact and real.
+    dx, dy = COMPLEX_BINARY[ufunc]
+    if ufunc not in (np.maximum, np.minimum, np.fmax, np.fmin):
+        check_all(ufunc, rand((3, 1), dx, 3), crand((4,), dy, 4))
+    check_all(ufunc, crand((2, 3), dx, 5), rand((3,), "pos", 6))
+    check_all(lambda z: ufunc(z, 1.5 - 0.5j), crand((3,), dx, 7))
+
+
+@pytest.mark.parametrize("fn", [f for f, d in COMPLEX_UNARY.items() if d == REFUSED] +
+                         [f for f, d in COMPLEX_BINARY.items() if d == REFUSED],
+                         ids=lambda u: u.__name__)
+def test_refuses_complex_by_name(fn):
+    z = crand((3,), "pos", 8)
+    call = (lambda z: fn(z, z)) if fn.nin == 2 else fn
+    with pytest.raises(TypeError, match=fn.__name__):
+        tp.grad(lambda z: np.sum(np.abs(call(z))))(z)
+
+
+@pytest.mark.parametrize("fn,domain", [
+    *((f, d) for f, d in COMPLEX_UNARY.items() if d != REFUSED),
+    *((lambda z, f=f, d=d: f(z, crand((3,), d[1], 99)), d[0])
+      for f, d in COMPLEX_BINARY.items() if d != REFUSED),
+    *((lambda z, f=f, d=d: f(crand((3,), d[0], 98), z), d[1])
+      for f, d in COMPLEX_BINARY.items() if d != REFUSED),
+    (lambda z: z ** (1.5 + 0.5j), "pos"), (lambda z: np.power(1.5 + 0.5j, z), "normal"),
+    (lambda z: z * np.conj(z) / (1 + z), "pos"), (lambda z: np.abs(z) ** 2, "normal"),
+], ids=lambda f: getattr(f, "__name__", "f"))
+def test_second_derivatives_complex(fn, domain):
+    check_all(fn, crand((3,), domain, 9), order=2)
+
+
+def test_clip_and_where_complex():
+    z, lo = crand((4, 3), "normal", 10), crand((3,), "normal", 11)
+    check_all(lambda z, lo: np.clip(z, lo, lo + 1), z, lo)  # lexicographic, as NumPy
+    cond = rand((4, 3), "normal", 12) > 0
+    check_all(lambda z, x: np.where(cond, z, x), z, rand((3,), "normal", 13))
+
+
+@pytest.mark.parametrize("ufunc", [np.power, np.float_power])
+def test_power_of_negative_real_base_with_complex_exponent(ufunc):
+    # the result is complex (principal branch): d/dy uses log(x) of x as complex
+    check_all(ufunc, -rand((3, 1), "pos", 14), crand((4,), "normal", 15), order=2)
+    check_all(lambda y: ufunc(-2.0, y), crand((3,), "normal", 16))
+
+
+# complex-only rules swept above (real/imag: test_ops_shape.py's SWEPT)
+SWEPT |= {np.angle, np.sign, np.real_if_close}

@@ -1,5 +1,7 @@
 """Linear algebra rules against finite differences: products (with 1-D,
-batched and broadcast operands) and numpy.linalg."""
+batched and broadcast operands) and numpy.linalg, real (check_all: float64,
+float32, non-contiguous) and complex (cgrad.check_cgrads: directions along
+the real and the imaginary axes, pairing Re(c*t)), at orders 1 and 2."""
 import numpy as np
 import pytest
 from hypothesis import given
@@ -7,6 +9,7 @@ from hypothesis import strategies as st
 
 import tapestry as tp
 from tapestry.testing import check_grads
+from cgrad import check_cgrads
 from sweep import SWEEP, check_all, rand
 
 
@@ -62,6 +65,8 @@ PRODUCTS = {
     "matvec": (np.matvec, (2, 3), (3,)), "vecmat": (np.vecmat, (3,), (3, 2)),
     "linalg_outer": (np.linalg.outer, (3,), (2,)),
     "multi_dot": (lambda a, b: np.linalg.multi_dot([a, b, b.T]), (2, 3), (3, 3)),
+    "linalg_matmul": (np.linalg.matmul, (2, 3, 4), (4, 2)),
+    "linalg_tensordot": (lambda a, b: np.linalg.tensordot(a, b, axes=2), (2, 3, 4), (3, 4, 2)),
 }
 
 
@@ -150,11 +155,266 @@ def test_norm_second_order():
     check_grads(lambda x: np.linalg.norm(x, axis=0), (rand((3, 2), "normal", 22),), order=2)
 
 
-def test_spectral_norm_second_order_raises():
-    with pytest.raises(NotImplementedError, match="svd"):
-        tp.hessian(lambda x: np.linalg.norm(x, 2))(rand((2, 2), "normal", 23))
+def test_spectral_norms_second_order():
+    """2-, -2- and nuclear norms go through svdvals, which has second derivatives."""
+    for ord in (2, -2, "nuc"):
+        check_grads(lambda x: np.linalg.norm(x, ord), (rand((3, 2), "normal", 23),), order=2)
 
 
-def test_missing_linalg_rule_points_to_custom_vjp():
-    with pytest.raises(NotImplementedError, match=r"linalg\.qr.*custom_vjp"):
-        tp.grad(lambda x: np.sum(np.linalg.qr(x)[0]))(rand((3, 3), "normal", 24))
+def test_qr_raw_mode_is_refused_by_name():
+    with pytest.raises(NotImplementedError, match=r"qr\(mode='raw'\)"):
+        tp.grad(lambda x: np.sum(np.linalg.qr(x, mode="raw")[0]))(rand((3, 3), "normal", 24))
+
+
+# --- factorizations (real: float64, float32, non-contiguous) ---------------------------
+def _gauge_free_svd(a):
+    """Functions of svd's outputs invariant to the joint sign of (u_k, v_k)."""
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return u * u, s, (u * s[..., None, :]) @ vh, vh[..., :1, :] * u[..., :, :1][..., :1, :1]
+
+
+def _near_diag(a):
+    return 0.2 * a + np.diag(np.arange(1.0, np.shape(a)[-1] + 1))
+
+
+DECOMP = {
+    "svd": (_gauge_free_svd, [(3, 3), (4, 3), (3, 5), (2, 4, 3), (2, 2, 3)]),
+    "svd_values": (lambda a: np.linalg.svd(a, compute_uv=False), [(3, 4), (2, 3, 3)]),
+    "svdvals": (lambda a: np.linalg.svdvals(a) ** 2, [(4, 2)]),
+    "svd_full_square": (lambda a: np.linalg.svd(a)[0] ** 2, [(3, 3)]),
+    "svd_full_used_columns": (lambda a: np.linalg.svd(a)[0][:, :2] ** 2, [(4, 2)]),
+    # real, distinct eigenvalues (NumPy returns real arrays then): a near diag(1..n)
+    "eig": (lambda a: (np.linalg.eig(_near_diag(a))[0], np.linalg.eig(_near_diag(a))[1] ** 2),
+            [(3, 3)]),
+    "eigvals": (lambda a: np.linalg.eigvals(_near_diag(a)), [(3, 3), (2, 4, 4)]),
+    "qr": (lambda a: tuple(np.linalg.qr(a)), [(3, 3), (4, 3), (2, 5, 2), (2, 4)]),
+    "qr_r": (lambda a: np.linalg.qr(a, mode="r"), [(4, 3)]),
+    "pinv": (lambda a: np.linalg.pinv(a), [(4, 3), (3, 5), (2, 3, 3)]),
+    "lstsq": (lambda a: np.linalg.lstsq(a, np.arange(10.0).reshape(5, 2))[:2], [(5, 3)]),
+    "matrix_power": (lambda a: np.linalg.matrix_power(a, 5), [(3, 3), (2, 2, 2)]),
+    "matrix_power_neg": (lambda a: np.linalg.matrix_power(a + 3 * np.eye(3), -2), [(3, 3)]),
+    "matrix_power_0": (lambda a: np.linalg.matrix_power(a, 0) + a, [(2, 3, 3)]),
+    "cond": (lambda a: np.linalg.cond(a), [(3, 3), (2, 3, 4)]),
+    "cond_1": (lambda a: np.linalg.cond(a, 1), [(3, 3)]),
+    "tensorinv": (lambda a: np.linalg.tensorinv(a + np.eye(6).reshape(6, 2, 3) * 3, 1), [(6, 2, 3)]),
+    "vector_norm": (lambda a: np.linalg.vector_norm(a, axis=(0, 2), ord=3), [(2, 3, 2)]),
+    "matrix_norm": (lambda a: np.linalg.matrix_norm(a, ord="nuc"), [(2, 3, 2)]),
+    "matrix_transpose_trace_diagonal": (
+        lambda a: np.linalg.matrix_transpose(a) * np.linalg.trace(a)[:, None, None]
+        + np.sum(np.linalg.diagonal(a, offset=1), -1)[:, None, None], [(2, 3, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", list(DECOMP))
+def test_decompositions(name):
+    f, shapes = DECOMP[name]
+    for i, shape in enumerate(shapes):
+        a = rand(shape, "normal", 30 + i)
+        check_all(f, a)
+
+
+@pytest.mark.parametrize("name", ["svd", "eig", "qr", "pinv", "cond", "matrix_power"])
+def test_decompositions_second_order(name):
+    f, shapes = DECOMP[name]
+    a = rand(shapes[0], "normal", 40)
+    check_grads(lambda a: f(a)[0] if isinstance(f(a), tuple) else f(a), (a,), order=2)
+
+
+def test_lstsq_second_argument_and_values():
+    a, b = rand((5, 3), "normal", 41), rand((5,), "normal", 42)
+    check_all(lambda a, b: np.linalg.lstsq(a, b)[0], a, b)
+    x, res, rank, sv = tp.vjp(lambda a, b: np.linalg.lstsq(a, b), a, b)[0]
+    ex, eres, erank, esv = np.linalg.lstsq(a, b)
+    np.testing.assert_allclose(x, ex, rtol=1e-10)
+    np.testing.assert_allclose(res, eres, rtol=1e-10)
+    np.testing.assert_allclose(sv, esv, rtol=1e-12)
+    assert rank == erank
+
+
+def test_tensorsolve():
+    a = rand((6, 2, 3), "normal", 43) + 3 * np.eye(6).reshape(6, 2, 3)
+    check_all(lambda a, b: np.linalg.tensorsolve(a, b), a, rand((6,), "normal", 44))
+
+
+def test_values_match_numpy():
+    a = rand((4, 3), "normal", 45)
+    for f in (lambda a: np.linalg.svd(a)[0], lambda a: np.linalg.qr(a)[1],
+              lambda a: np.linalg.pinv(a), lambda a: np.linalg.qr(a.T)[1]):
+        np.testing.assert_allclose(tp.vjp(f, a)[0], f(a), atol=1e-12)
+
+
+def test_matrix_rank_is_piecewise_constant():
+    g = tp.grad(lambda a: np.linalg.matrix_rank(a) * np.sum(a))(rand((3, 3), "normal", 46))
+    np.testing.assert_allclose(g, 3 * np.ones((3, 3)))
+
+
+# --- refusals: derivatives that do not exist --------------------------------------------
+def test_svd_vectors_refused_where_singular_values_coincide():
+    with pytest.raises(ValueError, match="svd.*coincide"):
+        tp.grad(lambda a: np.sum(np.linalg.svd(a)[0][:, 0] ** 2 * np.arange(3.0)))(np.eye(3))
+    # the singular values alone stay differentiable there
+    np.testing.assert_allclose(tp.grad(lambda a: np.sum(np.linalg.svd(a)[1]))(np.eye(3)),
+                               np.eye(3))
+
+
+def test_eigh_vectors_refused_where_eigenvalues_coincide():
+    with pytest.raises(ValueError, match="eigh.*coincide"):
+        tp.grad(lambda a: np.sum(np.linalg.eigh(a)[1][:, 0] ** 2 * np.arange(3.0)))(
+            np.diag([1.0, 1.0, 2.0]))
+
+
+def test_svd_full_matrices_extra_columns_refused():
+    with pytest.raises(ValueError, match="full_matrices=False"):
+        tp.grad(lambda a: np.sum(np.linalg.svd(a)[0] ** 3))(rand((4, 2), "normal", 47))
+
+
+def test_qr_complete_tall_refused():
+    with pytest.raises(NotImplementedError, match="complete"):
+        tp.grad(lambda a: np.sum(np.linalg.qr(a, mode="complete")[0]))(rand((4, 2), "normal", 48))
+
+
+# --- complex inputs (pairing Re(c*t), directions along both axes) ----------------------
+def _c(shape, seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+
+
+def _hpd(n, seed, batch=()):
+    a = _c(batch + (n, n), seed)
+    return a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)
+
+
+def _phase_free(v):
+    return v * np.conj(v)
+
+
+COMPLEX = {
+    "matmul": (lambda a, b: a @ b, lambda: (_c((2, 2, 3), 1), _c((3, 4), 2))),
+    "matmul_real_b": (lambda a, b: a @ b, lambda: (_c((2, 3), 3), rand((3,), "normal", 4))),
+    "dot_inner_outer": (lambda a, b: (np.dot(a, b.T), np.inner(a, b), np.outer(a, b)),
+                        lambda: (_c((2, 3), 5), _c((2, 3), 6))),
+    "vdot_vecdot": (lambda a, b: (np.vdot(a, b), np.vecdot(a, b), np.linalg.vecdot(a, b)),
+                    lambda: (_c((2, 3), 7), _c((2, 3), 8))),
+    "matvec_vecmat": (lambda a, b: (np.matvec(a, b[0]), np.vecmat(b[0], a.T)),
+                      lambda: (_c((2, 3), 9), _c((2, 3), 10))),
+    "kron_tensordot_multi_dot": (
+        lambda a, b: (np.kron(a, b), np.tensordot(a, b.T, 1), np.linalg.multi_dot([a, b.T, a])),
+        lambda: (_c((2, 3), 11), _c((2, 3), 12))),
+    "solve": (lambda a, b: np.linalg.solve(a, b), lambda: (_c((2, 3, 3), 13), _c((3,), 14))),
+    "solve_real_b": (lambda a, b: np.linalg.solve(a, b), lambda: (_c((3, 3), 15), rand((3, 2), "normal", 16))),
+    "inv_det": (lambda a: (np.linalg.inv(a), np.linalg.det(a)), lambda: (_c((2, 3, 3), 17),)),
+    "slogdet": (lambda a: tuple(np.linalg.slogdet(a)), lambda: (_c((2, 3, 3), 18),)),
+    "cholesky": (lambda a: np.linalg.cholesky(a), lambda: (_hpd(3, 19, (2,)),)),
+    "cholesky_upper": (lambda a: np.linalg.cholesky(a, upper=True), lambda: (_hpd(3, 20),)),
+    "eigh": (lambda a: (np.linalg.eigh(a)[0], _phase_free(np.linalg.eigh(a)[1])),
+             lambda: (_hpd(3, 21, (2,)),)),
+    "eigh_upper": (lambda a: _phase_free(np.linalg.eigh(a, "U")[1]), lambda: (_hpd(3, 22),)),
+    "eigvalsh": (lambda a: np.linalg.eigvalsh(a), lambda: (_hpd(3, 23),)),
+    "svd": (lambda a: (_phase_free(np.linalg.svd(a, full_matrices=False)[0]),
+                       np.linalg.svd(a)[1], np.linalg.svd(a, full_matrices=False)[2][..., :1, :]
+                       * np.linalg.svd(a, full_matrices=False)[0][..., :1, :1]),
+            lambda: (_c((2, 4, 3), 24),)),
+    "svd_wide": (lambda a: (lambda u, s, vh: (u * s[..., None, :]) @ vh + _phase_free(vh))(
+        *np.linalg.svd(a, full_matrices=False)), lambda: (_c((3, 5), 25),)),
+    "eig": (lambda a: (np.linalg.eig(a)[0], _phase_free(np.linalg.eig(a)[1])),
+            lambda: (_c((3, 3), 26),)),
+    "eig_real_matrix": (lambda a: (np.linalg.eigvals(a), _phase_free(np.linalg.eig(a)[1])),
+                        lambda: (rand((2, 3, 3), "normal", 27),)),
+    "qr": (lambda a: tuple(np.linalg.qr(a)), lambda: (_c((4, 3), 28),)),
+    "qr_wide": (lambda a: tuple(np.linalg.qr(a)), lambda: (_c((2, 4), 29),)),
+    "pinv": (lambda a: np.linalg.pinv(a), lambda: (_c((4, 3), 30),)),
+    "pinv_hermitian": (lambda a: np.linalg.pinv(a, hermitian=True), lambda: (_hpd(3, 31),)),
+    "lstsq": (lambda a, b: np.linalg.lstsq(a, b)[:2], lambda: (_c((5, 3), 32), _c((5, 2), 33))),
+    "matrix_power": (lambda a: np.linalg.matrix_power(a, -3), lambda: (_hpd(2, 34),)),
+    "norms": (lambda a: (np.linalg.norm(a), np.linalg.norm(a, 1), np.linalg.norm(a, "nuc"),
+                         np.linalg.norm(a, 2), np.linalg.norm(a, 3, axis=0),
+                         np.linalg.norm(a, np.inf, axis=1), np.linalg.cond(a)),
+              lambda: (_c((3, 3), 35),)),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPLEX))
+def test_complex(name):
+    f, make = COMPLEX[name]
+    args = make()
+    check_cgrads(f, args, order=2)
+    check_cgrads(f, [a.astype(np.complex64) if a.dtype.kind == "c" else a.astype(np.float32)
+                     for a in args])
+
+
+def test_slogdet_sign_is_constant_for_real_matrices():
+    a = rand((3, 3), "normal", 36)
+    assert np.all(tp.grad(lambda a: np.linalg.slogdet(a)[0])(a) == 0)
+
+
+# --- random batched stacks (..., n, n), including empty stacks --------------------------
+STACKED = {
+    "det": lambda a: np.linalg.det(a),
+    "inv": lambda a: np.linalg.inv(a),
+    "solve": lambda a: np.linalg.solve(a, a[..., :1] * 2.0),
+    "slogdet": lambda a: np.linalg.slogdet(a)[1],
+    "cholesky": lambda a: np.linalg.cholesky(a @ np.swapaxes(a, -1, -2)),
+    "eigh": lambda a: np.linalg.eigh(a + np.swapaxes(a, -1, -2))[1] ** 2,
+    "svd": lambda a: _gauge_free_svd(a)[:3],
+    "qr": lambda a: tuple(np.linalg.qr(a)),
+    "pinv": lambda a: np.linalg.pinv(a),
+    "eigvals": lambda a: np.linalg.eigvals(_near_diag(a)),
+    "matrix_power": lambda a: np.linalg.matrix_power(a, 3),
+}
+
+
+@SWEEP
+@given(batch=st.lists(st.integers(0, 3), max_size=2), n=st.integers(1, 4),
+       name=st.sampled_from(sorted(STACKED)), seed=st.integers(0, 2**16))
+def test_batched_stacks(batch, n, name, seed):
+    """Well-conditioned random stacks: a Gaussian matrix plus n on the diagonal."""
+    a = rand(tuple(batch) + (n, n), "normal", seed) + n * np.eye(n)
+    check_grads(STACKED[name], (a,), order=1)
+    check_grads(STACKED[name], (a.astype(np.float32),), order=1)
+
+
+def test_multi_dot_with_vector_ends():
+    a, b, c = rand((3,), "normal", 50), rand((3, 4), "normal", 51), rand((4,), "normal", 52)
+    check_all(lambda a, b, c: np.linalg.multi_dot([a, b, c]), a, b, c, order=2)
+
+
+@pytest.mark.parametrize("name", sorted(STACKED))
+def test_empty_stacks(name):
+    a = np.zeros((0, 2, 3, 3))
+    check_grads(STACKED[name], (a,), order=1)
+
+
+def test_svd_hermitian_reads_the_lower_triangle():
+    a = rand((3, 3), "normal", 53)
+    a = a + a.T + np.diag([3.0, -1.0, 0.5])  # symmetric, eigenvalues of both signs
+
+    def f(a):
+        u, s, vh = np.linalg.svd(a, hermitian=True)
+        return s, (u * s) @ vh, np.linalg.pinv(a, hermitian=True)
+    check_all(f, a, order=2)
+    np.testing.assert_allclose(tp.vjp(f, a)[0][0], np.linalg.svd(a, hermitian=True)[1])
+    check_cgrads(lambda a: np.linalg.svd(a, compute_uv=False, hermitian=True), (_hpd(3, 54),))
+
+
+def test_multi_dot_chain_order_and_values():
+    """Four factors with very different sizes: NumPy's cheapest order."""
+    arrs = [rand(s, "normal", 60 + i) for i, s in enumerate([(6, 2), (2, 7), (7, 1), (1, 5)])]
+    check_all(lambda *a: np.linalg.multi_dot(list(a)), *arrs, order=2)
+    np.testing.assert_allclose(tp.vjp(lambda *a: np.linalg.multi_dot(a), *arrs)[0],
+                               np.linalg.multi_dot(arrs), rtol=1e-14)
+    vec_ends = [rand((2,), "normal", 70), rand((2, 3), "normal", 71), rand((3,), "normal", 72)]
+    check_all(lambda *a: np.linalg.multi_dot(list(a)), *vec_ends)
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {
+    np.matmul, np.dot, np.inner, np.vdot, np.outer, np.kron, np.tensordot, np.vecdot,
+    np.linalg.vecdot, np.matvec, np.vecmat, np.linalg.outer, np.linalg.multi_dot,
+    np.linalg.solve, np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
+    np.linalg.eigh, np.linalg.eigvalsh, np.linalg.norm, np.linalg.matmul, np.linalg.tensordot,
+}
+SWEPT |= {np.linalg.cond, np.linalg.eig, np.linalg.eigvals, np.linalg.lstsq,
+          np.linalg.matrix_norm, np.linalg.matrix_power, np.linalg.pinv, np.linalg.qr,
+          np.linalg.svd, np.linalg.svdvals, np.linalg.tensorinv, np.linalg.tensorsolve,
+          np.linalg.vector_norm}

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import tapestry as tp
 import tapestry.numpy as tnp
 from tapestry.testing import check_grads
-from sweep import SWEEP, check_all, rand, shape_and_axis
+from sweep import SWEEP, check_all, crand, rand, shape_and_axis
 
 
 def _nonempty_axes(shape, axis):
@@ -19,10 +19,11 @@ def _nonempty_axes(shape, axis):
 REDUCTIONS = {
     "sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min,
     "amax": np.amax, "amin": np.amin, "nanmax": np.nanmax, "nanmin": np.nanmin,
-    "nansum": np.nansum, "var": np.var, "std": np.std, "logsumexp": tnp.logsumexp,
+    "nansum": np.nansum, "nanmean": np.nanmean, "var": np.var, "std": np.std,
+    "logsumexp": tnp.logsumexp,
 }
-NEEDS_ELEMENTS = {"mean", "max", "min", "amax", "amin", "nanmax", "nanmin", "var", "std",
-                  "logsumexp"}  # an empty logsumexp is -inf: no finite differences
+NEEDS_ELEMENTS = {"mean", "nanmean", "max", "min", "amax", "amin", "nanmax", "nanmin", "var",
+                  "std", "logsumexp"}  # an empty logsumexp is -inf: no finite differences
 
 
 @pytest.mark.parametrize("name", list(REDUCTIONS))
@@ -178,3 +179,54 @@ def test_order_statistics(f):
 def test_quantile_other_methods_raise():
     with pytest.raises(NotImplementedError, match="method='linear'"):
         tp.grad(lambda x: np.quantile(x, 0.5, method="nearest"))(np.ones(3))
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {f for f in REDUCTIONS.values() if f is not tnp.logsumexp} | {
+    np.cumsum, np.cumprod, np.sort, np.partition, np.median, np.quantile, np.percentile}
+
+# --- complex inputs ------------------------------------------------------------------
+# var/std of a complex array are real (mean of |x - mean|^2); max/min select by
+# NumPy's lexicographic order.  docs/complex.md gives the convention.
+COMPLEX_REDUCTIONS = {
+    "sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min,
+    "amax": np.amax, "amin": np.amin, "var": np.var, "std": np.std, "logsumexp": tnp.logsumexp,
+}
+
+
+@pytest.mark.parametrize("name", list(COMPLEX_REDUCTIONS))
+@SWEEP
+@given(sa=shape_and_axis(min_dims=0), keepdims=st.booleans())
+def test_reduction_rule_complex(name, sa, keepdims):
+    shape, axis = sa
+    if name in NEEDS_ELEMENTS and not _nonempty_axes(shape, axis):
+        return
+    f = COMPLEX_REDUCTIONS[name]
+    check_all(lambda x: f(x, axis=axis, keepdims=keepdims), crand(shape, "normal", 1))
+
+
+@pytest.mark.parametrize("scan", [np.cumsum, np.cumprod])
+@pytest.mark.parametrize("shape,axis", [((5,), None), ((3, 4), 1), ((2, 0, 3), 0)])
+def test_scan_rule_complex(scan, shape, axis):
+    check_all(lambda x: scan(x, axis=axis), crand(shape, "normal", 4))
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_var_std_complex_is_mean_squared_modulus(ddof):
+    z = crand((4, 3), "normal", 2)
+    check_all(lambda z: np.var(z, axis=0, ddof=ddof), z)
+    check_all(lambda z: np.std(z, ddof=ddof), z)
+    # real input reaching var through a complex intermediate: a real gradient
+    x = rand((5,), "normal", 3)
+    g = tp.grad(lambda x: np.var(x * (1 + 2j)))(x)
+    np.testing.assert_allclose(g, 5 * tp.grad(lambda x: np.var(x))(x))
+
+
+@pytest.mark.parametrize("f", [
+    lambda z: np.prod(z, axis=1), lambda z: np.var(z, axis=0), lambda z: np.std(z),
+    lambda z: tnp.logsumexp(z, axis=1), lambda z: np.cumprod(z, axis=1),
+    lambda z: np.mean(z * z), lambda z: np.max(z, axis=0),
+])
+def test_second_derivatives_complex(f):
+    check_all(f, crand((3, 4), "normal", 10), order=2)

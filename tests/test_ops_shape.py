@@ -73,6 +73,14 @@ CASES = {
     "copy": (lambda x: np.copy(x) * x.copy(), X34),
     "real": (lambda x: np.real(x) + np.imag(x), X34),
     "conj": (lambda x: np.conj(x) * x.conj(), X34),
+    "diagflat": (lambda x: np.diagflat(x[0], 1), X34),
+    "dsplit": (lambda x: np.dsplit(x, 2)[1] * 2, X234),
+    "matrix_transpose": (lambda x: np.matrix_transpose(x), X234),
+    "linalg_matrix_transpose": (lambda x: np.linalg.matrix_transpose(x), X234),
+    "linalg_diagonal": (lambda x: np.linalg.diagonal(x, offset=1), X234),
+    "linalg_trace": (lambda x: np.linalg.trace(x, offset=-1), X234),
+    "ascontiguousarray_like": (lambda x: np.ascontiguousarray(x.T, like=x) * 2, X34),
+    "asfortranarray_like": (lambda x: np.asfortranarray(x, like=x) * 2, X34),
 }
 
 
@@ -142,3 +150,17 @@ def test_split_of_plain_array_inside_grad_is_plain():
         return np.sum(x)
     tp.grad(f)(X34)
     assert all(type(s) is np.ndarray for s in seen)
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {
+    np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.rollaxis, np.expand_dims,
+    np.squeeze, np.broadcast_to, np.broadcast_arrays, np.concatenate, np.stack, np.hstack,
+    np.vstack, np.dstack, np.column_stack, np.append, np.split, np.array_split, np.hsplit,
+    np.vsplit, np.flip, np.fliplr, np.flipud, np.rot90, np.roll, np.tile, np.repeat, np.pad,
+    np.diagonal, np.trace, np.diag, np.triu, np.tril, np.atleast_1d, np.atleast_2d,
+    np.atleast_3d, np.copy, np.real, np.imag, np.conjugate, np.diagflat, np.dsplit,
+    np.matrix_transpose, np.linalg.matrix_transpose, np.linalg.diagonal, np.linalg.trace,
+    np.ascontiguousarray, np.asfortranarray,
+}

@@ -45,3 +45,8 @@ def test_poisson_loglik_through_gammaln():
     eta = rng.standard_normal(10)
     g = tp.grad(lambda e: np.sum(y * e - np.exp(e) - sp.gammaln(y + 1)))(eta)
     np.testing.assert_allclose(g, y - np.exp(eta))
+
+
+#: Registry keys whose rules this module checks against finite differences
+#: (read by tests/test_op_coverage.py, the coverage spec).
+SWEPT = {getattr(sp, name) for name, _ in UNARY} | {sp.xlogy, sp.xlog1py}

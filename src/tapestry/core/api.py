@@ -68,11 +68,17 @@ def _trace_inputs(tape, args, nums, opname):
     return args, records
 
 
+_F8 = np.dtype(np.float64)
+
+
 def _cast_like(ct, x, sparse="auto"):
     """The leaf's cotangent as the gradient: same shape and dtype as ``x``."""
     if type(ct) is np.ndarray and type(x) is np.ndarray and ct.dtype == x.dtype \
             and ct.shape == x.shape:
         return ct  # the common case, without the checks below
+    if getattr(ct, "dtype", _F8).kind == "c" and getattr(x, "dtype", _F8).kind != "c":
+        # a real leaf: Re(c * t) for real t (docs/complex.md)
+        ct = np.real(ct.todense(ct.dtype) if hasattr(ct, "todense") else ct)
     if hasattr(ct, "todense"):  # a sparse cotangent (tapestry.sparse)
         dt = np.result_type(x)
         if sparse is True or (sparse == "auto" and ct.worth_keeping()):

@@ -61,7 +61,8 @@ class Var:
                         "(np.stack([a, b])) or tapestry.numpy's array "
                         "(tnp.array([[a, b], [c, 1.0]])). Library code that converts "
                         "its inputs (e.g. scipy.special.logsumexp) cannot be traced: "
-                        "use tapestry.numpy (tnp.logsumexp) or tapestry.custom_vjp.")
+                        "use tapestry.numpy (tnp.logsumexp), tapestry.scipy.linalg "
+                        "(for scipy.linalg) or tapestry.custom_vjp.")
 
     def __format__(self, spec):
         if not spec:

@@ -7,6 +7,7 @@ from ..core.registry import add_loader
 from . import constant, elementwise, indexing, linalg, reductions, shape  # noqa: F401
 from . import einsum as _einsum_ops  # noqa: F401
 from . import sorting  # noqa: F401
+from . import fft  # noqa: F401
 
 
 def _load_special_rules():
@@ -15,3 +16,5 @@ def _load_special_rules():
 
 
 add_loader(_load_special_rules)
+# Last: refusals by name, only for functions that got no rule above.
+from . import refused  # noqa: E402,F401

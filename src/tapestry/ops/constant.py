@@ -16,7 +16,7 @@ def_nondiff(
     np.isclose, np.allclose, np.array_equal, np.array_equiv, np.all, np.any,
     np.round, np.around, np.fix, np.isreal, np.iscomplex, np.isneginf, np.isposinf,
     np.unique, np.histogram, np.bincount, np.array2string, np.array_repr, np.array_str,
-    np.nanargmax, np.nanargmin, np.sort_complex, np.in1d if hasattr(np, "in1d") else np.isin,
+    np.nanargmax, np.nanargmin, np.in1d if hasattr(np, "in1d") else np.isin,
     np.isin, np.unravel_index, np.ravel_multi_index, np.tril_indices_from,
     np.triu_indices_from, np.diag_indices_from,
 )

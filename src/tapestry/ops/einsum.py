@@ -123,6 +123,16 @@ def _contract(spec, *operands):
 
 
 def _einsum_vjp(k, g, ans, args, kwargs):
+    """Cotangent of operand ``k``; a real operand among complex ones gets its
+    real part (the convention of docs/complex.md: no conjugation anywhere,
+    the contraction is holomorphic in every operand)."""
+    ct = _einsum_cotangent(k, g, args)
+    if np.iscomplexobj(ct) and not np.iscomplexobj(args[k]):
+        return np.real(ct)
+    return ct
+
+
+def _einsum_cotangent(k, g, args):
     """Cotangent of operand ``k``: ``g`` contracted with the other operands.
 
     d/dA_k sum(g * einsum(A_0..A_n)) = einsum(g, A_j (j != k)) onto A_k's

@@ -3,6 +3,17 @@
 Each entry is the ufunc and one rule per argument, ``rule(g, ans, x, ...)``.
 Binary rules are wrapped by :func:`unbroadcast`, so they are written as if
 no broadcasting happened.
+
+Complex values follow one convention (docs/complex.md): a cotangent ``c``
+pairs with a tangent ``t`` by ``Re(c * t)``, so holomorphic rules are
+``g * f'(z)``, never conjugated, and the real rules below hold unchanged.
+The cotangent of a *real* value may then carry an imaginary part that means
+nothing (``1j * x`` hands ``x`` the cotangent ``1j * g``); only its real part
+counts.  So every rule from complex to real (abs, angle, real, imag,
+var/std, a cast) reads ``Re(g)``, and a real leaf's gradient is the real
+part of its cotangent.  Ufuncs NumPy refuses for complex (cbrt, fabs,
+arctan2, hypot, logaddexp, copysign, fmod, ...) raise NumPy's TypeError,
+named by tapestry, on complex inputs.
 """
 from __future__ import annotations
 
@@ -11,7 +22,20 @@ import numpy as np
 from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEEP_SHAPES,
                               Primitive, def_nondiff, implements, negate_cotangent,
                               scale_cotangent, unbroadcast)
-from ..core.var import Var
+from ..core.var import Var, unwrap_all
+
+
+def is_complex(x):
+    """Whether ``x`` (array, traced array, NumPy or Python scalar) is complex."""
+    dt = getattr(x, "dtype", None)
+    return isinstance(x, complex) if dt is None else dt.kind == "c"
+
+
+def _over_nonzero(num, den):
+    """``num / den`` where ``den != 0`` and 0 where it is (real ``den``):
+    the least-norm subgradient of abs/angle/sign at the origin."""
+    zero = den == 0
+    return np.where(zero, 0.0, num / np.where(zero, 1.0, den))
 
 
 def unbroadcasting(rule, i):
@@ -85,7 +109,10 @@ def _pow_x(g, ans, x, y):
 
 def _pow_y(g, ans, x, y):
     # d/dy x**y = log(x) x**y; 0 where x == 0 (the limit from the right).
+    # A complex result from a real base (x < 0 allowed): log of x as complex.
     safe = np.where(x == 0, 1.0, x)
+    if is_complex(ans) and not is_complex(safe):
+        safe = safe * (1 + 0j)
     return g * np.where(x == 0, 0.0, ans * np.log(safe))
 
 
@@ -121,7 +148,9 @@ defunary(np.sinh, lambda g, ans, x: g * np.cosh(x))
 defunary(np.cosh, lambda g, ans, x: g * np.sinh(x))
 defunary(np.tanh, lambda g, ans, x: g * (1 - ans * ans), keep=KEEP_ANS)
 defunary(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1))
-defunary(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1))
+# sqrt(x - 1) sqrt(x + 1), not sqrt(x*x - 1): the same for real x > 1, and
+# the principal branch of arccosh' for complex x (whose cut is (-inf, 1]).
+defunary(np.arccosh, lambda g, ans, x: g / (np.sqrt(x - 1) * np.sqrt(x + 1)))
 defunary(np.arctanh, lambda g, ans, x: g / (1 - x * x))
 defunary(np.deg2rad, lambda g, ans, x: g * (np.pi / 180))
 defunary(np.rad2deg, lambda g, ans, x: g * (180 / np.pi))
@@ -135,8 +164,16 @@ defbinary(np.hypot,
           lambda g, ans, x, y: g * y / ans)
 
 # --- piecewise -----------------------------------------------------------------
-# abs'(0) = 0 (the subgradient of least norm); sign is piecewise constant.
-defunary(np.absolute, lambda g, ans, x: g * np.sign(x))
+# abs'(0) = 0 (the subgradient of least norm); sign is piecewise constant on
+# reals.  |z| of a complex z: d|z| = Re(conj(z) dz) / |z|, so the cotangent
+# is Re(g) conj(z) / |z| (0 at 0).
+def _abs_rule(g, ans, x):
+    if not is_complex(x):
+        return g * np.sign(x)
+    return np.real(g) * _over_nonzero(np.conjugate(x), ans)
+
+
+defunary(np.absolute, _abs_rule)
 defunary(np.fabs, lambda g, ans, x: g * np.sign(x))
 # Ties in maximum/minimum split the cotangent evenly (a symmetric choice that
 # keeps max(x, x) == x exact in derivative).
@@ -201,16 +238,32 @@ implements(np.clip)(clip)
 
 
 # --- nan_to_num, astype, sinc -------------------------------------------------
-# Non-finite entries are replaced by constants: their derivative is 0.
+def _nan_to_num_rule(g, ans, x, *_):
+    """Non-finite entries are replaced by constants: their derivative is 0.
+    A complex entry's real and imaginary parts are replaced separately."""
+    xv = unwrap_all(x)
+    if not is_complex(xv):
+        return g * np.isfinite(xv)
+    return np.real(g) * np.isfinite(xv.real) + 1j * (np.imag(g) * np.isfinite(xv.imag))
+
+
 _nan_to_num = Primitive(lambda x, nan, posinf,
                         neginf: np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
-                        "nan_to_num", vjps=(lambda g, ans, x, *_: g * np.isfinite(x),))
+                        "nan_to_num", vjps=(_nan_to_num_rule,))
 implements(np.nan_to_num)(lambda x, copy=True, nan=0.0, posinf=None, neginf=None: \
     _nan_to_num(x, nan, posinf, neginf))
 
-# A float-to-float cast: the cotangent is cast back to the input's dtype.
-_astype = Primitive(lambda x, dtype: x.astype(dtype), "astype",
-                    vjps=(lambda g, ans, x, dtype: g.astype(np.result_type(x)),))
+
+def _astype_rule(g, ans, x, dtype):
+    """A float/complex cast: the cotangent cast back to ``x``'s dtype.  When
+    ``x`` or the result is real, only ``Re(g)`` counts (complex -> real drops
+    the imaginary part, whose derivative is then 0)."""
+    if is_complex(g) and not (is_complex(x) and is_complex(ans)):
+        g = np.real(g)
+    return g.astype(np.result_type(x))
+
+
+_astype = Primitive(lambda x, dtype: x.astype(dtype), "astype", vjps=(_astype_rule,))
 implements("astype")(_astype)
 
 
@@ -224,8 +277,61 @@ _sinc = Primitive(np.sinc, "sinc", vjps=(_sinc_rule,))
 implements(np.sinc)(_sinc)
 
 
+# --- complex-only functions: sign, angle, real_if_close, sort_complex --------------
+@implements(np.sign)
+def sign(x, **kwargs):
+    """Piecewise constant on reals (a plain array); ``z / |z|`` on complex
+    values (0 at 0), differentiated through abs and divide."""
+    if not is_complex(x):
+        return np.sign(unwrap_all(x), **kwargs)
+    if kwargs:
+        raise NotImplementedError(f"tapestry: np.sign(..., {', '.join(kwargs)}=...) of a "
+                                  "complex traced array is not supported; drop the keywords.")
+    return _over_nonzero(x, np.abs(x))
+
+
+def _angle_rule(g, ans, z, deg):
+    """angle(z) = atan2(Im z, Re z): d angle = Im(conj(z) dz) / |z|^2, so the
+    cotangent is ``-1j Re(g) conj(z) / |z|^2`` (0 at 0)."""
+    c = -1j * np.real(g) * _over_nonzero(np.conjugate(z), np.real(z * np.conjugate(z)))
+    return c * (180 / np.pi) if deg else c
+
+
+_angle = Primitive(lambda z, deg: np.angle(z, deg), "angle", vjps=(_angle_rule,))
+
+
+@implements(np.angle)
+def angle(z, deg=False):
+    """The argument of complex ``z``; of a real array it is 0 or pi, a
+    piecewise constant (a plain array)."""
+    if not is_complex(z):
+        return np.angle(unwrap_all(z), deg)
+    return _angle(z, deg)
+
+
+@implements(np.real_if_close)
+def real_if_close(a, tol=100):
+    """``np.real(a)`` when NumPy would drop the imaginary part, else ``a``."""
+    plain = unwrap_all(a)
+    if is_complex(plain) and not is_complex(np.real_if_close(plain, tol)):
+        return np.real(a)
+    return a
+
+
+@implements(np.sort_complex)
+def sort_complex(a):
+    """A permutation along the last axis (real part first, then imaginary,
+    NumPy's order), gathered with take_along_axis so its cotangent is the
+    inverse permutation; the result is complex, as NumPy's."""
+    plain = unwrap_all(a)
+    order = np.argsort(plain, axis=-1, kind="stable")
+    out = np.take_along_axis(a, order, axis=-1)
+    dtype = np.sort_complex(np.zeros((1,), np.result_type(plain))).dtype
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
 def_nondiff(
-    np.sign, np.floor, np.ceil, np.trunc, np.rint, np.isnan, np.isinf, np.isfinite,
+    np.floor, np.ceil, np.trunc, np.rint, np.isnan, np.isinf, np.isfinite,
     np.signbit, np.equal, np.not_equal, np.less, np.less_equal, np.greater,
     np.greater_equal, np.logical_and, np.logical_or, np.logical_not, np.logical_xor,
     np.floor_divide, np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert,

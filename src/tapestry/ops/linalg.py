@@ -1,11 +1,21 @@
-"""Linear algebra: matmul, dot and friends, and numpy.linalg."""
+"""Linear algebra: matmul, dot and friends, and numpy.linalg.
+
+Complex values follow docs/complex.md (a cotangent pairs with a tangent by
+``Re(c * t)``): holomorphic maps (products, solve, inv, det) use plain
+transposes, never conjugate transposes; the Hermitian ones (cholesky, eigh,
+the norms, ``log|det|``) have rules derived from that pairing.  Functions
+of a Hermitian matrix read one triangle of it, as LAPACK does, and their
+cotangents are folded onto that triangle (:func:`_fold_triangle`).  The
+factorizations (svd, eig, qr, pinv, lstsq) live in :mod:`.linalg_decomp`.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import KEEP_OTHER, Primitive, implements, unbroadcast
-from ..core.registry import FUNCTIONS
-from ..core.var import Var, unwrap_all
+from ..core.primitive import KEEP_OTHER, Primitive, def_nondiff, implements, unbroadcast
+from ..core.var import unwrap_all
+from .complex_parts import imag_part, match_input, modulus, real_cotangent, real_part
+from .linalg_common import _H, _T, _fold_triangle, _gaps
 
 
 def _no_out(name, out):
@@ -44,8 +54,19 @@ def _matmul_vjp_b(g, ans, a, b):
     return unbroadcast(at @ g, b.shape)
 
 
+def _matmul_vjp_a_real(g, ans, a, b):
+    """A real operand of a complex product gets the real part (docs/complex.md)."""
+    ct = _matmul_vjp_a(g, ans, a, b)
+    return real_part(ct) if ct.dtype.kind == "c" and a.dtype.kind != "c" else ct
+
+
+def _matmul_vjp_b_real(g, ans, a, b):
+    ct = _matmul_vjp_b(g, ans, a, b)
+    return real_part(ct) if ct.dtype.kind == "c" and b.dtype.kind != "c" else ct
+
+
 implements(np.matmul)(Primitive(np.matmul, keep=KEEP_OTHER,
-                                vjps=(_matmul_vjp_a, _matmul_vjp_b)))
+                                vjps=(_matmul_vjp_a_real, _matmul_vjp_b_real)))
 
 
 # --- tensordot and the products built on it (no einsum) -----------------------------
@@ -145,19 +166,50 @@ implements(np.linalg.matmul)(lambda x1, x2, /: x1 @ x2)
 
 @implements(np.linalg.multi_dot)
 def multi_dot(arrays, *, out=None):
+    """The chain of dots in NumPy's order: the one with the fewest scalar
+    multiplications (so values match np.linalg.multi_dot's to rounding)."""
     _no_out("linalg.multi_dot", out)
     arrays = list(arrays)
-    result = arrays[0]
-    for a in arrays[1:]:
-        result = dot(result, a)
+    if len(arrays) < 2:
+        raise ValueError("tapestry: np.linalg.multi_dot needs at least two arrays.")
+    first, last = np.ndim(arrays[0]) == 1, np.ndim(arrays[-1]) == 1
+    if first:
+        arrays[0] = np.reshape(arrays[0], (1, -1))
+    if last:
+        arrays[-1] = np.reshape(arrays[-1], (-1, 1))
+    order = _chain_order([np.shape(a)[0] for a in arrays] + [np.shape(arrays[-1])[1]])
+    result = _chain(arrays, order, 0, len(arrays) - 1)
+    if first:
+        result = result[0]
+    if last:
+        result = result[..., 0]
     return result
 
 
+def _chain_order(dims):
+    """Matrix-chain dynamic programme: split[i][j] = best split of i..j."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def _chain(arrays, split, i, j):
+    if i == j:
+        return arrays[i]
+    k = split[i][j]
+    return dot(_chain(arrays, split, i, k), _chain(arrays, split, k + 1, j))
+
+
 # --- numpy.linalg ---------------------------------------------------------------
-def _T(x):
-    return np.swapaxes(x, -1, -2)
-
-
 def _solve_vjp_a(g, ans, a, b):
     """x = a⁻¹ b:  ā = -aᵀ⁻¹ ḡ xᵀ."""
     gb = _solve_vjp_b(g, ans, a, b, unbroadcast_to=False)
@@ -165,13 +217,16 @@ def _solve_vjp_a(g, ans, a, b):
         ga = -np.expand_dims(gb, -1) * np.expand_dims(ans, -2)
     else:
         ga = -(gb @ _T(ans))
-    return unbroadcast(ga, np.shape(a))
+    return match_input(unbroadcast(ga, np.shape(a)), a)
 
 
 def _solve_vjp_b(g, ans, a, b, unbroadcast_to=True):
-    """x = a⁻¹ b:  b̄ = aᵀ⁻¹ ḡ."""
-    gb = np.linalg.solve(_T(a), g)
-    return unbroadcast(gb, np.shape(b)) if unbroadcast_to else gb
+    """x = a⁻¹ b:  b̄ = aᵀ⁻¹ ḡ (b 1-D is one vector for every matrix of a stack)."""
+    if np.ndim(b) == 1 and np.ndim(a) > 2:
+        gb = np.linalg.solve(_T(a), np.expand_dims(g, -1))[..., 0]
+    else:
+        gb = np.linalg.solve(_T(a), g)
+    return match_input(unbroadcast(gb, np.shape(b)), b) if unbroadcast_to else gb
 
 
 _solve = Primitive(np.linalg.solve, "linalg.solve", vjps=(_solve_vjp_a, _solve_vjp_b))
@@ -179,21 +234,27 @@ implements(np.linalg.solve)(_solve)
 
 # d(a⁻¹) = -a⁻¹ da a⁻¹  =>  ā = -a⁻ᵀ ḡ a⁻ᵀ
 _inv = Primitive(np.linalg.inv, "linalg.inv",
-                 vjps=(lambda g, ans, a: -(_T(ans) @ g @ _T(ans)),))
+                 vjps=(lambda g, ans, a: match_input(-(_T(ans) @ g @ _T(ans)), a),))
 implements(np.linalg.inv)(_inv)
 
 # d det(a) = det(a) tr(a⁻¹ da)  =>  ā = ḡ det(a) a⁻ᵀ
 _det = Primitive(np.linalg.det, "linalg.det",
-                 vjps=(lambda g, ans, a: np.expand_dims(g * ans, (-1, -2)) * _T(np.linalg.inv(a)),))
+                 vjps=(lambda g, ans, a: match_input(
+                     np.expand_dims(g * ans, (-1, -2)) * _T(np.linalg.inv(a)), a),))
 implements(np.linalg.det)(_det)
 
 
 def _slogdet_vjp(g, ans, a):
-    """Only log|det a| has a derivative (ā = ḡ a⁻ᵀ); the sign is piecewise constant."""
-    g_logdet = g[1]
-    if g_logdet is None:
+    """d log|det a| = Re tr(a⁻¹ da), so ā = Re(ḡ) a⁻ᵀ.  The sign s = det/|det|
+    is piecewise constant for real a; for complex a, ds = i s Im tr(a⁻¹ da),
+    so ā += i Im(ḡ_s s) a⁻ᵀ."""
+    g_sign, g_logdet = g
+    coef = 0.0 if g_logdet is None else real_cotangent(g_logdet)
+    if g_sign is not None and np.iscomplexobj(a):
+        coef = coef + imag_part(g_sign * ans[0]) * 1j
+    if g_logdet is None and (g_sign is None or not np.iscomplexobj(a)):
         return None
-    return np.expand_dims(g_logdet, (-1, -2)) * _T(np.linalg.inv(a))
+    return np.expand_dims(coef, (-1, -2)) * _T(np.linalg.inv(a))
 
 
 _slogdet = Primitive(lambda a: tuple(np.linalg.slogdet(a)), "linalg.slogdet", n_outputs=2,
@@ -209,22 +270,21 @@ _SlogdetResult = type(np.linalg.slogdet(np.eye(1)))
 _EighResult = type(np.linalg.eigh(np.eye(1)))
 
 
-def _lower_read(s):
-    """A symmetric cotangent ``s`` as the gradient of a function that reads only
-    the lower triangle of its argument (as LAPACK's cholesky and eigh do)."""
-    return np.tril(s + _T(s)) - s * np.eye(np.shape(s)[-1], dtype=bool)
+
+
 
 
 def _cholesky_vjp(g, ans, a):
-    """Murray (2016):  ā = Φ-symmetrization of L⁻ᵀ Φ(Lᵀ L̄) L⁻¹ with
-    Φ(X) = tril(X) with its diagonal halved; then folded onto the lower
-    triangle, which is all of ``a`` that cholesky reads."""
+    """Murray (2016), complex form: with Φ(X) = tril(X), diagonal halved,
+    dL = L Φ(L⁻¹ dΣ L⁻ᴴ), so Σ̄ = L⁻ᵀ Φ(Lᵀ L̄) conj(L)⁻¹; then folded onto
+    the lower triangle, which is all of ``a`` that cholesky reads."""
     n = np.shape(a)[-1]
-    phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+    rdt = np.finfo(np.result_type(ans)).dtype  # float32 stays float32
+    phi = np.tril(np.ones((n, n), rdt)) - rdt.type(0.5) * np.eye(n, dtype=rdt)
     P = (_T(ans) @ g) * phi
     Y = np.linalg.solve(_T(ans), P)           # L⁻ᵀ P
-    S = _T(np.linalg.solve(_T(ans), _T(Y)))   # L⁻ᵀ P L⁻¹
-    return _lower_read(0.5 * (S + _T(S)))
+    S = _T(np.linalg.solve(_H(ans), _T(Y)))   # L⁻ᵀ P conj(L)⁻¹
+    return match_input(_fold_triangle(S), a)
 
 
 _cholesky = Primitive(np.linalg.cholesky, "linalg.cholesky", vjps=(_cholesky_vjp,))
@@ -239,24 +299,24 @@ def cholesky(a, /, *, upper=False):
 
 
 def _eigh_vjp(g, ans, a, UPLO):
-    """a = V diag(w) Vᵀ:  ā = V (diag(w̄) + F ∘ Vᵀ V̄) Vᵀ with F_ij = 1/(w_j - w_i)
-    off the diagonal, 0 on it; symmetrized and folded onto the triangle that
-    eigh reads.  Assumes distinct eigenvalues (F is infinite otherwise)."""
+    """a = V diag(w) Vᴴ:  Σ̄ = conj(V) (diag(Re w̄) + F ∘ Vᵀ V̄) Vᵀ with
+    F_ij = 1/(w_j - w_i) off the diagonal, 0 on it, folded onto the triangle
+    that eigh reads.  Eigenvectors are defined up to sign (a phase, when
+    complex): only functions invariant to it have a gradient, which this is.
+    Coinciding eigenvalues make the eigenvectors' derivative undefined:
+    refused (see :func:`_gaps`)."""
     w, V = ans
     gw, gV = g
     n = np.shape(a)[-1]
     inner = 0.0
     if gw is not None:
-        inner = np.expand_dims(gw, -1) * np.eye(n)
+        inner = np.expand_dims(real_cotangent(gw), -1) * np.eye(n, dtype=bool)
     if gV is not None:
-        diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
-        off = ~np.eye(n, dtype=bool)
-        F = np.where(off, 1.0 / np.where(off, diff, 1.0), 0.0)
-        inner = inner + F * (_T(V) @ gV)
-    s = V @ inner @ _T(V)
-    s = 0.5 * (s + _T(s))
-    s = _lower_read(s)
-    return _T(s) if UPLO == "U" else s
+        inner = inner + _gaps(w, "np.linalg.eigh", "eigenvalues") * (_T(V) @ gV)
+    S = np.conjugate(V) @ inner @ _T(V) if np.iscomplexobj(V) else V @ inner @ _T(V)
+    return match_input(_fold_triangle(S, lower=UPLO != "U"), a)
+
+
 
 
 _eigh = Primitive(lambda a, UPLO: tuple(np.linalg.eigh(a, UPLO)), "linalg.eigh", n_outputs=2,
@@ -273,47 +333,35 @@ implements(np.linalg.eigvalsh)(lambda a, UPLO="L": eigh(a, UPLO)[0])
 
 
 # --- norms -------------------------------------------------------------------------
+def _l2_fwd(x, axis, keepdims):
+    sq = x * x if not np.iscomplexobj(x) else real_part(x * np.conjugate(x))
+    return np.sqrt(np.sum(sq, axis=axis, keepdims=keepdims))
+
+
 def _l2_vjp(g, ans, x, axis, keepdims):
-    """d ||x|| = x / ||x||, and 0 at x = 0 (the subgradient of least norm)."""
+    """d ||x|| = Re(conj(x) dx) / ||x||, and 0 at x = 0 (the subgradient of
+    least norm)."""
     from .reductions import _kept_shape, expand_reduced
     n = np.reshape(ans, _kept_shape(np.shape(x), axis))
     safe = np.where(n == 0, 1.0, n)
-    return expand_reduced(g, np.shape(x), axis, keepdims) * np.where(n == 0, 0.0, x / safe)
+    xc = np.conjugate(x) if np.iscomplexobj(x) else x
+    return expand_reduced(real_cotangent(g), np.shape(x), axis, keepdims) * \
+        np.where(n == 0, 0.0, xc / safe)
 
 
-_l2 = Primitive(lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)),
-                "linalg.norm", vjps=(_l2_vjp,))
+_l2 = Primitive(_l2_fwd, "linalg.norm", vjps=(_l2_vjp,))
 
 
-def _svd_norm_vjp(g, ans, x, which):
-    """Spectral norms from the SVD x = U S Vᵀ: d σ_k = u_k v_kᵀ; the nuclear
-    norm's gradient is U Vᵀ.  First derivatives only (no svd rule yet)."""
-    if isinstance(x, Var):
-        raise NotImplementedError("tapestry: second derivatives of the 2-, -2- and "
-                                  "nuclear matrix norms need an svd rule, which is "
-                                  "not implemented.")
-    u, s, vt = np.linalg.svd(x, full_matrices=False)
-    if which == "nuc":
-        d = u @ vt
-    else:
-        k = 0 if which == 2 else -1
-        d = u[..., :, k:k + 1 if k != -1 else None] @ vt[..., k:k + 1 if k != -1 else None, :]
-    return np.expand_dims(g, (-1, -2)) * d
-
-
-_svd_norm = Primitive(lambda x, which: _svd_norm_fwd(x, which), "linalg.norm",
-                      vjps=(_svd_norm_vjp,))
-
-
-def _svd_norm_fwd(x, which):
-    s = np.linalg.svd(x, compute_uv=False)
-    return np.sum(s, -1) if which == "nuc" else (s[..., 0] if which == 2 else s[..., -1])
+def _abs(x):
+    """|x|, with the complex modulus rule for complex x (docs/complex.md)."""
+    return modulus(x) if np.iscomplexobj(x) else np.abs(x)
 
 
 @implements(np.linalg.norm)
 def norm(x, ord=None, axis=None, keepdims=False):
     """Vector norms (ord None/2, 1, inf, -inf, 0, p) and matrix norms
-    ('fro', 1, -1, inf, -inf, 2, -2, 'nuc'), like np.linalg.norm."""
+    ('fro', 1, -1, inf, -inf, 2, -2, 'nuc'), like np.linalg.norm.  The
+    2-, -2- and nuclear norms go through the singular values (svdvals)."""
     nd = np.ndim(x)
     if axis is None:
         if ord is None or (ord == "fro" and nd == 2) or (ord == 2 and nd == 1):
@@ -330,14 +378,14 @@ def norm(x, ord=None, axis=None, keepdims=False):
 def _vector_norm(x, ord, axis, keepdims):
     if ord is None or ord == 2:
         return _l2(x, axis, keepdims)
-    ax = np.abs(x)
+    ax = _abs(x)
     if ord == np.inf:
         return np.max(ax, axis=axis, keepdims=keepdims)
     if ord == -np.inf:
         return np.min(ax, axis=axis, keepdims=keepdims)
     if ord == 0:
         return np.sum(unwrap_all(x) != 0, axis=axis, keepdims=keepdims).astype(
-            np.result_type(x))
+            np.result_type(ax))
     if ord == 1:
         return np.sum(ax, axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
@@ -351,13 +399,88 @@ def _matrix_norm(x, ord, axis, keepdims):
         out = _l2(x, axis, True)
     elif ord in (1, -1, np.inf, -np.inf):
         sum_ax, ext_ax = (r, c) if abs(ord) == 1 else (c, r)
-        col = np.sum(np.abs(x), axis=sum_ax, keepdims=True)
+        col = np.sum(_abs(x), axis=sum_ax, keepdims=True)
         ext = np.max if ord > 0 else np.min
         out = ext(col, axis=ext_ax, keepdims=True)
     elif ord in (2, -2, "nuc"):
-        moved = np.moveaxis(x, (r, c), (-2, -1))
-        out = np.expand_dims(_svd_norm(moved, ord), (r, c) if r < c else (c, r))
+        from .linalg_decomp import svdvals
+        sv = svdvals(np.moveaxis(x, (r, c), (-2, -1)))
+        val = np.sum(sv, -1) if ord == "nuc" else sv[..., 0 if ord == 2 else -1]
+        out = np.expand_dims(val, (r, c) if r < c else (c, r))
         out = np.reshape(out, tuple(1 if i in axis else n for i, n in enumerate(np.shape(x))))
     else:
         raise ValueError(f"tapestry: invalid norm order {ord!r} for matrices.")
     return out if keepdims else np.squeeze(out, axis)
+
+
+@implements(np.linalg.vector_norm)
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """np.linalg.vector_norm: the norm of ``x`` flattened over ``axis``."""
+    nd = np.ndim(x)
+    axes = tuple(range(nd)) if axis is None else (
+        (axis,) if np.ndim(axis) == 0 else tuple(axis))
+    return _vector_norm(x, ord, tuple(a % nd for a in axes), keepdims)
+
+
+implements(np.linalg.matrix_norm)(lambda x, /, *, keepdims=False, ord="fro": norm(
+    x, ord, (-2, -1), keepdims))
+implements(np.linalg.matrix_transpose)(lambda x, /: _T(x))
+implements(np.linalg.diagonal)(lambda x, /, *, offset=0: np.diagonal(x, offset, -2, -1))
+implements(np.linalg.trace)(lambda x, /, *, offset=0, dtype=None: np.trace(
+    x, offset, -2, -1, dtype))
+
+
+@implements(np.linalg.matrix_power)
+def matrix_power(a, n):
+    """a**n by repeated squaring (inv first for n < 0); a**0 is the identity,
+    a constant."""
+    if n == 0:
+        shape, dt = np.shape(a), np.result_type(a)
+        return np.broadcast_to(np.eye(shape[-1], dtype=dt), shape).copy()
+    if n < 0:
+        a, n = np.linalg.inv(a), -n
+    result, power = None, a
+    while n:
+        if n & 1:
+            result = power if result is None else result @ power
+        n >>= 1
+        if n:
+            power = power @ power
+    return result
+
+
+@implements(np.linalg.cond)
+def cond(x, p=None):
+    """||x|| ||x⁻¹||: for p in (None, 2, -2) the ratio of extreme singular
+    values; otherwise through norm and inv.  Differentiable where the
+    extreme singular values are simple."""
+    if p in (None, 2, -2):
+        from .linalg_decomp import svdvals
+        s = svdvals(x)
+        return s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    return norm(x, p, (-2, -1)) * norm(np.linalg.inv(x), p, (-2, -1))
+
+
+@implements(np.linalg.tensorinv)
+def tensorinv(a, ind=2):
+    """inv of ``a`` reshaped to a square matrix (as NumPy does)."""
+    shape = np.shape(a)
+    inv_shape = shape[ind:] + shape[:ind]
+    return np.reshape(np.linalg.inv(np.reshape(a, (int(np.prod(shape[ind:])), -1))), inv_shape)
+
+
+@implements(np.linalg.tensorsolve)
+def tensorsolve(a, b, axes=None):
+    """solve of ``a`` reshaped to a square matrix and ``b`` raveled."""
+    an = np.ndim(a)
+    if axes is not None:
+        order = [k for k in range(an) if k not in [x % an for x in axes]]
+        a = np.transpose(a, order + [x % an for x in axes])
+    shape = np.shape(a)[-(an - np.ndim(b)):]
+    k = int(np.prod(shape))
+    return np.reshape(np.linalg.solve(np.reshape(a, (k, k)), np.ravel(b)), shape)
+
+
+def_nondiff(np.linalg.matrix_rank)  # an integer: piecewise constant
+
+from . import linalg_decomp  # noqa: E402,F401  (svd, eig, qr, pinv, lstsq)

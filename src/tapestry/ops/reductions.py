@@ -212,19 +212,31 @@ def _centered(a, axis):
     return a - np.mean(a, axis=axis, keepdims=True)
 
 
+def _centered_conj(g, a, axis, keepdims):
+    """``Re(g)`` broadcast back, and ``conj(a - mean(a))``: var and std of a
+    complex array are real (mean of ``|a - mean(a)|^2``), and
+    d|a - m|^2 = 2 Re(conj(a - m) d(a - m)); the ``dm`` terms sum to zero.
+    For a real array these are ``g`` and ``a - mean(a)``."""
+    c = _centered(a, axis)
+    if np.iscomplexobj(c):
+        g, c = np.real(g), np.conjugate(c)
+    return expand_reduced(g, np.shape(a), axis, keepdims), c
+
+
 def _var_vjp(g, ans, a, axis, ddof, keepdims):
-    """d var / d a = 2 (a - mean(a)) / (n - ddof)."""
+    """d var / d a = 2 conj(a - mean(a)) / (n - ddof)."""
     scale = 2.0 / (_count(np.shape(a), axis) - ddof)
-    return expand_reduced(g, np.shape(a), axis, keepdims) * (_centered(a, axis) * scale)
+    g, c = _centered_conj(g, a, axis, keepdims)
+    return g * (c * scale)
 
 
 def _std_vjp(g, ans, a, axis, ddof, keepdims):
-    """d std / d a = (a - mean(a)) / ((n - ddof) std); 0 where std == 0
+    """d std / d a = conj(a - mean(a)) / ((n - ddof) std); 0 where std == 0
     (all entries equal: the subgradient of least norm)."""
     std_e = np.reshape(ans, _kept_shape(np.shape(a), axis))
     safe = np.where(std_e == 0, 1.0, std_e) * (_count(np.shape(a), axis) - ddof)
-    return expand_reduced(g, np.shape(a), axis, keepdims) * np.where(
-        std_e == 0, 0.0, _centered(a, axis) / safe)
+    g, c = _centered_conj(g, a, axis, keepdims)
+    return g * np.where(std_e == 0, 0.0, c / safe)
 
 
 _var = Primitive(lambda a, axis, ddof, keepdims:

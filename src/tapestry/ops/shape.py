@@ -422,24 +422,30 @@ implements(np.ascontiguousarray)(lambda a, dtype=None, *, like=None: a)
 implements(np.asfortranarray)(lambda a, dtype=None, *, like=None: a)
 
 
-def _real_only(name):
-    def check(val):
-        if np.iscomplexobj(val):
-            raise NotImplementedError(f"tapestry: np.{name} of a complex traced array "
-                                      "has no gradient rule yet.")
-    return check
+# Complex parts (convention of docs/complex.md: a cotangent c pairs with a
+# tangent t by Re(c t)).  real(z): d = Re(dz), cotangent Re(g);  imag(z):
+# d = Im(dz) = Re(-1j dz), cotangent -1j Re(g).  Re(g): the result is real,
+# so an imaginary part of its cotangent means nothing (see ops/elementwise.py).
+_real = Primitive(np.real, "real", vjps=(lambda g, ans, val: np.real(g),))
+_imag = Primitive(np.imag, "imag", vjps=(lambda g, ans, val: -1j * np.real(g),))
+
+
+def _is_complex(val):
+    return np.iscomplexobj(unwrap_all(val))
 
 
 @implements(np.real)
 def real(val):
-    _real_only("real")(val)
-    return val
+    """The real part; a real array is its own real part."""
+    return _real(val) if _is_complex(val) else val
 
 
 @implements(np.imag)
 def imag(val):
-    _real_only("imag")(val)
-    return np.zeros(np.shape(val), np.result_type(val))
+    """The imaginary part; that of a real array is a constant zero."""
+    if _is_complex(val):
+        return _imag(val)
+    return np.zeros(np.shape(val), np.result_type(unwrap_all(val)))
 
 
 where_ = Primitive(np.where, "where", vjps=(

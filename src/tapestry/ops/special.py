@@ -21,6 +21,16 @@ except ImportError:  # the scipy extra is not installed: nothing to register
 _SQRT_2PI = np.sqrt(2 * np.pi)
 
 
+def _real_only(x, name):
+    """``x``, or a refusal naming the function when it is complex (SciPy has
+    no complex polygamma for the derivative)."""
+    if np.iscomplexobj(x):
+        raise NotImplementedError(f"tapestry: scipy.special.{name} of a complex array has "
+                                  "no gradient rule (no complex polygamma in SciPy); use "
+                                  "tapestry.custom_vjp.")
+    return x
+
+
 def register_rules():
     """Declare the rules (run by the registry's loader on first use, so
     importing this module has no side effect)."""
@@ -34,7 +44,7 @@ def register_rules():
     defunary(sp.log_expit, lambda g, ans, x: g * sp.expit(-x))
     defunary(sp.logit, lambda g, ans, x: g / (x * (1 - x)))
     defunary(sp.gammaln, lambda g, ans, x: g * sp.digamma(x))
-    defunary(sp.digamma, lambda g, ans, x: g * _trigamma(x))
+    defunary(sp.digamma, lambda g, ans, x: g * _trigamma(_real_only(x, "digamma")))
     defunary(sp.erf, lambda g, ans, x: g * (2 / np.sqrt(np.pi)) * np.exp(-x * x))
     defunary(sp.erfc, lambda g, ans, x: g * (-2 / np.sqrt(np.pi)) * np.exp(-x * x))
     defunary(sp.ndtr, lambda g, ans, x: g * np.exp(-0.5 * x * x) / _SQRT_2PI)

@@ -1,0 +1,48 @@
+"""Helpers shared by the numpy.linalg rules (linalg.py, linalg_decomp.py):
+transposes, the fold of a Hermitian cotangent onto the triangle LAPACK
+reads, and the eigen-/singular-value gap matrix with its refusal where
+values coincide."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.var import unwrap_all
+
+
+def _T(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _H(x):
+    """The conjugate transpose of the last two axes (a transpose when real)."""
+    return np.conjugate(_T(x)) if np.iscomplexobj(x) else _T(x)
+
+
+def _fold_triangle(s, lower=True):
+    """The cotangent ``s`` of a Hermitian matrix Σ as the cotangent of the
+    array LAPACK reads: one triangle, Σ_ji = conj(Σ_ij) for the other, and
+    the real part of the diagonal.  Under the pairing Re(c t) that is
+    tril(T) - T∘I/2 with T = s + sᴴ (T's diagonal is 2 Re s_ii)."""
+    t = s + _H(s)
+    tri = np.tril(t) if lower else np.triu(t)
+    return tri - 0.5 * t * np.eye(np.shape(s)[-1], dtype=bool)
+
+
+def _gaps(w, name, what):
+    """F_ij = 1/(w_j - w_i) off the diagonal, 0 on it.  Where two values
+    coincide to working precision the vectors are not unique and their
+    derivative is undefined: raise rather than return inf or NaN."""
+    wv = unwrap_all(w)
+    n = np.shape(wv)[-1]
+    diff_v = np.expand_dims(wv, -2) - np.expand_dims(wv, -1)
+    off = ~np.eye(n, dtype=bool)
+    scale = np.max(np.abs(wv), axis=-1, keepdims=True)[..., None] if n else 0
+    tol = 8 * n * np.finfo(np.result_type(wv, np.float32)).eps * np.maximum(scale, 1e-300)
+    if np.any(off & (np.abs(diff_v) <= tol)):
+        raise ValueError(
+            f"tapestry: {name}: two {what} coincide (to working precision), so the "
+            "vectors are not unique and their derivative is undefined. Differentiate "
+            f"a function of the {what} only, or one that is invariant within the "
+            "repeated subspace via tapestry.custom_vjp, or perturb the matrix.")
+    diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
+    return np.where(off, 1.0 / np.where(off, diff, 1.0), 0.0)

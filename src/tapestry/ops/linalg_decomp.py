@@ -1,0 +1,276 @@
+"""numpy.linalg factorizations: svd, svdvals, eig, eigvals, qr, pinv, lstsq.
+
+Rules follow docs/complex.md (cotangents pair with tangents by
+``Re(c * t)``), so each is written for complex matrices and holds for real
+ones.  Conventions: ``_T`` transposes the last two axes, ``_H`` conjugates
+and transposes.  Where a derivative does not exist the rule raises by name
+instead of returning inf/NaN:
+
+- singular vectors (svd) and eigenvectors (eigh) where two singular values
+  / eigenvalues coincide: the vectors are not unique there;
+- the extra columns of ``full_matrices=True`` / ``mode="complete"`` when
+  the matrix is not square: they are any basis of a complement;
+- eig's and eigh's eigenvectors: defined up to a phase (a sign when real),
+  so only functions invariant to it have a gradient (the rules use the
+  gauge where ``Im(v_iᴴ dv_i) = 0``);
+- pinv and lstsq: exact while the rank is constant (Golub & Pereyra 1973);
+  at a rank change pinv is discontinuous.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import Primitive, implements
+from ..core.var import unwrap_all
+from .complex_parts import imag_part, match_input, real_cotangent, real_part
+from .linalg_common import _H, _T, _fold_triangle, _gaps
+
+_SVDResult = type(np.linalg.svd(np.eye(1)))
+_EigResult = type(np.linalg.eig(np.eye(1)))
+_QRResult = type(np.linalg.qr(np.eye(1)))
+
+
+def _nonzero(g):
+    return g is not None and bool(np.any(unwrap_all(g) != 0))
+
+
+def _refuse(name, why, what_to_do):
+    raise ValueError(f"tapestry: the derivative of {name} {why}. {what_to_do}")
+
+
+# --- svd --------------------------------------------------------------------------------
+def _svd_fwd(a, full_matrices, hermitian):
+    return tuple(np.linalg.svd(a, full_matrices=full_matrices, hermitian=hermitian))
+
+
+def _crop_full(gU, gVh, k, m, n):
+    """full_matrices=True: only the first k columns of U / rows of Vh are
+    determined by ``a``; a cotangent on the others has no derivative."""
+    if m == n:
+        return gU, gVh
+    if (gU is not None and _nonzero(gU[..., :, k:])) or \
+            (gVh is not None and _nonzero(gVh[..., k:, :])):
+        _refuse("np.linalg.svd(full_matrices=True)", "in the columns of U (rows of Vh) "
+                "beyond min(m, n) does not exist: they are any orthonormal basis of a "
+                "complement", "Use full_matrices=False.")
+    return (None if gU is None else gU[..., :, :k]), (None if gVh is None else gVh[..., :k, :])
+
+
+def _svd_vjp(g, ans, a, full_matrices, hermitian):
+    """a = U diag(s) Vᴴ (reduced, k = min(m, n)); the transpose of JAX's
+    svd JVP: with dS = Uᴴ da V and F_ij = 1/(s_j² - s_i²),
+    dU = U(F∘(dS s + (dS s)ᴴ) + i Im diag(dS)/s) + (I - UUᴴ) da V / s,
+    dV = V(F∘(s dS + (s dS)ᴴ)) + (I - VVᴴ) daᴴ U / s, ds = Re diag(dS)."""
+    gU, gs, gVh = g
+    U, s, Vh = ans
+    m, n = np.shape(a)[-2:]
+    k = min(m, n)
+    if full_matrices:
+        gU, gVh = _crop_full(gU, gVh, k, m, n)
+        U, Vh = U[..., :, :k], Vh[..., :k, :]
+    Sb = 0.0 if gs is None else np.expand_dims(real_cotangent(gs), -2) * np.eye(k, dtype=bool)
+    ga = 0.0
+    if gU is not None or gVh is not None:
+        Sb, ga = _svd_vectors(gU, gVh, U, s, Vh, m, n, Sb)
+    ga = ga + np.conjugate(U) @ Sb @ np.conjugate(Vh) if np.iscomplexobj(U) else ga + U @ Sb @ Vh
+    if hermitian:
+        ga = _fold_triangle(ga)
+    return match_input(ga, a)
+
+
+def _svd_vectors(gU, gVh, U, s, Vh, m, n, Sb):
+    """The singular vectors' part: the cotangent of dS, and of da directly
+    (the complement terms of non-square matrices)."""
+    F = _gaps(s * s, "np.linalg.svd", "singular values")
+    complex_ = np.iscomplexobj(U)
+    s_row, s_col = np.expand_dims(s, -2), np.expand_dims(s, -1)
+    if (m != n) and np.any(unwrap_all(s) == 0):
+        _refuse("np.linalg.svd's vectors", "does not exist for a rank-deficient "
+                "non-square matrix (a singular value is 0)",
+                "Differentiate the singular values only, or use tapestry.custom_vjp.")
+    ga = 0.0
+    if gU is not None:
+        Xb = _T(U) @ gU
+        Y = F * Xb
+        Sb = Sb + (Y + _H(Y)) * s_row
+        if complex_:
+            D = Xb * np.eye(np.shape(s)[-1], dtype=bool) / np.where(s_row == 0, 1.0, s_row)
+            Sb = Sb + 0.5 * (D - _H(D))
+        if m > n:
+            Up = gU / s_row
+            ga = ga + (Up - np.conjugate(U) @ (_T(U) @ Up)) @ np.conjugate(Vh)
+    if gVh is not None:
+        Vb = _H(gVh)
+        Y = F * (np.conjugate(Vh) @ Vb)  # Vᵀ V̄
+        Sb = Sb + s_col * (Y + _H(Y))
+        if n > m:
+            Vp = Vb / s_row
+            W = (Vp - _T(Vh) @ (np.conjugate(Vh) @ Vp)) @ _T(U)
+            ga = ga + _H(W)
+    return Sb, ga
+
+
+_svd = Primitive(_svd_fwd, "linalg.svd", n_outputs=3, vjps=(_svd_vjp,))
+
+
+@implements(np.linalg.svd)
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """Singular values are differentiable where simple (the sum of them
+    everywhere); the vectors where the singular values are distinct (and,
+    for non-square matrices, nonzero): coinciding values are refused, since
+    the vectors are not unique there.  Vectors are defined up to a joint
+    sign (phase): only functions invariant to it have a gradient."""
+    if not compute_uv:
+        return svdvals(a, hermitian)
+    return _SVDResult(*_svd(a, bool(full_matrices), bool(hermitian)))
+
+
+def _svdvals_vjp(g, ans, a, hermitian):
+    U, _, Vh = np.linalg.svd(a, full_matrices=False, hermitian=hermitian)
+    gs = np.expand_dims(real_cotangent(g), -2)
+    ga = np.conjugate(U * gs) @ np.conjugate(Vh) if np.iscomplexobj(U) else (U * gs) @ Vh
+    return match_input(_fold_triangle(ga) if hermitian else ga, a)
+
+
+_svdvals = Primitive(lambda a, hermitian: np.linalg.svd(a, compute_uv=False, hermitian=hermitian),
+                     "linalg.svdvals", vjps=(_svdvals_vjp,))
+
+
+def svdvals(a, hermitian=False):
+    """The singular values: d s_k = Re(u_kᴴ da v_k), so ā = conj(U diag(s̄) Vᴴ)."""
+    return _svdvals(a, bool(hermitian))
+
+
+implements(np.linalg.svdvals)(lambda x, /: svdvals(x))
+
+
+# --- eig ---------------------------------------------------------------------------------
+def _eig_vjp(g, ans, a):
+    """A V = V Λ:  with E = V⁻¹ dA V, dλ = diag(E) and dV = V (F∘E + diag(c)),
+    F_ij = 1/(λ_j - λ_i), where c keeps every column at unit norm
+    (c_i = -Re (VᴴV F∘E)_ii, LAPACK's normalization).  Transposed:
+    Ā = V⁻ᵀ (diag(λ̄) + F∘K̄) Vᵀ,  K̄ = VᵀV̄ - VᵀV̄* diag(Re diag(VᵀV̄)).
+    The phase of a complex eigenvector is a gauge: only functions invariant
+    to it have a gradient (as for eigh)."""
+    gw, gV = g
+    w, V = ans
+    Vt = _T(V)
+    n = np.shape(w)[-1]
+    inner = 0.0 if gw is None else np.expand_dims(gw, -1) * np.eye(n, dtype=bool)
+    if gV is not None:
+        VtgV = Vt @ gV
+        Vc = np.conjugate(V) if np.iscomplexobj(V) else V
+        diag_re = real_cotangent(VtgV * np.eye(n, dtype=bool))  # diag(Re diag(VᵀV̄))
+        Kb = VtgV - (Vt @ Vc) @ diag_re
+        inner = inner + _gaps(w, "np.linalg.eig", "eigenvalues") * Kb
+    return match_input(np.linalg.solve(Vt, inner @ Vt), a)
+
+
+_eig = Primitive(lambda a: tuple(np.linalg.eig(a)), "linalg.eig", n_outputs=2,
+                 vjps=(_eig_vjp,))
+
+
+@implements(np.linalg.eig)
+def eig(a):
+    """Eigenvalues and eigenvectors, differentiable where the eigenvalues
+    are distinct; eigenvectors only through functions invariant to their
+    phase (LAPACK normalizes them to unit norm, the phase is arbitrary)."""
+    return _EigResult(*_eig(a))
+
+
+implements(np.linalg.eigvals)(lambda a: _eig(a)[0])
+
+
+# --- qr -----------------------------------------------------------------------------------
+def _qr_vjp(g, ans, a):
+    """Transpose of JAX's QR JVP (m >= n, reduced): with X = da R⁻¹,
+    C = Qᴴ X, Ω = tril(C,-1) - tril(C,-1)ᴴ + i Im diag(C):
+    dQ = Q(Ω - C) + X, dR = (C - Ω) R."""
+    gQ, gR = g
+    Q, R = ans
+    G = 0.0
+    if gQ is not None:
+        G = _T(Q) @ gQ
+    if gR is not None:
+        G = G - gR @ _T(R)
+    Cb = -G + np.tril(G - _H(G), -1)
+    if np.iscomplexobj(Q):
+        Cb = Cb + imag_part(G * np.eye(np.shape(R)[-1], dtype=bool)) * 1j
+    Xb = np.conjugate(Q) @ Cb if np.iscomplexobj(Q) else Q @ Cb
+    if gQ is not None:
+        Xb = Xb + gQ
+    return match_input(_T(np.linalg.solve(R, _T(Xb))), a)
+
+
+_qr = Primitive(lambda a: tuple(np.linalg.qr(a)), "linalg.qr", n_outputs=2, vjps=(_qr_vjp,))
+
+
+@implements(np.linalg.qr)
+def qr(a, mode="reduced"):
+    """QR with R's diagonal as LAPACK leaves it.  Modes 'reduced' and 'r';
+    'complete' for square (and tall only when Q's extra columns are unused:
+    refused otherwise); wide matrices (m < n) via the QR of the leading
+    square block and R₂ = Qᴴ a₂ (equal to NumPy's to rounding)."""
+    m, n = np.shape(a)[-2:]
+    if mode == "raw":
+        raise NotImplementedError("tapestry: np.linalg.qr(mode='raw') returns Householder "
+                                  "reflectors, which have no rule; use mode='reduced'.")
+    if mode == "complete" and m > n:
+        raise NotImplementedError(
+            "tapestry: np.linalg.qr(mode='complete') of a tall matrix: the extra columns "
+            "of Q are any basis of a complement and have no derivative; use mode='reduced'.")
+    if m < n:
+        Q, R1 = _qr(a[..., :, :m])
+        R = np.concatenate([R1, _H(Q) @ a[..., :, m:]], axis=-1)
+    else:
+        Q, R = _qr(a)
+    return R if mode == "r" else _QRResult(Q, R)
+
+
+# --- pinv and lstsq --------------------------------------------------------------------------
+def _pinv_vjp(g, ans, a, rcond, hermitian):
+    """Golub & Pereyra: dA⁺ = -A⁺ dA A⁺ + A⁺A⁺ᴴ dAᴴ (I - AA⁺)
+    + (I - A⁺A) dAᴴ A⁺ᴴ A⁺ (constant rank), transposed."""
+    P = ans
+    m, n = np.shape(a)[-2:]
+    Im, In = np.eye(m, dtype=bool), np.eye(n, dtype=bool)  # keep float32
+    ga = -(_T(P) @ g @ _T(P))
+    W = _T(P @ _H(P)) @ g @ _T(Im - a @ P) + _T(In - P @ a) @ g @ _T(_H(P) @ P)
+    ga = ga + _H(W)
+    return match_input(_fold_triangle(ga) if hermitian else ga, a)
+
+
+_pinv = Primitive(lambda a, rcond, hermitian: np.linalg.pinv(a, rcond, hermitian),
+                  "linalg.pinv", vjps=(_pinv_vjp,))
+
+
+@implements(np.linalg.pinv)
+def pinv(a, rcond=None, hermitian=False, *, rtol=None):
+    """The pseudo-inverse: differentiable while the rank is constant."""
+    if rcond is None:
+        rcond = 1e-15 if rtol is None else rtol
+    elif rtol is not None:
+        raise ValueError("tapestry: np.linalg.pinv takes rcond or rtol, not both.")
+    if np.ndim(rcond) == 0:
+        rcond = float(rcond)
+    return _pinv(a, unwrap_all(rcond), bool(hermitian))
+
+
+@implements(np.linalg.lstsq)
+def lstsq(a, b, rcond=None):
+    """x = pinv(a) b with NumPy's cutoff; residuals and singular values are
+    differentiable too, the rank is an integer."""
+    av, bv = unwrap_all(a), unwrap_all(b)
+    m, n = np.shape(av)
+    if rcond is None:
+        rcond = np.finfo(np.result_type(av, np.float32)).eps * max(m, n)
+    _, res_v, rank, _ = np.linalg.lstsq(av, bv, rcond=rcond)
+    x = pinv(a, rcond) @ b
+    if np.size(res_v):
+        r = b - a @ x
+        sq = r * np.conjugate(r) if np.iscomplexobj(r) else r * r
+        res = np.sum(real_part(sq) if np.iscomplexobj(sq) else sq, axis=0)
+        res = np.reshape(res, np.shape(res_v))
+    else:
+        res = res_v
+    return x, res, rank, svdvals(a)

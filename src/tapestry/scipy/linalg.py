@@ -1,0 +1,168 @@
+"""``import tapestry.scipy.linalg as tsl``: scipy.linalg with rules.
+
+Why a namespace (docs/linalg.md): ``scipy.linalg.expm(x)`` converts ``x``
+with ``np.asarray`` before anything else, and NumPy offers no protocol
+through which that call could reach tapestry (NEP 18 covers NumPy's own
+functions only).  A rule registered for ``scipy.linalg.expm`` would never
+be looked up.  So these functions are called from here: on plain arrays
+they are SciPy's own (same results, same speed); on traced arrays they
+record a primitive.  Any other ``scipy.linalg`` name is re-exported, and
+refuses traced arguments by name instead of failing inside SciPy.
+
+Rules (pairing ``Re(c * t)``, docs/complex.md; real and complex):
+
+- ``solve_triangular(a, b, trans, lower, unit_diagonal)``: ``x = op(T)⁻¹ b``
+  with ``T`` the triangle of ``a`` that is read; ``b̄ = op(T)⁻ᵀ x̄`` and
+  ``ā`` = the triangle of ``-b̄ xᵀ`` (mapped back through ``op``).
+- ``cho_factor(a, lower)``: ``(c, lower)`` where ``c`` holds the Cholesky
+  factor in one triangle and ``a``'s own entries in the other, exactly as
+  SciPy leaves them (both differentiable); ``cho_solve((c, lower), b)`` is
+  two triangular solves, so gradients reach ``a`` through ``c``.
+- ``expm(a)``: ``ā = L_exp(aᵀ, ḡ)``, the Fréchet derivative, computed as the
+  upper-right block of ``expm([[aᵀ, ḡ], [0, aᵀ]])`` -- itself an ``expm``,
+  so the rule is differentiable to any order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as _sla
+
+from ..core.primitive import Primitive
+from ..core.var import Var
+from ..ops.complex_parts import match_input
+from ..ops.linalg_common import _H, _T
+
+__all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm"]
+
+
+def _traced(*xs):
+    return any(x.__class__ is Var for x in xs)
+
+
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
+
+
+# --- solve_triangular ------------------------------------------------------------------
+def _read_triangle(m, lower, unit_diagonal):
+    """The part of a cotangent that lands on the entries solve_triangular reads."""
+    k = -1 if unit_diagonal else 0
+    return np.tril(m, k) if lower else np.triu(m, -k)
+
+
+def _solve_transposed(g, a, trans, lower, unit):
+    """op(T)⁻ᵀ g: op = T -> Tᵀ, Tᵀ -> T, Tᴴ -> conj(T)."""
+    if trans != 2:
+        return _solve_tri(a, g, 1 - trans, lower, unit)
+    if not np.iscomplexobj(a):
+        return _solve_tri(a, g, 0, lower, unit)
+    return np.conjugate(_solve_tri(a, np.conjugate(g), 0, lower, unit))
+
+
+def _tri_vjp_b(g, ans, a, b, trans, lower, unit):
+    """x = op(T)⁻¹ b:  b̄ = op(T)⁻ᵀ x̄."""
+    return match_input(_solve_transposed(g, a, trans, lower, unit), b)
+
+
+def _tri_vjp_a(g, ans, a, b, trans, lower, unit):
+    """d x = -op(T)⁻¹ d op(T) x, so op(T)̄ = -b̄ xᵀ, mapped back to T."""
+    gb = _solve_transposed(g, a, trans, lower, unit)
+    x = ans
+    if np.ndim(x) == 1:
+        m = -np.expand_dims(gb, -1) * np.expand_dims(x, -2)
+    else:
+        m = -(gb @ _T(x))
+    m = {0: m, 1: _T(m), 2: _H(m)}[trans]
+    return match_input(_read_triangle(m, lower, unit), a)
+
+
+def _solve_tri_fwd(a, b, trans, lower, unit):
+    if _traced(a, b):
+        return _solve_tri(a, b, trans, lower, unit)
+    return _sla.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit)
+
+
+_solve_tri = Primitive(_solve_tri_fwd, "scipy.linalg.solve_triangular",
+                       vjps=(_tri_vjp_a, _tri_vjp_b))
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False,
+                     overwrite_b=False, check_finite=True):
+    """scipy.linalg.solve_triangular, differentiable in ``a`` and ``b``."""
+    if not _traced(a, b):
+        return _sla.solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b,
+                                     check_finite=check_finite)
+    return _solve_tri(a, b, _TRANS[trans], bool(lower), bool(unit_diagonal))
+
+
+# --- cho_factor / cho_solve --------------------------------------------------------------
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """(c, lower): the factor in the ``lower`` (or upper) triangle of ``c``,
+    ``a``'s own entries in the other, as SciPy returns it."""
+    if not _traced(a):
+        return _sla.cho_factor(a, lower, overwrite_a, check_finite)
+    if lower:
+        c = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1)
+    else:
+        c = np.triu(np.linalg.cholesky(a, upper=True)) + np.tril(a, -1)
+    return c, bool(lower)
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """Solve a x = b given cho_factor(a): L y = b, Lᴴ x = y (or Uᴴ y = b, U x = y)."""
+    c, lower = c_and_lower
+    if not _traced(c, b):
+        return _sla.cho_solve((c, lower), b, overwrite_b, check_finite)
+    if lower:
+        return solve_triangular(c, solve_triangular(c, b, 0, True), 2, True)
+    return solve_triangular(c, solve_triangular(c, b, 2, False), 0, False)
+
+
+# --- expm -----------------------------------------------------------------------------------
+def _expm_vjp(g, ans, a):
+    """ā = L_exp(aᵀ, ḡ): the upper-right block of expm([[aᵀ, ḡ], [0, aᵀ]])."""
+    n = np.shape(a)[-1]
+    at = _T(a)
+    zero = np.zeros(np.shape(at), np.result_type(at, g))
+    top = np.concatenate([at, g], axis=-1)
+    bottom = np.concatenate([zero, at], axis=-1)
+    big = expm(np.concatenate([top, bottom], axis=-2))
+    return match_input(big[..., :n, n:], a)
+
+
+def _expm_fwd(a):
+    return _expm(a) if _traced(a) else _sla.expm(a)
+
+
+_expm = Primitive(_expm_fwd, "scipy.linalg.expm", vjps=(_expm_vjp,))
+
+
+def expm(A):
+    """scipy.linalg.expm, differentiable to any order (stacks (..., n, n) too)."""
+    return _expm(A) if _traced(A) else _sla.expm(A)
+
+
+# --- everything else --------------------------------------------------------------------------
+def __getattr__(name):
+    """Other scipy.linalg names: SciPy's function, refusing traced arguments by name."""
+    fun = getattr(_sla, name)
+    if not callable(fun) or isinstance(fun, type):
+        return fun
+
+    def refuse_traced(*args, **kwargs):
+        if _traced(*unwrap_leaves(args), *unwrap_leaves(kwargs.values())):
+            raise NotImplementedError(
+                f"tapestry: scipy.linalg.{name} has no gradient rule (tapestry.scipy.linalg "
+                "differentiates solve_triangular, cho_factor, cho_solve and expm). Use the "
+                "numpy.linalg function, or supply the rule with tapestry.custom_vjp.")
+        return fun(*args, **kwargs)
+    refuse_traced.__name__ = name
+    refuse_traced.__doc__ = fun.__doc__
+    return refuse_traced
+
+
+def unwrap_leaves(xs):
+    """Top-level arguments and the items of tuple/list arguments."""
+    out = []
+    for x in xs:
+        out.extend(x if isinstance(x, (tuple, list)) else (x,))
+    return out
