@@ -17,11 +17,7 @@ from programs.runner import CORRECT, CRASH, REFUSED, WRONG, classify
 
 PROGRAMS = load()
 
-_FFT = "np.fft rules land with the fftlinalg branch"
-_LINALG = "np.linalg rule lands with the fftlinalg branch"
-_CPLX = "complex rules land with the complex branch"
 _NUM = "numerics rule lands with the numerics branch"
-_FFT_CPLX = "np.fft (fftlinalg branch) and complex abs/real (complex branch)"
 
 #: Refused today; the rule is being added on another branch.
 EXPECTED_REFUSED = {
@@ -63,47 +59,7 @@ EXPECTED_REFUSED = {
     "trapezoid_work_integral": _NUM + " (np.trapezoid)",
     "ufunc_methods_reduce_accumulate": _NUM + " (ufunc .reduce/.accumulate/.outer)",
     "ufunc_reduceat_accumulate_axis": _NUM + " (ufunc .reduceat/.accumulate/.outer)",
-    # fftlinalg branch
-    "batched_svd_values_and_det": _LINALG + " (svd)",
-    "eig_vectors_nonsymmetric": _LINALG + " (eig)",
-    "eigvals_complex_pair": _LINALG + " (eigvals) with complex abs/imag",
-    "eigvals_nonsymmetric_spectral_radius": _LINALG + " (eigvals) with complex abs/real",
-    "frobenius_norms_and_cond": _LINALG + " (cond)",
-    "hessian_through_svd_values": _LINALG + " (svd, second order)",
-    "least_squares_lstsq": _LINALG + " (lstsq)",
-    "lstsq_residuals_output": _LINALG + " (lstsq)",
-    "matrix_power_and_multi_dot": _LINALG + " (matrix_power, multi_dot)",
-    "matrix_power_negative": _LINALG + " (matrix_power)",
-    "nuclear_norm": _LINALG + " (svd)",
-    "orthogonal_procrustes": _LINALG + " (svd)",
-    "pca_reconstruction_svd": _LINALG + " (svd)",
-    "pca_svd_explained_variance": _LINALG + " (svd)",
-    "pinv_projection": _LINALG + " (pinv)",
-    "qr_orthogonal_factor": _LINALG + " (qr)",
-    "svd_full_matrices_U_columns": _LINALG + " (svd)",
-    "irfft_odd_length_roundtrip": _FFT,
-    "rfft2_irfft2_image_filter": _FFT,
-    "rfft_irfft_smoothing": _FFT,
-    "fft2_image_highpass": _FFT_CPLX,
-    "fft_axis0_zero_padded": _FFT_CPLX,
-    "fft_circular_convolution": _FFT_CPLX,
-    "fft_cross_correlation_lag": _FFT_CPLX,
-    "fft_frequency_weighted_loss": _FFT_CPLX,
-    "fft_of_real_then_ifft_real_part": _FFT_CPLX,
-    "fftn_ifftn_axes_ortho": _FFT_CPLX,
-    "float32_fft_diff_interp": _FFT_CPLX + ", np.diff/np.interp (numerics branch)",
-    "hessian_through_fft": _FFT_CPLX,
-    "rfft_power_spectrum_lowpass": _FFT_CPLX,
-    "rfft_truncated_norm_forward": _FFT_CPLX,
-    "spectrogram_frames_rfft": _FFT_CPLX,
-    # complex branch
-    "angle_of_complex": _CPLX + " (np.angle)",
-    "complex_division_log_sqrt": _CPLX + " (np.angle)",
-    "complex_from_0d_angle": _CPLX + " (np.real/imag)",
-    "complex_linear_solve": _CPLX + " (complex solve/det)",
-    "complex_matmul_unitary_loss": _CPLX + " (np.real of complex)",
-    "complex_vdot_norm_einsum": _CPLX + " (np.real of complex)",
-    "real_imag_of_complex": _CPLX + " (np.real/imag)",
+    "float32_fft_diff_interp": _NUM + " (np.diff, np.interp)",
     # API branches
     "tnp_array_from_traced_scalars": "tnp.array of traced values lands with the autograd branch",
     "tnp_array_nested_and_asarray": "tnp.array/asarray of traced values land with the autograd branch",
@@ -113,7 +69,6 @@ EXPECTED_REFUSED = {
     "numerics_with_list_arguments": _NUM + "; crashes there on list arguments (report)",
     "cov_with_list_aweights": _NUM + "; crashes there on list aweights (report)",
     "hessian_through_diff_convolve_interp": _NUM + "; crashes there on a list x in np.interp (report)",
-    "damped_complex_exponential": _CPLX + "; crashes there: 1j * 0-d value (report)",
     "unwrap_phase_of_rotating_phasor": "np.unwrap has no rule on any branch yet",
 }
 
@@ -138,11 +93,6 @@ REFUSED_BY_DESIGN = {
 #: Silently wrong or crashing today.  Each is diagnosed in the report; the
 #: owner named here fixes it (or it is an open bug no branch owns yet).
 EXPECTED_BROKEN = {
-    "abs_of_complex_product": "np.abs of a complex value: zero gradient (complex branch fixes)",
-    "abs_squared_of_imaginary": "np.abs of a complex value: sign flipped (complex branch fixes)",
-    "astype_complex_then_abs": "complex intermediates cast to real (complex branch fixes)",
-    "dft_matrix_by_hand": "complex matmul/abs rules without conjugates (complex branch fixes)",
-    "phasor_sum_magnitude": "np.exp(1j*theta) then abs (complex branch fixes)",
     "bincount_group_sums": "np.bincount(weights=) listed constant (numerics branch fixes)",
     "bincount_minlength_empty_bins": "np.bincount(weights=) listed constant (numerics branch fixes)",
     "histogram_weights": "np.histogram(weights=) listed constant (numerics branch fixes)",
@@ -153,6 +103,8 @@ EXPECTED_BROKEN = {
                                      "occurrence only (open on the numerics branch too)",
     "nan_reductions_masked": "np.where's rule multiplies by 0.0 (0 * nan = nan): open bug, "
                              "ops/shape.py where_ vjps",
+    "damped_complex_exponential": "1j * a 0-d value gives a Python complex node value "
+                                  "(core/primitive.py operator fast path): open bug",
     "complex_from_unpacked_params": "1j * a 0-d value gives a Python complex node value "
                                     "(core/primitive.py operator fast path): open bug",
     "matmul_with_python_list_operand": "matmul rule reads .ndim of a list operand: open bug, "

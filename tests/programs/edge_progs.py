@@ -203,7 +203,6 @@ def sinc_heaviside_misc(x):
 @program(args=lambda: (rng(735).standard_normal((3, 3)),))
 def triu_indices_fill_symmetric(v):
     i, j = np.triu_indices(3)
-    S = np.zeros((3, 3)) + v[i[0], j[0]] * 0
     return np.sum(v[i, j] ** 2) + np.sum(v[np.tril_indices(3, -1)])
 
 

@@ -147,7 +147,7 @@ def torque_cross_product(r, F):
 def projectile_range(params):
     v0, angle = params
     vx, vy = v0 * np.cos(angle), v0 * np.sin(angle)
-    x, y, t = 0.0, 0.0, 0.0
+    x, y = 0.0, 0.0
     dt = 0.05
     drag = 0.05
     for _ in range(30):

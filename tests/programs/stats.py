@@ -266,7 +266,6 @@ def nan_reductions_masked(x):
 
 @program(args=lambda: (rng(142).standard_normal(3) * 0.3, rng(143).standard_normal(12).cumsum()), argnums=(0,))
 def arma_residual_loop(phi, y):
-    e = np.zeros(len(y))
     loss = 0.0
     for t in range(3, len(y)):
         pred = phi[0] * y[t - 1] + phi[1] * y[t - 2] + phi[2] * y[t - 3]
