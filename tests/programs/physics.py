@@ -211,3 +211,16 @@ def logistic_map_orbit(r):
         x = 3.5 * r[0] * x * (1 - x)
         total += x
     return total
+
+
+@program(args=lambda: (rng(213).standard_normal((4, 2)),))
+def rbf_energy_sqrt_pairwise_with_diagonal(pos):
+    diff = pos[:, None, :] - pos[None, :, :]
+    r = np.sqrt(np.sum(diff ** 2, axis=-1))          # r[i, i] == 0 exactly
+    return np.sum(np.exp(-r))
+
+
+@program(args=lambda: (np.array([1.0, 2.0, 3.0, 2.0, 0.5, 1.5]),))
+def amplitude_spectrum_of_zero_mean_signal(x):
+    X = np.fft.rfft(x - np.mean(x))                  # the DC bin is exactly 0
+    return np.sum(np.abs(X))
