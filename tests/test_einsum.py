@@ -91,14 +91,28 @@ def test_einsum_errors(spec, shapes, msg):
         tp.grad(lambda a: np.sum(np.einsum(spec, a, *ops[1:])))(ops[0])
 
 
-def test_einsum_out_and_interleaved_errors():
+def test_einsum_out_error():
     a = rng.standard_normal(3)
     with pytest.raises(TypeError, match="out="):
         tp.grad(lambda a: np.sum(np.einsum("i->i", a, out=np.empty(3))))(a)
-    with pytest.raises(TypeError, match="interleaved"):
-        tp.einsum(a, [0])
 
 
 #: Registry keys whose rules this module checks against finite differences
 #: (read by tests/test_op_coverage.py, the coverage spec).
 SWEPT = {np.einsum}
+
+
+@pytest.mark.parametrize("args", [
+    lambda a, b: (a, [0, 1], b, [1, 2], [0, 2]),      # matrix product, explicit output
+    lambda a, b: (a, [0, 1], b, [1, 2]),              # implicit output
+    lambda a, b: (a, [Ellipsis, 1], b, [1, 2], [Ellipsis, 2]),
+    lambda a, b: (a, [0, 1], [1, 0]),                 # one operand: a transpose
+])
+def test_einsum_interleaved_form(args):
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 4))
+    ops = [o for o in args(a, b)[0::2] if isinstance(o, np.ndarray)]
+    f = lambda *xs: np.einsum(*args(*xs, *([b] * (2 - len(xs)))))  # noqa: E731
+    np.testing.assert_allclose(tp.vjp(f, *ops)[0], f(*ops), rtol=1e-12)
+    check_grads(f, ops, order=2)
+    with pytest.raises(ValueError, match="interleaved"):
+        tp.grad(lambda a: np.sum(np.einsum(a, [0, -1])))(a)

@@ -229,10 +229,6 @@ def reject_out(name, out):
 
 
 # --- dispatch: NumPy calls on traced arrays -> registered rules ------------------
-_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max,
-           np.minimum: np.min, np.fmax: np.nanmax, np.fmin: np.nanmin}
-_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod}
-
 _HELP_RULE = ("Write it with differentiable NumPy operations, or supply the "
               "rule with @tapestry.custom_vjp (see docs/guide.md).")
 
@@ -261,13 +257,11 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
             return prim(*inputs, **kwargs)
         if ufunc in NONDIFF:
             return ufunc(*unwrap_all(inputs), **kwargs)
-    elif method == "reduce" and ufunc in _REDUCE:
-        # ufunc.reduce defaults to axis=0, np.sum & co. to axis=None.
-        return dispatch_function(_REDUCE[ufunc], inputs, {"axis": 0, **kwargs})
-    elif method == "accumulate" and ufunc in _ACCUMULATE:
-        return dispatch_function(_ACCUMULATE[ufunc], inputs, {"axis": 0, **kwargs})
     elif ufunc in NONDIFF:
         return getattr(ufunc, method)(*unwrap_all(inputs), **kwargs)
+    elif _lookup_ufunc(ufunc) is not None and "ufunc." + method in FUNCTIONS:
+        # reduce / accumulate / outer / reduceat / at: ops/ufunc_methods.py
+        return FUNCTIONS["ufunc." + method](ufunc, inputs, kwargs)
     owner = "np" if getattr(np, ufunc.__name__, None) is ufunc else "the ufunc"
     name = f"{owner}.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")

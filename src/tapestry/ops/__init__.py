@@ -8,6 +8,7 @@ from . import constant, elementwise, indexing, linalg, reductions, shape  # noqa
 from . import einsum as _einsum_ops  # noqa: F401
 from . import sorting  # noqa: F401
 from . import fft  # noqa: F401
+from . import data, nanreduce, numerics, polynomial, statistics, ufunc_methods  # noqa: F401
 
 
 def _load_special_rules():

@@ -196,10 +196,10 @@ def einsum(*operands, optimize=True, **kwargs):
     unknown = set(kwargs) - {"out", "dtype", "order", "casting"}
     if unknown:
         raise TypeError(f"tapestry.einsum: unexpected keyword(s) {sorted(unknown)}.")
-    if not operands or not isinstance(operands[0], str):
-        raise TypeError("tapestry.einsum: pass the subscripts as a string first, "
-                        "e.g. einsum('ij,jk->ik', a, b) (the interleaved form is "
-                        "not supported).")
+    if operands and not isinstance(operands[0], str):
+        operands = _interleaved_to_string(operands)
+    if not operands:
+        raise TypeError("tapestry.einsum: pass the subscripts, e.g. einsum('ij,jk->ik', a, b).")
     spec, ops = operands[0], list(operands[1:])
     ops = [o if o.__class__ is Var or isinstance(o, np.ndarray) else np.asarray(o)
            for o in ops]
@@ -209,6 +209,35 @@ def einsum(*operands, optimize=True, **kwargs):
         if s is not None:
             ops[k] = np.reshape(ops[k], s)
     return _einsum(norm, *ops)
+
+
+def _sublist_letters(sub):
+    """``[0, 1, Ellipsis]`` -> ``"ab..."`` (NumPy's interleaved subscripts)."""
+    out = []
+    for k in sub:
+        if k is Ellipsis:
+            out.append("...")
+        elif isinstance(k, (int, np.integer)) and 0 <= k < 52:
+            out.append(_INTERLEAVED[int(k)])
+        else:
+            raise ValueError(f"tapestry.einsum: subscript {k!r} in the interleaved form "
+                             "must be an integer in [0, 52) or Ellipsis.")
+    return "".join(out)
+
+
+_INTERLEAVED = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _interleaved_to_string(operands):
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` -> ``("ab,bc->ac", a, b)``."""
+    ops, subs = list(operands[0::2]), list(operands[1::2])
+    out = None
+    if len(operands) % 2 == 1:  # a trailing output sublist
+        out = ops.pop()
+    spec = ",".join(_sublist_letters(s) for s in subs)
+    if out is not None:
+        spec += "->" + _sublist_letters(out)
+    return (spec, *ops)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -127,7 +127,15 @@ def _getitem_vjp(g, ans, x, key):
 getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, vjps=(_getitem_vjp,))
 implements(operator.getitem)(lambda x, key: getitem(x, _key_tuple(key)))
 
-scatter_add = Primitive(lambda g, key, shape: dense_scatter(g, key, shape), "scatter_add",
+def _scatter_add_fwd(g, key, shape):
+    # A cotangent traced on an enclosing tape (third and higher orders) is
+    # scattered on that tape.
+    if g.__class__ is Var:
+        return scatter_add(g, key, shape)
+    return dense_scatter(g, key, shape)
+
+
+scatter_add = Primitive(_scatter_add_fwd, "scatter_add",
                         vjps=(lambda gg, ans, g, key, shape: getitem(gg, key),))
 
 

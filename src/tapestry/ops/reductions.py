@@ -58,6 +58,20 @@ def _no_out(name, out, where=None):
                                   "gradient rule; multiply by the mask instead.")
 
 
+def _mask(where):
+    """The ``where=`` mask of a reduction as a plain boolean array, or None."""
+    if where is None or where is np._NoValue or where is True:
+        return None
+    return np.asarray(unwrap_all(where), dtype=bool)
+
+
+def _masked(a, where, fill):
+    """``a`` with the entries ``where=`` leaves out replaced by the
+    reduction's neutral ``fill`` (so they get a zero cotangent)."""
+    w = _mask(where)
+    return a if w is None else np.where(w, a, fill)
+
+
 def _float(dtype, name):
     if dtype is not None and np.dtype(dtype).kind not in "fc":
         raise TypeError(f"tapestry: np.{name}(..., dtype={np.dtype(dtype)}) makes an "
@@ -82,9 +96,9 @@ _sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, vjps=(
 
 
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _no_out("sum", out, where)
+    _no_out("sum", out)
     _float(dtype, "sum")
-    s = _sum(a, _tuple(axis), keepdims)
+    s = _sum(_masked(a, where, 0), _tuple(axis), keepdims)
     s = s if dtype is None else s.astype(dtype)
     return s if initial is None else s + initial
 
@@ -95,23 +109,34 @@ _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepd
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    _no_out("mean", out, where)
+    _no_out("mean", out)
     _float(dtype, "mean")
+    w = _mask(where)
+    if w is not None:  # the mean of the selected entries: sum / count
+        count = np.sum(np.broadcast_to(w, np.shape(a)), axis=_tuple(axis), keepdims=keepdims
+                       ).astype(np.result_type(unwrap_all(a), np.float16))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = sum_(a, axis, keepdims=keepdims, where=w) / count
+        return m if dtype is None else m.astype(dtype)
     m = _mean(a, _tuple(axis), keepdims)
     return m if dtype is None else m.astype(dtype)
 
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """NaNs count as zero, so they get a zero gradient."""
-    _no_out("nansum", out, where)
-    return sum_(np.where(np.isnan(a), 0.0, a), axis, keepdims=keepdims, initial=initial)
+    _no_out("nansum", out)
+    return sum_(np.where(np.isnan(a), 0.0, a), axis, keepdims=keepdims, initial=initial,
+                where=where)
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    _no_out("nanmean", out, where)
+    _no_out("nanmean", out)
     valid = ~np.isnan(a)
+    if _mask(where) is not None:
+        valid = valid & _mask(where)
+    count = np.sum(valid, axis=_tuple(axis), keepdims=keepdims)
     return (sum_(np.where(valid, a, 0.0), axis, keepdims=keepdims)
-            / np.sum(valid, axis=_tuple(axis), keepdims=keepdims))
+            / count.astype(np.result_type(unwrap_all(a), np.float16)))
 
 
 # --- prod -------------------------------------------------------------------------
@@ -157,9 +182,9 @@ _prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepd
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _no_out("prod", out, where)
+    _no_out("prod", out)
     _float(dtype, "prod")
-    p = _prod(a, _tuple(axis), keepdims)
+    p = _prod(_masked(a, where, 1), _tuple(axis), keepdims)
     return p if initial is None else p * initial
 
 
@@ -187,10 +212,23 @@ _max, _min = _reduction(np.max, "max"), _reduction(np.min, "min")
 _nanmax, _nanmin = _reduction(np.nanmax, "nanmax"), _reduction(np.nanmin, "nanmin")
 
 
-def _extremum_entry(prim, name, combine):
+def _extremum_entry(prim, name, combine, np_fun):
+    """max/min with NumPy's ``initial=`` (the result when nothing is
+    reduced, and a floor/ceiling otherwise) and ``where=`` (the entries left
+    out take the value ``initial``, which NumPy requires with a mask)."""
     def extremum(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-        _no_out(name, out, where)
-        m = prim(a, _tuple(axis), keepdims)
+        _no_out(name, out)
+        axis = _tuple(axis)
+        if _mask(where) is not None:
+            if initial is None:  # NumPy's own error: no identity without initial
+                np_fun(unwrap_all(a), axis=axis, keepdims=keepdims, where=_mask(where))
+            a = _masked(a, where, initial)
+        if initial is not None and _count(np.shape(a), axis) == 0:
+            plain = np_fun(unwrap_all(a), axis=axis, keepdims=keepdims,
+                           initial=unwrap_all(initial))
+            return plain if initial.__class__ is not Var else \
+                np.broadcast_to(initial, np.shape(plain)).astype(plain.dtype)
+        m = prim(a, axis, keepdims)
         return m if initial is None else combine(m, initial)
     extremum.__name__ = name
     return extremum
@@ -201,10 +239,10 @@ implements(np.mean)(mean)
 implements(np.nansum)(nansum)
 implements(np.nanmean)(nanmean)
 implements(np.prod)(prod)
-implements(np.max, np.amax)(_extremum_entry(_max, "max", np.maximum))
-implements(np.min, np.amin)(_extremum_entry(_min, "min", np.minimum))
-implements(np.nanmax)(_extremum_entry(_nanmax, "nanmax", np.fmax))
-implements(np.nanmin)(_extremum_entry(_nanmin, "nanmin", np.fmin))
+implements(np.max, np.amax)(_extremum_entry(_max, "max", np.maximum, np.max))
+implements(np.min, np.amin)(_extremum_entry(_min, "min", np.minimum, np.min))
+implements(np.nanmax)(_extremum_entry(_nanmax, "nanmax", np.fmax, np.nanmax))
+implements(np.nanmin)(_extremum_entry(_nanmin, "nanmin", np.fmin, np.nanmin))
 
 
 # --- var / std -------------------------------------------------------------------

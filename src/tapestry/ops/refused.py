@@ -41,11 +41,6 @@ NUMPY = {
     "np.block": "use np.concatenate / np.stack, which are differentiable",
     "np.choose": "use np.where or take_along_axis, which are differentiable",
     "np.compress": "use boolean indexing x[mask] or np.take, which are differentiable",
-    "np.copyto": _INPLACE + " (np.where)",
-    "np.corrcoef": "no rule yet; write it with mean, matmul and sqrt",
-    "np.cov": "no rule yet; write it with mean and matmul",
-    "np.cumulative_prod": "no rule yet; use np.cumprod",
-    "np.cumulative_sum": "no rule yet; use np.cumsum",
     "np.delete": "use boolean indexing or np.take, which are differentiable",
     "np.divmod": "two outputs (piecewise-constant quotient, differentiable remainder); "
                  "use np.floor_divide and np.remainder",
@@ -60,14 +55,8 @@ NUMPY = {
     "np.modf": "two outputs (fractional part differentiable); use x - np.trunc(x)",
     "np.nextafter": "no rule (the result moves with x by one ulp)",
     "np.place": _INPLACE,
-    "np.poly": "no rule yet (polynomial from roots)",
-    "np.polyadd": "no rule yet; add the coefficient arrays",
-    "np.polyder": "no rule yet (coefficients times powers)",
     "np.polydiv": "no rule yet (polynomial division)",
     "np.polyfit": "no rule yet; solve the least-squares problem with np.linalg.solve",
-    "np.polyint": "no rule yet (coefficients divided by powers)",
-    "np.polymul": "no rule yet; use np.convolve once it has a rule",
-    "np.polysub": "no rule yet; subtract the coefficient arrays",
     "np.put": _INPLACE,
     "np.put_along_axis": _INPLACE,
     "np.putmask": _INPLACE + " (np.where)",
@@ -80,7 +69,6 @@ NUMPY = {
     "np.unstack": "no rule yet; use x[i] or np.split",
     "np.unwrap": "no rule yet (the derivative is 1 away from the jumps); "
                  "write it with np.diff and np.cumsum",
-    "np.vander": "no rule yet; use x[:, None] ** np.arange(n)[::-1]",
 }
 
 #: NumPy functions whose results are piecewise constant (integers, bools,
@@ -134,15 +122,7 @@ SPECIAL_CONSTANT = ("round", "gammasgn")
 
 #: Transitional: rules in progress on other lines of work (issue 9 Deliver 1-4),
 #: left unclassified until they land.  name -> the work item.
-PENDING = {
-    **{f"np.{n}": "numerics" for n in (
-        "diff ediff1d gradient cross interp convolve correlate trapezoid linspace geomspace "
-        "logspace select piecewise average ptp nanprod nanstd nanvar nanmedian nanpercentile "
-        "nanquantile nancumsum nancumprod bincount histogram histogram2d histogramdd "
-        "histogram_bin_edges unique unique_all unique_counts unique_inverse unique_values "
-        "full full_like polyval meshgrid").split()},
-    "np.linalg.cross": "numerics",
-}
+PENDING: dict = {}
 
 
 class Refused:

@@ -124,7 +124,7 @@ def classes_of(obj, pending):
     """Every class the registries (and the pending set) put ``obj`` in."""
     found = set()
     impl = FUNCTIONS.get(obj, UFUNCS.get(obj))
-    if isinstance(impl, refused.Refused):
+    if isinstance(impl, refused.Refused) or getattr(impl, "refuses", False):
         found.add("refused")
     elif impl is not None:
         found.add("differentiable")
@@ -137,7 +137,8 @@ def classes_of(obj, pending):
 
 def _note(obj, cls, pending):
     if cls == "refused":
-        return FUNCTIONS.get(obj, UFUNCS.get(obj)).reason
+        impl = FUNCTIONS.get(obj, UFUNCS.get(obj))
+        return getattr(impl, "reason", None) or (impl.__doc__ or "").split("\n")[0]
     if cls == "pending":
         return pending[obj] + (" (a constant today)" if obj in NONDIFF else "")
     return ""

@@ -1,0 +1,144 @@
+"""The ``nan*`` reductions and scans that ignore NaNs: nanprod, nanvar,
+nanstd, nancumsum, nancumprod, nanquantile, nanpercentile, nanmedian
+(nansum, nanmean, nanmax and nanmin live in :mod:`.reductions`).
+
+Each replaces the NaNs by the operation's neutral value *before* any
+arithmetic, so that no NaN reaches a rule: the cotangent of a NaN entry is
+exactly zero (a ``np.where`` after the fact would give ``0 * nan = nan``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import implements
+from ..core.var import unwrap_all
+from .sorting import _keep, _moved_sorted
+
+
+def _nan_mask(a):
+    return np.isnan(np.asarray(unwrap_all(a)))
+
+
+def _no_out(name, out):
+    if out is not None:
+        raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place and cannot be "
+                        "differentiated; drop out=.")
+
+
+def _tuple(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+@implements(np.nanprod)
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("nanprod", out)
+    kw = {} if where is None else {"where": where}
+    return np.prod(np.where(_nan_mask(a), 1.0, a), axis=_tuple(axis), dtype=dtype,
+                   keepdims=keepdims, initial=initial, **kw)
+
+
+@implements(np.nancumsum)
+def nancumsum(a, axis=None, dtype=None, out=None):
+    _no_out("nancumsum", out)
+    return np.cumsum(np.where(_nan_mask(a), 0.0, a), axis=axis, dtype=dtype)
+
+
+@implements(np.nancumprod)
+def nancumprod(a, axis=None, dtype=None, out=None):
+    _no_out("nancumprod", out)
+    return np.cumprod(np.where(_nan_mask(a), 1.0, a), axis=axis, dtype=dtype)
+
+
+def _nanvar(a, axis, ddof, keepdims, where):
+    """Variance of the non-NaN entries, with every denominator kept away
+    from zero on the values it does not decide (all-NaN slices and
+    ``n <= ddof`` give NaN, as in NumPy, without NaN in other gradients)."""
+    valid = ~_nan_mask(a)
+    if where is not None:
+        valid = valid & np.asarray(unwrap_all(where), dtype=bool)
+    a0 = np.where(valid, a, 0.0)
+    ft = np.result_type(unwrap_all(a0))  # counts in a's float type: no promotion
+    n = np.sum(valid, axis=axis, keepdims=True)
+    m = np.sum(a0, axis=axis, keepdims=True) / np.maximum(n, 1).astype(ft)
+    d = np.where(valid, a0 - m, 0.0)
+    dof = np.sum(valid, axis=axis, keepdims=keepdims) - ddof
+    v = np.sum(d * d, axis=axis, keepdims=keepdims) / np.where(dof > 0, dof, 1).astype(ft)
+    return np.where(dof > 0, v, np.nan), dof > 0
+
+
+def _moment_args(name, out, mean, correction, ddof):
+    _no_out(name, out)
+    if mean is not None:
+        raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not supported; "
+                                  "let NumPy compute the mean.")
+    return correction if correction is not None else ddof
+
+
+@implements(np.nanvar)
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+           mean=None, correction=None):
+    ddof = _moment_args("nanvar", out, mean, correction, ddof)
+    return _nanvar(a, _tuple(axis), ddof, keepdims, where)[0]
+
+
+@implements(np.nanstd)
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+           mean=None, correction=None):
+    """sqrt(nanvar), with derivative 0 where the variance is 0 (the
+    subgradient of least norm, as np.std's rule)."""
+    ddof = _moment_args("nanstd", out, mean, correction, ddof)
+    v, ok = _nanvar(a, _tuple(axis), ddof, keepdims, where)
+    flat = (np.asarray(unwrap_all(v)) == 0) | ~ok
+    s = np.where(flat, 0.0, np.sqrt(np.where(flat, 1.0, v)))
+    return s if np.all(ok) else np.where(ok, s, np.nan)
+
+
+def _cast(y, dtype):
+    return y if np.result_type(unwrap_all(y)) == dtype else y.astype(dtype)
+
+
+def _quantile_dtype(a, q):
+    """NumPy's result dtype: ``a``'s, promoted by ``q`` unless ``q`` is a
+    Python scalar (weak under NEP 50)."""
+    q = unwrap_all(q)
+    q = q if isinstance(q, (float, int, np.ndarray, np.generic)) else np.asarray(q)
+    return np.result_type(np.result_type(unwrap_all(a)), q, np.float16)
+
+
+@implements(np.nanquantile)
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None):
+    """Linear interpolation between the order statistics of the non-NaN
+    entries of each slice; without NaNs, np.quantile's rule."""
+    _no_out("nanquantile", out)
+    dtype = _quantile_dtype(a, q)
+    if not _nan_mask(a).any() or method != "linear" or weights is not None:
+        return _cast(np.quantile(a, q, axis=axis, method=method, keepdims=keepdims,
+                                 weights=weights), dtype)
+    q = np.asarray(unwrap_all(q), dtype=float)
+    s, axes = _moved_sorted(a, _tuple(axis))  # NaNs sort last
+    rest = np.shape(s)[1:]
+    nvalid = np.sum(~np.isnan(np.asarray(unwrap_all(s))), axis=0)
+    pos = np.reshape(q, q.shape + (1,) * len(rest)) * (nvalid - 1)
+    lo = np.clip(np.floor(pos), 0, None).astype(np.intp)
+    hi = np.clip(np.minimum(lo + 1, nvalid - 1), 0, None)
+    frac = np.clip(pos - lo, 0, 1).astype(dtype)
+    flat = (-1,) + rest
+    vlo = np.take_along_axis(s, np.reshape(lo, flat), axis=0)
+    vhi = np.take_along_axis(s, np.reshape(hi, flat), axis=0)
+    res = np.reshape(vlo * (1 - np.reshape(frac, flat)) + vhi * np.reshape(frac, flat),
+                     q.shape + rest)
+    return _cast(_keep(res, a, axes, keepdims, q.ndim), dtype)
+
+
+@implements(np.nanpercentile)
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, weights=None):
+    q = unwrap_all(q)
+    q = q / 100.0 if isinstance(q, (float, int)) else np.asarray(q) / 100.0
+    return nanquantile(a, q, axis, out, overwrite_input, method, keepdims, weights=weights)
+
+
+@implements(np.nanmedian)
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return nanquantile(a, 0.5, axis, out, keepdims=keepdims)
