@@ -17,58 +17,12 @@ from programs.runner import CORRECT, CRASH, REFUSED, WRONG, classify
 
 PROGRAMS = load()
 
-_NUM = "numerics rule lands with the numerics branch"
-
 #: Refused today; the rule is being added on another branch.
 EXPECTED_REFUSED = {
-    # numerics branch
-    "average_traced_weights_returned": _NUM + " (np.average)",
-    "average_with_weights": _NUM + " (np.average)",
-    "conv1d_np_convolve": _NUM + " (np.convolve)",
-    "convolve_full_both_traced": _NUM + " (np.convolve/correlate)",
-    "convolve_same_smoothing": _NUM + " (np.convolve)",
-    "covariance_corrcoef": _NUM + " (np.cov/corrcoef)",
-    "cross_product_axis_args": _NUM + " (np.cross)",
-    "diff_with_traced_prepend": _NUM + " (np.diff)",
-    "einsum_interleaved_form": _NUM + " (einsum interleaved form)",
-    "gp_slogdet_inv": _NUM + " (np.subtract.outer)",
-    "gradient_2d_both_axes": _NUM + " (np.gradient)",
-    "gradient_with_coordinates_edge_order2": _NUM + " (np.gradient)",
-    "interp_fp_values": _NUM + " (np.interp)",
-    "interp_outside_range_left_right": _NUM + " (np.interp)",
-    "interp_query_points": _NUM + " (np.interp)",
-    "linspace_endpoint_false_retstep": _NUM + " (np.linspace/geomspace)",
-    "linspace_traced_endpoints": _NUM + " (np.linspace)",
-    "logaddexp_reduce_and_log_sum": _NUM + " (ufunc .reduce)",
-    "max_min_ptp": _NUM + " (np.ptp)",
-    "meshgrid_ij_sparse": _NUM + " (np.meshgrid)",
-    "meshgrid_traced_field": _NUM + " (np.meshgrid)",
-    "nan_statistics_family": _NUM + " (nan* reductions)",
-    "np_correlate_matched_filter": _NUM + " (np.correlate)",
-    "np_gradient_velocity": _NUM + " (np.gradient)",
-    "piecewise_and_select_traced": _NUM + " (np.piecewise/select)",
-    "polyfit_np_polyval": _NUM + " (np.polyval)",
-    "polyval_traced_x_and_coeffs": _NUM + " (np.polyval/poly)",
-    "reductions_initial_and_where": _NUM + " (initial=/where=)",
-    "select_piecewise": _NUM + " (np.select)",
-    "sliding_window_moving_average": _NUM + " (sliding_window_view)",
-    "smoothness_np_diff": _NUM + " (np.diff)",
-    "spring_chain_energy": _NUM + " (np.diff)",
-    "torque_cross_product": _NUM + " (np.cross)",
-    "trapezoid_traced_x_and_y": _NUM + " (np.trapezoid)",
-    "trapezoid_work_integral": _NUM + " (np.trapezoid)",
-    "ufunc_methods_reduce_accumulate": _NUM + " (ufunc .reduce/.accumulate/.outer)",
-    "ufunc_reduceat_accumulate_axis": _NUM + " (ufunc .reduceat/.accumulate/.outer)",
-    "float32_fft_diff_interp": _NUM + " (np.diff, np.interp)",
-    # API branches
     "tnp_array_from_traced_scalars": "tnp.array of traced values lands with the autograd branch",
     "tnp_array_nested_and_asarray": "tnp.array/asarray of traced values land with the autograd branch",
     "size_one_array_output": "grad of a size-1 output lands with the forward branch",
     "sum_keepdims_size_one_output": "grad of a size-1 output lands with the forward branch",
-    # refused on main; crash once the branch lands (see EXPECTED_BROKEN's notes)
-    "numerics_with_list_arguments": _NUM + "; crashes there on list arguments (report)",
-    "cov_with_list_aweights": _NUM + "; crashes there on list aweights (report)",
-    "hessian_through_diff_convolve_interp": _NUM + "; crashes there on a list x in np.interp (report)",
     "unwrap_phase_of_rotating_phasor": "np.unwrap has no rule on any branch yet",
 }
 
@@ -87,18 +41,12 @@ REFUSED_BY_DESIGN = {
     "gmm_scipy_logsumexp": "scipy.special.logsumexp converts its input: tnp.logsumexp",
     "scipy_special_softmax": "scipy.special.softmax converts its input: tnp.softmax",
     "scipy_stats_norm_logpdf": "scipy.stats converts its inputs",
-    "qr_complete_and_r_mode": "refused on fftlinalg too: Q's extra columns have no derivative",
+    "qr_complete_and_r_mode": "qr(mode='complete') of a tall matrix: Q's extra columns have no derivative",
 }
 
 #: Silently wrong or crashing today.  Each is diagnosed in the report; the
 #: owner named here fixes it (or it is an open bug no branch owns yet).
 EXPECTED_BROKEN = {
-    "bincount_group_sums": "np.bincount(weights=) listed constant (numerics branch fixes)",
-    "bincount_minlength_empty_bins": "np.bincount(weights=) listed constant (numerics branch fixes)",
-    "histogram_weights": "np.histogram(weights=) listed constant (numerics branch fixes)",
-    "histogram_weights_density": "np.histogram(weights=) listed constant (numerics branch fixes)",
-    "unique_values": "np.unique listed constant (numerics branch fixes)",
-    "max_initial_on_empty": "np.max(initial=) on an empty traced array raises (numerics branch fixes)",
     "unique_with_counts_duplicates": "np.unique values: repeated values' cotangent goes to the first "
                                      "occurrence only (open on the numerics branch too)",
     "nan_reductions_masked": "np.where's rule multiplies by 0.0 (0 * nan = nan): open bug, "
@@ -111,6 +59,11 @@ EXPECTED_BROKEN = {
                                        "ops/linalg.py _matmul_vjp_b",
     "rbf_energy_sqrt_pairwise_with_diagonal": "np.sqrt at an exact 0 on the diagonal: inf * 0 = nan "
                                               "(JAX and PyTorch give nan too; np.linalg.norm is guarded)",
+    "numerics_with_list_arguments": "np.interp/polyval/trapezoid/gradient given Python lists beside a "
+                                    "traced array: rules call list methods (ops/numerics.py _as_double)",
+    "hessian_through_diff_convolve_interp": "np.interp with a list x: np.result_type(list) in "
+                                            "ops/numerics.py _as_double",
+    "cov_with_list_aweights": "np.cov(aweights=list): list * list in ops/statistics.py cov",
     "det_of_singular_matrix": "det's rule inverts a singular matrix (LinAlgError): open bug",
 }
 
