@@ -29,15 +29,15 @@ JAX_DIFFERS = {
                                        "is NumPy's (that triangle only), JAX symmetrises it",
     "mvn_logpdf": "np.linalg.cholesky reads the lower triangle: tapestry's gradient has zeros "
                   "above the diagonal (NumPy's function), JAX symmetrises it",
+    "unique_values": "JAX's jnp.unique gives the values a zero gradient; finite differences side "
+                     "with tapestry",
 }
 
-#: Checked by default: one or two programs per family, chosen where finite
-#: differences are weakest (long loops, linear algebra, second order).
-SUBSET = ("mlp_cross_entropy", "lstm_sequence", "gp_marginal_likelihood_cholesky",
-          "kalman_filter_matrix", "hmm_forward_algorithm", "rk4_lotka_volterra",
-          "nbody_potential_broadcast", "rosenbrock_for_row_in_x", "det_inv_logdet",
-          "mvn_logpdf", "wasserstein_sorted", "percentile_spread", "hessian_quartic",
-          "fancy_index_repeated_rows", "float32_scalar_and_vector", "dataclass_params_nll")
+#: Checked by default (about 15 s): a few cheap programs across families; the
+#: full run (TAPESTRY_PROGRAMS_JAX=all) is the real cross-check.
+SUBSET = ("mlp_cross_entropy", "nbody_potential_broadcast", "rosenbrock_for_row_in_x",
+          "det_inv_logdet", "wasserstein_sorted", "hessian_quartic", "fancy_index_repeated_rows",
+          "float32_scalar_and_vector")
 
 
 def _grads(fn, args, argnums, has_aux, grad):
