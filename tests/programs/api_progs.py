@@ -257,3 +257,36 @@ def asarray_at_function_entry(x, y):
     x = np.asarray(x, dtype=float)       # the usual defensive first line
     y = np.asarray(y)
     return np.sum((x - y) ** 2)
+
+
+@program(args=lambda: (rng(646).standard_normal(4),))
+def print_and_assert_inside_loss(x):
+    loss = np.sum(np.tanh(x) ** 2)
+    print("loss", loss, "shape", x.shape, x.ndim, x.size, x.dtype)
+    assert np.all(np.isfinite(x)), "inputs must be finite"
+    if loss > 100:
+        raise ValueError("diverged")
+    return loss
+
+
+@program(args=lambda: (rng(647).standard_normal(4),))
+def fstring_progress_inside_loss(x):
+    loss = np.sum(x ** 2)
+    msg = f"loss={loss:.4f}"
+    return loss + 0 * len(msg)
+
+
+@program(args=lambda: (rng(648).standard_normal(4),))
+def return_python_float(x):
+    return float(np.sum(np.sin(x)))            # common in scipy.optimize objectives
+
+
+@program(args=lambda: (rng(649).standard_normal(4),))
+def noise_from_seeded_generator(x):
+    noise = np.random.default_rng(0).normal(size=x.shape)
+    return np.sum((x + 0.1 * noise) ** 2)
+
+
+@program(args=lambda: (rng(650).standard_normal(4),))
+def generator_permutation_of_traced(x):
+    return np.sum(np.random.default_rng(1).permutation(x) * np.arange(4.0))
