@@ -126,3 +126,11 @@ def matrix_factorisation_masked(U, V, R, observed):
 @program(args=lambda: (rng(425).standard_normal((4, 4)),))
 def frobenius_norms_and_cond(A):
     return np.linalg.norm(A, "fro") + np.linalg.norm(A[0], 1) + np.linalg.norm(A[1], np.inf) + np.linalg.cond(A + 4 * np.eye(4))
+
+
+@program(args=lambda: (rng(426).standard_normal((2, 2)), rng(427).standard_normal((3, 3)), rng(428).standard_normal((2, 3))))
+def vec_operator_fortran_order(A, B, X):
+    vec = lambda M: M.flatten("F")                  # column-major vec(), as in the matrix cookbook
+    lhs = np.kron(B.T, A) @ vec(X)
+    rhs = vec(A @ X @ B)
+    return np.sum(lhs ** 2) + np.sum(rhs * np.arange(6.0))

@@ -329,3 +329,20 @@ def softmax_regression_l2(W, x, y):
     probs /= probs.sum(axis=1, keepdims=True)
     nll = -np.log(probs[range(len(y)), y]).mean()
     return nll + 0.01 * np.sum(W ** 2)
+
+
+@program(args=lambda: (rng(58).standard_normal((20000, 4)) * 0.1, rng(59).standard_normal((4, 3)) * 0.5,
+                       np.array([[3, 17, 17, 999], [5, 3, 12345, 17]]), np.array([0, 2])))
+def bag_of_words_large_embedding(E, W, docs, labels):
+    h = np.mean(E[docs], axis=1)                   # (batch, dim): a few rows of a 20000-row table
+    logits = h @ W
+    logp = logits - np.log(np.sum(np.exp(logits), axis=1, keepdims=True))
+    return -np.mean(logp[np.arange(len(labels)), labels])
+
+
+@program(args=lambda: (rng(60).standard_normal((5, 5)),))
+def image_blur_reflect_padding(img):
+    k = np.array([[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]) / 16
+    p = np.pad(img, 1, mode="reflect")
+    out = sum(k[i, j] * p[i:i + 5, j:j + 5] for i in range(3) for j in range(3))
+    return np.sum((out - img) ** 2)

@@ -20,10 +20,12 @@ import tapestry as tp
 
 CORRECT, REFUSED, WRONG, CRASH = "CORRECT", "REFUSED", "SILENT-WRONG", "CRASH"
 
-#: Accept AxisSparse gradient leaves (densified for the check).  Off: a user's
-#: small program must get plain arrays back (issue 9, item 8).  ``python -m
-#: programs --allow-sparse`` turns it on to test branches made before that rule.
+#: Accept AxisSparse gradient leaves for small inputs too (densified for the
+#: check).  Off: below SPARSE_MIN_SIZE elements a user's program must get plain
+#: arrays back (issue 9, item 8; main's sparse="auto").  ``python -m programs
+#: --allow-sparse`` turns it on to test branches made before that rule.
 ALLOW_SPARSE = False
+SPARSE_MIN_SIZE = 32768
 
 
 @dataclass
@@ -92,8 +94,8 @@ def _check_structure(args, argnums, grads):
         if len(xl) != len(gl):
             return f"argument {i}: gradient has {len(gl)} leaves, input {len(xl)}"
         for x, gx in zip(xl, gl):
-            if ALLOW_SPARSE and hasattr(gx, "todense"):
-                gx = np.asarray(gx.todense())
+            if hasattr(gx, "todense") and (ALLOW_SPARSE or np.size(x) >= SPARSE_MIN_SIZE):
+                gx = np.asarray(gx)             # large tables may stay sparse: it must densify
             if isinstance(x, np.ndarray) and not isinstance(gx, np.ndarray):
                 return f"argument {i}: gradient leaf is {type(gx).__name__}, not ndarray"
             if np.shape(gx) != np.shape(x):
