@@ -18,7 +18,7 @@ import numpy as np
 #: name -> Program, filled by the modules in :data:`MODULES` on :func:`load`.
 REGISTRY: dict = {}
 
-MODULES = ("nn", "stats", "physics", "numerics", "linalg_progs", "spectral", "api_progs", "edge_progs", "branch_features", "special_progs")
+MODULES = ("nn", "stats", "physics", "numerics", "linalg_progs", "spectral", "api_progs", "edge_progs", "branch_features", "special_progs", "science")
 
 
 @dataclass
