@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 PEERS  := $(VENV)/.installed-peers
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench venv clean autograd-suite
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,15 @@ $(PEERS): $(STAMP)
 # Benchmarks side by side with PyTorch, JAX and HIPS autograd.
 bench: $(PEERS)
 	$(PY) -m tapestry.cli bench $(BENCH_ARGS)
+
+# HIPS autograd's own tests/ run against tapestry.autograd (not part of `make test`).
+# Tests come from a local snapshot (AUTOGRAD_REPO, a git dir) or AUTOGRAD_TESTS (a folder);
+# nothing is downloaded or installed. Failures grouped by cause: AUTOGRAD_NOTES=file.md
+AUTOGRAD_TESTS ?=
+AUTOGRAD_NOTES ?=
+autograd-suite: $(STAMP)
+	PYTHONPATH=src $(PY) tools/run_autograd_suite.py $(AUTOGRAD_TESTS) \
+		$(if $(AUTOGRAD_NOTES),--notes $(AUTOGRAD_NOTES))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -365,3 +365,15 @@ def test_ten_thousand_grads_leave_memory_flat():
     finally:
         tracemalloc.stop()
     assert second - first < 64 * 1024, (first, second)
+
+
+def test_np_matrix_input_is_refused_clearly():
+    with pytest.raises(TypeError, match="np.asarray"):
+        tp.grad(lambda m: np.sum(m))(np.matrix([[1.0, 2.0]]))
+
+
+def test_unregistered_class_leaf_points_to_tree_util():
+    class Params:
+        pass
+    with pytest.raises(TypeError, match="register_pytree_node"):
+        tp.grad(lambda p: 1.0)(Params())

@@ -88,3 +88,13 @@ def test_dask_survives_a_killed_worker(client, tmp_path):
                                             executor=client, chunk_size=1))(x)
     assert os.path.exists(marker)
     assert np.array_equal(got, np.full(3, 6.0))
+
+
+def nested_on_dask(s):
+    return tp.parallel_sum(lambda v, s: np.sin(v * s), np.arange(6.0), s, executor="dask",
+                           chunk_size=2)
+
+
+def test_call_inside_a_dask_task_runs_inline(client):
+    got = client.submit(nested_on_dask, 0.7, pure=False).result(timeout=30)
+    assert np.isclose(got, np.sum(np.sin(np.arange(6.0) * 0.7)))

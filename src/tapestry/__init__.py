@@ -1,6 +1,7 @@
 """tapestry: reverse-mode automatic differentiation for plain NumPy code.
 
-Capabilities: the core API (grad, vjp, jacobian, custom_vjp, ...), sparse
+Capabilities: the core API (grad, vjp, jacobian, custom_vjp, ...), forward
+mode (jvp, linearize, jacfwd, hessian: docs/forward.md), sparse
 gradients (AxisSparse, optim), index-notation kernels (kernel, einsum) and
 parallel reductions (parallel_sum, parallel_map).  See docs/architecture.md.
 """
@@ -10,9 +11,11 @@ _tune_malloc()  # reuse freed large buffers (core/allocator.py; TAPESTRY_TUNE_MA
 
 from . import ops as _ops  # noqa: E402,F401  (fills the rule registries)
 from . import debug, optim, optimize, testing, tree_util  # noqa: E402,F401
-from .core.api import (grad, hessian, hessian_vector_product, jacobian,  # noqa: E402
+from .core.api import (elementwise_grad, grad, hessian,  # noqa: E402
+                       hessian_vector_product, jacfwd, jacobian, jacrev, jvp, linearize,
                        stop_gradient, value_and_grad, vjp)
 from .core.custom import checkpoint, custom_vjp  # noqa: E402
+from .core.forward import custom_jvp  # noqa: E402
 from .core.pytree import (ravel_pytree, tree_flatten, tree_leaves, tree_map,  # noqa: E402
                           tree_structure, tree_unflatten)
 from .core.tape import EscapedTracerError  # noqa: E402
@@ -30,7 +33,8 @@ __version__ = "0.1.0"
 __all__ = [
     # core
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
-    "stop_gradient", "custom_vjp", "checkpoint", "tree_flatten", "tree_unflatten",
+    "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad",
+    "stop_gradient", "custom_vjp", "custom_jvp", "checkpoint", "tree_flatten", "tree_unflatten",
     "tree_map", "Var", "EscapedTracerError", "testing", "debug",
     # pytrees
     "tree_util", "tree_leaves", "tree_structure", "ravel_pytree",

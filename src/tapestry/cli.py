@@ -21,6 +21,7 @@ BENCHES = {
     "w5": "benchmarks.w5_per_op_overhead:main",
     "w4": "benchmarks.w4_sum_over_models:main",
     "w6": "benchmarks.w6_poisson:main",
+    "w7": "benchmarks.w7_small_items:main",
     "w2": "benchmarks.w2_kernels:main",
 }
 

@@ -189,13 +189,33 @@ class custom_vjp:
 
 def checkpoint(f):
     """``f`` that stores only its inputs; its backward pass reruns ``f`` on a
-    child tape.  Trades one extra forward for the memory of intermediates."""
-    def fwd(*args):
-        return f(*args), args
+    child tape.  Trades one extra forward for the memory of intermediates.
+    The rerun sees the random numbers of the first run: NumPy's global
+    state and any generator among the arguments are replayed
+    (:mod:`tapestry.core.rng`; a generator captured in a closure is not)."""
+    from . import rng
 
-    def bwd(args, g):
-        _, pullback = vjp(f, *args)
-        return pullback(g)
+    def fwd(*args):
+        snapshot = rng.capture(args)  # the recompute must draw the same numbers
+        return f(*args), (args, snapshot)
+
+    def bwd(res, g):
+        args, snapshot = res
+        live = [k for k, a in enumerate(args) if not rng.generators(a)]  # generators: fixed
+
+        def f_live(*xs):
+            full = list(args)
+            for k, x in zip(live, xs):
+                full[k] = x
+            return f(*full)
+        with rng.replay(snapshot, args):
+            _, pullback = vjp(f_live, *[args[k] for k in live])
+        cts = pullback(g)
+        cts = cts if isinstance(cts, tuple) else (cts,)
+        out = [None] * len(args)
+        for k, c in zip(live, cts):
+            out[k] = c
+        return tuple(out)
 
     c = custom_vjp(f)
     c.defvjp(fwd, bwd)

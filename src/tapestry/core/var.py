@@ -58,8 +58,9 @@ class Var:
         raise TypeError(f"tapestry: cannot convert a traced array to a NumPy "
                         f"array (np.asarray / np.array). {_HELP_CONVERT} "
                         "To build an array from traced values use np.stack "
-                        "(np.stack([a, b])) or tapestry.numpy's array "
-                        "(tnp.array([[a, b], [c, 1.0]])). Library code that converts "
+                        "(np.stack([a, b])) or tapestry.numpy's constructors "
+                        "(tnp.array([[a, b], [c, 1.0]]), tnp.asarray, tnp.full), which "
+                        "NumPy's own np.array cannot dispatch to. Library code that converts "
                         "its inputs (e.g. scipy.special.logsumexp) cannot be traced: "
                         "use tapestry.numpy (tnp.logsumexp), tapestry.scipy.linalg "
                         "(for scipy.linalg) or tapestry.custom_vjp.")

@@ -14,8 +14,11 @@ send references back, and the caller copies them out before the arena is
 reused (it is reused by the next call, so nothing handed to the user may
 point into it).
 
-Arenas are files in ``/dev/shm`` kept in a small pool; a call takes one
-and gives it back when its results are in.  Calls from several threads
+Arenas are files in ``/dev/shm`` kept in a small bounded pool (at most
+``_MAX_POOLED`` arenas and ``MAX_POOLED_BYTES`` in all; a bigger arena is
+removed when its call ends); a call takes the smallest that fits and gives
+it back when its results are in.  Each file is registered with Python's
+resource tracker, which removes it if the caller is killed.  Calls from several threads
 take different arenas.  A retried task reads the same inputs and rewrites
 its own result region, so tasks stay stateless.
 """
@@ -28,14 +31,16 @@ import threading
 
 import numpy as np
 
-from .shm import _DIR, mapping
+from .shm import _DIR, mapping, track, untrack
 
 #: Arrays smaller than this are pickled with the task (a reference costs
 #: about as much to pickle as a small array).
 MIN_BYTES = 1024
 _ALIGN = 64
 _MIN_CAPACITY = 1 << 20
-_MAX_POOLED = 4
+_MAX_POOLED = 2
+#: Pooled arenas hold at most this much ``/dev/shm`` between calls.
+MAX_POOLED_BYTES = 64 << 20
 
 _pool: list = []  # caller side: free arenas
 _all: dict = {}   # path -> Arena, for cleanup at exit
@@ -49,6 +54,7 @@ class Arena:
         self.capacity = capacity
         self.path = os.path.join(_DIR, f"tapestry-arena-{os.getpid()}-{os.urandom(6).hex()}")
         with open(self.path, "w+b") as fh:
+            track(self.path)
             fh.truncate(capacity)
             self.mm = mmap.mmap(fh.fileno(), capacity)
         self.used = 0
@@ -79,20 +85,18 @@ class Arena:
             self.mm.close()
         except BufferError:  # a view is still alive somewhere; the mapping goes with it
             pass
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        untrack(self.path)
 
 
 def acquire(nbytes):
-    """An arena with room for ``nbytes``, emptied."""
+    """The smallest pooled arena with room for ``nbytes`` (emptied), or a new one."""
     with _lock:
-        for k, a in enumerate(_pool):
-            if a.capacity >= nbytes:
-                _pool.pop(k)
-                a.used = 0
-                return a
+        fits = [a for a in _pool if a.capacity >= nbytes]
+        if fits:
+            a = min(fits, key=lambda x: x.capacity)
+            _pool.remove(a)
+            a.used = 0
+            return a
     cap = _MIN_CAPACITY
     while cap < nbytes:
         cap *= 2
@@ -103,14 +107,17 @@ def acquire(nbytes):
 
 
 def release(a):
-    """Give an arena back to the pool (the smallest ones are dropped first)."""
+    """Give an arena back to the pool; past the pool's bounds the largest
+    (over the byte bound) or smallest (over the count) are removed."""
+    drop = []
     with _lock:
         _pool.append(a)
-        _pool.sort(key=lambda x: -x.capacity)
-        drop = _pool[_MAX_POOLED:]
-        del _pool[_MAX_POOLED:]
-        for d in drop:
+        while len(_pool) > _MAX_POOLED or sum(x.capacity for x in _pool) > MAX_POOLED_BYTES:
+            over_bytes = sum(x.capacity for x in _pool) > MAX_POOLED_BYTES
+            d = (max if over_bytes else min)(_pool, key=lambda x: x.capacity)
+            _pool.remove(d)
             _all.pop(d.path, None)
+            drop.append(d)
     for d in drop:
         d.close()
 

@@ -1,31 +1,47 @@
 """Where chunks run: serial, a persistent thread pool, loky processes, any
 ``concurrent.futures.Executor``, or a Dask cluster.
 
-Every adapter offers one operation, ``run(fn, tasks) -> iterator of
-(task_number, result)`` in completion order; the callers put results back
-in task order themselves, so what an executor does never changes the bits.
+Every adapter offers one operation, ``run(fn, tasks, deadline) -> iterator
+of (task_number, result)`` in completion order; the callers put results
+back in task order themselves, so what an executor does never changes the
+bits.  A lost task raises :class:`~.faults.Lost`, a passed deadline
+(``time.monotonic()`` value) :class:`~.faults.Timedout`; the runner turns
+them into errors that name the items.
 
 Why the pieces below exist:
 
-* **Inline when nested.**  A worker that calls ``parallel_sum`` again would
-  wait on the pool it is occupying (a deadlock with a bounded pool); a
-  thread-local flag marks worker threads and process tasks, and nested calls
-  there run serially in place.
-* **BLAS limits.**  Two workers each running a 2-thread OpenBLAS on two
-  cores oversubscribe them.  OpenBLAS's thread count is process-global, so
-  thread workers share a reference-counted limit (first entrant sets 1, last
-  leaver restores); process workers set it once per process.
+* **Inline when nested.**  A task that calls ``parallel_sum`` again on the
+  pool it is running in would wait for itself (a deadlock with a bounded
+  pool).  Nested calls run serially in place: inside tapestry's workers (a
+  thread-local flag), inside a thread of the user's ``ThreadPoolExecutor``
+  given as ``executor``, inside a process pool's worker that inherited the
+  pool object (fork), and inside a Dask worker.
+* **BLAS limits.**  Every call, serial included, runs its chunks with BLAS
+  on one thread, so a GEMM gives the same bits on every executor (OpenBLAS
+  splits the sum differently on two threads).  OpenBLAS's thread count is
+  process-global, so concurrent calls share a reference-counted limit
+  (first entrant sets 1, last leaver restores; ~5 us); process workers get
+  ``OPENBLAS_NUM_THREADS=1`` and set the limit once per process.
 * **Worker death.**  A killed loky worker breaks the pool; the pool is
-  rebuilt and the lost tasks run once more, then a clear error.
+  rebuilt and the lost tasks run once more, then a clear error.  Workers
+  watch their parent and exit when it dies.
+* **Hung items.**  tapestry's thread pool uses daemon threads, and a pool
+  with a hung thread is retired, so a hung item never blocks the
+  interpreter's exit; loky workers past a deadline are killed.
 """
 from __future__ import annotations
 
 import atexit
 import os
+import queue
+import sys
 import threading
-from concurrent.futures import FIRST_COMPLETED, Executor, ThreadPoolExecutor, wait
+import time
+import warnings
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, \
+    ThreadPoolExecutor, wait
 
-from .faults import WorkerDiedError
+from .faults import Lost, Timedout
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -49,21 +65,36 @@ class _WorkerScope:
 
 # --- BLAS thread limits ------------------------------------------------------------
 _blas = {"controller": None, "users": 0, "restore": None}
+_BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _controller():
     if _blas["controller"] is None:
         try:
             from threadpoolctl import ThreadpoolController
-        except ImportError:  # optional: without it workers may oversubscribe
+        except ImportError:
             _blas["controller"] = False
+            _warn_no_threadpoolctl()
         else:
             _blas["controller"] = ThreadpoolController()
     return _blas["controller"]
 
 
+def _warn_no_threadpoolctl():
+    """The fallback without threadpoolctl: process workers still get one
+    BLAS thread (environment), but this process keeps its own setting."""
+    if os.environ.get("OPENBLAS_NUM_THREADS") == "1":  # already one thread everywhere
+        return
+    warnings.warn("tapestry.parallel: threadpoolctl is not installed, so serial and "
+                  "thread executors run BLAS with its default threads while process "
+                  "workers use one; results with large matrix products may then differ "
+                  "in the last bits between executors. pip install threadpoolctl, or set "
+                  "OPENBLAS_NUM_THREADS=1 before starting Python.", RuntimeWarning,
+                  stacklevel=4)
+
+
 class blas_single_thread:
-    """Context: BLAS uses one thread while any parallel region is running."""
+    """Context: BLAS uses one thread while any parallel call is running."""
 
     def __enter__(self):
         with _lock:
@@ -94,14 +125,28 @@ def _limit_blas_in_process():
         _process_limited = True
 
 
+def _worker_init(parent):
+    """loky worker start-up: exit as soon as the parent process is gone
+    (a SIGKILLed caller would otherwise leave idle workers for minutes)."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+    threading.Thread(target=watch, name="tapestry-parent-watch", daemon=True).start()
+
+
 # --- the adapters ----------------------------------------------------------------------
 class SerialExecutor:
-    """Runs tasks one after another in the calling thread."""
+    """Runs tasks one after another in the calling thread (a deadline is
+    checked between tasks: a running item cannot be interrupted)."""
     name = "serial"
     n_workers = 1
 
-    def run(self, fn, tasks):
+    def run(self, fn, tasks, deadline=None):
+        tasks = list(tasks)
         for k, t in enumerate(tasks):
+            if deadline is not None and time.monotonic() > deadline:
+                raise Timedout(range(k, len(tasks)))
             yield k, fn(t)
 
 
@@ -110,27 +155,74 @@ def _thread_task(fn, t):
         return fn(t)
 
 
+class DaemonPool:
+    """A minimal thread pool of daemon threads: a thread stuck in a hung
+    item does not block the interpreter's exit (``ThreadPoolExecutor``
+    joins its threads at exit)."""
+
+    def __init__(self, n):
+        self.q, self.threads = queue.SimpleQueue(), []
+        for k in range(n):
+            t = threading.Thread(target=self._work, name=f"tapestry-{k}", daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _work(self):
+        while True:
+            job = self.q.get()
+            if job is None:
+                return
+            fut, fn, args = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # handed to the caller through the future
+                fut.set_exception(e)
+
+    def submit(self, fn, *args):
+        fut = Future()
+        self.q.put((fut, fn, args))
+        return fut
+
+    def shutdown(self):
+        """Idle threads exit; a busy one exits when its task returns."""
+        for _ in self.threads:
+            self.q.put(None)
+
+
 class ThreadExecutor:
-    """A persistent pool of threads (NumPy and BLAS release the GIL)."""
+    """A persistent pool of daemon threads (NumPy and BLAS release the GIL)."""
     name = "threads"
 
     def __init__(self, pool, n_workers):
         self.pool, self.n_workers = pool, n_workers
 
-    def run(self, fn, tasks):
-        with blas_single_thread():
-            futures = {self.pool.submit(_thread_task, fn, t): k for k, t in enumerate(tasks)}
-            yield from _as_completed(futures)
+    def run(self, fn, tasks, deadline=None):
+        futures = {self.pool.submit(_thread_task, fn, t): k for k, t in enumerate(tasks)}
+        yield from _as_completed(futures, deadline)
+
+    def abandon(self):
+        """After a timeout: a thread may be stuck, so later calls get a new pool."""
+        retire_thread_pool(self.pool)
 
 
-def _as_completed(futures):
-    """Yield ``(k, result)`` as futures finish; on an error cancel the rest."""
+def _as_completed(futures, deadline=None, lost=(BrokenExecutor,)):
+    """Yield ``(k, result)`` as futures finish; on an error cancel the rest.
+    A future failing with one of ``lost`` raises :class:`Lost`."""
     pending = set(futures)
     try:
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+            if not done:
+                raise Timedout([futures[f] for f in pending])
             for f in done:
-                yield futures[f], f.result()
+                try:
+                    r = f.result()
+                except lost as e:
+                    raise Lost(futures[f], e) from e
+                yield futures[f], r
     finally:
         for f in pending:
             f.cancel()
@@ -174,7 +266,9 @@ def _submission(fn, t):
 
 class FuturesExecutor:
     """Any ``concurrent.futures.Executor`` given by the user.  Thread pools
-    get the callables as they are; other executors get them cloudpickled."""
+    get the callables as they are; other executors get them cloudpickled.
+    A broken executor raises :class:`Lost` (tapestry does not own its
+    workers, so it neither retries nor replaces them)."""
     name = "futures"
     local = True
 
@@ -183,21 +277,23 @@ class FuturesExecutor:
         self.threaded = isinstance(executor, ThreadPoolExecutor)
         self.n_workers = getattr(executor, "_max_workers", None) or os.cpu_count() or 1
 
-    def run(self, fn, tasks):
-        if self.threaded:
-            with blas_single_thread():
-                futures = {self.executor.submit(_thread_task, fn, t): k
-                           for k, t in enumerate(tasks)}
-                yield from _as_completed(futures)
-        else:
-            futures = {self.executor.submit(*_submission(fn, t)): k
-                       for k, t in enumerate(tasks)}
-            yield from _as_completed(futures)
+    def run(self, fn, tasks, deadline=None):
+        futures = {}
+        for k, t in enumerate(tasks):
+            try:
+                job = (_thread_task, fn, t) if self.threaded else _submission(fn, t)
+                futures[self.executor.submit(*job)] = k
+            except BrokenExecutor as e:  # broken by a task submitted before
+                for f in futures:
+                    f.cancel()
+                raise Lost(k, e) from e
+        yield from _as_completed(futures, deadline)
 
 
 class ProcessExecutor:
     """loky's reusable process pool: workers survive between calls; a pool
-    broken by a dead worker is rebuilt and its lost tasks rerun once.
+    broken by a dead worker is rebuilt and its lost tasks rerun once; past
+    a deadline the workers are killed (the next call starts new ones).
 
     The caller only waits: letting it run one group itself (as OpenMP's
     master thread does) measured W4 at 64 models x1.47 instead of x1.37 and
@@ -216,22 +312,31 @@ class ProcessExecutor:
         except ImportError as e:
             raise ImportError("tapestry.parallel: executor='processes' needs loky; "
                               "pip install 'tapestry[processes]'.") from e
-        return get_reusable_executor(max_workers=self.n_workers, timeout=300)
+        return get_reusable_executor(max_workers=self.n_workers, timeout=300,
+                                     initializer=_worker_init, initargs=(os.getpid(),),
+                                     env={k: "1" for k in _BLAS_ENV})
 
-    def run(self, fn, tasks):
-        from concurrent.futures.process import BrokenProcessPool
-        payloads, futures, attempt = [], {}, 0
+    def run(self, fn, tasks, deadline=None):
+        payloads, futures = [], {}
         pool = self._pool()
         for k, t in enumerate(tasks):  # submit each as soon as it is packed
             payloads.append(_submission(fn, t))
             futures[pool.submit(*payloads[k])] = k
-        todo = list(range(len(payloads)))
-        while todo:
+        try:
+            yield from self._retrying(pool, payloads, futures, deadline)
+        except Timedout:
+            pool.shutdown(wait=False, kill_workers=True)
+            raise
+
+    def _retrying(self, pool, payloads, futures, deadline):
+        from concurrent.futures.process import BrokenProcessPool
+        todo = []  # the tasks lost on the first attempt
+        for attempt in (0, 1):
             if attempt:
                 pool = self._pool()
                 futures = {pool.submit(*payloads[k]): k for k in todo}
             lost = []
-            for f in _wait_all(futures):
+            for f in _wait_all(futures, deadline):
                 k = futures[f]
                 try:
                     r = f.result()
@@ -241,28 +346,28 @@ class ProcessExecutor:
                 yield k, r
             if not lost:
                 return
-            if attempt == 1:
-                k, e = lost[0]
-                raise WorkerDiedError(
-                    f"tapestry.parallel: a process worker died twice while running "
-                    f"task {k} (of {len(payloads)}); giving up. The function may crash "
-                    "the interpreter (segfault, os._exit, out of memory).") from e
-            attempt += 1
+            if attempt:
+                k, e = min(lost, key=lambda x: x[0])
+                raise Lost(k, e, twice=True) from e
             todo = sorted(k for k, _ in lost)
 
 
-def _wait_all(futures):
-    """Futures in completion order; errors other than a broken pool cancel
-    the rest (raised by ``f.result()`` in the caller)."""
+def _wait_all(futures, deadline=None):
+    """Futures in completion order (errors are raised by ``f.result()`` in
+    the caller); :class:`Timedout` past the deadline."""
     pending = set(futures)
     while pending:
-        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+        if not done:
+            raise Timedout([futures[f] for f in pending])
         yield from done
 
 
 class DaskExecutor:
     """A ``dask.distributed.Client``: tasks are submitted to its cluster;
-    workers lost mid-task are retried by Dask's scheduler."""
+    workers lost mid-task are retried by Dask's scheduler (``retries=1``),
+    then reported as :class:`Lost`."""
     name = "dask"
     local = False  # workers may be on other machines: no shared memory
 
@@ -270,16 +375,26 @@ class DaskExecutor:
         self.client = client
         try:
             self.n_workers = max(1, len(client.scheduler_info()["workers"]))
-        except Exception:
+        except Exception:  # an unreachable scheduler: one worker assumed
             self.n_workers = 1
 
-    def run(self, fn, tasks):
+    def run(self, fn, tasks, deadline=None):
         from distributed import as_completed
+        from distributed.scheduler import KilledWorker
         futures = {self.client.submit(*_submission(fn, t), pure=False,
                                       retries=1): k for k, t in enumerate(tasks)}
+        done = set()
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            for f in as_completed(list(futures)):
-                yield futures[f], f.result()
+            for f in as_completed(list(futures), timeout=left):
+                try:
+                    r = f.result()
+                except KilledWorker as e:
+                    raise Lost(futures[f], e, twice=True) from e
+                done.add(futures[f])
+                yield futures[f], r
+        except TimeoutError as e:
+            raise Timedout(set(futures.values()) - done) from e
         finally:
             for f in futures:
                 f.cancel()
@@ -300,8 +415,17 @@ def thread_pool(n_workers=None):
     with _lock:
         pool = _thread_pools.get(n)
         if pool is None:
-            pool = _thread_pools[n] = ThreadPoolExecutor(n, thread_name_prefix="tapestry")
+            pool = _thread_pools[n] = DaemonPool(n)
     return pool
+
+
+def retire_thread_pool(pool):
+    """Stop handing out ``pool`` (one of its threads may be stuck)."""
+    with _lock:
+        for n, p in list(_thread_pools.items()):
+            if p is pool:
+                del _thread_pools[n]
+    pool.shutdown()
 
 
 def dask_client():
@@ -335,23 +459,49 @@ def close_dask():
 _NAMES = ("serial", "threads", "processes", "dask")
 
 
+def _inside(executor):
+    """Whether this thread is one of ``executor``'s own workers (a call
+    from a task of the pool it would wait on)."""
+    threads = getattr(executor, "_threads", None)
+    if threads is not None and threading.current_thread() in threads:
+        return True
+    # A process pool inherited by a forked worker: its call queue (a
+    # multiprocessing Queue) records the process that created it.
+    owner = getattr(getattr(executor, "_call_queue", None), "_opid", None)
+    return owner is not None and owner != os.getpid()
+
+
+def _in_dask_worker():
+    dist = sys.modules.get("distributed")
+    if dist is None:
+        return False
+    try:
+        dist.get_worker()
+    except ValueError:
+        return False
+    return True
+
+
+def _is_dask_client(executor):
+    return type(executor).__name__ == "Client" and hasattr(executor, "submit")
+
+
 def get_executor(executor, n_workers=None):
-    """Normalize the user's ``executor=`` argument to an adapter."""
-    if in_worker():  # nested call inside a worker: run in place
-        return SerialExecutor()
-    if executor is None or executor == "serial":
+    """Normalize the user's ``executor=`` argument to an adapter (serial,
+    run in place, for a call nested in a task of that same executor)."""
+    if in_worker() or executor is None or executor == "serial":
         return SerialExecutor()
     if executor == "threads":
         n = n_workers or _default_workers()
         return ThreadExecutor(thread_pool(n), n)
     if executor == "processes":
         return ProcessExecutor(n_workers or _default_workers())
-    if executor == "dask":
-        return DaskExecutor(dask_client())
+    if executor == "dask" or _is_dask_client(executor):
+        if _in_dask_worker():
+            return SerialExecutor()
+        return DaskExecutor(dask_client() if executor == "dask" else executor)
     if isinstance(executor, Executor):
-        return FuturesExecutor(executor)
-    if type(executor).__name__ == "Client" and hasattr(executor, "submit"):
-        return DaskExecutor(executor)
+        return SerialExecutor() if _inside(executor) else FuturesExecutor(executor)
     raise ValueError(
         f"tapestry.parallel: unknown executor {executor!r}; use one of "
         f"{', '.join(map(repr, _NAMES))}, a concurrent.futures.Executor, or a "

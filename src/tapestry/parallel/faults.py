@@ -24,7 +24,44 @@ class ParallelItemError(RuntimeError):
 
 
 class WorkerDiedError(RuntimeError):
-    """A process worker died twice running the same task."""
+    """A worker was lost while running items ``items`` (a ``range``): a
+    process worker died twice on them, a Dask worker was killed, or a
+    user-supplied executor broke.  ``__cause__`` is the executor's own error."""
+
+    def __init__(self, message, items=None):
+        super().__init__(message)
+        self.items = items
+
+
+class ParallelTimeoutError(TimeoutError):
+    """A parallel call ran past its ``timeout=``.  ``items`` lists the
+    ranges of items whose chunks had not finished."""
+
+    def __init__(self, message, items=()):
+        super().__init__(message)
+        self.items = list(items)
+
+
+class Lost(Exception):
+    """Internal: executor task ``k`` was lost (``cause``: the executor's error);
+    ``twice``: it was already retried once."""
+
+    def __init__(self, k, cause, twice=False):
+        super().__init__(k, cause, twice)
+        self.k, self.cause, self.twice = k, cause, twice
+
+
+class Timedout(Exception):
+    """Internal: the deadline passed with executor tasks ``ks`` unfinished."""
+
+    def __init__(self, ks):
+        super().__init__(ks)
+        self.ks = sorted(ks)
+
+
+def span_text(r):
+    """``range`` of items as text: "item 4" or "items 4..7"."""
+    return f"item {r.start}" if len(r) == 1 else f"items {r.start}..{r.stop - 1}"
 
 
 class Failure:

@@ -23,14 +23,17 @@ from .work import map_chunk_keep, map_chunk_pullback, map_chunk_values
 
 
 def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
-                 batched=False, progress=False):
+                 batched=False, progress=False, timeout=None):
     """``f`` over ``items`` in parallel.
 
     A list of items gives a list of outputs; items sliced along axis 0 (an
     array or pytree of arrays) give outputs stacked along axis 0, like
     ``vmap``.  With ``batched=True`` ``f`` gets a whole chunk and returns
     outputs with the chunk along axis 0; they are concatenated.  Other
-    arguments as in :func:`tapestry.parallel_sum`.
+    arguments as in :func:`tapestry.parallel_sum`.  Process and Dask
+    executors recompute each chunk's forward in the backward pass, with
+    the random state it first saw (global ``np.random`` and generators
+    among the arguments; not one captured in a closure).
     """
     plan = Plan(items, shared, batched, "parallel_map")
     if plan.n == 0:
@@ -41,14 +44,16 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     keep = differentiate and in_process(ex)
     tasks = plan.tasks(f, bounds, differentiate, parent=plan.top)
     if keep:
-        results = run_chunks(ex, map_chunk_keep, tasks, "parallel_map", progress)
+        results = run_chunks(ex, map_chunk_keep, tasks, "parallel_map", progress, timeout)
         outs, kept = [r[0] for r in results], [r[1] for r in results]
     else:
-        outs = run_chunks(ex, map_chunk_values, tasks, "parallel_map", progress)
+        outs = run_chunks(ex, map_chunk_values, tasks, "parallel_map", progress, timeout)
+        if differentiate:
+            outs, kept = [r[0] for r in outs], [r[1] for r in outs]
     layout = _Layout(plan, bounds, outs)
     if not differentiate:
         return layout.result
-    return _record(plan, bounds, layout, ex, tasks, kept if keep else None)
+    return _record(plan, bounds, layout, ex, tasks, kept, keep, timeout)
 
 
 class _Layout:
@@ -120,7 +125,10 @@ def _slot_rule(k):
     return select_pullback
 
 
-def _record(plan, bounds, layout, ex, tasks, kept):
+def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
+    """One node for the map on the caller's tape (its rule sweeps the kept
+    chunk tapes, or recomputes chunks with their saved random ``kept``
+    states), and one selecting node per output leaf."""
     tape = plan.top
     leaves = layout.leaves()
 
@@ -132,12 +140,13 @@ def _record(plan, bounds, layout, ex, tasks, kept):
         traced = any(c.__class__ is Var for cs in per_chunk if cs for c in cs)
         run_ex = SerialExecutor() if (traced or in_worker()) else ex
         todo = [k for k, cs in enumerate(per_chunk) if cs is not None]
-        if kept is not None:
+        if keep:
             jobs = [(kept[k], per_chunk[k]) for k in todo]
-            grads = run_chunks(run_ex, _kept_pullback, jobs, "parallel_map")
+            grads = run_chunks(run_ex, _kept_pullback, jobs, "parallel_map", timeout=timeout)
         else:
-            jobs = [(tasks[k], per_chunk[k]) for k in todo]
-            grads = run_chunks(run_ex, map_chunk_pullback, jobs, "parallel_map")
+            jobs = [(tasks[k], per_chunk[k], kept[k]) for k in todo]
+            grads = run_chunks(run_ex, map_chunk_pullback, jobs, "parallel_map",
+                               timeout=timeout)
         chunk_grads = [None] * len(bounds)
         for k, gr in zip(todo, grads):
             chunk_grads[k] = gr

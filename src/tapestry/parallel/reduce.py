@@ -19,7 +19,7 @@ from .work import sum_chunk
 
 
 def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
-                 batched=False, progress=False):
+                 batched=False, progress=False, timeout=None):
     """``sum(f(item, *shared) for item in items)``, forward and gradient in parallel.
 
     ``items``: a list of pytrees, or an array (pytree of arrays) sliced
@@ -30,6 +30,10 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     calls ``f(chunk, *shared)`` once per chunk (a list or a slice of items)
     and sums what it returns -- reduce_sum's partial-sum style.
     Differentiable with respect to the items and every shared argument.
+    ``timeout`` (seconds, for the whole call) raises
+    :class:`~tapestry.parallel.ParallelTimeoutError` naming the items not
+    finished.  A call from inside a task of ``executor`` itself runs in
+    place (serially) instead of waiting on its own pool.
     """
     plan = Plan(items, shared, batched, "parallel_sum")
     if plan.n == 0:
@@ -38,7 +42,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
     tasks = plan.tasks(f, bounds, differentiate, parent=plan.top)
-    results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress)
+    results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress, timeout)
     value = add_in_order([r[0] for r in results])
     if not differentiate:
         return value

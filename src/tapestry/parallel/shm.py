@@ -9,7 +9,9 @@ machine send a small reference (file, offset, shape, strides, dtype) for it
 and for any view of it; workers map the file once and read it in place,
 read-only.  Writes to the returned array are seen by later calls (it *is*
 the memory the workers read).  The file is removed when the array and all
-its views are garbage collected, or at exit.
+its views are garbage collected, or at exit; if this process is killed
+first (SIGKILL, the OOM killer), Python's resource tracker -- a small
+process of its own -- removes it (:func:`track`).
 """
 from __future__ import annotations
 
@@ -30,6 +32,25 @@ _owned: dict = {}  # caller side: id(root array) -> (weakref to it, path)
 _lock = threading.Lock()
 
 
+def track(path):
+    """Register a file of ``/dev/shm`` with multiprocessing's resource
+    tracker, which unlinks it if this process dies without doing so."""
+    if _DIR == "/dev/shm":
+        from multiprocessing import resource_tracker
+        resource_tracker.register("/" + os.path.basename(path), "shared_memory")
+
+
+def untrack(path):
+    """Unlink ``path`` and tell the resource tracker it is gone."""
+    try:
+        os.unlink(path)
+    except OSError:
+        return
+    if _DIR == "/dev/shm":
+        from multiprocessing import resource_tracker
+        resource_tracker.unregister("/" + os.path.basename(path), "shared_memory")
+
+
 def share(a):
     """A copy of ``a`` in shared memory (see the module docstring)."""
     a = np.asarray(a)
@@ -38,6 +59,7 @@ def share(a):
                         "memory; pass numeric arrays.")
     path = os.path.join(_DIR, f"tapestry-{os.getpid()}-{next(_counter)}-{os.urandom(4).hex()}")
     with open(path, "w+b") as fh:
+        track(path)
         fh.truncate(max(1, a.nbytes))
         mm = mmap.mmap(fh.fileno(), max(1, a.nbytes))
     root = np.frombuffer(mm, dtype=a.dtype, count=a.size)  # views chain to it
@@ -52,10 +74,7 @@ def share(a):
 def _release(key, path):
     with _lock:
         _owned.pop(key, None)
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    untrack(path)
 
 
 @atexit.register

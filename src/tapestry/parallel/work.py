@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import rng
 from ..core.backward import JointRule, backward_sweep
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
@@ -40,6 +41,15 @@ class Task:
         if self.batched:
             return f"{self.start}..{self.start + _length(self.chunk) - 1}"
         return self.start + i
+
+
+def task_span(t):
+    """The ``range`` of items a task (or a backward job holding one) covers."""
+    if type(t) is tuple:
+        t = t[0]
+    if type(t) is KeptChunk:
+        return t.span
+    return range(t.start, t.start + _length(t.chunk))
 
 
 def _length(chunk):
@@ -140,17 +150,21 @@ def _check_scalar(v):
 
 # --- parallel_map: forward ------------------------------------------------------------
 def map_chunk_values(task):
-    """Outputs of the chunk, no tape (stateless): a list of output pytrees."""
+    """Outputs of the chunk, no tape (stateless): a list of output pytrees;
+    when the chunk will be recomputed for its gradient, ``(outputs, random
+    state before the chunk)`` so the recompute can replay it."""
+    snapshot = rng.capture((task.chunk, task.shared)) if task.active else None
     try:
-        return _calls(task, task.chunk, task.shared)
+        outs = _calls(task, task.chunk, task.shared)
     except _Failed as e:
         return e.args[0]
+    return (outs, snapshot) if task.active else outs
 
 
 class KeptChunk:
     """A chunk's child tape kept alive for a later reverse sweep (threads)."""
 
-    __slots__ = ("tape", "join", "positions", "leaves_like")
+    __slots__ = ("tape", "join", "positions", "leaves_like", "span")
 
     def pullback(self, out_cts):
         """Cotangents of the active leaves given the outputs' cotangents
@@ -171,7 +185,7 @@ def map_chunk_keep(task):
         join = _join(tape, outs)  # recorded before the tape closes
     kept = KeptChunk()
     kept.tape, kept.positions, kept.leaves_like = tape, positions, values
-    kept.join = join
+    kept.join, kept.span = join, task_span(task)
     plain = [tree_flatten(o)[1].unflatten([_lower(x, tape) for x in tree_flatten(o)[0]])
              for o in outs]
     return plain, kept
@@ -201,9 +215,11 @@ def _lower(x, tape):
 # --- parallel_map: backward by recomputation (processes, Dask) ---------------------------
 def map_chunk_pullback(args):
     """Recompute the chunk's forward on a fresh tape and pull ``out_cts``
-    back: stateless, so a lost task can simply run again."""
-    task, out_cts = args
-    r = map_chunk_keep(task)
+    back: stateless, so a lost task can simply run again.  The random
+    state the forward saw is replayed (:mod:`tapestry.core.rng`)."""
+    task, out_cts, snapshot = args
+    with rng.replay(snapshot, (task.chunk, task.shared)):
+        r = map_chunk_keep(task)
     if isinstance(r, Failure):
         return r
     return r[1].pullback(out_cts)

@@ -1,0 +1,223 @@
+"""autograd's differential operators, each a few lines over ``tapestry.vjp``.
+
+Every derivative comes from tapestry's engine and rules; this module only
+translates calling conventions (``argnum``, ``make_vjp``'s ``(vjp, ans)``
+order, autograd's error types) and returns dense arrays, as autograd does.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.api import vjp as _tp_vjp
+from ..core.custom import checkpoint as _tp_checkpoint
+from ..core.var import unwrap_all
+from ..core.pytree import tree_flatten, tree_map
+from ..core.var import Var
+from .wrap_util import unary_to_nary
+
+_FORWARD = ("autograd's forward mode ({}) is not part of tapestry.autograd: "
+            "tapestry is reverse mode. Use tapestry.jvp once it is available "
+            "(it is being added), or a reverse-mode operator (grad, jacobian, "
+            "make_vjp, elementwise_grad) instead.")
+
+
+def _dense(x):
+    return x.todense() if hasattr(x, "todense") else x
+
+
+def _as_cotangent(c, like):
+    """A cotangent for the output ``like``: plain numbers and lists become
+    arrays of the output's shape and dtype (traced ones pass as they are)."""
+    if c.__class__ is Var or like is None:
+        return c
+    dt = np.result_type(unwrap_all(like))
+    c = np.asarray(c)
+    if c.dtype != dt and not (c.dtype.kind == "c" and dt.kind != "c"):
+        c = c.astype(dt)
+    return c.reshape(np.shape(like)) if c.size == np.size(unwrap_all(like)) else c
+
+
+def make_vjp_unary(fun, x):
+    """``(vjp, ans)`` of one-argument ``fun`` at ``x`` (autograd's order)."""
+    ans, pullback = _tp_vjp(fun, x)
+    ans_leaves, ans_td = tree_flatten(ans)
+
+    def vjp(g):
+        if len(ans_leaves) == 1 and ans_leaves[0] is ans:  # one array output
+            g = _as_cotangent(g, ans)
+        else:
+            g_leaves, g_td = tree_flatten(g)
+            if len(g_leaves) == len(ans_leaves):
+                g = g_td.unflatten([_as_cotangent(c, a)
+                                    for c, a in zip(g_leaves, ans_leaves)])
+        return tree_map(_dense, pullback(g)[0])
+    return vjp, ans
+
+
+make_vjp = unary_to_nary(make_vjp_unary)
+make_vjp.__doc__ = "``make_vjp(fun, argnum)(*args)`` is ``(vjp, ans)``."
+
+
+def _scalar_ones(ans, opname):
+    plain = unwrap_all(ans)
+    if not isinstance(plain, (np.ndarray, np.generic, float, int)) or np.size(plain) != 1 \
+            or np.result_type(plain).kind != "f":
+        raise TypeError(f"tapestry.autograd.{opname} only applies to real scalar-output "
+                        f"functions (got {type(plain).__name__} of shape "
+                        f"{np.shape(plain)}). Try jacobian or elementwise_grad.")
+    return np.ones(np.shape(plain), np.result_type(plain))
+
+
+@unary_to_nary
+def grad(fun, x):
+    """
+    Returns a function which computes the gradient of `fun` with respect to
+    positional argument number `argnum`. The returned function takes the same
+    arguments as `fun`, but returns the gradient instead. The function `fun`
+    should be scalar-valued (a real output of size 1, any shape). The gradient
+    has the same type as the argument."""
+    vjp, ans = make_vjp_unary(fun, x)
+    return vjp(_scalar_ones(ans, "grad"))
+
+
+@unary_to_nary
+def value_and_grad(fun, x):
+    """``(fun(x), grad(fun)(x))`` with one forward pass."""
+    vjp, ans = make_vjp_unary(fun, x)
+    return ans, vjp(_scalar_ones(ans, "value_and_grad"))
+
+
+@unary_to_nary
+def grad_and_aux(fun, x):
+    """For ``fun`` returning ``(scalar, aux)``: ``(gradient, aux)``."""
+    out = {}
+
+    def scalar(x):
+        value, out["aux"] = fun(x)
+        return value
+    vjp, ans = make_vjp_unary(scalar, x)
+    return vjp(_scalar_ones(ans, "grad_and_aux")), unwrap_aux(out["aux"])
+
+
+def unwrap_aux(aux):
+    return tree_map(lambda v: v._value if v.__class__ is Var else v, aux)
+
+
+@unary_to_nary
+def elementwise_grad(fun, x):
+    """The sum of the Jacobian's rows: the gradient of ``sum(fun(x))``; for
+    an elementwise ``fun`` that is each output's derivative."""
+    vjp, ans = make_vjp_unary(fun, x)
+    if np.iscomplexobj(unwrap_all(ans)):
+        raise TypeError("tapestry.autograd.elementwise_grad: the output is complex; "
+                        "elementwise_grad is for real outputs.")
+    return vjp(tree_map(lambda a: np.ones(np.shape(a), np.result_type(unwrap_all(a))), ans))
+
+
+@unary_to_nary
+def jacobian(fun, x):
+    """The Jacobian, shape ``out.shape + in.shape``, one reverse pass per
+    output element."""
+    vjp, ans = make_vjp_unary(fun, x)
+    out_shape, in_shape = np.shape(ans), np.shape(x)
+    plain = np.asarray(unwrap_all(ans))
+    rows = []
+    for k in range(plain.size):
+        e = np.zeros(plain.size, plain.dtype)
+        e[k] = 1
+        rows.append(vjp(e.reshape(out_shape)))
+    if not rows:
+        return np.zeros(out_shape + in_shape, np.result_type(unwrap_all(x)))
+    return np.reshape(np.stack(rows), out_shape + in_shape)
+
+
+def hessian(fun, argnum=0):
+    """The full Hessian: the Jacobian of the Jacobian."""
+    return jacobian(jacobian(fun, argnum), argnum)
+
+
+@unary_to_nary
+def make_hvp(fun, x):
+    """``(hvp, grad_value)``: ``hvp(v)`` is the Hessian of scalar ``fun``
+    at ``x`` times ``v`` (reverse over reverse)."""
+    return make_vjp_unary(grad(fun), x)
+
+
+def hessian_tensor_product(fun, argnum=0):
+    """``f(*args, v)``: the Hessian of scalar ``fun`` contracted with ``v``
+    over all of ``v``'s axes (the Hessian is never formed)."""
+    fun_grad = grad(fun, argnum)
+
+    def vector_dot_grad(*args, **kwargs):
+        args, v = args[:-1], args[-1]
+        return np.tensordot(fun_grad(*args, **kwargs), v, np.ndim(v))
+    return grad(vector_dot_grad, argnum)
+
+
+hessian_vector_product = hessian_tensor_product
+
+
+def tensor_jacobian_product(fun, argnum=0):
+    """``f(*args, v)``: ``v`` contracted with ``fun``'s Jacobian over ``v``'s
+    axes (the leading output axes); the rest of the output stays."""
+    def vector_dot_fun(*args, **kwargs):
+        args, v = args[:-1], args[-1]
+        return np.tensordot(v, fun(*args, **kwargs), axes=np.ndim(v))
+    return jacobian(vector_dot_fun, argnum)
+
+
+vector_jacobian_product = tensor_jacobian_product
+
+
+def _half_sq(y):
+    return 0.5 * np.sum(y ** 2, axis=-1)
+
+
+def make_ggnvp(f, g=_half_sq, f_argnum=0):
+    """``make_ggnvp(f, g)(*args)`` is ``v -> J^T H J v``, the generalized
+    Gauss-Newton product of ``g(f(x))`` (``J``: ``f``'s Jacobian, ``H``:
+    ``g``'s Hessian at ``f(x)``).  ``J v`` is the VJP of the linear map
+    ``u -> J^T u``, so reverse mode is enough."""
+    @unary_to_nary
+    def _make_ggnvp(f, x):
+        f_vjp, f_x = make_vjp_unary(f, x)
+        g_hvp, grad_g_x = make_vjp_unary(grad(g), f_x)
+        zeros = tree_map(lambda a: np.zeros(np.shape(a), np.result_type(unwrap_all(a))),
+                         grad_g_x)
+        f_jvp, _ = make_vjp_unary(f_vjp, zeros)
+        return lambda v: f_vjp(g_hvp(f_jvp(v)))
+    return _make_ggnvp(f, f_argnum)
+
+
+def checkpoint(fun):
+    """``fun`` recomputed during the backward pass instead of storing its
+    intermediates (tapestry.checkpoint)."""
+    return _tp_checkpoint(fun)
+
+
+def multigrad_dict(fun):
+    raise NotImplementedError("tapestry.autograd.multigrad_dict is not provided: "
+                              "call grad(fun, argnum=(0, 1, ...)) for several "
+                              "arguments, or pass the arguments as one dict.")
+
+
+def grad_named(fun, argname):
+    """The gradient with respect to the argument called ``argname``."""
+    import inspect
+    names = list(inspect.signature(fun).parameters)
+    return grad(fun, names.index(argname))
+
+
+def make_jvp(fun, argnum=0):
+    raise NotImplementedError(_FORWARD.format("make_jvp"))
+
+
+def deriv(fun, argnum=0):
+    raise NotImplementedError(_FORWARD.format("deriv"))
+
+
+def holomorphic_grad(fun, argnum=0):
+    raise NotImplementedError(
+        "tapestry.autograd.holomorphic_grad is not provided: tapestry's complex "
+        "convention differs from autograd's holomorphic one (see docs/porting.md). "
+        "Differentiate the real and imaginary parts separately with grad.")

@@ -1,0 +1,4 @@
+"""autograd's ``misc``: ``flatten``, ``optimizers``, ``const_graph``,
+``fixed_points``."""
+from .flatten import flatten, flatten_func  # noqa: F401
+from .tracers import const_graph  # noqa: F401

@@ -1,0 +1,12 @@
+"""``autograd.scipy.linalg``: SciPy's linear algebra, routed to tapestry's
+rules where they exist (``scipy.linalg`` does not take part in NumPy's
+dispatch); a function without one is refused by name on traced input."""
+from __future__ import annotations
+
+import scipy.linalg as _sla
+from scipy.linalg import *  # noqa: F401,F403
+
+from ._route import route_module
+
+route_module(globals(), _sla, [n for n in dir(_sla) if not n.startswith("_")],
+             "scipy.linalg")

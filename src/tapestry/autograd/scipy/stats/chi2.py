@@ -1,0 +1,27 @@
+"""The chi-squared distribution with ``df`` degrees of freedom."""
+from __future__ import annotations
+
+import numpy as np
+import scipy.special as _sp
+import scipy.stats as _st
+
+from ._cdf import cdf_primitive
+
+
+def logpdf(x, df):
+    k = 0.5 * df
+    return (k - 1) * np.log(x) - 0.5 * x - _sp.gammaln(k) - k * np.log(2.0)
+
+
+def pdf(x, df):
+    return np.exp(logpdf(x, df))
+
+
+_cdf = cdf_primitive("scipy.stats.chi2.cdf", _st.chi2.cdf, pdf)
+
+
+def cdf(x, df):
+    return _cdf(x, df)
+
+
+rvs = _st.chi2.rvs

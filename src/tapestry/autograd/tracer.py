@@ -1,0 +1,16 @@
+"""autograd's ``tracer`` names: ``primitive``, ``isbox``, ``getval``."""
+from __future__ import annotations
+
+from ..core.var import unwrap_all
+from ..core.var import Var
+from .extend import Box, notrace_primitive, primitive  # noqa: F401
+
+
+def isbox(x):
+    """Is ``x`` a traced value (autograd's Box)?"""
+    return x.__class__ is Var
+
+
+def getval(x):
+    """``x`` without tracing (its value)."""
+    return unwrap_all(x)

@@ -1,0 +1,576 @@
+"""Forward mode: tangents pushed through a recorded tape, node by node.
+
+``jvp`` traces ``f`` the way ``grad`` does; every node appended to the tape
+gets the tangent of its output from its parents' tangents at once (so the
+tape keeps no primal intermediates; the tangents stay until ``jvp``
+returns), and ``linearize`` keeps the tape to push many tangents later.
+
+There is no second rule table to keep in step with the first: every JVP
+comes from the VJP rules of ``tapestry.ops``, in one of three ways.
+
+* **Transposition** (any node): a VJP rule ``g -> J_p^T g`` is linear in
+  ``g``.  Traced on a fresh tape with ``g`` a leaf, its own VJP with the
+  cotangent ``t_p`` is ``J_p t_p`` (DESIGN.md, "Forward mode from the
+  reverse rules").  Exact for every rule, custom_vjp backward rules
+  included, at the price of tracing the rule and one small reverse sweep.
+* **Elementwise ufuncs**: the Jacobian of a real ufunc is diagonal (after
+  broadcasting), hence symmetric, so the VJP rule applied to the broadcast
+  tangent *is* the JVP: no tracing, one rule call.
+* **Linear primitives** (``matmul`` in each operand, ``sum``, ``reshape``,
+  indexing, ...): the JVP of a map that is linear in an argument is the
+  primitive itself applied to the tangent.
+
+The last two are the measured fast paths (benchmarks/forward_mode.py): on
+W3's shapes transposing ``matmul`` costs two more GEMMs than applying it.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .backward import JointRule, Negated, backward_sweep
+from .registry import UFUNCS
+from .tape import LEAF, open_tape
+from .var import Var
+
+#: Fast paths, keyed by the VJP rule a node holds: ``rule -> (kind, prim, argnum)``.
+_FAST: dict = {}
+_fast_built = 0  # len(UFUNCS) when built: scipy.special registers its ufuncs later
+_BUILD_LOCK = threading.Lock()
+#: Switch for benchmarks and tests: ``False`` sends every node through
+#: transposition (the reference the fast paths are checked against).
+USE_FAST_RULES = True
+
+_DIAGONAL, _LINEAR_EACH = 1, 2
+
+
+class _Meta:
+    """Shape and dtype of an array a rule reads only the shape of."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape)))
+
+
+def _shape(x):
+    s = getattr(x, "shape", None)
+    return np.shape(x) if s is None else s
+
+
+def _dtype(x):
+    d = getattr(x, "dtype", None)
+    return np.result_type(x) if d is None else d
+
+
+def _linear_primitives():
+    """``(primitive, kind)`` for the primitives known to be linear, found by
+    name so that a renamed one only loses its fast path, never correctness."""
+    from ..ops import indexing, linalg, reductions, shape
+    found = [(UFUNCS.get(np.matmul), _LINEAR_EACH)]
+    for mod, names in ((reductions, ("_sum", "_mean")),
+                       (shape, ("_reshape", "_transpose", "_swapaxes", "_moveaxis",
+                                "_broadcast_to", "_flip", "_roll", "_tile", "_repeat",
+                                "_diagonal", "_triu", "_tril")),
+                       (indexing, ("getitem", "scatter_add")),
+                       (linalg, ("_tensordot",))):
+        found += [(getattr(mod, n, None), _LINEAR_EACH) for n in names]
+    return [(p, k) for p, k in found if getattr(p, "vjps", None) is not None]
+
+
+def _build_fast():
+    """Fill ``_FAST`` on the first JVP (after the ops modules have declared
+    their rules) and again when ufuncs were registered since (scipy.special
+    loads on first use); under a lock, so threads see it whole."""
+    global _fast_built
+    with _BUILD_LOCK:
+        if _fast_built != len(UFUNCS):
+            _fill_fast()
+            _fast_built = len(UFUNCS)
+
+
+def _fill_fast():
+    for ufunc, prim in list(UFUNCS.items()):
+        vjps = getattr(prim, "vjps", None)  # composites (no rules of their own) skipped
+        if vjps is not None and isinstance(ufunc, np.ufunc) and ufunc.signature is None \
+                and ufunc.nout == 1 and getattr(prim, "n_outputs", 1) == 1:
+            for i, rule in vjps.items():
+                _FAST[rule] = (_DIAGONAL, prim, i)
+    for prim, kind in _linear_primitives():
+        for i, rule in prim.vjps.items():
+            _FAST[rule] = (kind, prim, i)
+        if prim.name in _BATCHED_BY_NAME:
+            _BATCHED[prim] = _BATCHED_BY_NAME[prim.name]
+
+
+def _broadcast(x, shape):
+    if x.__class__ is Var or type(x) is np.ndarray or isinstance(x, np.generic):
+        return x if _shape(x) == shape else np.broadcast_to(x, shape)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # the shape of an array not kept
+        return _Meta(shape, x.dtype)
+    return x  # a Python scalar: broadcasts by itself
+
+
+def _align(t, shape, batch):
+    """Tangent ``t`` broadcast to ``shape`` (``(batch,) + shape`` if batched:
+    the batch axis stays first, the rest aligns from the right)."""
+    if batch is None:
+        return _broadcast(t, shape)
+    inner = _shape(t)[1:]
+    if len(inner) < len(shape):
+        t = np.reshape(t, (batch,) + (1,) * (len(shape) - len(inner)) + tuple(inner))
+    return _broadcast(t, (batch,) + tuple(shape))
+
+
+def _fast_tangent(kind, prim, i, rule, t, ans, args, kwargs, batch):
+    """The contribution of argument ``i``'s tangent ``t`` by a fast path, or
+    ``NotImplemented`` when the node is outside what that path covers."""
+    if kind == _DIAGONAL:
+        if _dtype(ans).kind != "f":
+            return NotImplemented  # complex rules conjugate: J^T is not J there
+        shape = _shape(ans)
+        full = shape if batch is None else (batch,) + tuple(shape)
+        bargs = [_broadcast(a, full) for a in args]
+        bt = _align(t, shape, batch)
+        c = rule(bt, ans, *bargs, **kwargs) if kwargs else rule(bt, ans, *bargs)
+        return c.value() if c.__class__ is Negated else c
+    full = list(args)
+    full[i] = t
+    if batch is not None:
+        batched = _BATCHED.get(prim)
+        full = NotImplemented if batched is None else batched(i, full, ans, batch)
+        if full is NotImplemented:
+            return NotImplemented
+    return prim(*full, **kwargs) if kwargs else prim(*full)
+
+
+def _fit(t, ans, batch=None):
+    """The summed contributions as the output's tangent: full shape."""
+    if t is None or ans.__class__ is tuple:
+        return t
+    shape = _shape(ans)
+    if batch is not None:
+        shape = (batch,) + tuple(shape)
+    if _shape(t) != shape:
+        t = np.broadcast_to(t, shape)
+    return t
+
+
+def node_tangent(node, ts, batch=None):
+    """The tangent of ``node``'s output given its parents' tangents ``ts``
+    (``None`` means zero).  Multi-output nodes get a list.  With ``batch``,
+    every tangent has a leading axis of that length (many tangents at once,
+    for ``jacfwd``); nodes without a batched fast path loop over it."""
+    parents, rules, ans, args, kwargs = node
+    _refuse_complex(ans, ts)
+    if rules.__class__ is JointRule:
+        if batch is not None:
+            return _loop(node, ts, batch)
+        custom = getattr(rules.fn, "custom_jvp", None)
+        if custom is not None:
+            return custom.tangent(ts)
+        return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
+    if _fast_built != len(UFUNCS):
+        _build_fast()
+    out, slow = None, []
+    for i, (rule, t) in enumerate(zip(rules, ts)):
+        if t is None:
+            continue
+        fast = _FAST.get(rule) if USE_FAST_RULES else None
+        c = NotImplemented
+        if fast is not None:
+            c = _fast_tangent(*fast, rule, t, ans, args, kwargs, batch)
+        if c is NotImplemented:
+            slow.append((rule, t))
+        elif c is not None:
+            out = c if out is None else _sum2(out, c, fast[1].name in _FRESH_RESULTS)
+    if slow:
+        if batch is not None:
+            c = _loop((parents, [r for r, _ in slow], ans, args, kwargs),
+                      [t for _, t in slow], batch)
+        else:
+            c = _transposed(slow, ans, args, kwargs or {})
+        if c is not None:
+            out = c if out is None else _add(out, c)
+    return _fit(out, ans, batch)
+
+
+def _refuse_complex(ans, ts):
+    """Complex values are refused: the reverse rules' complex convention is
+    being reworked (issue 9), and a JVP derived from a rule that is wrong
+    for complex input would be silently wrong too."""
+    for a in (ans if ans.__class__ is tuple else (ans,)):
+        if _dtype(a).kind == "c":
+            break
+    else:
+        if not any(t is not None and t.__class__ is not list and _dtype(t).kind == "c"
+                   for t in ts):
+            return
+    raise NotImplementedError(
+        "tapestry forward mode (jvp, linearize, jacfwd, hessian) does not support "
+        "complex values yet. Split them into real and imaginary parts, or use "
+        "reverse mode (grad, vjp, jacrev).")
+
+
+def _loop(node, ts, batch):
+    """A batched tangent one slice at a time (nodes without a batched path)."""
+    ans = node[2]
+    cols = [node_tangent(node, [None if t is None else _slice(t, b) for t in ts])
+            for b in range(batch)]
+    if ans.__class__ is tuple:
+        return [_stack_cols([c[k] if c is not None else None for c in cols], a)
+                for k, a in enumerate(ans)]
+    return _stack_cols(cols, ans)
+
+
+def _slice(t, b):
+    return [None if x is None else x[b] for x in t] if t.__class__ is list else t[b]
+
+
+def _stack_cols(cols, ans):
+    if all(c is None for c in cols):
+        return None
+    z = None
+    out = []
+    for c in cols:
+        if c is None:
+            z = np.zeros(_shape(ans), _dtype(ans)) if z is None else z
+            c = z
+        out.append(c)
+    return np.stack(out)
+
+
+#: Linear primitives whose result on plain arrays is a new array (not a view
+#: of the tangent): a second contribution may be added into it in place
+#: (W3's jvp: ``t_w1 @ x + w1 @ t_x`` without a third (h, bs) buffer).
+_FRESH_RESULTS = frozenset({"matmul", "tensordot"})
+
+
+def _sum2(out, c, fresh):
+    """``out + c``, in place when ``out`` is a buffer this node just made."""
+    if fresh and type(out) is np.ndarray and type(c) is np.ndarray and out.shape == c.shape \
+            and out.dtype == np.result_type(out.dtype, c.dtype):
+        return np.add(out, c, out=out)
+    return out + c
+
+
+def _add(a, b):
+    if a.__class__ is list:
+        return [y if x is None else x if y is None else x + y for x, y in zip(a, b)]
+    return a + b
+
+
+# --- batched linear primitives -----------------------------------------------------
+# ``fn(i, args, ans, batch)``: the primitive's arguments for a tangent with a
+# leading batch axis in position ``i`` (``NotImplemented``: loop instead).
+def _b_reduce(i, args, ans, batch):
+    t, axis, keepdims = args
+    nd = len(_shape(t)) - 1
+    if axis is None:
+        axis = tuple(range(1, nd + 1))
+    else:
+        axis = tuple(a % nd + 1 for a in ((axis,) if isinstance(axis, int) else axis))
+    return [t, axis, keepdims]
+
+
+def _b_reshape(i, args, ans, batch):
+    t, shape, order = args
+    if order != "C":
+        return NotImplemented
+    return [t, (batch,) + tuple(_shape(ans)), order]
+
+
+def _b_transpose(i, args, ans, batch):
+    t, axes = args
+    nd = len(_shape(t)) - 1
+    axes = range(nd - 1, -1, -1) if axes is None else (a % nd for a in axes)
+    return [t, (0,) + tuple(a + 1 for a in axes)]
+
+
+def _b_broadcast_to(i, args, ans, batch):
+    t, shape = args
+    return [_align(t, tuple(shape), batch), (batch,) + tuple(shape)]
+
+
+def _advanced_contiguous(key):
+    """Whether a batch axis put in front of ``key`` stays in front: NumPy
+    moves the dimensions of advanced indices to the front when they are
+    separated (integers count as advanced when an array is present)."""
+    arr = [j for j, k in enumerate(key) if isinstance(k, np.ndarray) or isinstance(k, list)]
+    if not arr:
+        return True
+    adv = [j for j, k in enumerate(key) if j in arr or isinstance(k, (int, np.integer))]
+    return adv == list(range(adv[0], adv[0] + len(adv)))
+
+
+def _b_getitem(i, args, ans, batch):
+    t, key = args
+    key = key if type(key) is tuple else (key,)
+    if not _advanced_contiguous(key):
+        return NotImplemented
+    return [t, (slice(None),) + key]
+
+
+def _b_scatter(i, args, ans, batch):
+    t, key, shape = args
+    key = key if type(key) is tuple else (key,)
+    if i != 0 or not _advanced_contiguous(key):
+        return NotImplemented
+    return [t, (slice(None),) + key, (batch,) + tuple(shape)]
+
+
+def _b_matmul(i, args, ans, batch):
+    """``t_a @ b`` / ``a @ t_b`` with the batch axis first: batch axes of
+    the operands padded so that matmul's broadcasting lines them up."""
+    a, b = args
+    na, nb = len(_shape(a)) - (i == 0), len(_shape(b)) - (i == 1)
+    if na >= 2 and nb >= 2:
+        nbatch = len(_shape(ans)) - 2
+        t = args[i]
+        inner = _shape(t)[1:]
+        pad = nbatch - (len(inner) - 2)
+        if pad:
+            t = np.reshape(t, (batch,) + (1,) * pad + tuple(inner))
+        return [t, b] if i == 0 else [a, t]
+    if i == 0 and (nb == 1 or nb == 2):
+        return [a, b]  # (B, [m,] k) @ b: the batch axis is a leading row/stack
+    if i == 1 and na == 1:
+        return [a, args[1]] if nb >= 2 else [args[1], a]  # a @ (B, .., k, n); dots
+    if i == 1 and na == 1 and nb == 1:
+        return [b, a]  # (B, k) @ (k,): a dot product per row
+    if i == 1 and na == 2 and nb == 1:
+        return [b, np.swapaxes(a, -1, -2)]  # (B, k) @ a.T
+    return NotImplemented
+
+
+_BATCHED_BY_NAME = {"sum": _b_reduce, "mean": _b_reduce, "reshape": _b_reshape,
+                    "transpose": _b_transpose, "broadcast_to": _b_broadcast_to,
+                    "getitem": _b_getitem, "scatter_add": _b_scatter, "matmul": _b_matmul}
+#: Primitive -> batched argument maker (filled with ``_FAST``).
+_BATCHED: dict = {}
+
+
+# --- transposition --------------------------------------------------------------
+def _seed(ans, tape):
+    """A traced zero cotangent for ``ans`` (a list of them for a tuple)."""
+    if ans.__class__ is tuple:
+        return [_seed(a, tape) for a in ans]
+    z = np.zeros(_shape(ans), dtype=_dtype(ans))
+    tape.nodes.append(LEAF)
+    return Var(z, tape, len(tape.nodes) - 1)
+
+
+def _pull(tape, c, t, acc):
+    """Add the VJP of ``c`` (traced on ``tape``) with cotangent ``t`` into
+    ``acc``, the cotangents of the seed leaves (tape positions 0..n-1)."""
+    if c is None or t is None:
+        return
+    if c.__class__ in (list, tuple):
+        for ck, tk in zip(c, t):
+            _pull(tape, ck, tk, acc)
+        return
+    if c.__class__ is not Var or c._tape is not tape:
+        return  # does not depend on the seed: a zero contribution
+    cts = backward_sweep(tape, c._index, t, release=False)
+    for j in range(len(acc)):
+        ct = cts[j]
+        if ct is not None:
+            if hasattr(ct, "todense"):
+                ct = ct.todense()
+            acc[j] = ct if acc[j] is None else acc[j] + ct
+
+
+def _collect_seed(acc, ans):
+    if ans.__class__ is tuple:
+        return list(acc)
+    return acc[0]
+
+
+def _transposed(pairs, ans, args, kwargs):
+    """``sum_p J_p t_p`` for ``(rule_p, t_p)`` pairs, by transposing the rules."""
+    with open_tape() as tape:
+        g = _seed(ans, tape)
+        outs = [(rule(g, ans, *args, **kwargs), t) for rule, t in pairs]
+    acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
+    for c, t in outs:
+        _pull(tape, c, t, acc)
+    return _collect_seed(acc, ans)
+
+
+def _transposed_joint(fn, ts, ans, args, kwargs):
+    """The same for a node whose rule returns every parent's cotangent at
+    once (custom_vjp, parallel chunks): the user's backward rule is traced,
+    so it must itself be written with differentiable NumPy."""
+    with open_tape() as tape:
+        g = _seed(ans, tape)
+        try:
+            cs = fn(g, ans, *args, **kwargs)
+        except Exception as e:
+            raise type(e)(
+                f"tapestry forward mode (jvp / jacfwd / hessian) pushes tangents "
+                f"through the backward rule of {_owner_name(fn)} by differentiating "
+                f"it, and that rule failed on traced input: {e}. Write its bwd with "
+                "differentiable NumPy operations, or give the function a forward "
+                "rule with tapestry.custom_jvp.") from e
+    acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
+    for c, t in zip(cs, ts):
+        _pull(tape, c, t, acc)
+    return _collect_seed(acc, ans)
+
+
+def _owner_name(fn, depth=3):
+    """The name of the custom_vjp function a joint rule belongs to, found in
+    the rule's closure (for the error message only)."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if v.__class__.__name__ == "custom_vjp":
+            return f"custom_vjp function {getattr(v, '__name__', '?')!r}"
+        if callable(v) and depth > 0 and hasattr(v, "__closure__"):
+            name = _owner_name(v, depth - 1)
+            if not name.startswith("a custom"):
+                return name
+    return "a custom rule"
+
+
+# --- the tangent sweep --------------------------------------------------------------
+def push(nodes, tangents, start=0, batch=None):
+    """Fill ``tangents[i]`` for every node from ``start`` on (leaves keep
+    theirs); ``tangents`` is a list as long as ``nodes``.  ``batch``: the
+    length of the tangents' leading batch axis, if they have one."""
+    for i in range(start, len(nodes)):
+        node = nodes[i]
+        if node is LEAF:
+            continue
+        parents = node[0]
+        if len(parents) == 1:
+            t = tangents[parents[0]]
+            tangents[i] = None if t is None else node_tangent(node, (t,), batch)
+            continue
+        ts = [tangents[p] for p in parents]
+        tangents[i] = None if all(t is None for t in ts) else node_tangent(node, ts, batch)
+    return tangents
+
+
+class TangentRecorder(list):
+    """Tape nodes for ``jvp``: each node appended gets its output's tangent
+    at once and only a placeholder is kept, so a forward-mode trace holds no
+    primal intermediates (the tangents are kept until the trace ends: which
+    of them a later operation will read is not known in advance)."""
+
+    __slots__ = ("tangents",)
+
+    def __init__(self):
+        super().__init__()
+        self.tangents = []
+
+    def append(self, node):
+        tangents = self.tangents
+        if node is LEAF:
+            tangents.append(None)
+            list.append(self, LEAF)
+            return
+        parents = node[0]
+        ts = [tangents[p] for p in parents]
+        tangents.append(None if all(t is None for t in ts) else node_tangent(node, ts))
+        list.append(self, _DONE)
+
+
+_DONE = ((), (), None, (), None)
+
+
+# --- custom_jvp ---------------------------------------------------------------------------
+class custom_jvp:
+    """A function with a user-supplied forward rule (like ``jax.custom_jvp``)::
+
+        @tapestry.custom_jvp
+        def f(x, y): ...
+
+        @f.defjvp
+        def f_jvp(primals, tangents):        # tuples, one entry per argument
+            x, y = primals; tx, ty = tangents
+            return f(x, y), tangent_out        # tangent_out linear in the tangents
+
+    Forward mode calls the rule; reverse mode transposes it (the map
+    ``tangents -> tangent_out`` is linear, so its VJP is the reverse rule),
+    so ``grad``, ``jvp`` and Hessians all use it.  Tangents of arguments
+    that are not differentiated are passed as zeros.
+    """
+
+    def __init__(self, fun):
+        import functools
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.jvp = None
+
+    def defjvp(self, jvp):
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args):
+        from .primitive import record
+        from .pytree import tree_flatten
+        leaves, td = tree_flatten(list(args))
+        top = None
+        for x in leaves:
+            if x.__class__ is Var and (top is None or x._tape.level > top.level):
+                top = x._tape
+        if top is None:
+            return self.fun(*args)
+        if self.jvp is None:
+            raise TypeError(f"tapestry.custom_jvp: {self.__name__} has no rule; "
+                            "define it with @f.defjvp before differentiating it.")
+        active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
+        raw = [x._value if k in active else x for k, x in enumerate(leaves)]
+        out = self.fun(*td.unflatten(raw))
+        out_leaves, out_td = tree_flatten(out)
+        tangent_of = _CustomTangent(self, raw, td, active, len(out_leaves))
+
+        def custom_jvp_pullback(g, ans):
+            return tangent_of.pullback(g, ans)
+        custom_jvp_pullback.custom_jvp = tangent_of  # node_tangent calls the rule itself
+        parents = [leaves[k]._index for k in active]
+        if len(out_leaves) == 1:
+            outs = [record(top, out_leaves[0], parents, JointRule(custom_jvp_pullback), (), {})]
+        else:
+            outs = list(record(top, tuple(out_leaves), parents, JointRule(custom_jvp_pullback),
+                               (), {}, len(out_leaves)))
+        return out_td.unflatten(outs)
+
+
+class _CustomTangent:
+    """The rule of one custom_jvp call: its tangent map and the transpose."""
+
+    def __init__(self, cj, raw, td, active, n_out):
+        self.cj, self.raw, self.td, self.active, self.n_out = cj, raw, td, active, n_out
+
+    def tangent(self, ts):
+        """Output tangent(s) for active-leaf tangents ``ts`` (None: zero)."""
+        from .pytree import tree_flatten
+        full = [np.zeros(_shape(x), _dtype(x)) for x in self.raw]
+        for k, t in zip(self.active, ts):
+            if t is not None:
+                full[k] = t
+        primals = tuple(self.td.unflatten(self.raw))
+        _, t_out = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
+        leaves = tree_flatten(t_out)[0]
+        if len(leaves) != self.n_out:
+            raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj.__name__} returned "
+                             f"{len(leaves)} tangent leaves for {self.n_out} outputs.")
+        return leaves[0] if self.n_out == 1 else list(leaves)
+
+    def pullback(self, g, ans):
+        """The VJP: the tangent map is linear, so its own VJP is the reverse rule."""
+        from .api import vjp
+        zeros = [np.zeros(_shape(self.raw[k]), _dtype(self.raw[k])) for k in self.active]
+        _, pb = vjp(lambda *ts: self.tangent(ts), *zeros)
+        if self.n_out == 1:
+            return list(pb(g))
+        g = [np.zeros(_shape(a), _dtype(a)) if c is None else c for a, c in zip(ans, g)]
+        return list(pb(g))

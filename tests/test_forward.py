@@ -1,0 +1,386 @@
+"""Forward mode against reverse mode, rule by rule.
+
+Every op of the rule sweeps (tests/test_ops_*.py tables) is checked for
+  * the transposition identity <u, J v> = <J^T u, v> (jvp against vjp),
+  * jvp against central finite differences,
+  * the fast paths against transposition alone (``USE_FAST_RULES=False``),
+  * batched tangents (``jacfwd``) against ``jacrev``,
+in float64, with broadcasting and 0-d inputs.
+"""
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.core import forward
+from sweep import rand
+from test_ops_elementwise import BINARY, UNARY, _avoid_kinks
+from test_ops_linalg import LINALG, PRODUCTS
+from test_ops_reductions import REDUCTIONS
+from test_ops_shape import CASES
+from test_einsum import CASES as EINSUM
+from test_indexing import KEYS
+
+
+def _leaves(t):
+    return [np.asarray(x, np.float64) for x in tp.tree_flatten(t)[0]]
+
+
+def _inner(a, b):
+    return sum(float(np.sum(x * y)) for x, y in zip(_leaves(a), _leaves(b)))
+
+
+def _fd(f, args, vs, eps=1e-6):
+    plus = f(*[a + eps * v for a, v in zip(args, vs)])
+    minus = f(*[a - eps * v for a, v in zip(args, vs)])
+    return tp.tree_map(lambda p, m: (np.asarray(p) - np.asarray(m)) / (2 * eps), plus, minus)
+
+
+def check_jvp(f, args, seed=0, rtol=1e-6, atol=1e-8, jac=True):
+    """The four checks of the module docstring for ``f`` at ``args``."""
+    rng = np.random.default_rng(seed)
+    args = tuple(np.asarray(a, np.float64) for a in args)
+    vs = tuple(rng.standard_normal(np.shape(a)) for a in args)
+    y, ty = tp.jvp(f, args, vs)
+    u = tp.tree_map(lambda l: rng.standard_normal(np.shape(l)), y)
+    _, pullback = tp.vjp(f, *args)
+    lhs, rhs = _inner(u, ty), _inner(pullback(u), vs)
+    assert np.isclose(lhs, rhs, rtol=rtol, atol=atol), (lhs, rhs)
+    for a, b in zip(_leaves(ty), _leaves(_fd(f, args, vs))):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    forward.USE_FAST_RULES = False
+    try:
+        _, ty_slow = tp.jvp(f, args, vs)
+    finally:
+        forward.USE_FAST_RULES = True
+    for a, b in zip(_leaves(ty), _leaves(ty_slow)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    if jac:
+        nums = tuple(range(len(args)))
+        jf, jr = tp.jacfwd(f, argnums=nums)(*args), tp.jacrev(f, argnums=nums)(*args)
+        for a, b in zip(_leaves(jf), _leaves(jr)):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+UNARY_SHAPES = [(), (3,), (2, 3)]
+BINARY_SHAPES = [((2, 3), (2, 3)), ((3, 1), (1, 4)), ((), (2, 3)), ((4,), (3, 4)), ((), ())]
+
+
+@pytest.mark.parametrize("ufunc", list(UNARY), ids=lambda u: u.__name__)
+@pytest.mark.parametrize("shape", UNARY_SHAPES, ids=str)
+def test_unary(ufunc, shape):
+    check_jvp(ufunc, (rand(shape, UNARY[ufunc], 1),))
+
+
+@pytest.mark.parametrize("ufunc", list(BINARY), ids=lambda u: u.__name__)
+@pytest.mark.parametrize("shapes", BINARY_SHAPES, ids=str)
+def test_binary_with_broadcasting(ufunc, shapes):
+    dx, dy = BINARY[ufunc]
+    x, y = _avoid_kinks(ufunc, rand(shapes[0], dx, 1), rand(shapes[1], dy, 2))
+    check_jvp(ufunc, (x, y))
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (0, True), (-1, False), ((0, 1), False)])
+def test_reduction(name, axis, keepdims):
+    f = REDUCTIONS[name]
+    check_jvp(lambda x: f(x, axis=axis, keepdims=keepdims), (rand((3, 4), "normal", 3),))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "max", "logsumexp"])
+def test_reduction_of_0d(name):
+    check_jvp(lambda x: REDUCTIONS[name](x), (rand((), "normal", 4),))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_shape_op(name):
+    f, x = CASES[name]
+    check_jvp(f, (x,))
+
+
+@pytest.mark.parametrize("name", list(PRODUCTS))
+def test_product(name):
+    f, sa, sb = PRODUCTS[name]
+    check_jvp(f, (rand(sa, "normal", 7), rand(sb, "normal", 8)))
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)), ((3,), (3,)),
+                                   ((2, 2, 3), (3, 4)), ((3,), (2, 3, 4)), ((2, 3), (5, 3, 2)),
+                                   ((1, 2, 3), (4, 3, 2)), ((2, 3, 4), (4,))])
+def test_matmul_shapes(sa, sb):
+    check_jvp(lambda a, b: a @ b, (rand(sa, "normal", 1), rand(sb, "normal", 2)))
+
+
+@pytest.mark.parametrize("name", list(LINALG))
+def test_linalg(name):
+    f, make = LINALG[name]
+    # eigh's vectors are defined up to sign: finite differences agree
+    # because the sweep squares them.
+    check_jvp(f, make(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("key", [
+    (slice(1, None),), (np.array([0, 2, 2]),), (slice(None), np.array([1, 0])),
+    (0, slice(None), np.array([1, 2])), (np.array([0, 1]), slice(None), np.array([1, 2])),
+    (Ellipsis, 1), (None, slice(None, 2)), (np.array([[True, False, True, False]] * 3),),
+])
+def test_indexing_keys(key):
+    x = rand((3, 4, 3), "normal", 5)[:, :, 0] if key[-1] is not Ellipsis else rand((3, 4), "normal", 5)
+    if len(key) == 3:
+        x = rand((2, 3, 4), "normal", 6)
+    check_jvp(lambda x: x[key] * 2.0, (x,))
+
+
+@pytest.mark.parametrize("spec,shapes", EINSUM, ids=[c[0] for c in EINSUM])
+def test_einsum(spec, shapes):
+    check_jvp(lambda *ops: np.einsum(spec, *ops),
+              tuple(rand(s, "normal", k) for k, s in enumerate(shapes)))
+
+
+@pytest.mark.parametrize("shape,key", KEYS, ids=[str(k) for k in range(len(KEYS))])
+def test_indexing_table(shape, key):
+    check_jvp(lambda x: x[key] * 1.5, (rand(shape, "normal", 1),))
+
+
+MISC = {
+    "cumsum": (lambda x: np.cumsum(x, axis=1), (3, 4)), "cumprod": (lambda x: np.cumprod(x), (5,)),
+    "sort": (lambda x: np.sort(x, axis=0) * np.arange(1.0, 5.0), (3, 4)),
+    "median": (lambda x: np.median(x, axis=0), (3, 4)),
+    "quantile": (lambda x: np.quantile(x, [0.2, 0.7], axis=1), (3, 5)),
+    "clip": (lambda x: np.clip(x, -0.5, 0.6), (3, 4)),
+    "where": (lambda x: np.where(x > 0, x ** 2, np.sin(x)), (3, 4)),
+    "nan_to_num": (lambda x: np.nan_to_num(x) * 2.0, (3,)),
+    "split": (lambda x: np.split(x, 2, axis=1)[1] * np.split(x, 2, axis=1)[0], (3, 4)),
+    "norm": (lambda x: np.linalg.norm(x, axis=0), (3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(MISC))
+def test_misc_ops(name):
+    f, shape = MISC[name]
+    check_jvp(f, (rand(shape, "normal", 2),), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["expit", "log_expit", "gammaln", "erf", "ndtr", "xlogy"])
+def test_scipy_special(name):
+    sp = pytest.importorskip("scipy.special")
+    f = getattr(sp, name)
+    if name == "xlogy":
+        check_jvp(f, (rand((3, 1), "pos", 1), rand((4,), "pos", 2)))
+    else:
+        check_jvp(lambda x: f(x) * 1.5, (rand((2, 3), "pos", 3),))
+
+
+def test_composite_functions():
+    check_jvp(lambda w, b, x: np.sum(np.exp(w @ x + b[:, None])),
+              (rand((4, 3), "normal", 1) * 0.1, rand((4,), "normal", 2), rand((3, 5), "normal", 3)))
+    check_jvp(lambda x: np.concatenate([np.sin(x), x[::-1] ** 2]) @ np.ones(2 * x.size),
+              (rand((3,), "normal", 4),))
+    check_jvp(lambda x: np.where(x > 0, x * x, -x), (rand((2, 3), "normal", 5),))
+
+
+# --- nesting: forward over reverse, reverse over forward, forward over forward ---------
+def _f(x):
+    return np.sum(np.sin(x) * x ** 3) + np.prod(x[:2])
+
+
+def test_hessian_against_reverse_over_reverse():
+    x = rand((4,), "normal", 1)
+    H = tp.hessian(_f)(x)
+    H_rr = tp.jacrev(tp.grad(_f))(x)
+    np.testing.assert_allclose(H, H_rr, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(H, H.T, atol=1e-12)
+
+
+def test_reverse_over_forward_and_forward_over_forward():
+    x, v = rand((4,), "normal", 2), rand((4,), "normal", 3)
+    H = tp.hessian(_f)(x)
+    # d/dx <grad f(x), v> by reverse mode over a jvp
+    g = tp.grad(lambda x: tp.jvp(_f, (x,), (v,))[1])(x)
+    np.testing.assert_allclose(g, H @ v, rtol=1e-10)
+    # v^T H w by jvp of jvp
+    w = rand((4,), "normal", 4)
+    vhw = tp.jvp(lambda x: tp.jvp(_f, (x,), (v,))[1], (x,), (w,))[1]
+    np.testing.assert_allclose(vhw, v @ H @ w, rtol=1e-10)
+    # third order: jacfwd of the Hessian against finite differences of it
+    # (no indexing in f: scatter_add's forward takes no doubly traced value)
+    f3 = lambda x: np.sum(np.sin(x) * x ** 3) * np.sum(x)  # noqa: E731
+    T = tp.jacfwd(tp.hessian(f3))(x)
+    eps = 1e-5
+    fd = np.stack([(tp.hessian(f3)(x + eps * e) - tp.hessian(f3)(x - eps * e)) / (2 * eps)
+                   for e in np.eye(4)], axis=-1)
+    np.testing.assert_allclose(T, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_hvp_is_forward_over_reverse_and_keeps_its_signature():
+    x, v = rand((5,), "normal", 5), rand((5,), "normal", 6)
+    np.testing.assert_allclose(tp.hessian_vector_product(_f)(x, v), tp.hessian(_f)(x) @ v,
+                               rtol=1e-12)
+    f2 = lambda a, b: np.sum(np.tanh(a) * b ** 2)  # noqa: E731
+    a, b = rand((3,), "normal", 7), rand((3,), "normal", 8)
+    va, vb = rand((3,), "normal", 9), rand((3,), "normal", 10)
+    ha, hb = tp.hessian_vector_product(f2, argnums=(0, 1))(a, b, (va, vb))
+    H = tp.hessian(f2, argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ha, H[0][0] @ va + H[0][1] @ vb, rtol=1e-12)
+    np.testing.assert_allclose(hb, H[1][0] @ va + H[1][1] @ vb, rtol=1e-12)
+
+
+# --- custom rules -------------------------------------------------------------------------
+def test_custom_vjp_with_differentiable_backward_works_in_forward_mode():
+    @tp.custom_vjp
+    def cube(x):
+        return x ** 3
+
+    cube.defvjp(lambda x: (x ** 3, x), lambda x, g: (3 * x ** 2 * g,))
+    x, v = rand((3,), "normal", 1), rand((3,), "normal", 2)
+    np.testing.assert_allclose(tp.jvp(cube, (x,), (v,))[1], 3 * x ** 2 * v, rtol=1e-12)
+    np.testing.assert_allclose(tp.hessian(lambda x: np.sum(cube(x)))(x), np.diag(6 * x),
+                               atol=1e-12)
+
+
+def test_custom_vjp_with_opaque_backward_is_refused_by_name():
+    @tp.custom_vjp
+    def opaque(x):
+        return np.sin(x)
+
+    opaque.defvjp(lambda x: (np.sin(x), x), lambda x, g: (np.asarray(g) * np.cos(x),))
+    with pytest.raises(TypeError, match=r"custom_vjp function 'opaque'.*custom_jvp"):
+        tp.jvp(opaque, (np.ones(2),), (np.ones(2),))
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(opaque(x)))(np.ones(2)), np.cos(1.0))
+
+
+def test_checkpoint_in_forward_mode():
+    f = tp.checkpoint(lambda x: np.tanh(x) * x)
+    x, v = rand((4,), "normal", 3), rand((4,), "normal", 4)
+    np.testing.assert_allclose(tp.jvp(f, (x,), (v,))[1],
+                               (np.tanh(x) + x * (1 - np.tanh(x) ** 2)) * v, rtol=1e-12)
+
+
+def test_custom_jvp_in_both_modes():
+    calls = []
+
+    @tp.custom_jvp
+    def softplus(x):
+        return np.log1p(np.exp(x))
+
+    @softplus.defjvp
+    def softplus_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        calls.append(1)
+        return softplus(x), t / (1 + np.exp(-x))
+
+    x, v = np.array([-1.0, 0.5, 2.0]), np.array([1.0, 2.0, 3.0])
+    s = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(tp.jvp(softplus, (x,), (v,))[1], s * v, rtol=1e-12)
+    assert calls  # the rule, not the traced body, gave the tangent
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(softplus(x)))(x), s, rtol=1e-12)
+    np.testing.assert_allclose(tp.hessian(lambda x: np.sum(softplus(x)))(x), np.diag(s * (1 - s)),
+                               atol=1e-12)
+    np.testing.assert_allclose(tp.jacfwd(softplus)(x), np.diag(s), atol=1e-12)
+    check_jvp(lambda x: softplus(x) * x, (x,))
+
+
+def test_custom_jvp_several_outputs_and_missing_rule():
+    @tp.custom_jvp
+    def both(x, y):
+        return x * y, x + y
+
+    @both.defjvp
+    def both_jvp(p, t):
+        (x, y), (tx, ty) = p, t
+        return both(x, y), (tx * y + x * ty, tx + ty)
+
+    x = rand((3,), "normal", 1)
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(both(x, x)[0] * both(x, 1.0)[1]))(x),
+                               3 * x ** 2 + 2 * x, rtol=1e-12)
+    check_jvp(lambda x, y: both(x, y)[0] - both(y, x)[1] ** 2, (x, rand((3,), "normal", 2)))
+
+    @tp.custom_jvp
+    def norule(x):
+        return x * 2
+
+    assert norule(3.0) == 6.0
+    with pytest.raises(TypeError, match="norule has no rule"):
+        tp.grad(norule)(1.0)
+
+
+def test_complex_values_are_refused_in_forward_mode():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(NotImplementedError, match="complex"):
+        tp.jvp(lambda x: np.abs(np.exp(x * 1j) * x), (x,), (x,))
+    with pytest.raises(NotImplementedError, match="complex"):
+        tp.jacfwd(lambda z: z * z)(np.array([1 + 1j]))
+
+
+def test_fast_path_rules_belong_to_one_primitive():
+    """The fast paths find a node's primitive by its VJP rule: a rule shared
+    with a primitive outside the fast tables would get the wrong JVP."""
+    import gc
+
+    import tapestry.ops.special  # noqa: F401  (registers its primitives)
+    from tapestry.core.primitive import Primitive
+    forward._build_fast()
+    owners = {}
+    for p in (o for o in gc.get_objects() if type(o) is Primitive):
+        for r in p.vjps.values():
+            owners.setdefault(id(r), set()).add(p)
+    for rule, (kind, prim, i) in forward._FAST.items():
+        assert owners.get(id(rule), {prim}) == {prim}, (prim.name, kind)
+
+
+# --- pytrees and has_aux (also compared with JAX in test_forward_jax.py) -----------------
+def test_jvp_linearize_and_jacobians_with_pytrees_and_aux():
+    p = {"W": rand((2, 3), "normal", 1), "b": rand((2,), "normal", 2)}
+    x = rand((3,), "normal", 3)
+    tp_ = {"W": rand((2, 3), "normal", 4), "b": rand((2,), "normal", 5)}
+
+    def f(p):
+        h = np.tanh(p["W"] @ x + p["b"])
+        return {"h": h, "s": (np.sum(h ** 2),)}, {"mean": np.mean(h)}
+
+    y, ty, aux = tp.jvp(f, (p,), (tp_,), has_aux=True)
+    assert set(ty) == {"h", "s"} and type(aux["mean"]) is np.float64
+    dh = (1 - y["h"] ** 2) * (tp_["W"] @ x + tp_["b"])
+    np.testing.assert_allclose(ty["h"], dh, rtol=1e-12)
+    np.testing.assert_allclose(ty["s"][0], np.sum(2 * y["h"] * dh), rtol=1e-12)
+    y2, f_jvp, aux2 = tp.linearize(f, p, has_aux=True)
+    np.testing.assert_allclose(f_jvp(tp_)["h"], dh, rtol=1e-12)
+    np.testing.assert_allclose(aux2["mean"], aux["mean"])
+    J, auxj = tp.jacfwd(f, has_aux=True)(p)
+    Jr, _ = tp.jacrev(f, has_aux=True)(p)
+    assert J["h"]["W"].shape == (2, 2, 3) and J["s"][0]["b"].shape == (2,)
+    for a, b in zip(tp.tree_flatten(J)[0], tp.tree_flatten(Jr)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    H, auxh = tp.hessian(lambda p: (f(p)[0]["s"][0], 1.0), has_aux=True)(p)
+    assert H["W"]["b"].shape == (2, 3, 2) and auxh == 1.0
+
+
+def test_linearize_tangent_errors_and_zero_tangent_outputs():
+    y, f_jvp = tp.linearize(lambda x, c: (np.sin(x), c * 2.0), np.ones(2), np.ones(3))
+    with pytest.raises(ValueError, match="takes 2 tangents"):
+        f_jvp(np.ones(2))
+    t = f_jvp(np.ones(2), np.zeros(3))
+    np.testing.assert_allclose(t[0], np.cos(1.0))
+    np.testing.assert_array_equal(t[1], np.zeros(3))
+
+
+def test_threads_get_the_serial_results():
+    from concurrent.futures import ThreadPoolExecutor
+    xs = [rand((5,), "normal", s) for s in range(8)]
+    serial = [(tp.hessian(_f)(x), tp.jvp(_f, (x,), (x,))[1]) for x in xs]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(lambda x: (tp.hessian(_f)(x), tp.jvp(_f, (x,), (x,))[1]), xs))
+    for (h1, t1), (h2, t2) in zip(serial, threaded):
+        np.testing.assert_array_equal(h1, h2)
+        assert t1 == t2
+
+
+def test_reverse_over_batched_forward():
+    """grad through jacfwd / hessian (batched tangents that are themselves
+    traced by the outer grad), against finite differences."""
+    from tapestry.testing import check_grads
+    A, W = rand((5, 3), "normal", 1), rand((3, 3), "normal", 2)
+    x = rand((3,), "normal", 3)
+    g = lambda x: np.tanh(A @ x) * x[0] + np.sum(x ** 2)  # noqa: E731
+    check_grads(lambda x: np.sum(tp.jacfwd(g)(x) ** 2), (x,))
+    check_grads(lambda x: np.sum(tp.hessian(lambda x: np.sum(np.sin(A @ x) ** 3))(x)), (x,))
+    check_grads(lambda W: np.sum(tp.jacfwd(lambda x: np.tanh(W @ x))(x) ** 2), (W,))
