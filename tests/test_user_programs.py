@@ -17,12 +17,11 @@ from programs.runner import CORRECT, CRASH, REFUSED, WRONG, classify
 
 PROGRAMS = load()
 
-#: Refused today; the rule is being added on another branch.
+#: Refused today by name: a branch adds the rule, or no one has yet (reason given).
 EXPECTED_REFUSED = {
-    "tnp_array_from_traced_scalars": "tnp.array of traced values lands with the autograd branch",
-    "tnp_array_nested_and_asarray": "tnp.array/asarray of traced values land with the autograd branch",
-    "size_one_array_output": "grad of a size-1 output lands with the forward branch",
-    "sum_keepdims_size_one_output": "grad of a size-1 output lands with the forward branch",
+    "hessian_through_fft": "since forward mode landed, tp.hessian is forward-over-reverse and "
+                           "forward mode refuses complex intermediates (core/forward.py "
+                           "_refuse_complex); it was CORRECT with reverse-over-reverse",
     "unwrap_phase_of_rotating_phasor": "np.unwrap has no rule on any branch yet",
     "image_blur_reflect_padding": "np.pad(mode='reflect') has no rule on any branch yet",
     # scipy.special ufuncs beyond the common few: rules land with the special branch

@@ -203,3 +203,35 @@ def _check_values(prog, args, argnums, plain, value, aux, grads):
     if not reason and prog.mode == "hessian":
         reason = check_hessian(prog, args)
     return reason
+
+
+def classify_forward(prog, seed=3):
+    """Forward mode on the same program: ``tp.jvp`` along a random direction
+    against ``<grad, v>`` from reverse mode (itself checked by :func:`classify`)
+    and the float64 central difference.  Returns an :class:`Outcome`."""
+    args = prog.make_args()
+    argnums = prog.argnums if prog.argnums is not None else float_argnums(args)
+    if not argnums:
+        return Outcome(prog.name, CORRECT)
+    r = np.random.default_rng(seed)
+    direction = [[r.standard_normal(np.shape(l)) for l in _leaves(args[i])] for i in argnums]
+    tangents = tuple(tp.tree_flatten(args[i])[1].unflatten(
+        [np.asarray(v, dtype=np.result_type(l)) if isinstance(l, np.ndarray) else float(v)
+         if np.ndim(v) == 0 else v for l, v in zip(_leaves(args[i]), d)])
+        for i, d in zip(argnums, direction))
+
+    def selected(*sel):
+        return prog.fn(*_with(args, argnums, sel))
+    try:
+        out = tp.jvp(selected, tuple(args[i] for i in argnums), tangents, has_aux=prog.mode == "aux")
+        tangent = out[1]
+        jv = float(np.asarray(tangent, dtype=np.float64).reshape(()))
+    except Exception as exc:  # noqa: BLE001 -- every failure is classified, none hidden
+        status = REFUSED if _is_refusal(exc) else CRASH
+        return Outcome(prog.name, status, _first_line(exc), _tapestry_frame(exc))
+    numeric = directional_fd(prog, args, argnums, direction)
+    rtol = 5e-3 if _low_precision(args, argnums) else 1e-4
+    f0 = abs(_scalar(prog.fn(*args), prog.mode))
+    if not np.isfinite(jv) or abs(jv - numeric) > rtol * max(abs(numeric), 1e-3) + 1e-7 * (1 + f0):
+        return Outcome(prog.name, WRONG, f"jvp {jv:.6g}, finite differences {numeric:.6g}")
+    return Outcome(prog.name, CORRECT)
