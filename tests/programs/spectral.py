@@ -100,3 +100,9 @@ def fft_frequency_weighted_loss(x):
     freqs = np.fft.rfftfreq(12, d=0.1)
     X = np.fft.rfft(x, norm="ortho")
     return np.sum(freqs * (X.real ** 2 + X.imag ** 2))
+
+
+@program(args=lambda: (rng(519).standard_normal(4), rng(520).standard_normal(4)))
+def energy_returned_as_complex_dtype(a, b):
+    z = a + 1j * b
+    return np.sum(z * np.conj(z))                  # real-valued, but complex128 with 0j
