@@ -7,8 +7,8 @@ operation), SILENT-WRONG or CRASH.  The test fails on any SILENT-WRONG or
 CRASH, and on any refusal, unless the program is listed below with the
 reason; a listed program whose outcome improved fails too ("now correct:
 remove it from ..."), so the tables shrink as rules land and never hide a fix.
-Diagnoses of every listed program: notes/user_programs_report.md (outside
-the repository) and ``python -m programs`` from tests/ for the current state.
+Each entry says why; ``cd tests && python -m programs [name]`` prints the
+current outcome of every program with its error and the tapestry frame.
 """
 import pytest
 
