@@ -283,3 +283,25 @@ def softplus_loglik_stable(theta, x):
 def binomial_xlogy(p, k):
     n = 10.0
     return -np.sum(sp.xlogy(k, p) + sp.xlog1py(n - k, -p))
+
+
+@program(args=lambda: (np.array([0.3, -0.2, -1.0]),) + _gp_data())
+def gp_scipy_linalg_cho_solve(log_params, X, y):
+    import scipy.linalg as sla
+    ell, sf, sn = np.exp(log_params)
+    K = sf ** 2 * np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / ell ** 2) + sn ** 2 * np.eye(len(X))
+    c, low = sla.cho_factor(K)
+    alpha = sla.cho_solve((c, low), y)
+    return 0.5 * y @ alpha + np.sum(np.log(np.diag(c)))
+
+
+@program(args=lambda: (np.array([0.3, -0.2, -1.0]),) + _gp_data())
+def gp_tapestry_scipy_linalg(log_params, X, y):
+    import tapestry.scipy.linalg as tsla
+    ell, sf, sn = np.exp(log_params)
+    K = sf ** 2 * np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / ell ** 2) + sn ** 2 * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    z = tsla.solve_triangular(L, y, lower=True)
+    c, low = tsla.cho_factor(K, lower=True)
+    alpha = tsla.cho_solve((c, low), y)
+    return 0.5 * z @ z + 0.01 * np.sum(alpha ** 2) + np.sum(np.log(np.diag(L)))
