@@ -22,16 +22,8 @@ EXPECTED_REFUSED = {
     "hessian_through_fft": "since forward mode landed, tp.hessian is forward-over-reverse and "
                            "forward mode refuses complex intermediates (core/forward.py "
                            "_refuse_complex); it was CORRECT with reverse-over-reverse",
-    "unwrap_phase_of_rotating_phasor": "np.unwrap has no rule on any branch yet",
     "image_blur_reflect_padding": "np.pad(mode='reflect') has no rule on any branch yet",
     # scipy.special ufuncs beyond the common few: rules land with the special branch
-    "beta_binomial_betaln": "scipy.special.betaln (special branch)",
-    "kl_divergence_rel_entr": "scipy.special.rel_entr/kl_div (special branch)",
-    "entropy_regulariser_entr": "scipy.special.entr (special branch)",
-    "von_mises_loglik_i0": "scipy.special.i0/i1e (special branch)",
-    "gamma_normaliser_loggamma_gamma": "scipy.special.loggamma/gamma/gammainc (special branch)",
-    "gaussian_copula_ndtri_erfinv": "scipy.special.ndtri/erfinv/log1p/expm1 (special branch)",
-    "box_cox_profile_likelihood": "scipy.special.boxcox (special branch)",
 }
 
 #: Refused by design: NumPy gives tapestry no hook, or the operation writes in place.
