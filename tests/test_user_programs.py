@@ -19,10 +19,6 @@ PROGRAMS = load()
 
 #: Refused today by name: a branch adds the rule, or no one has yet (reason given).
 EXPECTED_REFUSED = {
-    "hessian_through_fft": "since forward mode landed, tp.hessian is forward-over-reverse and "
-                           "forward mode refuses complex intermediates (core/forward.py "
-                           "_refuse_complex); it was CORRECT with reverse-over-reverse",
-    "image_blur_reflect_padding": "np.pad(mode='reflect') has no rule on any branch yet",
     # scipy.special ufuncs beyond the common few: rules land with the special branch
 }
 
@@ -52,25 +48,8 @@ REFUSED_BY_DESIGN = {
 #: Silently wrong or crashing today.  Each is diagnosed in the report; the
 #: owner named here fixes it (or it is an open bug no branch owns yet).
 EXPECTED_BROKEN = {
-    "unique_with_counts_duplicates": "np.unique values: repeated values' cotangent goes to the first "
-                                     "occurrence only (open on the numerics branch too)",
-    "nan_reductions_masked": "np.where's rule multiplies by 0.0 (0 * nan = nan): open bug, "
-                             "ops/shape.py where_ vjps",
-    "damped_complex_exponential": "1j * a 0-d value gives a Python complex node value "
-                                  "(core/primitive.py operator fast path): open bug",
-    "complex_from_unpacked_params": "1j * a 0-d value gives a Python complex node value "
-                                    "(core/primitive.py operator fast path): open bug",
-    "matmul_with_python_list_operand": "matmul rule reads .ndim of a list operand: open bug, "
-                                       "ops/linalg.py _matmul_vjp_b",
     "rbf_energy_sqrt_pairwise_with_diagonal": "np.sqrt at an exact 0 on the diagonal: inf * 0 = nan "
                                               "(JAX and PyTorch give nan too; np.linalg.norm is guarded)",
-    "numerics_with_list_arguments": "np.interp/polyval/trapezoid/gradient given Python lists beside a "
-                                    "traced array: rules call list methods (ops/numerics.py _as_double)",
-    "hessian_through_diff_convolve_interp": "np.interp with a list x: np.result_type(list) in "
-                                            "ops/numerics.py _as_double",
-    "cov_with_list_aweights": "np.cov(aweights=list): list * list in ops/statistics.py cov",
-    "vec_operator_fortran_order": "Var.flatten takes no order argument (core/var.py Var.flatten)",
-    "det_of_singular_matrix": "det's rule inverts a singular matrix (LinAlgError): open bug",
 }
 
 _TABLES = {"EXPECTED_REFUSED": EXPECTED_REFUSED, "REFUSED_BY_DESIGN": REFUSED_BY_DESIGN,

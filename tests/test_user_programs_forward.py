@@ -25,7 +25,8 @@ FORWARD_REFUSES_COMPLEX = frozenset("""
     rfft2_irfft2_image_filter fftn_ifftn_axes_ortho fft_cross_correlation_lag spectrogram_frames_rfft
     fft_of_real_then_ifft_real_part complex_division_log_sqrt complex_linear_solve
     complex_vdot_norm_einsum complex_from_0d_angle astype_complex_then_abs eigvals_complex_pair
-    float32_fft_diff_interp
+    float32_fft_diff_interp complex_from_unpacked_params damped_complex_exponential
+    hessian_through_fft unwrap_phase_of_rotating_phasor
 """.split())
 
 

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from .backward import backward_sweep
-from .forward import TangentRecorder, push
+from .forward import ForwardComplexError, TangentRecorder, push
 from .pytree import tree_flatten, tree_map
 from .tape import LEAF, open_tape
 from .var import Var, unwrap_all
@@ -613,8 +613,19 @@ def _refuse_real_to_complex(records, values, opname):
 def hessian(f, argnums=0, has_aux=False):
     """The Hessian of scalar ``f``, forward over reverse (``jacfwd`` of
     ``jacrev``), with JAX's nesting: for a dict argument a dict of dicts,
-    for tuple ``argnums`` a tuple of tuples."""
-    return jacfwd(jacrev(f, argnums, has_aux), argnums, has_aux)
+    for tuple ``argnums`` a tuple of tuples.  A function with complex
+    intermediates (an FFT, ``exp(1j x)``) takes reverse over reverse:
+    forward mode does not handle complex values yet."""
+    fwd = jacfwd(jacrev(f, argnums, has_aux), argnums, has_aux)
+    rev = jacrev(jacrev(f, argnums, has_aux), argnums, has_aux)
+
+    @functools.wraps(f)
+    def hessian_f(*args, **kwargs):
+        try:
+            return fwd(*args, **kwargs)
+        except ForwardComplexError:
+            return rev(*args, **kwargs)
+    return hessian_f
 
 
 def hessian_vector_product(f, argnums=0):
@@ -633,7 +644,12 @@ def hessian_vector_product(f, argnums=0):
                 full[a] = s
             return gradf(*full, **kwargs)
         tangents = (v,) if single else tuple(v)
-        return jvp(g, [args[a] for a in nums], tangents)[1]
+        primals = [args[a] for a in nums]
+        try:
+            return jvp(g, primals, tangents)[1]
+        except ForwardComplexError:  # complex intermediates: reverse over reverse
+            cts = vjp(g, *primals)[1](v if single else tuple(v))  # Hᵀv = Hv
+            return cts[0] if single else cts
     return hvp
 
 

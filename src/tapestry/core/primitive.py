@@ -168,6 +168,8 @@ class Primitive:
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
+            if a.__class__ is complex:  # complex.__mul__(np.float64) gives a Python complex
+                a = np.complex128(a)
             ta, raw = b._tape, (a, b._value)
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)

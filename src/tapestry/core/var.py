@@ -179,7 +179,7 @@ class Var:
             shape = shape[0]
         return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
     def ravel(self, *a, **k): return np.ravel(self, *a, **k)
-    def flatten(self): return np.ravel(self)
+    def flatten(self, order="C"): return np.ravel(self, order=order)
     def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
     def swapaxes(self, a, b): return np.swapaxes(self, a, b)
     def diagonal(self, *a, **k): return np.diagonal(self, *a, **k)

@@ -93,6 +93,8 @@ def _cov_weights(fweights, aweights, n):
     for weights, name in ((fweights, "fweights"), (aweights, "aweights")):
         if weights is None:
             continue
+        if isinstance(weights, (list, tuple)):
+            weights = np.asarray(weights)
         wv = unwrap_all(weights)
         np.cov(np.zeros((1, n)), **{name: wv})  # NumPy's own checks and messages
         w = weights if w is None else w * weights

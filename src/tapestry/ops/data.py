@@ -165,25 +165,42 @@ def histogram2d(x, y, bins=10, range=None, density=None, weights=None):
 
 
 # --- unique ---------------------------------------------------------------------------
-def _first_index(flat, values):
-    """Position in ``flat`` of the first occurrence of each of ``values``
-    (NaN values map to the first NaN)."""
-    u, first = np.unique(flat, return_index=True, equal_nan=True)
-    pos = np.searchsorted(u, values)
-    pos = np.where(np.isnan(values), len(u) - 1, pos) if values.dtype.kind in "fc" else pos
-    return first[np.clip(pos, 0, max(len(u) - 1, 0))]
+def _tie_split_rule(g, ans, x, first, inverse, counts, axis):
+    """Each occurrence of a repeated value gets an equal share of that
+    value's cotangent (as np.maximum splits ties): moving all copies
+    together moves the value one for one, so the shares sum to 1."""
+    share = np.take(g, inverse, axis=axis)
+    scale = np.reshape(1.0 / counts[inverse], (-1,) + (1,) * (np.ndim(share) - axis - 1))
+    return share * scale.astype(np.result_type(ans), copy=False)
+
+
+#: ``np.unique``'s values: the first occurrences (NumPy's exact values),
+#: with ties' cotangent split evenly over the copies.
+_unique_values = Primitive(
+    lambda x, first, inverse, counts, axis: np.take(x, first, axis=axis), "unique",
+    vjps=(_tie_split_rule,))
+
+
+def _unique_values_of(ar, axis, equal_nan=True):
+    """Traced unique values of ``ar`` (flattened when ``axis`` is None)."""
+    p = np.asarray(unwrap_all(ar))
+    flat = axis is None
+    _, first, inverse, counts = np.unique(np.ravel(p) if flat else p, True, True, True,
+                                          axis=None if flat else axis, equal_nan=equal_nan)
+    x = np.ravel(ar) if flat else ar
+    return _unique_values(x, first, np.ravel(inverse), counts, 0 if flat else axis % p.ndim)
 
 
 @implements(np.unique)
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None,
            **kw):
     """The values are the first occurrences of each distinct entry (a
-    gather, differentiable); indices, inverse and counts are constants."""
+    gather, differentiable; repeated entries share the cotangent evenly);
+    indices, inverse and counts are constants."""
     p = np.asarray(unwrap_all(ar))
     res = np.unique(p, True, return_inverse, return_counts, axis, **kw)
-    first = res[1]
-    values = np.take(np.ravel(ar), first) if axis is None else np.take(ar, first, axis=axis)
-    out = (values,) + ((first,) if return_index else ()) + tuple(res[2:])
+    values = _unique_values_of(ar, axis, kw.get("equal_nan", True))
+    out = (values,) + ((res[1],) if return_index else ()) + tuple(res[2:])
     return out if len(out) > 1 else values
 
 
@@ -192,8 +209,8 @@ def _array_api_unique(np_fun):
         p = np.asarray(unwrap_all(x))
         res = np_fun(p)
         vals = res if isinstance(res, np.ndarray) else res.values
-        idx = _first_index(np.ravel(p), vals)
-        traced_vals = np.reshape(np.take(np.ravel(x), np.ravel(idx)), np.shape(vals))
+        # the array API's unique_* keep every NaN (equal_nan=False)
+        traced_vals = np.reshape(_unique_values_of(x, None, equal_nan=False), np.shape(vals))
         return traced_vals if isinstance(res, np.ndarray) else res._replace(values=traced_vals)
     unique_fn.__name__ = np_fun.__name__
     return unique_fn

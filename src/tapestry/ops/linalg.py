@@ -27,6 +27,8 @@ def _no_out(name, out):
 def _matmul_vjp_a(g, ans, a, b):
     """a_bar = g @ b^T.  Outer products (1-D b) are broadcast multiplies,
     which beat a GEMM with an inner dimension of 1 (W[S] @ x: 22 vs 48 us)."""
+    if type(b) in (list, tuple):  # x @ [1.0, 2.0]: NumPy took the list as an array
+        b = np.asarray(b)
     if b.ndim == 1:
         if a.ndim == 1:
             return g * b
@@ -42,6 +44,8 @@ def _matmul_vjp_a(g, ans, a, b):
 def _matmul_vjp_b(g, ans, a, b):
     """b_bar = a^T @ g (an outer product, by broadcasting, when a is 1-D or
     has one row: 21 vs 51 us for W4's (64, 1) @ (1, 256))."""
+    if type(a) in (list, tuple):
+        a = np.asarray(a)
     if a.ndim == 1:
         if b.ndim == 1:
             return g * a
@@ -237,10 +241,28 @@ _inv = Primitive(np.linalg.inv, "linalg.inv",
                  vjps=(lambda g, ans, a: match_input(-(_T(ans) @ g @ _T(ans)), a),))
 implements(np.linalg.inv)(_inv)
 
-# d det(a) = det(a) tr(a⁻¹ da)  =>  ā = ḡ det(a) a⁻ᵀ
+def _cofactor(a, det_a):
+    """cof(a) = det(a) a⁻ᵀ, the derivative of det, which exists at singular
+    matrices too.  A plain matrix takes it from the SVD a = U S Vᴴ:
+    cof(a) = det(U) det(Vᴴ) conj(U) diag(∏_{j≠i} s_j) conj(Vᴴ), no inverse;
+    a traced one (higher derivatives) from det(a) a⁻ᵀ, which is
+    differentiable."""
+    if type(a) is not np.ndarray:
+        return np.expand_dims(det_a, (-1, -2)) * _T(np.linalg.inv(a))
+    if a.shape[-1] == 0:
+        return np.zeros_like(a)
+    u, s, vh = np.linalg.svd(a)
+    n = s.shape[-1]
+    others = np.prod(np.where(np.eye(n, dtype=bool), 1, np.expand_dims(s, -2)), axis=-1)
+    phase = np.linalg.det(u) * np.linalg.det(vh)
+    cof = np.conjugate(u) * np.expand_dims(others, -2) @ np.conjugate(vh)
+    return np.expand_dims(phase, (-1, -2)) * cof
+
+
+# d det(a) = tr(adj(a) da)  =>  ā = ḡ cof(a)  (= ḡ det(a) a⁻ᵀ where a is invertible)
 _det = Primitive(np.linalg.det, "linalg.det",
                  vjps=(lambda g, ans, a: match_input(
-                     np.expand_dims(g * ans, (-1, -2)) * _T(np.linalg.inv(a)), a),))
+                     np.expand_dims(g, (-1, -2)) * _cofactor(a, ans), a),))
 implements(np.linalg.det)(_det)
 
 

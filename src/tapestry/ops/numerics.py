@@ -258,6 +258,8 @@ def _periodic(x, xp, fp, period):
 
 
 def _as_double(v):
+    if isinstance(v, (list, tuple)):
+        v = np.asarray(v)
     want = np.complex128 if np.iscomplexobj(unwrap_all(v)) else np.float64
     if np.result_type(unwrap_all(v)) == want:
         return v

@@ -14,6 +14,10 @@ def polyval(p, x):
     """Horner's rule: ``((p0 x + p1) x + p2) ...``."""
     if isinstance(unwrap_all(p), np.poly1d):
         p = unwrap_all(p).coeffs
+    if isinstance(p, (list, tuple)):
+        p = np.asarray(p)
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)
     y = 0.0 * x
     for i in range(len(p)):
         y = y * x + p[i]

@@ -326,14 +326,38 @@ _pad = Primitive(lambda a, pad_width, constant_values:
                  "pad", vjps=(_pad_vjp,))
 
 
+#: Modes whose padding copies input entries: a gather along each axis.
+_GATHER_PAD_MODES = ("edge", "reflect", "symmetric", "wrap")
+
+
+def _pad_by_gather(array, width, mode, kwargs):
+    """``edge``/``reflect``/``symmetric``/``wrap`` padding: each padded
+    entry is a copy of an input entry, so padding is ``np.take`` of the
+    indices NumPy's own pad gives to ``arange(n)`` (differentiable; the
+    copies' cotangents add up on their source)."""
+    out = array
+    for axis, (lo, hi) in enumerate(width.tolist()):
+        if lo == hi == 0:
+            continue
+        n = np.shape(out)[axis]
+        idx = np.pad(np.arange(n), (lo, hi), mode=mode, **kwargs)
+        out = np.take(out, idx, axis=axis)
+    return out
+
+
 @implements(np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
+    width = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (np.ndim(array), 2))
+    if mode in _GATHER_PAD_MODES:
+        if kwargs.get("reflect_type", "even") != "even":
+            raise NotImplementedError("tapestry: np.pad(reflect_type='odd') has no "
+                                      "gradient rule; use reflect_type='even'.")
+        return _pad_by_gather(array, width, mode, {})
     if mode != "constant":
         raise NotImplementedError(
-            f"tapestry: np.pad(mode={mode!r}) has no gradient rule; only "
-            "mode='constant' is differentiable. Build other modes from "
-            "np.concatenate and slices.")
-    width = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (np.ndim(array), 2))
+            f"tapestry: np.pad(mode={mode!r}) has no gradient rule; the differentiable "
+            f"modes are 'constant', {', '.join(map(repr, _GATHER_PAD_MODES))}. Build "
+            "others from np.concatenate and slices.")
     cv = kwargs.get("constant_values", 0)
     if isinstance(cv, Var):
         raise TypeError("tapestry: np.pad with traced constant_values is not "
@@ -447,8 +471,10 @@ def imag(val):
 
 where_ = Primitive(np.where, "where", vjps=(
     None,  # the condition is piecewise constant
-    lambda g, ans, c, x, y: unbroadcast(np.where(c, g, 0.0 * g), np.shape(x)),
-    lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0 * g, g), np.shape(y))))
+    # 0.0, not 0.0 * g: the branch not taken gets an exact zero even where
+    # g is inf or nan (the masked-NaN idiom np.where(ok, f(x), 0.0))
+    lambda g, ans, c, x, y: unbroadcast(np.where(c, g, 0.0), np.shape(x)),
+    lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0, g), np.shape(y))))
 
 
 @implements(np.where)
