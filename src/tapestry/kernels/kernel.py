@@ -137,12 +137,20 @@ class Kernel:
 
 def infer_ranges(spec, shapes):
     """Each index's inclusive range from the input shapes (see module doc)."""
-    text = spec.text
     rs = refs(spec.body)
     for r in rs:
         if len(r[2]) != len(shapes[r[1]]):
             raise ValueError(f"tapestry.kernel: {r[1]} is used with {len(r[2])} indices in "
-                             f"{text!r} but has shape {shapes[r[1]]}.")
+                             f"{spec.text!r} but has shape {shapes[r[1]]}.")
+    ranges = _plain_ranges(rs, shapes, spec.text)
+    _derived_ranges(rs, shapes, ranges, index_vars(spec.body), spec.text)
+    _check_in_bounds(rs, shapes, ranges, spec.text)
+    return ranges
+
+
+def _plain_ranges(rs, shapes, text):
+    """Ranges of indices used plainly (``x[i]``): the axis they run over;
+    two axes of different lengths for one index is an error."""
     ranges, source = {}, {}
     for r in rs:
         for d, aff in enumerate(r[2]):
@@ -155,34 +163,51 @@ def infer_ranges(spec, shapes):
                         f"{source[v]} but {n} from {r[1]} (axis {d}) in {text!r}.")
                 ranges[v] = (0, n - 1)
                 source[v] = f"{r[1]} (axis {[a for a in r[2]].index(aff)})"
-    todo = [v for v in index_vars(spec.body) if v not in ranges]
+    return ranges
+
+
+def _derived_ranges(rs, shapes, ranges, variables, text):
+    """Ranges of indices used only inside affine expressions (``x[i+k]``):
+    the values that keep every such access in bounds, found one index at a
+    time from those already known."""
+    todo = [v for v in variables if v not in ranges]
     while todo:
         progress = False
         for v in list(todo):
-            lo, hi, found = -np.inf, np.inf, False
-            for r in rs:
-                for d, (terms, c) in enumerate(r[2]):
-                    coefs = dict(terms)
-                    if v not in coefs or any(u not in ranges for u in coefs if u != v):
-                        continue
-                    found = True
-                    n = shapes[r[1]][d]
-                    rmin = c + sum(min(k * ranges[u][0], k * ranges[u][1])
-                                   for u, k in terms if u != v)
-                    rmax = c + sum(max(k * ranges[u][0], k * ranges[u][1])
-                                   for u, k in terms if u != v)
-                    k = coefs[v]
-                    # 0 <= k*v + rest <= n-1 for every value of the rest
-                    a, b = ((-rmin) / k, (n - 1 - rmax) / k) if k > 0 else \
-                        ((n - 1 - rmax) / k, (-rmin) / k)
-                    lo, hi = max(lo, int(np.ceil(a))), min(hi, int(np.floor(b)))
-            if found:
+            bounds = _affine_bounds(v, rs, shapes, ranges)
+            if bounds is not None:
+                lo, hi = bounds
                 ranges[v] = (int(lo), int(max(hi, lo - 1)))
                 todo.remove(v)
                 progress = True
         if not progress:
             raise ValueError(f"tapestry.kernel: cannot infer the range of index {todo[0]!r} "
                              f"in {text!r}; use it plainly (x[{todo[0]}]) in some input.")
+
+
+def _affine_bounds(v, rs, shapes, ranges):
+    """``(lo, hi)`` for ``v`` from the accesses whose other indices are
+    known: 0 <= k*v + rest <= n-1 for every value of the rest.  None if no
+    such access exists yet."""
+    lo, hi, found = -np.inf, np.inf, False
+    for r in rs:
+        for d, (terms, c) in enumerate(r[2]):
+            coefs = dict(terms)
+            if v not in coefs or any(u not in ranges for u in coefs if u != v):
+                continue
+            found = True
+            n = shapes[r[1]][d]
+            rmin = c + sum(min(k * ranges[u][0], k * ranges[u][1]) for u, k in terms if u != v)
+            rmax = c + sum(max(k * ranges[u][0], k * ranges[u][1]) for u, k in terms if u != v)
+            k = coefs[v]
+            a, b = ((-rmin) / k, (n - 1 - rmax) / k) if k > 0 else \
+                ((n - 1 - rmax) / k, (-rmin) / k)
+            lo, hi = max(lo, int(np.ceil(a))), min(hi, int(np.floor(b)))
+    return (lo, hi) if found else None
+
+
+def _check_in_bounds(rs, shapes, ranges, text):
+    """Every access stays inside its input for every index value."""
     for r in rs:
         for d, aff in enumerate(r[2]):
             terms, c = aff
@@ -196,7 +221,6 @@ def infer_ranges(spec, shapes):
                     f"tapestry.kernel: {r[1]}[..{affine_str(aff)}..] reaches index "
                     f"{lo if lo < 0 else hi}, outside {r[1]}'s axis {d} of length {n}, "
                     f"in {text!r}.")
-    return ranges
 
 
 def kernel(spec, reduce=None, plan=None):

@@ -21,7 +21,6 @@ import numpy as np
 import opt_einsum
 
 from ..core.primitive import Primitive, implements
-from ..core.registry import FUNCTIONS
 from ..core.var import Var
 
 _LETTERS = string.ascii_letters

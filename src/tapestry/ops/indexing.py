@@ -24,7 +24,6 @@ import operator
 import numpy as np
 
 from ..core.primitive import KEEP_SHAPES, Primitive, implements
-from ..core.registry import FUNCTIONS
 from ..core.var import Var, unwrap_all
 from ..sparse import AxisSparse, densify
 

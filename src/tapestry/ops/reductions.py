@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import KEEP_SHAPES, Primitive, implements
-from ..core.registry import FUNCTIONS
 from ..core.var import Var, unwrap_all
 
 
@@ -372,7 +371,7 @@ def _lse_vjp_a(g, ans, a, b, axis, keepdims):
 
 def _lse_vjp_b(g, ans, a, b, axis, keepdims):
     """d/db log sum b e^a = e^a / sum(b e^a)."""
-    from ..core.primitive import implements, unbroadcast
+    from ..core.primitive import unbroadcast
     w = _lse_weights(ans, a, axis, keepdims)
     return unbroadcast(expand_reduced(g, np.shape(w), axis, keepdims) * w, np.shape(b))
 

@@ -8,7 +8,6 @@ zero-sized probe, so its own error messages and conventions apply.
 """
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import Primitive, implements
-from ..core.registry import FUNCTIONS
 from ..core.var import unwrap_all
 
 
