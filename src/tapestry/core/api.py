@@ -10,8 +10,8 @@ import numpy as np
 from .backward import backward_sweep
 from .forward import ForwardComplexError, TangentRecorder, push
 from .pytree import tree_flatten, tree_map
-from .tape import LEAF, open_tape
-from .var import Var, unwrap_all
+from .tape import open_tape
+from .var import Var, new_leaf, unwrap_all
 
 
 def stop_gradient(x):
@@ -64,18 +64,15 @@ def _trace_inputs(tape, args, nums, opname):
     shared, so every position gets the same gradient."""
     args = list(args)
     by_num = {}  # argnum -> (treedef, [(index, primal), ...])
-    nodes = tape.nodes
     for a in nums:
         if a in by_num:
             continue
         leaves, td = tree_flatten(args[a])
         traced, rec = [], []
         for x in leaves:
-            x = _check_leaf(x, opname, a)
-            nodes.append(LEAF)
-            i = len(nodes) - 1
-            rec.append((i, x))
-            traced.append(Var(x, tape, i))
+            v = new_leaf(tape, _check_leaf(x, opname, a))
+            rec.append((v._index, v._value))
+            traced.append(v)
         args[a] = td.unflatten(traced)
         by_num[a] = (td, rec)
     return args, [by_num[a] for a in nums]

@@ -226,7 +226,8 @@ def _named(prim, e):
     return type(e)(f"tapestry: {prim.name} failed on traced inputs: {msg}")
 
 
-def record(tape, ans, parents, rules, args, kwargs, n_outputs=1, value=None):
+def record(tape, ans, parents, rules, args, kwargs, n_outputs=1, value=None,
+           select_rule=None):
     """Append a node to ``tape`` and return the traced result(s).
 
     The node layout, in one place: ``(parents, rules, ans, args, kwargs)``:
@@ -236,17 +237,19 @@ def record(tape, ans, parents, rules, args, kwargs, n_outputs=1, value=None):
     traced result).  For an operation with several outputs, ``ans`` is a
     tuple; the node's cotangent is then a list (``None`` for outputs that
     got none) and each output is a one-parent "select" node that writes its
-    slot.
+    slot.  ``select_rule(k, n)`` makes another kind of slot cotangent (any
+    type with ``__accumulate_into__``; parallel_map's are dicts).
     """
     nodes = tape.nodes
     nodes.append((parents, rules, ans, args, kwargs))
     index = len(nodes) - 1
-    if n_outputs == 1:
+    if n_outputs == 1 and select_rule is None:
         return Var(ans if value is None else value, tape, index)
     outs = []
     n = len(ans)
+    select_rule = select_rule or _select_rule
     for k in range(n):
-        nodes.append(((index,), (_select_rule(k, n),), ans[k], (), {}))
+        nodes.append(((index,), (select_rule(k, n),), ans[k], (), {}))
         outs.append(Var(ans[k], tape, len(nodes) - 1))
     return tuple(outs)
 

@@ -16,7 +16,6 @@ makes higher derivatives work (the lineage is HIPS autograd's trace ids).
 from __future__ import annotations
 
 import itertools
-import threading
 
 # ``next()`` on an itertools.count is atomic under the GIL and uses an
 # internal lock on free-threaded builds, so levels are unique across threads.
@@ -56,16 +55,16 @@ class Tape:
     ``nodes[i]`` is ``LEAF`` for an input, or a tuple
     ``(parents, rules, ans, args, kwargs)``: the tape positions of the active
     inputs, one VJP rule per active input, and what the rules need.
-    ``parent`` is the tape that was active when this one was opened (a child
-    tape of a parallel worker or checkpointed region points to its parent).
+    A tape nested in another computation (a parallel chunk, a checkpointed
+    region, an inner ``grad``) needs no link to it: its higher ``level``
+    is what orders them.
     """
 
-    __slots__ = ("nodes", "level", "parent", "__weakref__")
+    __slots__ = ("nodes", "level", "__weakref__")
 
-    def __init__(self, parent: "Tape | None" = None):
+    def __init__(self):
         self.nodes: list = []
         self.level = next(_levels)
-        self.parent = parent
 
     def __len__(self):
         return len(self.nodes)
@@ -81,37 +80,29 @@ class Tape:
         return f"<Tape level={self.level} nodes={len(self.nodes)}>"
 
 
-_local = threading.local()
-
-
 class open_tape:
-    """``with open_tape() as tape``: a new tape for this thread; its parent
-    defaults to the current one.
+    """``with open_tape() as tape``: a new tape, closed when the block ends
+    (so a value that escapes the computation cannot record on it).
 
-    Each thread keeps its own stack; a worker thread opens its child tape
-    with an explicit ``parent`` (threads do not inherit the stack).  A class
-    rather than a generator context manager: this runs once per gradient
-    call and per parallel chunk (~0.5 us instead of ~2 us).
+    No stack of open tapes is kept, per thread or otherwise: which tape
+    records an operation is decided by its traced arguments' levels alone,
+    so a worker thread or a nested ``grad`` simply opens its own tape.  A
+    class rather than a generator context manager: this runs once per
+    gradient call and per parallel chunk (~0.5 us instead of ~2 us).
     """
 
-    __slots__ = ("tape", "stack", "close")
+    __slots__ = ("tape", "close")
 
-    def __init__(self, parent=None, close=True):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        self.stack = stack
-        self.tape = Tape(parent if parent is not None else (stack[-1] if stack else None))
+    def __init__(self, close=True):
+        self.tape = Tape()
         # ``close=False``: the caller sweeps the still-plain node list (the
         # fastest to index and release) and closes the tape itself after.
         self.close = close
 
     def __enter__(self):
-        self.stack.append(self.tape)
         return self.tape
 
     def __exit__(self, *exc):
-        self.stack.pop()
         if self.close:
             self.tape.close()
         return False

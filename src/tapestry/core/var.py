@@ -16,6 +16,7 @@ import operator
 import numpy as np
 
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
+from .tape import LEAF
 
 _HELP_CONVERT = (
     "Converting it to a plain array would silently drop its gradient. "
@@ -210,6 +211,13 @@ def unwrap_all(x):
     if type(x) is dict:
         return {k: unwrap_all(v) for k, v in x.items()}
     return x
+
+
+def new_leaf(tape, value):
+    """Append an input position to ``tape`` and return ``value`` traced there."""
+    nodes = tape.nodes
+    nodes.append(LEAF)
+    return Var(value, tape, len(nodes) - 1)
 
 
 def innermost_tape(xs):

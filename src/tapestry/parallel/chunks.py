@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.primitive import shape_of
 from ..core.pytree import tree_flatten
-from ..core.var import Var
+from ..core.var import Var, innermost_tape
 from .work import Task
 
 #: Default number of chunks: enough to balance 2-16 workers, few enough
@@ -71,7 +71,7 @@ class Plan:
             self.item_leaves = leaves
             all_items = leaves
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
-        self.top = _top_tape(all_items + self.shared_leaves)
+        self.top = innermost_tape(all_items + self.shared_leaves)
         self._lower_all()
 
     def _lower_all(self):
@@ -124,7 +124,7 @@ class Plan:
             flags = list(self.item_active) * (b - a)
         return [k for k, on in enumerate(flags) if on], len(flags)
 
-    def tasks(self, f, bounds, differentiate, parent=None):
+    def tasks(self, f, bounds, differentiate):
         shared = self.shared_def.unflatten(self.shared_values)
         out = []
         for a, b in bounds:
@@ -133,8 +133,7 @@ class Plan:
                 pos, n_chunk = self._chunk_active(a, b)
                 active = tuple(pos) + tuple(n_chunk + k for k, on in
                                             enumerate(self.shared_active) if on)
-            out.append(Task(f, a, self.chunk_items(a, b), shared, active,
-                            self.batched, parent))
+            out.append(Task(f, a, self.chunk_items(a, b), shared, active, self.batched))
         return out
 
     # --- putting gradients back together ---------------------------------------------------
@@ -186,11 +185,3 @@ def _common_length(leaves, opname):
             f"every array in them needs the same leading length; got shapes "
             f"{[shape_of(x) for x in leaves]}. Pass a list to give items one by one.")
     return lengths.pop()
-
-
-def _top_tape(leaves):
-    top = None
-    for x in leaves:
-        if x.__class__ is Var and (top is None or x._tape.level > top.level):
-            top = x._tape
-    return top

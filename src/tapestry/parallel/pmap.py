@@ -42,7 +42,7 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
     keep = differentiate and in_process(ex)
-    tasks = plan.tasks(f, bounds, differentiate, parent=plan.top)
+    tasks = plan.tasks(f, bounds, differentiate)
     if keep:
         results = run_chunks(ex, map_chunk_keep, tasks, "parallel_map", progress, timeout)
         outs, kept = [r[0] for r in results], [r[1] for r in results]
@@ -119,7 +119,8 @@ class _Slots:
         return prev
 
 
-def _slot_rule(k):
+def _slot_rule(k, n):
+    """Output ``k``'s cotangent as a one-slot dict (no list of n)."""
     def select_pullback(g, ans):
         return _Slots({k: g})
     return select_pullback
@@ -152,13 +153,9 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
             chunk_grads[k] = gr
         return plan.assemble(bounds, chunk_grads)
 
-    index = len(tape.nodes)
-    record(tape, tuple(leaves), plan.parents(), JointRule(parallel_map_pullback), (), {})
-    outs = []
-    for k, v in enumerate(leaves):
-        tape.nodes.append(((index,), (_slot_rule(k),), v, (), {}))
-        outs.append(Var(v, tape, len(tape.nodes) - 1))
-    return tree_flatten(layout.result)[1].unflatten(outs)
+    outs = record(tape, tuple(leaves), plan.parents(), JointRule(parallel_map_pullback),
+                  (), {}, len(leaves), select_rule=_slot_rule)
+    return tree_flatten(layout.result)[1].unflatten(list(outs))
 
 
 def _kept_pullback(job):

@@ -41,7 +41,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum")
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
-    tasks = plan.tasks(f, bounds, differentiate, parent=plan.top)
+    tasks = plan.tasks(f, bounds, differentiate)
     results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress, timeout)
     value = add_in_order([r[0] for r in results])
     if not differentiate:

@@ -16,26 +16,25 @@ from ..core import rng
 from ..core.backward import JointRule, backward_sweep
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
-from ..core.tape import LEAF, open_tape
-from ..core.var import Var
+from ..core.tape import open_tape
+from ..core.var import Var, new_leaf
 from .faults import Failure
 
 
 class Task:
     """One chunk's work order (picklable: all plain data plus ``f``)."""
 
-    __slots__ = ("f", "start", "chunk", "shared", "active", "batched", "parent")
+    __slots__ = ("f", "start", "chunk", "shared", "active", "batched")
 
-    def __init__(self, f, start, chunk, shared, active, batched, parent=None):
+    def __init__(self, f, start, chunk, shared, active, batched):
         self.f, self.start, self.chunk, self.shared = f, start, chunk, shared
-        self.active, self.batched, self.parent = active, batched, parent
+        self.active, self.batched = active, batched
 
-    def __getstate__(self):  # the parent tape stays home
+    def __getstate__(self):
         return (self.f, self.start, self.chunk, self.shared, self.active, self.batched)
 
     def __setstate__(self, s):
         self.f, self.start, self.chunk, self.shared, self.active, self.batched = s
-        self.parent = None
 
     def label(self, i=None):
         if self.batched:
@@ -62,12 +61,11 @@ def _trace(task, tape):
     traced chunk, traced shared args, the leaves' tape positions and their
     plain values (what the gradients must look like)."""
     leaves, td = tree_flatten((task.chunk, task.shared))
-    nodes, positions, values = tape.nodes, [], []
+    positions, values = [], []
     for k in task.active:
-        nodes.append(LEAF)
-        positions.append(len(nodes) - 1)
         values.append(leaves[k])
-        leaves[k] = Var(leaves[k], tape, positions[-1])
+        leaves[k] = new_leaf(tape, leaves[k])
+        positions.append(leaves[k]._index)
     chunk, shared = td.unflatten(leaves)
     return chunk, shared, positions, values
 
@@ -127,7 +125,7 @@ def sum_chunk(task):
             return _in_order_sum(_calls(task, task.chunk, task.shared, _check_scalar)), []
         except _Failed as e:
             return e.args[0]
-    with open_tape(parent=task.parent) as tape:
+    with open_tape() as tape:
         chunk, shared, positions, values = _trace(task, tape)
         try:
             total = _in_order_sum(_calls(task, chunk, shared, _check_scalar))
@@ -176,7 +174,7 @@ class KeptChunk:
 def map_chunk_keep(task):
     """Outputs of the chunk traced on a child tape that is kept:
     ``(output pytrees (plain), KeptChunk)``."""
-    with open_tape(parent=task.parent) as tape:
+    with open_tape() as tape:
         chunk, shared, positions, values = _trace(task, tape)
         try:
             outs = _calls(task, chunk, shared)
