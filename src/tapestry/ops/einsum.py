@@ -21,7 +21,7 @@ import numpy as np
 import opt_einsum
 
 from ..core.primitive import Primitive, implements
-from ..core.var import Var
+from ..core.var import Var, reject_out
 
 _LETTERS = string.ascii_letters
 
@@ -189,9 +189,7 @@ def einsum(*operands, optimize=True, **kwargs):
     ``opt_einsum`` paths (cached per spec and shapes) and BLAS; ``optimize``
     is accepted for NumPy compatibility and always on.
     """
-    if kwargs.get("out") is not None:
-        raise TypeError("tapestry: np.einsum(..., out=...) writes in place and cannot "
-                        "be differentiated; drop out=.")
+    reject_out("einsum", kwargs.get("out"))
     unknown = set(kwargs) - {"out", "dtype", "order", "casting"}
     if unknown:
         raise TypeError(f"tapestry.einsum: unexpected keyword(s) {sorted(unknown)}.")

@@ -22,7 +22,7 @@ import numpy as np
 from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEEP_SHAPES,
                               Primitive, def_nondiff, implements, negate_cotangent,
                               scale_cotangent, unbroadcast)
-from ..core.var import Var, unwrap_all
+from ..core.var import Var, reject_out, unwrap_all
 
 
 def is_complex(x):
@@ -222,9 +222,7 @@ _clip = Primitive(np.clip, "clip", vjps=(_clip_rule(0), _clip_rule(1), _clip_rul
 def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
          max=np._NoValue, **kwargs):
     """np.clip with either spelling of the bounds; ``None`` means unbounded."""
-    if out is not None:
-        raise TypeError("tapestry: np.clip(..., out=...) writes in place and cannot "
-                        "be differentiated; drop out=.")
+    reject_out("clip", out)
     lo = None if a_min is np._NoValue else a_min
     hi = None if a_max is np._NoValue else a_max
     lo = lo if min is np._NoValue else min

@@ -24,7 +24,7 @@ import operator
 import numpy as np
 
 from ..core.primitive import KEEP_SHAPES, Primitive, implements
-from ..core.var import Var, unwrap_all
+from ..core.var import Var, reject_out, unwrap_all
 from ..sparse import AxisSparse, densify
 
 
@@ -149,9 +149,7 @@ def _index_array(indices, opname):
 
 def take(a, indices, axis=None, out=None, mode="raise"):
     """``np.take`` as ``a[(:,)*axis + (indices,)]`` (a gather along ``axis``)."""
-    if out is not None:
-        raise TypeError("tapestry: np.take(..., out=...) writes in place and cannot "
-                        "be differentiated; drop out=.")
+    reject_out("take", out)
     idx = _index_array(indices, "take")
     if axis is None:
         if np.ndim(a) != 1:

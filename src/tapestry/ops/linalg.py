@@ -13,15 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import KEEP_OTHER, Primitive, def_nondiff, implements, unbroadcast
-from ..core.var import unwrap_all
+from ..core.var import reject_out, unwrap_all
 from .complex_parts import imag_part, match_input, modulus, real_cotangent, real_part
 from .linalg_common import _H, _T, _fold_triangle, _gaps
 
 
-def _no_out(name, out):
-    if out is not None:
-        raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place and "
-                        "cannot be differentiated; drop out=.")
 
 
 def _matmul_vjp_a(g, ans, a, b):
@@ -117,7 +113,7 @@ def tensordot(a, b, axes=2):
 
 @implements(np.dot)
 def dot(a, b, out=None):
-    _no_out("dot", out)
+    reject_out("dot", out)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
     return _tensordot(a, b, ((np.ndim(a) - 1,), (max(np.ndim(b) - 2, 0),)))
@@ -139,7 +135,7 @@ def vdot(a, b):
 
 @implements(np.outer, np.linalg.outer)
 def outer(a, b, out=None):
-    _no_out("outer", out)
+    reject_out("outer", out)
     return np.reshape(a, (-1, 1)) * np.reshape(b, (1, -1))
 
 
@@ -172,7 +168,7 @@ implements(np.linalg.matmul)(lambda x1, x2, /: x1 @ x2)
 def multi_dot(arrays, *, out=None):
     """The chain of dots in NumPy's order: the one with the fewest scalar
     multiplications (so values match np.linalg.multi_dot's to rounding)."""
-    _no_out("linalg.multi_dot", out)
+    reject_out("linalg.multi_dot", out)
     arrays = list(arrays)
     if len(arrays) < 2:
         raise ValueError("tapestry: np.linalg.multi_dot needs at least two arrays.")

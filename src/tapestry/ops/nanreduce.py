@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import implements
-from ..core.var import unwrap_all
+from ..core.var import reject_out, unwrap_all
 from .sorting import _keep, _moved_sorted
 
 
@@ -19,10 +19,6 @@ def _nan_mask(a):
     return np.isnan(np.asarray(unwrap_all(a)))
 
 
-def _no_out(name, out):
-    if out is not None:
-        raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place and cannot be "
-                        "differentiated; drop out=.")
 
 
 def _tuple(axis):
@@ -31,7 +27,7 @@ def _tuple(axis):
 
 @implements(np.nanprod)
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _no_out("nanprod", out)
+    reject_out("nanprod", out)
     kw = {} if where is None else {"where": where}
     return np.prod(np.where(_nan_mask(a), 1.0, a), axis=_tuple(axis), dtype=dtype,
                    keepdims=keepdims, initial=initial, **kw)
@@ -39,13 +35,13 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
 
 @implements(np.nancumsum)
 def nancumsum(a, axis=None, dtype=None, out=None):
-    _no_out("nancumsum", out)
+    reject_out("nancumsum", out)
     return np.cumsum(np.where(_nan_mask(a), 0.0, a), axis=axis, dtype=dtype)
 
 
 @implements(np.nancumprod)
 def nancumprod(a, axis=None, dtype=None, out=None):
-    _no_out("nancumprod", out)
+    reject_out("nancumprod", out)
     return np.cumprod(np.where(_nan_mask(a), 1.0, a), axis=axis, dtype=dtype)
 
 
@@ -67,7 +63,7 @@ def _nanvar(a, axis, ddof, keepdims, where):
 
 
 def _moment_args(name, out, mean, correction, ddof):
-    _no_out(name, out)
+    reject_out(name, out)
     if mean is not None:
         raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not supported; "
                                   "let NumPy compute the mean.")
@@ -110,7 +106,7 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
                 keepdims=False, *, weights=None):
     """Linear interpolation between the order statistics of the non-NaN
     entries of each slice; without NaNs, np.quantile's rule."""
-    _no_out("nanquantile", out)
+    reject_out("nanquantile", out)
     dtype = _quantile_dtype(a, q)
     if not _nan_mask(a).any() or method != "linear" or weights is not None:
         return _cast(np.quantile(a, q, axis=axis, method=method, keepdims=keepdims,

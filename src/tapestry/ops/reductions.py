@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import KEEP_SHAPES, Primitive, implements
-from ..core.var import Var, unwrap_all
+from ..core.var import Var, reject_out, unwrap_all
 
 
 def _axes(axis, ndim):
@@ -49,9 +49,7 @@ def _tuple(axis):
 
 
 def _no_out(name, out, where=None):
-    if out is not None:
-        raise TypeError(f"tapestry: np.{name}(..., out=...) writes in place and "
-                        "cannot be differentiated; drop out=.")
+    reject_out(name, out)
     if where is not None and where is not np._NoValue and where is not True:
         raise NotImplementedError(f"tapestry: np.{name}(..., where=...) has no "
                                   "gradient rule; multiply by the mask instead.")

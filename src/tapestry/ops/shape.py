@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, unbroadcast
 from ..core.registry import FUNCTIONS
-from ..core.var import Var, unwrap_all
+from ..core.var import Var, reject_out, unwrap_all
 
 
 def _probe(shape):
@@ -135,9 +135,7 @@ _concatenate = Primitive(lambda *xs, axis: np.concatenate(xs, axis=axis), "conca
 
 @implements(np.concatenate)
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    if out is not None:
-        raise TypeError("tapestry: np.concatenate(..., out=...) writes in place and "
-                        "cannot be differentiated; drop out=.")
+    reject_out("concatenate", out)
     arrays = list(arrays)
     if axis is None:
         arrays, axis = [ravel(a) for a in arrays], 0
@@ -160,9 +158,7 @@ _stack = Primitive(lambda *xs, axis: np.stack(xs, axis=axis), "stack", vjp_argnu
 
 @implements(np.stack)
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    if out is not None:
-        raise TypeError("tapestry: np.stack(..., out=...) writes in place and cannot "
-                        "be differentiated; drop out=.")
+    reject_out("stack", out)
     arrays = list(arrays)
     if not arrays:
         raise ValueError("tapestry: np.stack needs at least one array.")
@@ -408,8 +404,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
 @implements(np.trace)
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    if out is not None:
-        raise TypeError("tapestry: np.trace(..., out=...) writes in place; drop out=.")
+    reject_out("trace", out)
     return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import Primitive, implements
-from ..core.var import unwrap_all
+from ..core.var import reject_out, unwrap_all
 
 
 def _inverse_permutation(idx, axis):
@@ -82,8 +82,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
     if method != "linear" or weights is not None or interpolation is not None:
         raise NotImplementedError("tapestry: np.quantile is differentiable only with "
                                   "method='linear' and no weights.")
-    if out is not None:
-        raise TypeError("tapestry: np.quantile(..., out=...) writes in place; drop out=.")
+    reject_out("quantile", out)
     q = np.asarray(unwrap_all(q), dtype=float)
     s, axes = _moved_sorted(a, axis)
     n = np.shape(s)[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import implements
-from ..core.var import unwrap_all
+from ..core.var import reject_out, unwrap_all
 
 
 @implements(np.average)
@@ -40,6 +40,5 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 @implements(np.ptp)
 def ptp(a, axis=None, out=None, keepdims=False):
-    if out is not None:
-        raise TypeError("tapestry: np.ptp(..., out=...) writes in place; drop out=.")
+    reject_out("ptp", out)
     return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
