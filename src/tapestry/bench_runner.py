@@ -2,6 +2,7 @@
 when installed), with each system's time as a ratio to tapestry's."""
 from __future__ import annotations
 
+import importlib
 import json
 import platform
 import sys
@@ -9,6 +10,40 @@ from datetime import date
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+#: The peer libraries timed beside tapestry (pyproject's ``peers`` extra).
+PEERS = ("torch", "jax", "autograd")
+INSTALL_PEERS = ("`make bench` installs them (the `peers` extra), or run "
+                 "`pip install -e '.[peers]'` in the source checkout")
+#: ``plot`` value that also copies figures over the tracked docs/img/*.png
+#: (``--publish-plots``); benchmarks/_harness.py's save_figure reads it.
+PUBLISH = "publish"
+
+
+def peer_problem(name):
+    """Why peer ``name`` cannot be timed (``None`` when it imports).
+
+    The benchmarks skip a peer that fails to import, so this says so up
+    front instead of leaving a table with only tapestry's rows."""
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        return "not installed" if e.name == name else f"needs {e.name!r}"
+    except Exception as e:  # a broken install is as absent as a missing one
+        return f"fails to import ({type(e).__name__}: {e})"
+    return None
+
+
+def report_missing_peers(peers=PEERS):
+    """Print, once, which peers will be missing from the tables and how to
+    install them; return their names."""
+    problems = {p: peer_problem(p) for p in peers}
+    missing = [p for p, why in problems.items() if why]
+    if missing:
+        listed = ", ".join(f"{p} ({problems[p]})" for p in missing)
+        print(f"tapestry bench: peers left out: {listed}; their rows will not appear. "
+              f"{INSTALL_PEERS}.")
+    return missing
 
 
 def _fmt_time(t):
@@ -33,12 +68,15 @@ def _ratios(rows):
 
 
 def run_benches(names, registry, load, quick=False, json_path=None, plot=False):
+    """Run the workloads ``names`` and print their rows; ``plot`` is False,
+    True (figures under benchmarks/results/) or PUBLISH (also docs/img/)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     unknown = [n for n in names if n not in registry]
     if unknown:
         print(f"tapestry bench: unknown workload(s) {unknown}; choose from {sorted(registry)}")
         return 2
+    report_missing_peers()
     rows = []
     for n in names:
         try:
