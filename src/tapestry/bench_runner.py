@@ -2,7 +2,7 @@
 when installed), with each system's time as a ratio to tapestry's."""
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import json
 import platform
 import sys
@@ -20,29 +20,20 @@ INSTALL_PEERS = ("`make bench` installs them (the `peers` extra), or run "
 PUBLISH = "publish"
 
 
-def peer_problem(name):
-    """Why peer ``name`` cannot be timed (``None`` when it imports).
-
-    The benchmarks skip a peer that fails to import, so this says so up
-    front instead of leaving a table with only tapestry's rows."""
-    try:
-        importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        return "not installed" if e.name == name else f"needs {e.name!r}"
-    except Exception as e:  # a broken install is as absent as a missing one
-        return f"fails to import ({type(e).__name__}: {e})"
-    return None
+def peer_installed(name):
+    """Whether peer ``name`` is installed (found, not imported: importing
+    torch or JAX here, before tapestry's own rows are timed, would load
+    their thread pools into every measurement)."""
+    return importlib.util.find_spec(name) is not None
 
 
 def report_missing_peers(peers=PEERS):
-    """Print, once, which peers will be missing from the tables and how to
-    install them; return their names."""
-    problems = {p: peer_problem(p) for p in peers}
-    missing = [p for p, why in problems.items() if why]
+    """Print, once, which peers the tables will lack and how to install
+    them (the benchmarks skip an absent peer without a word); return them."""
+    missing = [p for p in peers if not peer_installed(p)]
     if missing:
-        listed = ", ".join(f"{p} ({problems[p]})" for p in missing)
-        print(f"tapestry bench: peers left out: {listed}; their rows will not appear. "
-              f"{INSTALL_PEERS}.")
+        print(f"tapestry bench: peers not installed: {', '.join(missing)}; their rows will "
+              f"not appear. {INSTALL_PEERS}.")
     return missing
 
 
