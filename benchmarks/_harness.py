@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import gc
 import importlib
+import shutil
 import statistics
 import time
 import tracemalloc
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+from tapestry.bench_runner import PUBLISH
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"  # gitignored
+#: The tracked figures BENCHMARKS.md shows; written only when publishing.
+DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
 
 
 def median_time(fn, repeats=7, warmup=2, min_seconds=0.0, number=None):
@@ -122,3 +127,30 @@ def interleaved_times(systems, repeats=7, warmup=1, burst=3):
         if gc_was:
             gc.enable()
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend (benchmarks run headless)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_figure(fig, name, plot=True, dpi=110):
+    """Save ``fig`` as benchmarks/results/``name`` and close it; return the path.
+
+    Every benchmark plot goes through here, so that a plain ``--plot`` never
+    touches the tracked docs/img/*.png: only ``plot == PUBLISH`` (``tapestry
+    bench --publish-plots``) copies the figure over docs/img/``name``."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    out = RESULTS_DIR / name
+    fig.savefig(out, dpi=dpi)
+    pyplot().close(fig)
+    where = f"plot saved to {out}"
+    if plot == PUBLISH:
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out, DOCS_IMG / name)
+        where += f" and published as docs/img/{name}"
+    print(where)
+    return out

@@ -8,11 +8,9 @@ tapestry uses plain ``W[S]`` indexing and plain ``W -= 0.1 * g``.
 """
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 
-from ._harness import RESULTS_DIR, median_time, optional, peak_bytes, row
+from ._harness import median_time, optional, peak_bytes, pyplot, row, save_figure
 
 D, K = 512, 64
 WL = "W1"
@@ -140,15 +138,12 @@ def _main(quick, plot):
         rows.append(row(WL, f"step N={ns[-1]} / N={ns[0]}", system, None, None,
                         f"ratio {ratio:.2f}"))
     if plot:
-        _plot(steps, ns)
+        _plot(steps, ns, plot)
     return rows
 
 
-def _plot(steps, ns):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+def _plot(steps, ns, plot):
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.2))
     for system, by_n in steps.items():
         ax.plot(ns, [by_n[n] * 1e3 for n in ns], marker="o", label=system)
     ax.set_xscale("log", base=2)
@@ -159,11 +154,4 @@ def _plot(steps, ns):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    out = RESULTS_DIR / "w1.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    img = RESULTS_DIR.parent.parent / "docs" / "img"
-    img.mkdir(parents=True, exist_ok=True)
-    shutil.copy(out, img / "w1.png")
-    print(f"W1 plot saved to {out} (copy in docs/img/w1.png)")
+    save_figure(fig, "w1.png", plot)

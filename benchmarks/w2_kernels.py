@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from benchmarks._harness import optional, peak_bytes, row
+from benchmarks._harness import optional, peak_bytes, pyplot, row, save_figure
 
 SPECS = {
     "linear": "y[i,j] := w[k,i]*x[k,j] + b[i]",
@@ -174,19 +174,15 @@ def main(quick=False, plot=False):
             rows.append(row("W2", f"{case} value+grad", "jax jit", t_g, mem,
                             f"{ratio:.1f}x fwd; RSS sampled, incl. compile"))
     if plot:
-        save_plot(rows)
+        save_plot(rows, plot)
     return rows
 
 
-def save_plot(rows, path=None):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from pathlib import Path
-    path = path or Path(__file__).resolve().parents[1] / "docs" / "img" / "w2.png"
+def save_plot(rows, plot=True):
+    """Time and memory bars per case (see ``_harness.save_figure`` for where)."""
     cases = ["linear", "dist", "laplace"]
     systems = list(dict.fromkeys(r["system"] for r in rows))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4))
     width = 0.8 / len(systems)
     for s_i, s in enumerate(systems):
         t = [next((r["time_s"] for r in rows if r["system"] == s and
@@ -204,9 +200,7 @@ def save_plot(rows, path=None):
     axes[0].legend(fontsize=8)
     fig.suptitle("W2 kernels, float32, w (784,1024), x (784,256)")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, "w2.png", plot, dpi=90)
 
 
 if __name__ == "__main__":

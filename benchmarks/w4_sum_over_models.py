@@ -233,7 +233,7 @@ def main(quick=False, plot=False):
         rows += _jax_rows(case, ms, x, reps, quick)
     if plot:
         from benchmarks.w6_poisson import speedup_plot
-        speedup_plot(rows)
+        speedup_plot(rows, plot)
     return rows
 
 

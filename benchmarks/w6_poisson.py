@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from benchmarks._harness import (RESULTS_DIR, blas_one_thread, interleaved_times, median_time,
-                                 optional, row)
+                                 optional, pyplot, row, save_figure)
 
 EXECUTORS = ("serial", "threads", "processes", "dask")
 N_OBS = 20
@@ -171,15 +171,13 @@ def _jax_rows(case, data, u, a, b, reps):
                 median_time(lambda: block(jit(ju, a, b)), repeats=reps, warmup=2, number=1))]
 
 
-def speedup_plot(rows):
+def speedup_plot(rows, plot=True):
     """Save rows as JSON and draw every W4/W6 speedup saved so far
-    (executor time vs tapestry serial) to docs/img/parallel_speedup.png."""
+    (executor time vs tapestry serial) as parallel_speedup.png (see
+    ``_harness.save_figure`` for where)."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     wl = rows[-1]["workload"].lower()
     (RESULTS_DIR / f"parallel_{wl}.json").write_text(json.dumps(rows, indent=1))
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     saved = []
     for w in ("w4", "w6"):
         p = RESULTS_DIR / f"parallel_{w}.json"
@@ -189,7 +187,7 @@ def speedup_plot(rows):
                                       if "forward" not in str(r["case"]) and r["case"] != "machine")]
     systems = ["tapestry serial", "tapestry threads", "tapestry processes", "tapestry dask",
                "tapestry stacked models, threads"]  # the last: W4 only (batched=True)
-    fig, ax = plt.subplots(figsize=(11, 4))
+    fig, ax = pyplot().subplots(figsize=(11, 4))
     width = 0.8 / len(systems)
     for k, s in enumerate(systems):
         ys = []
@@ -213,10 +211,8 @@ def speedup_plot(rows):
     ax.set_ylabel("value+gradient speedup vs best serial")
     ax.set_title("tapestry parallel_sum, 2 cores (medians, same run per workload)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    out = RESULTS_DIR.parents[1] / "docs" / "img" / "parallel_speedup.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, "parallel_speedup.png", plot)
 
 
 def r_wl(rows, case):
@@ -242,7 +238,7 @@ def main(quick=False, plot=False):
         rows += _torch_rows(case, data, u, a, b, reps)
         rows += _jax_rows(case, data, u, a, b, reps)
     if plot:
-        speedup_plot(rows)
+        speedup_plot(rows, plot)
     return rows
 
 

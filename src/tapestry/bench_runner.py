@@ -2,6 +2,7 @@
 when installed), with each system's time as a ratio to tapestry's."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import platform
 import sys
@@ -9,6 +10,31 @@ from datetime import date
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+#: The peer libraries timed beside tapestry (pyproject's ``peers`` extra).
+PEERS = ("torch", "jax", "autograd")
+INSTALL_PEERS = ("`make bench` installs them (the `peers` extra), or run "
+                 "`pip install -e '.[peers]'` in the source checkout")
+#: ``plot`` value that also copies figures over the tracked docs/img/*.png
+#: (``--publish-plots``); benchmarks/_harness.py's save_figure reads it.
+PUBLISH = "publish"
+
+
+def peer_installed(name):
+    """Whether peer ``name`` is installed (found, not imported: importing
+    torch or JAX here, before tapestry's own rows are timed, would load
+    their thread pools into every measurement)."""
+    return importlib.util.find_spec(name) is not None
+
+
+def report_missing_peers(peers=PEERS):
+    """Print, once, which peers the tables will lack and how to install
+    them (the benchmarks skip an absent peer without a word); return them."""
+    missing = [p for p in peers if not peer_installed(p)]
+    if missing:
+        print(f"tapestry bench: peers not installed: {', '.join(missing)}; their rows will "
+              f"not appear. {INSTALL_PEERS}.")
+    return missing
 
 
 def _fmt_time(t):
@@ -33,12 +59,15 @@ def _ratios(rows):
 
 
 def run_benches(names, registry, load, quick=False, json_path=None, plot=False):
+    """Run the workloads ``names`` and print their rows; ``plot`` is False,
+    True (figures under benchmarks/results/) or PUBLISH (also docs/img/)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     unknown = [n for n in names if n not in registry]
     if unknown:
         print(f"tapestry bench: unknown workload(s) {unknown}; choose from {sorted(registry)}")
         return 2
+    report_missing_peers()
     rows = []
     for n in names:
         try:

@@ -41,16 +41,22 @@ def main(argv=None):
     b.add_argument("workloads", nargs="*", default=[], help=f"subset of {sorted(BENCHES)}")
     b.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     b.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    b.add_argument("--plot", action="store_true", help="save plots under benchmarks/results/")
+    b.add_argument("--plot", action="store_true",
+                   help="save plots under benchmarks/results/ (gitignored); "
+                        "the tracked docs/img/*.png are left alone")
+    b.add_argument("--publish-plots", action="store_true",
+                   help="save plots as --plot does and also overwrite the tracked "
+                        "docs/img/*.png that BENCHMARKS.md shows (implies --plot)")
     args = p.parse_args(argv)
     if args.cmd == "demo":
         names = list(DEMOS) if args.name == "all" else [args.name]
         for n in names:
             _load(DEMOS[n])(quick=args.quick)
         return 0
-    from .bench_runner import run_benches
+    from .bench_runner import PUBLISH, run_benches
+    plot = PUBLISH if args.publish_plots else args.plot
     return run_benches(args.workloads or list(BENCHES), BENCHES, _load,
-                       quick=args.quick, json_path=args.json, plot=args.plot)
+                       quick=args.quick, json_path=args.json, plot=plot)
 
 
 if __name__ == "__main__":
