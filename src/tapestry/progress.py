@@ -44,6 +44,8 @@ class Progress:
             if self._task is None:
                 self.__enter__()
             self._rich.update(self._task, advance=n, **fields)
+            if self.done >= self.total:  # callers without a with block
+                self.close()
             return
         now = time.perf_counter()
         if now - self.shown >= 0.1 or self.done == self.total:

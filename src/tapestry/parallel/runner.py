@@ -21,7 +21,7 @@ from . import transport
 from .executors import SerialExecutor, ThreadExecutor, _thread_task, _WorkerScope, \
     blas_single_thread
 from .faults import Failure, Lost, ParallelTimeoutError, Timedout, WorkerDiedError, span_text
-from .progress import Progress
+from ..progress import Progress
 from .work import Task, task_span
 
 #: Tasks per worker for process and Dask executors.  One task per worker
@@ -72,7 +72,7 @@ def run_chunks(ex, fn, tasks, opname, progress=False, timeout=None):
 
 
 def _run_serial(fn, tasks, opname, progress, deadline, timeout):
-    bar = Progress(opname, len(tasks), progress)
+    bar = Progress(opname, len(tasks), progress, unit=" chunks")
     out = []
     for k, t in enumerate(tasks):
         if deadline is not None and k and time.monotonic() > deadline:
@@ -82,7 +82,7 @@ def _run_serial(fn, tasks, opname, progress, deadline, timeout):
         if isinstance(r, Failure):
             r.raise_in_caller(opname)
         out.append(r)
-        bar.step()
+        bar.advance()
     return out
 
 
@@ -143,13 +143,13 @@ def _collect(ex, call, payloads, n, unpack, opname, progress, deadline, n_chunks
     """Run ``n`` payloads (groups of ``n_chunks`` chunks in all); chunk
     results in order, or the first failure raised."""
     results = [None] * n
-    bar = Progress(opname, n_chunks or n, progress)
+    bar = Progress(opname, n_chunks or n, progress, unit=" chunks")
     for k, r in ex.run(call, payloads, deadline):
         if unpack is not None:
             r = unpack(r)
         _raise_failures(r, opname)
         results[k] = r
-        bar.step(len(r))
+        bar.advance(len(r))
     return [x for r in results for x in r]
 
 
@@ -160,8 +160,8 @@ class _Scheduler:
         self.fn, self.tasks, self.n = fn, tasks, len(tasks)
         self.results = [None] * self.n
         self.counter, self.stop = itertools.count(), []
-        self.bar, self.progress, self.lock = Progress(opname, self.n, progress), progress, \
-            threading.Lock()
+        self.bar = Progress(opname, self.n, progress, unit=" chunks")
+        self.progress, self.lock = progress, threading.Lock()
 
     def run_one(self, k):
         try:
@@ -174,7 +174,7 @@ class _Scheduler:
             self.stop.append(True)
         elif self.progress:
             with self.lock:
-                self.bar.step()
+                self.bar.advance()
 
     def runner(self, _=None):
         while not self.stop:
