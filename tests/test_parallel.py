@@ -321,3 +321,12 @@ def test_items_plain_pickle_refuses_fall_back_to_cloudpickle():
                                                       executor="processes"))(1.5)
     assert_bits(got, ref)
 
+
+
+def test_generator_items_are_taken_as_a_list():
+    gen = (np.full(2, float(i)) for i in range(4))
+    f = lambda x, w: np.sum(x * w)  # noqa: E731
+    w = np.array([1.0, 2.0])
+    total, g = tp.value_and_grad(lambda w: tp.parallel_sum(f, gen, w))(w)
+    assert total == 18.0 and np.array_equal(g, [6.0, 6.0])
+    assert tp.parallel_sum(f, map(float, range(3)), 2.0) == 6.0

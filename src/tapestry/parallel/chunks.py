@@ -8,6 +8,8 @@ runs in chunk order, which is what makes results bit-identical everywhere.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from ..core.primitive import shape_of
@@ -58,6 +60,8 @@ class Plan:
 
     def __init__(self, items, shared, batched, opname):
         self.batched, self.opname = batched, opname
+        if isinstance(items, (Iterator, range)):  # a generator, map(...), iter(...)
+            items = list(items)  # chunks need the count and random access
         self.is_list = isinstance(items, list)
         if self.is_list:
             flat = [tree_flatten(it) for it in items]
