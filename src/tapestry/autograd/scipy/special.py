@@ -9,10 +9,8 @@ import scipy.special as _sp
 from scipy.special import *  # noqa: F401,F403
 
 from ...ops.reductions import logsumexp  # noqa: F401
-from ._route import route_module
-
-# Non-ufunc functions autograd users call: routed (tapestry's rule or a refusal).
-route_module(globals(), _sp, ("polygamma", "softmax", "log_softmax"), "scipy.special")
+# SciPy's Python-level functions that convert their inputs, with tapestry's rules
+from ...scipy.special import log_softmax, polygamma, softmax  # noqa: F401
 
 
 def multigammaln(a, d):
