@@ -169,16 +169,22 @@ def _value_and_grad(f, argnums, has_aux, sparse, opname):
     return value_and_grad_f
 
 
+def _split_aux(out, tape, has_aux, opname, what):
+    """``(output, aux)`` of a ``has_aux`` function, aux lowered off ``tape``
+    (it carries no derivative); ``(out, None)`` otherwise."""
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
+                        f"return a pair ({what}, aux).")
+    out, aux = out
+    return out, tree_map(lambda v: _lower(v, tape), aux)
+
+
 def _sweep_scalar(tape, out, has_aux, opname):
     """Check ``f``'s output (a scalar, or ``(scalar, aux)``) and sweep the
     tape from it: ``(value, aux, cotangents by tape position)``."""
-    aux = None
-    if has_aux:
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
-                            "return a pair (scalar_output, aux).")
-        out, aux = out
-        aux = tree_map(lambda v: _lower(v, tape), aux)
+    out, aux = _split_aux(out, tape, has_aux, opname, "scalar_output")
     value, dtype = _check_scalar_output(out, tape, opname)
     idx = _output_node(out, tape)
     if idx is None:
@@ -228,13 +234,7 @@ def _trace(f, primals, opname, has_aux, nodes=None):
         if nodes is not None:
             nodes.seed(records)
         out = f(*targs)
-    aux = None
-    if has_aux:
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
-                            "return a pair (output, aux).")
-        out, aux = out
-        aux = tree_map(lambda v: _lower(v, tape), aux)
+    out, aux = _split_aux(out, tape, has_aux, opname, "output")
     out_leaves, out_td = tree_flatten(out)
     for v in out_leaves:
         _check_output_leaf(unwrap_all(v), opname)
