@@ -9,13 +9,13 @@ JAX runs in a child process (this file run as a script): JAX starts
 threads, and a process that has imported it must not fork, which the
 parallel tests of this suite do."""
 import importlib.util
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import tapestry as tp
+from jax_child import results_from_child
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="JAX is not installed (the peers extra)")
@@ -126,11 +126,7 @@ def _jax_main(out):
 
 @pytest.fixture(scope="module")
 def jax_results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("jax") / "results.npz"
-    run = subprocess.run([sys.executable, __file__, str(out)], capture_output=True, text=True,
-                         timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return dict(np.load(out))
+    return results_from_child(__file__, tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", list(CASES))
