@@ -621,8 +621,21 @@ def hessian(f, argnums=0, has_aux=False):
         try:
             return fwd(*args, **kwargs)
         except ForwardComplexError:
+            _, nums = _normalize_argnums(argnums, len(args), "hessian")
+            _require_real_inputs([args[a] for a in nums], "hessian")
             return rev(*args, **kwargs)
     return hessian_f
+
+
+def _require_real_inputs(primals, opname):
+    """Reverse over reverse stands in for forward over reverse only for real
+    inputs (complex intermediates): the Hessian of a real function of
+    complex inputs is not a complex matrix, so that case stays refused."""
+    if any(np.result_type(unwrap_all(x)).kind == "c" for x in tree_flatten(primals)[0]):
+        raise ForwardComplexError(
+            f"tapestry.{opname}: complex inputs are not supported (the second "
+            "derivative of a real function of complex inputs is not a complex "
+            "matrix); split them into real and imaginary parts.")
 
 
 def hessian_vector_product(f, argnums=0):
@@ -645,6 +658,7 @@ def hessian_vector_product(f, argnums=0):
         try:
             return jvp(g, primals, tangents)[1]
         except ForwardComplexError:  # complex intermediates: reverse over reverse
+            _require_real_inputs(primals, "hessian_vector_product")
             cts = vjp(g, *primals)[1](v if single else tuple(v))  # Hᵀv = Hv
             return cts[0] if single else cts
     return hvp
