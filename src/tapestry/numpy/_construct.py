@@ -97,34 +97,19 @@ def _items(seq):
     return seq
 
 
-def stack(arrays, *args, **kwargs):
-    """``np.stack``, also of nested lists holding traced values."""
-    return _np.stack(_items(arrays), *args, **kwargs)
+def _joining(np_fun):
+    """``np_fun`` (a join of a sequence of arrays), also of nested lists
+    holding traced values."""
+    def join(arrays, *args, **kwargs):
+        return np_fun(_items(arrays), *args, **kwargs)
+    join.__name__ = join.__qualname__ = np_fun.__name__
+    join.__doc__ = f"``np.{np_fun.__name__}``, also of nested lists holding traced values."
+    return join
 
 
-def concatenate(arrays, *args, **kwargs):
-    """``np.concatenate``, also of nested lists holding traced values."""
-    return _np.concatenate(_items(arrays), *args, **kwargs)
-
-
-def hstack(tup, *args, **kwargs):
-    """``np.hstack``, also of nested lists holding traced values."""
-    return _np.hstack(_items(tup), *args, **kwargs)
-
-
-def vstack(tup, *args, **kwargs):
-    """``np.vstack``, also of nested lists holding traced values."""
-    return _np.vstack(_items(tup), *args, **kwargs)
-
-
-def dstack(tup, *args, **kwargs):
-    """``np.dstack``, also of nested lists holding traced values."""
-    return _np.dstack(_items(tup), *args, **kwargs)
-
-
-def column_stack(tup, *args, **kwargs):
-    """``np.column_stack``, also of nested lists holding traced values."""
-    return _np.column_stack(_items(tup), *args, **kwargs)
+stack, concatenate = _joining(_np.stack), _joining(_np.concatenate)
+hstack, vstack, dstack = _joining(_np.hstack), _joining(_np.vstack), _joining(_np.dstack)
+column_stack = _joining(_np.column_stack)
 
 
 def append(arr, values, axis=None):

@@ -9,13 +9,11 @@ from __future__ import annotations
 import numpy.fft as _np_fft
 from numpy.fft import *  # noqa: F401,F403
 
+from ._proxy import forwarding as _forwarding
 
-def __getattr__(name):
-    """Names ``import *`` leaves out (private helpers, aliases)."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return getattr(_np_fft, name)
+
+__getattr__, _dir = _forwarding(_np_fft)
 
 
 def __dir__():
-    return sorted(set(globals()) | {n for n in dir(_np_fft) if not n.startswith("_")})
+    return _dir(globals())

@@ -10,17 +10,15 @@ from __future__ import annotations
 import numpy.linalg as _np_linalg
 from numpy.linalg import *  # noqa: F401,F403
 
+from ._proxy import forwarding as _forwarding
+
 from ._lists import wrapped as _wrapped
 
 _wrapped(globals(), _np_linalg, "linalg.")  # norm of a list holding traced values
 
 
-def __getattr__(name):
-    """Names ``import *`` leaves out (private helpers, aliases)."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return getattr(_np_linalg, name)
+__getattr__, _dir = _forwarding(_np_linalg)
 
 
 def __dir__():
-    return sorted(set(globals()) | {n for n in dir(_np_linalg) if not n.startswith("_")})
+    return _dir(globals())

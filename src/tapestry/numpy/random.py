@@ -10,13 +10,11 @@ from __future__ import annotations
 import numpy.random as _np_random
 from numpy.random import *  # noqa: F401,F403
 
+from ._proxy import forwarding as _forwarding
 
-def __getattr__(name):
-    """Names ``import *`` leaves out (private helpers, aliases)."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return getattr(_np_random, name)
+
+__getattr__, _dir = _forwarding(_np_random)
 
 
 def __dir__():
-    return sorted(set(globals()) | {n for n in dir(_np_random) if not n.startswith("_")})
+    return _dir(globals())
