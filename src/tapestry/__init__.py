@@ -12,10 +12,10 @@ _tune_malloc()  # reuse freed large buffers (core/allocator.py; TAPESTRY_TUNE_MA
 from . import ops as _ops  # noqa: E402,F401  (fills the rule registries)
 from . import debug, optim, optimize, testing, tree_util  # noqa: E402,F401
 from .core.api import (elementwise_grad, grad, hessian,  # noqa: E402
-                       hessian_vector_product, jacfwd, jacobian, jacrev, jvp, linearize,
-                       stop_gradient, value_and_grad, vjp)
-from .core.custom import checkpoint, custom_vjp  # noqa: E402
-from .core.forward import custom_jvp  # noqa: E402
+                       hessian_vector_product, jacobian, jacrev, stop_gradient,
+                       value_and_grad, vjp)
+from .core.api_forward import jacfwd, jvp, linearize  # noqa: E402
+from .core.custom import checkpoint, custom_jvp, custom_vjp  # noqa: E402
 from .core.pytree import (ravel_pytree, tree_flatten, tree_leaves, tree_map,  # noqa: E402
                           tree_structure, tree_unflatten)
 from .core.tape import EscapedTracerError  # noqa: E402

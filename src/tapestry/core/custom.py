@@ -1,4 +1,5 @@
-"""User-defined derivative rules (``custom_vjp``) and ``checkpoint``."""
+"""User-defined derivative rules: ``custom_vjp`` (a reverse rule), ``custom_jvp``
+(a forward rule, transposed for reverse mode) and ``checkpoint``."""
 from __future__ import annotations
 
 import functools
@@ -8,7 +9,7 @@ import numpy as np
 
 from .api import vjp
 from .backward import JointRule
-from .primitive import record
+from .primitive import dtype_of, record, shape_of
 from .pytree import tree_flatten
 from .var import Var, innermost_tape
 
@@ -220,3 +221,88 @@ def checkpoint(f):
     c = custom_vjp(f)
     c.defvjp(fwd, bwd)
     return c
+
+
+class custom_jvp:
+    """A function with a user-supplied forward rule (like ``jax.custom_jvp``)::
+
+        @tapestry.custom_jvp
+        def f(x, y): ...
+
+        @f.defjvp
+        def f_jvp(primals, tangents):        # tuples, one entry per argument
+            x, y = primals; tx, ty = tangents
+            return f(x, y), tangent_out        # tangent_out linear in the tangents
+
+    Forward mode calls the rule; reverse mode transposes it (the map
+    ``tangents -> tangent_out`` is linear, so its VJP is the reverse rule),
+    so ``grad``, ``jvp`` and Hessians all use it.  Tangents of arguments
+    that are not differentiated are passed as zeros.
+    """
+
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.jvp = None
+
+    def defjvp(self, jvp):
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args):
+        leaves, td = tree_flatten(list(args))
+        top = None
+        for x in leaves:
+            if x.__class__ is Var and (top is None or x._tape.level > top.level):
+                top = x._tape
+        if top is None:
+            return self.fun(*args)
+        if self.jvp is None:
+            raise TypeError(f"tapestry.custom_jvp: {self.__name__} has no rule; "
+                            "define it with @f.defjvp before differentiating it.")
+        active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
+        raw = [x._value if k in active else x for k, x in enumerate(leaves)]
+        out = self.fun(*td.unflatten(raw))
+        out_leaves, out_td = tree_flatten(out)
+        tangent_of = _CustomTangent(self, raw, td, active, len(out_leaves))
+
+        def custom_jvp_pullback(g, ans):
+            return tangent_of.pullback(g, ans)
+        custom_jvp_pullback.custom_jvp = tangent_of  # node_tangent calls the rule itself
+        parents = [leaves[k]._index for k in active]
+        if len(out_leaves) == 1:
+            outs = [record(top, out_leaves[0], parents, JointRule(custom_jvp_pullback), (), {})]
+        else:
+            outs = list(record(top, tuple(out_leaves), parents, JointRule(custom_jvp_pullback),
+                               (), {}, len(out_leaves)))
+        return out_td.unflatten(outs)
+
+
+class _CustomTangent:
+    """The rule of one custom_jvp call: its tangent map and the transpose."""
+
+    def __init__(self, cj, raw, td, active, n_out):
+        self.cj, self.raw, self.td, self.active, self.n_out = cj, raw, td, active, n_out
+
+    def tangent(self, ts):
+        """Output tangent(s) for active-leaf tangents ``ts`` (None: zero)."""
+        full = [np.zeros(shape_of(x), dtype_of(x)) for x in self.raw]
+        for k, t in zip(self.active, ts):
+            if t is not None:
+                full[k] = t
+        primals = tuple(self.td.unflatten(self.raw))
+        _, t_out = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
+        leaves = tree_flatten(t_out)[0]
+        if len(leaves) != self.n_out:
+            raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj.__name__} returned "
+                             f"{len(leaves)} tangent leaves for {self.n_out} outputs.")
+        return leaves[0] if self.n_out == 1 else list(leaves)
+
+    def pullback(self, g, ans):
+        """The VJP: the tangent map is linear, so its own VJP is the reverse rule."""
+        zeros = [np.zeros(shape_of(self.raw[k]), dtype_of(self.raw[k])) for k in self.active]
+        _, pb = vjp(lambda *ts: self.tangent(ts), *zeros)
+        if self.n_out == 1:
+            return list(pb(g))
+        g = [np.zeros(shape_of(a), dtype_of(a)) if c is None else c for a, c in zip(ans, g)]
+        return list(pb(g))

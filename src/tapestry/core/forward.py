@@ -10,8 +10,7 @@ comes from the VJP rules of ``tapestry.ops``, in one of three ways.
 
 * **Transposition** (any node): a VJP rule ``g -> J_p^T g`` is linear in
   ``g``.  Traced on a fresh tape with ``g`` a leaf, its own VJP with the
-  cotangent ``t_p`` is ``J_p t_p`` (DESIGN.md, "Forward mode from the
-  reverse rules").  Exact for every rule, custom_vjp backward rules
+  cotangent ``t_p`` is ``J_p t_p`` (docs/forward.md).  Exact for every rule, custom_vjp backward rules
   included, at the price of tracing the rule and one small reverse sweep.
 * **Elementwise ufuncs**: the Jacobian of a real ufunc is diagonal (after
   broadcasting), hence symmetric, so the VJP rule applied to the broadcast
@@ -30,6 +29,7 @@ import threading
 import numpy as np
 
 from .backward import JointRule, Negated, backward_sweep
+from .primitive import dtype_of, shape_of
 from .registry import UFUNCS
 from .tape import LEAF, open_tape
 from .var import Var
@@ -55,16 +55,6 @@ class _Meta:
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape)))
-
-
-def _shape(x):
-    s = getattr(x, "shape", None)
-    return np.shape(x) if s is None else s
-
-
-def _dtype(x):
-    d = getattr(x, "dtype", None)
-    return np.result_type(x) if d is None else d
 
 
 def _linear_primitives():
@@ -109,7 +99,7 @@ def _fill_fast():
 
 def _broadcast(x, shape):
     if x.__class__ is Var or type(x) is np.ndarray or isinstance(x, np.generic):
-        return x if _shape(x) == shape else np.broadcast_to(x, shape)
+        return x if shape_of(x) == shape else np.broadcast_to(x, shape)
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # the shape of an array not kept
         return _Meta(shape, x.dtype)
     return x  # a Python scalar: broadcasts by itself
@@ -120,7 +110,7 @@ def _align(t, shape, batch):
     the batch axis stays first, the rest aligns from the right)."""
     if batch is None:
         return _broadcast(t, shape)
-    inner = _shape(t)[1:]
+    inner = shape_of(t)[1:]
     if len(inner) < len(shape):
         t = np.reshape(t, (batch,) + (1,) * (len(shape) - len(inner)) + tuple(inner))
     return _broadcast(t, (batch,) + tuple(shape))
@@ -130,9 +120,9 @@ def _fast_tangent(kind, prim, i, rule, t, ans, args, kwargs, batch):
     """The contribution of argument ``i``'s tangent ``t`` by a fast path, or
     ``NotImplemented`` when the node is outside what that path covers."""
     if kind == _DIAGONAL:
-        if _dtype(ans).kind != "f":
+        if dtype_of(ans).kind != "f":
             return NotImplemented  # complex rules conjugate: J^T is not J there
-        shape = _shape(ans)
+        shape = shape_of(ans)
         full = shape if batch is None else (batch,) + tuple(shape)
         bargs = [_broadcast(a, full) for a in args]
         bt = _align(t, shape, batch)
@@ -152,10 +142,10 @@ def _fit(t, ans, batch=None):
     """The summed contributions as the output's tangent: full shape."""
     if t is None or ans.__class__ is tuple:
         return t
-    shape = _shape(ans)
+    shape = shape_of(ans)
     if batch is not None:
         shape = (batch,) + tuple(shape)
-    if _shape(t) != shape:
+    if shape_of(t) != shape:
         t = np.broadcast_to(t, shape)
     return t
 
@@ -210,10 +200,10 @@ def _refuse_complex(ans, ts):
     complex convention (docs/complex.md).  ``hessian`` and
     ``hessian_vector_product`` fall back to reverse over reverse."""
     for a in (ans if ans.__class__ is tuple else (ans,)):
-        if _dtype(a).kind == "c":
+        if dtype_of(a).kind == "c":
             break
     else:
-        if not any(t is not None and t.__class__ is not list and _dtype(t).kind == "c"
+        if not any(t is not None and t.__class__ is not list and dtype_of(t).kind == "c"
                    for t in ts):
             return
     raise ForwardComplexError(
@@ -244,7 +234,7 @@ def _stack_cols(cols, ans):
     out = []
     for c in cols:
         if c is None:
-            z = np.zeros(_shape(ans), _dtype(ans)) if z is None else z
+            z = np.zeros(shape_of(ans), dtype_of(ans)) if z is None else z
             c = z
         out.append(c)
     return np.stack(out)
@@ -275,7 +265,7 @@ def _add(a, b):
 # leading batch axis in position ``i`` (``NotImplemented``: loop instead).
 def _b_reduce(i, args, ans, batch):
     t, axis, keepdims = args
-    nd = len(_shape(t)) - 1
+    nd = len(shape_of(t)) - 1
     if axis is None:
         axis = tuple(range(1, nd + 1))
     else:
@@ -287,12 +277,12 @@ def _b_reshape(i, args, ans, batch):
     t, shape, order = args
     if order != "C":
         return NotImplemented
-    return [t, (batch,) + tuple(_shape(ans)), order]
+    return [t, (batch,) + tuple(shape_of(ans)), order]
 
 
 def _b_transpose(i, args, ans, batch):
     t, axes = args
-    nd = len(_shape(t)) - 1
+    nd = len(shape_of(t)) - 1
     axes = range(nd - 1, -1, -1) if axes is None else (a % nd for a in axes)
     return [t, (0,) + tuple(a + 1 for a in axes)]
 
@@ -333,11 +323,11 @@ def _b_matmul(i, args, ans, batch):
     """``t_a @ b`` / ``a @ t_b`` with the batch axis first: batch axes of
     the operands padded so that matmul's broadcasting lines them up."""
     a, b = args
-    na, nb = len(_shape(a)) - (i == 0), len(_shape(b)) - (i == 1)
+    na, nb = len(shape_of(a)) - (i == 0), len(shape_of(b)) - (i == 1)
     if na >= 2 and nb >= 2:
-        nbatch = len(_shape(ans)) - 2
+        nbatch = len(shape_of(ans)) - 2
         t = args[i]
-        inner = _shape(t)[1:]
+        inner = shape_of(t)[1:]
         pad = nbatch - (len(inner) - 2)
         if pad:
             t = np.reshape(t, (batch,) + (1,) * pad + tuple(inner))
@@ -365,7 +355,7 @@ def _seed(ans, tape):
     """A traced zero cotangent for ``ans`` (a list of them for a tuple)."""
     if ans.__class__ is tuple:
         return [_seed(a, tape) for a in ans]
-    z = np.zeros(_shape(ans), dtype=_dtype(ans))
+    z = np.zeros(shape_of(ans), dtype=dtype_of(ans))
     tape.nodes.append(LEAF)
     return Var(z, tape, len(tape.nodes) - 1)
 
@@ -446,7 +436,7 @@ def _owner_name(fn, depth=3):
 
 
 # --- the tangent sweep --------------------------------------------------------------
-def push(nodes, tangents, start=0, batch=None):
+def forward_sweep(nodes, tangents, start=0, batch=None):
     """Fill ``tangents[i]`` for every node from ``start`` on (leaves keep
     theirs); ``tangents`` is a list as long as ``nodes``.  ``batch``: the
     length of the tangents' leading batch axis, if they have one."""
@@ -489,94 +479,3 @@ class TangentRecorder(list):
 
 
 _DONE = ((), (), None, (), None)
-
-
-# --- custom_jvp ---------------------------------------------------------------------------
-class custom_jvp:
-    """A function with a user-supplied forward rule (like ``jax.custom_jvp``)::
-
-        @tapestry.custom_jvp
-        def f(x, y): ...
-
-        @f.defjvp
-        def f_jvp(primals, tangents):        # tuples, one entry per argument
-            x, y = primals; tx, ty = tangents
-            return f(x, y), tangent_out        # tangent_out linear in the tangents
-
-    Forward mode calls the rule; reverse mode transposes it (the map
-    ``tangents -> tangent_out`` is linear, so its VJP is the reverse rule),
-    so ``grad``, ``jvp`` and Hessians all use it.  Tangents of arguments
-    that are not differentiated are passed as zeros.
-    """
-
-    def __init__(self, fun):
-        import functools
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.jvp = None
-
-    def defjvp(self, jvp):
-        self.jvp = jvp
-        return jvp
-
-    def __call__(self, *args):
-        from .primitive import record
-        from .pytree import tree_flatten
-        leaves, td = tree_flatten(list(args))
-        top = None
-        for x in leaves:
-            if x.__class__ is Var and (top is None or x._tape.level > top.level):
-                top = x._tape
-        if top is None:
-            return self.fun(*args)
-        if self.jvp is None:
-            raise TypeError(f"tapestry.custom_jvp: {self.__name__} has no rule; "
-                            "define it with @f.defjvp before differentiating it.")
-        active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
-        raw = [x._value if k in active else x for k, x in enumerate(leaves)]
-        out = self.fun(*td.unflatten(raw))
-        out_leaves, out_td = tree_flatten(out)
-        tangent_of = _CustomTangent(self, raw, td, active, len(out_leaves))
-
-        def custom_jvp_pullback(g, ans):
-            return tangent_of.pullback(g, ans)
-        custom_jvp_pullback.custom_jvp = tangent_of  # node_tangent calls the rule itself
-        parents = [leaves[k]._index for k in active]
-        if len(out_leaves) == 1:
-            outs = [record(top, out_leaves[0], parents, JointRule(custom_jvp_pullback), (), {})]
-        else:
-            outs = list(record(top, tuple(out_leaves), parents, JointRule(custom_jvp_pullback),
-                               (), {}, len(out_leaves)))
-        return out_td.unflatten(outs)
-
-
-class _CustomTangent:
-    """The rule of one custom_jvp call: its tangent map and the transpose."""
-
-    def __init__(self, cj, raw, td, active, n_out):
-        self.cj, self.raw, self.td, self.active, self.n_out = cj, raw, td, active, n_out
-
-    def tangent(self, ts):
-        """Output tangent(s) for active-leaf tangents ``ts`` (None: zero)."""
-        from .pytree import tree_flatten
-        full = [np.zeros(_shape(x), _dtype(x)) for x in self.raw]
-        for k, t in zip(self.active, ts):
-            if t is not None:
-                full[k] = t
-        primals = tuple(self.td.unflatten(self.raw))
-        _, t_out = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
-        leaves = tree_flatten(t_out)[0]
-        if len(leaves) != self.n_out:
-            raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj.__name__} returned "
-                             f"{len(leaves)} tangent leaves for {self.n_out} outputs.")
-        return leaves[0] if self.n_out == 1 else list(leaves)
-
-    def pullback(self, g, ans):
-        """The VJP: the tangent map is linear, so its own VJP is the reverse rule."""
-        from .api import vjp
-        zeros = [np.zeros(_shape(self.raw[k]), _dtype(self.raw[k])) for k in self.active]
-        _, pb = vjp(lambda *ts: self.tangent(ts), *zeros)
-        if self.n_out == 1:
-            return list(pb(g))
-        g = [np.zeros(_shape(a), _dtype(a)) if c is None else c for a, c in zip(ans, g)]
-        return list(pb(g))

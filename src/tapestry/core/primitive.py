@@ -353,3 +353,9 @@ def shape_of(x):
     """Shape of an array, scalar or traced array."""
     s = getattr(x, "shape", None)
     return np.shape(x) if s is None else s
+
+
+def dtype_of(x):
+    """Dtype of an array, scalar or traced array."""
+    d = getattr(x, "dtype", None)
+    return np.result_type(x) if d is None else d
