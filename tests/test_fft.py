@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import tapestry as tp
 from cgrad import check_cgrads
 from sweep import SWEEP, check_all, rand, shapes
-from tapestry.ops.complex_parts import modulus, real_part
+from tapestry.ops.complex import modulus, real_part
 
 
 def _c(shape, seed):

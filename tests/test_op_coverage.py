@@ -15,7 +15,7 @@ import pytest
 
 import tapestry  # noqa: F401  (fills the registries)
 from tapestry.core.registry import FUNCTIONS, UFUNCS, run_loaders
-from tapestry.ops.refused import Refused
+from tapestry.coverage.refused import Refused
 
 TESTS = Path(__file__).resolve().parent
 

@@ -1,4 +1,4 @@
-"""The op table (tapestry.ops.table): every public function of numpy,
+"""The op table (tapestry.coverage.table): every public function of numpy,
 numpy.linalg, numpy.fft and every scipy.special ufunc is differentiable,
 constant, refused by name, or (transitionally) pending -- exactly one of
 them -- and what is declared constant really has a zero derivative almost
@@ -12,7 +12,7 @@ import pytest
 
 import tapestry as tp
 from tapestry.core.registry import FUNCTIONS, NONDIFF, UFUNCS
-from tapestry.ops import refused, table
+from tapestry.coverage import refused, table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_every_function_is_classified(built):
     missing = _where(built, "missing")
     assert not missing, (
         "functions in no class of the op table; give each a rule, declare it constant "
-        "(def_nondiff) or refuse it with a reason in tapestry/ops/refused.py:\n"
+        "(def_nondiff) or refuse it with a reason in tapestry/coverage/refused.py:\n"
         + "\n".join(missing))
 
 
@@ -49,7 +49,7 @@ def test_no_function_is_in_two_classes(built):
     conflicts = _where(built, "conflict")
     assert not conflicts, (
         "functions in two classes (a pending or refused function that got a rule: "
-        "delete its entry in tapestry/ops/refused.py):\n" + "\n".join(conflicts))
+        "delete its entry in tapestry/coverage/refused.py):\n" + "\n".join(conflicts))
 
 
 def test_refused_and_pending_names_are_current():
@@ -212,7 +212,7 @@ def test_docs_ops_table_is_current(built):
     if versions not in current:
         pytest.skip(f"docs/ops.md was generated with other versions than this one ({versions})")
     assert current == fresh, ("docs/ops.md's op table is out of date: run "
-                              "`python -m tapestry.ops.table --write docs/ops.md`")
+                              "`python -m tapestry.coverage.table --write docs/ops.md`")
 
 
 def test_counts_add_up(built):

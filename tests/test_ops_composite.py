@@ -1,4 +1,5 @@
-"""Composite functions (tapestry.ops.composite) against finite differences:
+"""Composite functions (ops/statistics.py, polynomial.py, setops.py, and the
+position-picking helpers of shape.py and indexing.py) against finite differences:
 float64, float32 and non-contiguous inputs (check_all), orders 1 and 2,
 random shapes where the function takes any; each value is NumPy's own."""
 import importlib.util

@@ -1,5 +1,5 @@
 """Counting and set routines that used to be listed as constants although
-their float results move with a float argument (ops/data.py): bincount and
+their float results move with a float argument (ops/statistics.py, setops.py, creation.py): bincount and
 histogram weights, histogram edges, unique values, full_like's fill value,
 sort_complex.  Each is compared with NumPy's forward value and with finite
 differences."""

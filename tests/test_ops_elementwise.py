@@ -202,7 +202,7 @@ COMPLEX_UNARY = {
     np.degrees: REFUSED, np.absolute: "away", np.fabs: REFUSED, np.sinc: "away",
     np.nan_to_num: "normal", np.sign: "away", np.angle: "away", np.real: "normal",
     np.imag: "normal", np.real_if_close: "normal",
-    np.modf: REFUSED, np.frexp: REFUSED,  # composites (tapestry/ops/composite.py)
+    np.modf: REFUSED, np.frexp: REFUSED,  # composites (tapestry/ops/elementwise.py)
 }
 COMPLEX_BINARY = {
     np.add: ("normal", "normal"), np.subtract: ("normal", "normal"),
@@ -213,14 +213,14 @@ COMPLEX_BINARY = {
     np.maximum: ("normal", "normal"), np.minimum: ("normal", "normal"),
     np.fmax: ("normal", "normal"), np.fmin: ("normal", "normal"),
     np.copysign: REFUSED, np.fmod: REFUSED, np.remainder: REFUSED,
-    np.divmod: REFUSED, np.ldexp: REFUSED,  # composites (tapestry/ops/composite.py)
+    np.divmod: REFUSED, np.ldexp: REFUSED,  # composites (tapestry/ops/elementwise.py)
 }
 COMPLEX_SWEEP = SWEEP
 
 
 def test_every_numpy_ufunc_rule_has_a_complex_entry():
     from tapestry.core.registry import UFUNCS
-    from tapestry.ops.refused import Refused
+    from tapestry.coverage.refused import Refused
     ufuncs = {u for u, impl in UFUNCS.items() if getattr(np, u.__name__, None) is u
               and u.signature is None and not isinstance(impl, Refused)}
     missing = ufuncs - set(COMPLEX_UNARY) - set(COMPLEX_BINARY)

@@ -1,4 +1,4 @@
-"""Numerical routines (ops/numerics.py): finite differences, cross products,
+"""Numerical routines (ops/differences.py, signal.py, creation.py, indexing.py): finite differences, cross products,
 interpolation, convolution, grids, selection, averages, polynomials.
 
 Each rule is checked twice: its forward value on traced inputs equals

@@ -17,12 +17,15 @@ named by tapestry, on complex inputs.
 """
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
 from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEEP_SHAPES,
-                              Primitive, def_nondiff, implements, negate_cotangent,
-                              scale_cotangent, unbroadcast)
-from ..core.var import Var, reject_out, unwrap_all
+                              Primitive, implements, negate_cotangent, scale_cotangent,
+                              shape_of, unbroadcast)
+from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from .common import implements_if, plain_dtype
 
 
 def is_complex(x):
@@ -288,50 +291,109 @@ def sign(x, **kwargs):
     return _over_nonzero(x, np.abs(x))
 
 
-def _angle_rule(g, ans, z, deg):
-    """angle(z) = atan2(Im z, Re z): d angle = Im(conj(z) dz) / |z|^2, so the
-    cotangent is ``-1j Re(g) conj(z) / |z|^2`` (0 at 0)."""
-    c = -1j * np.real(g) * _over_nonzero(np.conjugate(z), np.real(z * np.conjugate(z)))
-    return c * (180 / np.pi) if deg else c
+# --- casts and scans --------------------------------------------------------------------
+@implements_if("astype")
+def astype(x, dtype, /, *, copy=True, device=None):
+    """Float and complex targets are differentiable (the cotangent is cast
+    back); integer and boolean targets are piecewise constant: a plain array."""
+    if device not in (None, "cpu"):
+        raise ValueError(f"tapestry: np.astype device={device!r}; only 'cpu' is supported.")
+    return _var_astype(x, dtype)
 
 
-_angle = Primitive(lambda z, deg: np.angle(z, deg), "angle", vjps=(_angle_rule,))
+# --- two-output ufuncs, ldexp, i0 --------------------------------------------------------
+def _no_ufunc_kwargs(name, kwargs):
+    if kwargs:
+        raise NotImplementedError(f"tapestry: np.{name}(..., {', '.join(kwargs)}=...) on traced "
+                                  "arrays is not supported; drop the keywords.")
 
 
-@implements(np.angle)
-def angle(z, deg=False):
-    """The argument of complex ``z``; of a real array it is 0 or pi, a
-    piecewise constant (a plain array)."""
-    if not is_complex(z):
-        return np.angle(unwrap_all(z), deg)
-    return _angle(z, deg)
+@implements(np.divmod)
+def divmod_(x1, x2, **kwargs):
+    """(floor_divide, remainder): the quotient is piecewise constant (a plain
+    array), the remainder differentiable (np.remainder's rule)."""
+    _no_ufunc_kwargs("divmod", kwargs)
+    quotient = np.divmod(unwrap_all(x1), unwrap_all(x2))[0]  # NumPy's errors name divmod
+    return quotient, np.remainder(x1, x2)
 
 
-@implements(np.real_if_close)
-def real_if_close(a, tol=100):
-    """``np.real(a)`` when NumPy would drop the imaginary part, else ``a``."""
-    plain = unwrap_all(a)
-    if is_complex(plain) and not is_complex(np.real_if_close(plain, tol)):
-        return np.real(a)
-    return a
+# d frac(x) / dx = 1 away from the integers' jumps (modf's fractional part).
+_modf_frac = Primitive(lambda x: np.modf(x)[0], "modf", vjps=(lambda g, ans, x: g,))
 
 
-@implements(np.sort_complex)
-def sort_complex(a):
-    """A permutation along the last axis (real part first, then imaginary,
-    NumPy's order), gathered with take_along_axis so its cotangent is the
-    inverse permutation; the result is complex, as NumPy's."""
-    plain = unwrap_all(a)
-    order = np.argsort(plain, axis=-1, kind="stable")
-    out = np.take_along_axis(a, order, axis=-1)
-    dtype = np.sort_complex(np.zeros((1,), np.result_type(plain))).dtype
-    return out if out.dtype == dtype else out.astype(dtype)
+@implements(np.modf)
+def modf(x, **kwargs):
+    """(fractional part, integral part): the first moves with x (derivative
+    1), the second is piecewise constant (a plain array)."""
+    _no_ufunc_kwargs("modf", kwargs)
+    return _modf_frac(x), np.modf(unwrap_all(x))[1]
 
 
-def_nondiff(
-    np.floor, np.ceil, np.trunc, np.rint, np.isnan, np.isinf, np.isfinite,
-    np.signbit, np.equal, np.not_equal, np.less, np.less_equal, np.greater,
-    np.greater_equal, np.logical_and, np.logical_or, np.logical_not, np.logical_xor,
-    np.floor_divide, np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert,
-    np.left_shift, np.right_shift, np.spacing, np.heaviside, np.isnat,
-)
+def _pow2(e, dtype):
+    """2**e exactly, in ``dtype``."""
+    return np.ldexp(np.ones((), dtype), unwrap_all(e))
+
+
+# mantissa = x / 2**e with the integer exponent e piecewise constant.
+_frexp_mantissa = Primitive(lambda x: np.frexp(x)[0], "frexp", vjps=(
+    lambda g, ans, x: g * _pow2(-np.frexp(unwrap_all(x))[1], plain_dtype(g)),))
+
+
+@implements(np.frexp)
+def frexp(x, **kwargs):
+    """(mantissa, exponent): the mantissa ``x / 2**e`` is differentiable
+    (derivative ``2**-e``), the integer exponent piecewise constant."""
+    _no_ufunc_kwargs("frexp", kwargs)
+    return _frexp_mantissa(x), np.frexp(unwrap_all(x))[1]
+
+
+_ldexp = Primitive(lambda x1, x2: np.ldexp(x1, x2), "ldexp", vjps=(
+    lambda g, ans, x1, x2: unbroadcast(g * _pow2(x2, plain_dtype(g)), shape_of(x1)),
+    lambda g, ans, x1, x2: None))  # the integer exponent: zero cotangent
+
+
+@implements(np.ldexp)
+def ldexp(x1, x2, **kwargs):
+    """x1 * 2**x2: derivative 2**x2 in x1; the integer x2 is a constant."""
+    _no_ufunc_kwargs("ldexp", kwargs)
+    return _ldexp(x1, x2)
+
+
+def _i1_rule(g, ans, x):
+    """i1'(x) = i0(x) - i1(x) / x, which is 1/2 at 0."""
+    safe = np.where(unwrap_all(x) == 0, 1.0, x)
+    d = np.where(unwrap_all(x) == 0, 0.5, np.i0(x) - ans / safe)
+    return g * d
+
+
+def _i1_forward(x):
+    import scipy.special  # present: checked when the rule was registered
+    return scipy.special.i1(x)
+
+
+_i1 = Primitive(_i1_forward, "i1", vjps=(_i1_rule,))
+# d i0(x) / dx = i1(x), itself a primitive whose rule calls np.i0: every order.
+_i0 = Primitive(np.i0, "i0", vjps=(lambda g, ans, x: g * _i1(x),))
+if importlib.util.find_spec("scipy") is not None:
+    implements(np.i0)(_i0)
+
+
+# --- unwrap --------------------------------------------------------------------------------
+def _unwrap_period_rule(g, ans, p, period, discont, axis):
+    """The result is p + K * period with K integer (piecewise constant)."""
+    K = np.rint((unwrap_all(ans) - unwrap_all(p)) / unwrap_all(period))
+    return unbroadcast(g * K.astype(plain_dtype(g)), shape_of(period))
+
+
+_unwrap = Primitive(
+    lambda p, period, discont, axis: np.unwrap(p, discont, axis, period=period), "unwrap",
+    vjps=(lambda g, ans, p, period, discont, axis: g if plain_dtype(g) == plain_dtype(p)
+          else _var_astype(g, plain_dtype(p)), _unwrap_period_rule))
+
+
+@implements(np.unwrap)
+def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """p plus multiples of ``period`` that change only at jumps: derivative 1
+    in p; in ``period``, the number of periods added (``discont`` is a
+    threshold: piecewise constant)."""
+    return _unwrap(p, period, unwrap_all(discont), axis)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements
 from ..core.var import reject_out
-from .complex_parts import match_input, real_cotangent
+from .complex import match_input, real_cotangent
 
 _FFT = np.fft
 

@@ -23,9 +23,10 @@ import operator
 
 import numpy as np
 
-from ..core.primitive import KEEP_SHAPES, Primitive, implements
-from ..core.var import Var, reject_out, unwrap_all
+from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
+from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from ..sparse import AxisSparse, densify
+from .common import plain_dtype
 
 
 def _key_tuple(key):
@@ -193,3 +194,134 @@ def take_along_axis(arr, indices, axis=-1):
 
 implements(np.take)(take)
 implements(np.take_along_axis)(take_along_axis)
+
+
+# --- gathers NumPy positions: labels in, one np.take out ---------------------------------
+def labels(sources):
+    """Integer labels numbering the elements of ``sources`` one after the other."""
+    out, start = [], 0
+    for s in sources:
+        shape = shape_of(s)
+        n = int(np.prod(shape, dtype=np.int64))
+        out.append(np.arange(start, start + n, dtype=np.intp).reshape(shape))
+        start += n
+    return out
+
+
+def gather_by_labels(call, *sources):
+    """``call`` (a NumPy function of the sources) run on their labels, then
+    one gather of the sources' elements at the labels it returns.  NumPy
+    itself decides the positions (block, choose, compress, delete, extract,
+    insert, resize, unstack, trim_zeros), so the result is one ``np.take``
+    and its cotangent a scatter-add."""
+    index = call(*labels(sources))
+    flat = [np.ravel(s) for s in sources]
+    flat = flat[0] if len(flat) == 1 else np.concatenate(flat)
+    return np.take(flat, index)
+
+
+def float_source(s, dtype):
+    """A source of a gather in the result's ``dtype`` (NumPy casts too)."""
+    return s if plain_dtype(s) == dtype else _var_astype(s, dtype)
+
+
+@implements(np.choose)
+def choose(a, choices, out=None, mode="raise"):
+    """An elementwise pick among the broadcast choices; ``a`` is an index."""
+    reject_out("choose", out)
+    a = unwrap_all(a)
+    if isinstance(choices, (list, tuple)):
+        return gather_by_labels(lambda *ls: np.choose(a, ls, mode=mode), *choices)
+    return gather_by_labels(lambda ls: np.choose(a, ls, mode=mode), choices)
+
+
+@implements(np.compress)
+def compress(condition, a, axis=None, out=None):
+    reject_out("compress", out)
+    cond = unwrap_all(condition)
+    return gather_by_labels(lambda ls: np.compress(cond, ls, axis), a)
+
+
+@implements(np.extract)
+def extract(condition, arr):
+    cond = unwrap_all(condition)
+    return gather_by_labels(lambda ls: np.extract(cond, ls), arr)
+
+
+# --- selection -----------------------------------------------------------------------------
+@implements(np.select)
+def select(condlist, choicelist, default=0):
+    """The first choice whose condition holds, as a chain of ``np.where``."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if len(choicelist) == 0:
+        raise ValueError("select with an empty condition list is not possible")
+    conds = [np.asarray(unwrap_all(c)) for c in condlist]
+    for i, c in enumerate(conds):
+        if c.dtype != bool:
+            raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
+    shape = np.broadcast_shapes(*[np.shape(c) for c in conds],
+                                *[np.shape(c) for c in choicelist], np.shape(default))
+    out = np.broadcast_to(default, shape)
+    for c, v in zip(reversed(conds), reversed(list(choicelist))):
+        out = np.where(c, v, out)
+    return out
+
+
+def _piece_conditions(x, condlist, n_funcs):
+    xv = unwrap_all(x)
+    if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray))
+                                 and np.ndim(xv) != 0):
+        condlist = [condlist]
+    conds = [np.asarray(unwrap_all(c), dtype=bool) for c in condlist]
+    if n_funcs == len(conds) + 1:
+        rest = ~np.any(np.stack([np.broadcast_to(c, np.shape(xv)) for c in conds]), axis=0) \
+            if conds else np.ones(np.shape(xv), bool)
+        conds.append(rest)
+    elif n_funcs != len(conds):
+        raise ValueError(f"with {len(conds)} condition(s), either {len(conds)} or "
+                         f"{len(conds) + 1} functions are expected")
+    return [np.broadcast_to(c, np.shape(xv)) for c in conds]
+
+
+@implements(np.piecewise)
+def piecewise(x, condlist, funclist, *args, **kw):
+    """Each function is evaluated only where its condition holds (as NumPy
+    does); its values are spread back with a gather and merged with
+    ``np.where``, later conditions winning."""
+    conds = _piece_conditions(x, condlist, len(funclist))
+    shape = np.shape(x)
+    y = np.zeros(shape, np.result_type(unwrap_all(x)))
+    for c, fn in zip(conds, funclist):
+        if not c.any():
+            continue
+        if not callable(fn):
+            y = np.where(c, fn, y)
+            continue
+        vals = fn(np.ravel(x)[np.flatnonzero(c)], *args, **kw)
+        if np.ndim(vals) == 0:
+            y = np.where(c, vals, y)
+            continue
+        pos = np.clip(np.cumsum(c.ravel()) - 1, 0, None).reshape(shape)
+        y = np.where(c, np.take(np.ravel(vals), pos), y)
+    want = np.result_type(unwrap_all(x))  # NumPy fills an array of x's dtype
+    return y if np.result_type(unwrap_all(y)) == want or want.kind not in "fc" \
+        else y.astype(want)
+
+
+where_ = Primitive(np.where, "where", vjps=(
+    None,  # the condition is piecewise constant
+    # 0.0, not 0.0 * g: the branch not taken gets an exact zero even where
+    # g is inf or nan (the masked-NaN idiom np.where(ok, f(x), 0.0))
+    lambda g, ans, c, x, y: unbroadcast(np.where(c, g, 0.0), np.shape(x)),
+    lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0, g), np.shape(y))))
+
+
+@implements(np.where)
+def where(condition, x=None, y=None):
+    """np.where(c, x, y): the cotangent goes to x where c holds, to y elsewhere.
+    The condition is a constant (a traced condition is used by value)."""
+    condition = unwrap_all(condition)
+    if x is None and y is None:
+        return np.where(condition)
+    return where_(condition, x, y)

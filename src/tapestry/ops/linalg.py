@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import KEEP_OTHER, Primitive, def_nondiff, implements, unbroadcast
+from ..core.primitive import KEEP_OTHER, Primitive, implements, unbroadcast
 from ..core.var import reject_out, unwrap_all
-from .complex_parts import imag_part, match_input, modulus, real_cotangent, real_part
+from .complex import imag_part, match_input, modulus, real_cotangent, real_part
 from .linalg_common import _H, _T, _fold_triangle, _gaps
-
-
+from .shape import diagonal
 
 
 def _matmul_vjp_a(g, ans, a, b):
@@ -288,10 +287,6 @@ _SlogdetResult = type(np.linalg.slogdet(np.eye(1)))
 _EighResult = type(np.linalg.eigh(np.eye(1)))
 
 
-
-
-
-
 def _cholesky_vjp(g, ans, a):
     """Murray (2016), complex form: with Φ(X) = tril(X), diagonal halved,
     dL = L Φ(L⁻¹ dΣ L⁻ᴴ), so Σ̄ = L⁻ᵀ Φ(Lᵀ L̄) conj(L)⁻¹; then folded onto
@@ -333,8 +328,6 @@ def _eigh_vjp(g, ans, a, UPLO):
         inner = inner + _gaps(w, "np.linalg.eigh", "eigenvalues") * (_T(V) @ gV)
     S = np.conjugate(V) @ inner @ _T(V) if np.iscomplexobj(V) else V @ inner @ _T(V)
     return match_input(_fold_triangle(S, lower=UPLO != "U"), a)
-
-
 
 
 _eigh = Primitive(lambda a, UPLO: tuple(np.linalg.eigh(a, UPLO)), "linalg.eigh", n_outputs=2,
@@ -499,6 +492,10 @@ def tensorsolve(a, b, axes=None):
     return np.reshape(np.linalg.solve(np.reshape(a, (k, k)), np.ravel(b)), shape)
 
 
-def_nondiff(np.linalg.matrix_rank)  # an integer: piecewise constant
-
 from . import linalg_decomp  # noqa: E402,F401  (svd, eig, qr, pinv, lstsq)
+
+
+@implements(np.trace)
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    reject_out("trace", out)
+    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)

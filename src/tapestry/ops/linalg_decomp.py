@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
-from .complex_parts import imag_part, match_input, real_cotangent, real_part
+from .complex import imag_part, match_input, real_cotangent, real_part
 from .linalg_common import _H, _T, _fold_triangle, _gaps
 
 _SVDResult = type(np.linalg.svd(np.eye(1)))

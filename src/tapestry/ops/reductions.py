@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import KEEP_SHAPES, Primitive, implements
-from ..core.var import Var, reject_out, unwrap_all
+from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of
+from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from .common import implements_if, plain_dtype
 
 
 def _axes(axis, ndim):
@@ -48,14 +49,14 @@ def _tuple(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _no_out(name, out, where=None):
+def no_out(name, out, where=None):
     reject_out(name, out)
     if where is not None and where is not np._NoValue and where is not True:
         raise NotImplementedError(f"tapestry: np.{name}(..., where=...) has no "
                                   "gradient rule; multiply by the mask instead.")
 
 
-def _mask(where):
+def where_mask(where):
     """The ``where=`` mask of a reduction as a plain boolean array, or None."""
     if where is None or where is np._NoValue or where is True:
         return None
@@ -65,7 +66,7 @@ def _mask(where):
 def _masked(a, where, fill):
     """``a`` with the entries ``where=`` leaves out replaced by the
     reduction's neutral ``fill`` (so they get a zero cotangent)."""
-    w = _mask(where)
+    w = where_mask(where)
     return a if w is None else np.where(w, a, fill)
 
 
@@ -93,7 +94,7 @@ _sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, vjps=(
 
 
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _no_out("sum", out)
+    no_out("sum", out)
     _float(dtype, "sum")
     s = _sum(_masked(a, where, 0), _tuple(axis), keepdims)
     s = s if dtype is None else s.astype(dtype)
@@ -106,9 +107,9 @@ _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepd
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    _no_out("mean", out)
+    no_out("mean", out)
     _float(dtype, "mean")
-    w = _mask(where)
+    w = where_mask(where)
     if w is not None:  # the mean of the selected entries: sum / count
         count = np.sum(np.broadcast_to(w, np.shape(a)), axis=_tuple(axis), keepdims=keepdims
                        ).astype(np.result_type(unwrap_all(a), np.float16))
@@ -117,23 +118,6 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
         return m if dtype is None else m.astype(dtype)
     m = _mean(a, _tuple(axis), keepdims)
     return m if dtype is None else m.astype(dtype)
-
-
-def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    """NaNs count as zero, so they get a zero gradient."""
-    _no_out("nansum", out)
-    return sum_(np.where(np.isnan(a), 0.0, a), axis, keepdims=keepdims, initial=initial,
-                where=where)
-
-
-def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    _no_out("nanmean", out)
-    valid = ~np.isnan(a)
-    if _mask(where) is not None:
-        valid = valid & _mask(where)
-    count = np.sum(valid, axis=_tuple(axis), keepdims=keepdims)
-    return (sum_(np.where(valid, a, 0.0), axis, keepdims=keepdims)
-            / count.astype(np.result_type(unwrap_all(a), np.float16)))
 
 
 # --- prod -------------------------------------------------------------------------
@@ -179,7 +163,7 @@ _prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepd
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _no_out("prod", out)
+    no_out("prod", out)
     _float(dtype, "prod")
     p = _prod(_masked(a, where, 1), _tuple(axis), keepdims)
     return p if initial is None else p * initial
@@ -200,25 +184,24 @@ def _extremum_vjp(g, ans, a, axis, keepdims):
     return expand_reduced(g, shape, axis, keepdims) * weight
 
 
-def _reduction(np_fun, name):
+def extremum_primitive(np_fun, name):
     return Primitive(lambda a, axis, keepdims: np_fun(a, axis=axis, keepdims=keepdims), name,
                      vjps=(_extremum_vjp,))
 
 
-_max, _min = _reduction(np.max, "max"), _reduction(np.min, "min")
-_nanmax, _nanmin = _reduction(np.nanmax, "nanmax"), _reduction(np.nanmin, "nanmin")
+_max, _min = extremum_primitive(np.max, "max"), extremum_primitive(np.min, "min")
 
 
-def _extremum_entry(prim, name, combine, np_fun):
+def extremum_entry(prim, name, combine, np_fun):
     """max/min with NumPy's ``initial=`` (the result when nothing is
     reduced, and a floor/ceiling otherwise) and ``where=`` (the entries left
     out take the value ``initial``, which NumPy requires with a mask)."""
     def extremum(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-        _no_out(name, out)
+        no_out(name, out)
         axis = _tuple(axis)
-        if _mask(where) is not None:
+        if where_mask(where) is not None:
             if initial is None:  # NumPy's own error: no identity without initial
-                np_fun(unwrap_all(a), axis=axis, keepdims=keepdims, where=_mask(where))
+                np_fun(unwrap_all(a), axis=axis, keepdims=keepdims, where=where_mask(where))
             a = _masked(a, where, initial)
         if initial is not None and _count(np.shape(a), axis) == 0:
             plain = np_fun(unwrap_all(a), axis=axis, keepdims=keepdims,
@@ -233,13 +216,9 @@ def _extremum_entry(prim, name, combine, np_fun):
 
 implements(np.sum)(sum_)
 implements(np.mean)(mean)
-implements(np.nansum)(nansum)
-implements(np.nanmean)(nanmean)
 implements(np.prod)(prod)
-implements(np.max, np.amax)(_extremum_entry(_max, "max", np.maximum, np.max))
-implements(np.min, np.amin)(_extremum_entry(_min, "min", np.minimum, np.min))
-implements(np.nanmax)(_extremum_entry(_nanmax, "nanmax", np.fmax, np.nanmax))
-implements(np.nanmin)(_extremum_entry(_nanmin, "nanmin", np.fmin, np.nanmin))
+implements(np.max, np.amax)(extremum_entry(_max, "max", np.maximum, np.max))
+implements(np.min, np.amin)(extremum_entry(_min, "min", np.minimum, np.min))
 
 
 # --- var / std -------------------------------------------------------------------
@@ -283,7 +262,7 @@ _std = Primitive(lambda a, axis, ddof, keepdims:
 def _moment_entry(prim, name):
     def moment(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
                where=None, mean=None, correction=None):
-        _no_out(name, out, where)
+        no_out(name, out, where)
         if mean is not None:
             raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not "
                                       "supported; let NumPy compute the mean.")
@@ -329,7 +308,7 @@ _cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod", vjps=(
 
 def _scan_entry(prim, name):
     def scan(a, axis=None, dtype=None, out=None):
-        _no_out(name, out)
+        no_out(name, out)
         _float(dtype, name)
         if axis is None:
             return prim(np.ravel(a), 0)
@@ -387,3 +366,28 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         shape = np.broadcast_shapes(np.shape(a), np.shape(b))
         a = a if np.shape(a) == shape else np.broadcast_to(a, shape)
     return _logsumexp(a, b, _tuple(axis), keepdims)
+
+
+def _cumulative(scan, initial, name):
+    def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        reject_out(name, out)
+        shape = shape_of(x)
+        # NumPy's checks (they depend on the number of axes only): a tiny probe.
+        getattr(np, name)(np.zeros(tuple(min(n, 1) for n in shape)), axis=axis)
+        if dtype is not None:
+            x = _var_astype(x, dtype)
+            if np.dtype(dtype).kind not in "fc":
+                return getattr(np, name)(x, axis=axis, include_initial=include_initial)
+        axis = 0 if axis is None else axis % len(shape)
+        y = scan(x, axis=axis)
+        if not include_initial:
+            return y
+        first = list(shape)
+        first[axis] = 1
+        return np.concatenate([np.full(first, initial, plain_dtype(y)), y], axis=axis)
+    cumulative.__name__ = name
+    return cumulative
+
+
+implements_if("cumulative_sum")(_cumulative(np.cumsum, 0, "cumulative_sum"))
+implements_if("cumulative_prod")(_cumulative(np.cumprod, 1, "cumulative_prod"))

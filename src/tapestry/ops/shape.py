@@ -8,17 +8,18 @@ zero-sized probe, so its own error messages and conventions apply.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
-from ..core.primitive import KEEP_SHAPES, Primitive, implements, unbroadcast
+from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.registry import FUNCTIONS
 from ..core.var import Var, reject_out, unwrap_all
+from .common import implements_if, plain_dtype, probe
+from .indexing import float_source, gather_by_labels
 
-
-def _probe(shape):
-    """A zero-cost array of ``shape`` to ask NumPy what a shape op returns."""
-    return np.broadcast_to(np.empty((), bool), shape)
+try:
+    from numpy.lib.array_utils import normalize_axis_tuple
+except ImportError:  # NumPy < 2
+    from numpy.core.numeric import normalize_axis_tuple
 
 
 # --- reshape and friends -----------------------------------------------------------
@@ -50,17 +51,17 @@ def ravel(a, order="C"):
 
 @implements(np.expand_dims)
 def expand_dims(a, axis):
-    return reshape(a, np.expand_dims(_probe(np.shape(a)), axis).shape)
+    return reshape(a, np.expand_dims(probe(np.shape(a)), axis).shape)
 
 
 @implements(np.squeeze)
 def squeeze(a, axis=None):
-    return reshape(a, np.squeeze(_probe(np.shape(a)), axis).shape)
+    return reshape(a, np.squeeze(probe(np.shape(a)), axis).shape)
 
 
 def _atleast(np_fun):
     def atleast(*arys):
-        out = [reshape(a, np_fun(_probe(np.shape(a))).shape) for a in arys]
+        out = [reshape(a, np_fun(probe(np.shape(a))).shape) for a in arys]
         return out[0] if len(out) == 1 else tuple(out)
     return atleast
 
@@ -216,7 +217,7 @@ _split = Primitive(lambda a, sections, axis, np_split: tuple(np_split(a, section
 def _split_entry(np_split, default_axis=0):
     def split(ary, indices_or_sections, axis=default_axis):
         if np_split is np.split and np.ndim(indices_or_sections) == 0:
-            np.split(_probe(np.shape(ary)), indices_or_sections, axis)  # NumPy's error
+            np.split(probe(np.shape(ary)), indices_or_sections, axis)  # NumPy's error
         if not isinstance(ary, Var):
             return np_split(ary, indices_or_sections, axis)
         return list(_split(ary, indices_or_sections, axis % np.ndim(ary), np_split))
@@ -400,16 +401,6 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     return _diagonal(a, offset, axis1 % nd, axis2 % nd)
 
 
-
-
-@implements(np.trace)
-def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    reject_out("trace", out)
-    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)
-
-
-
-
 @implements(np.diag)
 def diag(v, k=0):
     if np.ndim(v) == 2:
@@ -437,46 +428,101 @@ implements(np.ascontiguousarray)(lambda a, dtype=None, *, like=None: a)
 implements(np.asfortranarray)(lambda a, dtype=None, *, like=None: a)
 
 
-# Complex parts (convention of docs/complex.md: a cotangent c pairs with a
-# tangent t by Re(c t)).  real(z): d = Re(dz), cotangent Re(g);  imag(z):
-# d = Im(dz) = Re(-1j dz), cotangent -1j Re(g).  Re(g): the result is real,
-# so an imaginary part of its cotangent means nothing (see ops/elementwise.py).
-_real = Primitive(np.real, "real", vjps=(lambda g, ans, val: np.real(g),))
-_imag = Primitive(np.imag, "imag", vjps=(lambda g, ans, val: -1j * np.real(g),))
+@implements(np.delete)
+def delete(arr, obj, axis=None):
+    obj = unwrap_all(obj)
+    return gather_by_labels(lambda ls: np.delete(ls, obj, axis), arr)
 
 
-def _is_complex(val):
-    return np.iscomplexobj(unwrap_all(val))
+@implements(np.resize)
+def resize(a, new_shape):
+    """``a``'s elements repeated in order; an empty ``a`` gives zeros (a constant)."""
+    if 0 in shape_of(a):
+        return np.resize(unwrap_all(a), new_shape)
+    return gather_by_labels(lambda ls: np.resize(ls, new_shape), a)
 
 
-@implements(np.real)
-def real(val):
-    """The real part; a real array is its own real part."""
-    return _real(val) if _is_complex(val) else val
+@implements(np.insert)
+def insert(arr, obj, values, axis=None):
+    """``values`` (cast to ``arr``'s dtype) placed among ``arr``'s elements;
+    both may be traced.  An integer ``arr`` gives a plain integer result."""
+    obj, dtype = unwrap_all(obj), plain_dtype(arr)
+    if dtype.kind not in "fc":
+        return np.insert(unwrap_all(arr), obj, unwrap_all(values), axis)
+    if not isinstance(values, Var):
+        values = np.asarray(values)
+    return gather_by_labels(lambda A, V: np.insert(A, obj, V, axis), arr,
+                             float_source(values, dtype))
 
 
-@implements(np.imag)
-def imag(val):
-    """The imaginary part; that of a real array is a constant zero."""
-    if _is_complex(val):
-        return _imag(val)
-    return np.zeros(np.shape(val), np.result_type(unwrap_all(val)))
+@implements_if("unstack")
+def unstack(x, /, *, axis=0):
+    np.unstack(probe(shape_of(x)), axis=axis)  # NumPy's checks
+    moved = np.moveaxis(x, axis, 0)
+    return tuple(moved[i] for i in range(shape_of(moved)[0]))
 
 
-where_ = Primitive(np.where, "where", vjps=(
-    None,  # the condition is piecewise constant
-    # 0.0, not 0.0 * g: the branch not taken gets an exact zero even where
-    # g is inf or nan (the masked-NaN idiom np.where(ok, f(x), 0.0))
-    lambda g, ans, c, x, y: unbroadcast(np.where(c, g, 0.0), np.shape(x)),
-    lambda g, ans, c, x, y: unbroadcast(np.where(c, 0.0, g), np.shape(y))))
+@implements(np.trim_zeros)
+def trim_zeros(filt, trim="fb", axis=None):
+    """A slice: the bounding box of the nonzero entries, found on the values.
+    It moves only when an entry at its edge is exactly zero (a set of
+    measure zero); the entries trimmed away are zeros and get no cotangent."""
+    fv = unwrap_all(filt)
+    trim = trim.lower()
+    if trim not in {"fb", "bf", "f", "b"}:
+        raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")
+    axes = range(fv.ndim) if axis is None else normalize_axis_tuple(axis, fv.ndim, "axis")
+    if not axes:
+        return filt
+    nz = np.argwhere(fv)
+    start = nz.min(axis=0) if len(nz) else np.zeros(fv.ndim, int)
+    stop = nz.max(axis=0) + 1 if len(nz) else np.zeros(fv.ndim, int)
+    sl = tuple(slice(start[d] if "f" in trim else None, stop[d] if "b" in trim else None)
+               if d in axes else slice(None) for d in range(fv.ndim))
+    return filt[sl]
 
 
-@implements(np.where)
-def where(condition, x=None, y=None):
-    """np.where(c, x, y): the cotangent goes to x where c holds, to y elsewhere.
-    The condition is a constant (a traced condition is used by value)."""
-    condition = unwrap_all(condition)
-    if x is None and y is None:
-        return np.where(condition)
-    return where_(condition, x, y)
+def _block_depth(arrays):
+    return 1 + _block_depth(arrays[0]) if isinstance(arrays, list) and arrays else 0
 
+
+def _block_probe(arrays):
+    if isinstance(arrays, list):
+        return [_block_probe(a) for a in arrays]
+    return probe(shape_of(arrays))
+
+
+@implements(np.block)
+def block(arrays):
+    """Nested lists joined as NumPy does: the innermost lists along the last
+    axis, each level out along one axis earlier (np.concatenate's rule)."""
+    np.block(_block_probe(arrays))  # NumPy's checks of the nesting
+    depth = _block_depth(arrays)
+    ndim = max(depth, _max_ndim(arrays))
+
+    def join(a, level):
+        if not isinstance(a, list):
+            shape = shape_of(a)
+            return np.reshape(a, (1,) * (ndim - len(shape)) + tuple(shape))
+        return np.concatenate([join(b, level + 1) for b in a], axis=level - depth)
+    return join(arrays, 0)
+
+
+def _max_ndim(arrays):
+    if isinstance(arrays, list):
+        return max(_max_ndim(a) for a in arrays)
+    return len(shape_of(arrays))
+
+
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """Windows as a gather: the same NumPy call on an array of positions
+    says which element each window entry reads (a copy, not a view)."""
+    if writeable:
+        raise TypeError("tapestry: sliding_window_view(..., writeable=True) would let "
+                        "code write into a traced array; drop writeable=.")
+    pos = np.arange(int(np.prod(np.shape(x), dtype=np.int64))).reshape(np.shape(x))
+    idx = np.lib.stride_tricks.sliding_window_view(pos, window_shape, axis)
+    return np.take(np.ravel(x), idx)
+
+
+implements(np.lib.stride_tricks.sliding_window_view)(sliding_window_view)

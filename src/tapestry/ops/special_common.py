@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements
 from .elementwise import unbroadcasting
-from .refused import Refused
+from ..coverage.refused import Refused
 
 try:
     import scipy.special as sp

@@ -29,7 +29,7 @@ import scipy.linalg as _sla
 
 from ..core.primitive import Primitive
 from ..core.var import Var
-from ..ops.complex_parts import match_input
+from ..ops.complex import match_input
 from ..ops.linalg_common import _H, _T
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm"]

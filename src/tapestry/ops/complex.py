@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import Primitive
-from ..core.var import Var
+from ..core.primitive import Primitive, implements
+from ..core.var import Var, unwrap_all
+from .elementwise import _over_nonzero, is_complex
 
 
 def _nested(prim, plain):
@@ -71,3 +72,57 @@ def match_input(ct, x):
     if ct is None or np.iscomplexobj(x) or not np.iscomplexobj(ct):
         return ct
     return real_part(ct)
+
+
+# Complex parts (convention of docs/complex.md: a cotangent c pairs with a
+# tangent t by Re(c t)).  real(z): d = Re(dz), cotangent Re(g);  imag(z):
+# d = Im(dz) = Re(-1j dz), cotangent -1j Re(g).  Re(g): the result is real,
+# so an imaginary part of its cotangent means nothing (see ops/elementwise.py).
+_real = Primitive(np.real, "real", vjps=(lambda g, ans, val: np.real(g),))
+_imag = Primitive(np.imag, "imag", vjps=(lambda g, ans, val: -1j * np.real(g),))
+
+
+def _is_complex(val):
+    return np.iscomplexobj(unwrap_all(val))
+
+
+@implements(np.real)
+def real(val):
+    """The real part; a real array is its own real part."""
+    return _real(val) if _is_complex(val) else val
+
+
+@implements(np.imag)
+def imag(val):
+    """The imaginary part; that of a real array is a constant zero."""
+    if _is_complex(val):
+        return _imag(val)
+    return np.zeros(np.shape(val), np.result_type(unwrap_all(val)))
+
+
+def _angle_rule(g, ans, z, deg):
+    """angle(z) = atan2(Im z, Re z): d angle = Im(conj(z) dz) / |z|^2, so the
+    cotangent is ``-1j Re(g) conj(z) / |z|^2`` (0 at 0)."""
+    c = -1j * np.real(g) * _over_nonzero(np.conjugate(z), np.real(z * np.conjugate(z)))
+    return c * (180 / np.pi) if deg else c
+
+
+_angle = Primitive(lambda z, deg: np.angle(z, deg), "angle", vjps=(_angle_rule,))
+
+
+@implements(np.angle)
+def angle(z, deg=False):
+    """The argument of complex ``z``; of a real array it is 0 or pi, a
+    piecewise constant (a plain array)."""
+    if not is_complex(z):
+        return np.angle(unwrap_all(z), deg)
+    return _angle(z, deg)
+
+
+@implements(np.real_if_close)
+def real_if_close(a, tol=100):
+    """``np.real(a)`` when NumPy would drop the imaginary part, else ``a``."""
+    plain = unwrap_all(a)
+    if is_complex(plain) and not is_complex(np.real_if_close(plain, tol)):
+        return np.real(a)
+    return a

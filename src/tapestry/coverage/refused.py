@@ -4,12 +4,12 @@ scipy.special functions that have no rule yet.
 Without an entry here a traced call of such a function would already raise
 ("no gradient rule for ..."); listing it makes the refusal a reviewed
 decision with a reason, and puts it in the op table (docs/ops.md, built by
-:mod:`tapestry.ops.table`).  A refusal is registered through the registry
+:mod:`tapestry.coverage.table`).  A refusal is registered through the registry
 like a rule, so dispatch finds it; it raises ``NotImplementedError`` naming
 the function, saying why, and pointing to ``tapestry.custom_vjp``.
 
 A refusal never replaces a rule: it is registered only for functions that
-have none when this module runs (it is imported last in ``tapestry.ops``),
+have none when this module runs (it is imported last by ``tapestry.ops``),
 and the op-table test fails on a function that is both refused and ruled,
 so adding a rule means deleting its line here.
 
@@ -24,8 +24,8 @@ import importlib.util
 
 import numpy as np
 
-from ..core.primitive import def_nondiff, implements
-from ..core.registry import FUNCTIONS, NONDIFF, UFUNCS, add_loader, register_nondiff
+from ..core.primitive import implements
+from ..core.registry import FUNCTIONS, NONDIFF, UFUNCS, add_loader
 
 _HELP = ("Write it with differentiable NumPy operations, or supply the rule with "
          "@tapestry.custom_vjp (see docs/guide.md).")
@@ -50,15 +50,6 @@ NUMPY = {
 if importlib.util.find_spec("scipy") is None:  # i0's rule needs scipy.special.i1
     NUMPY["np.i0"] = "its derivative is the Bessel function i1: install scipy for the rule"
 
-#: NumPy functions whose results are piecewise constant (integers, bools,
-#: types, dates, files), declared here because no rule family owns them.
-NUMPY_CONSTANT = (
-    "np.bitwise_count", "np.gcd", "np.lcm", "np.packbits", "np.unpackbits",
-    "np.busday_count", "np.busday_offset", "np.is_busday", "np.datetime_as_string",
-    "np.common_type", "np.min_scalar_type", "np.einsum_path", "np.linalg.matrix_rank",
-    "np.save", "np.savez", "np.savez_compressed", "np.savetxt",
-)
-
 _SHAPE_INVERSE = ("solves a CDF for its shape parameter (degrees of freedom, trials, shape or "
                   "noncentrality): the derivative needs the CDF's derivative in that parameter, "
                   "which has no closed form")
@@ -81,9 +72,6 @@ SPECIAL = {
     "so no rule built on them would be right":
         "obl_rad2 obl_rad2_cv pro_rad2 pro_rad2_cv",
 }
-
-#: scipy.special ufuncs whose results are piecewise constant.
-SPECIAL_CONSTANT = ("round", "gammasgn")
 
 #: Transitional: rules in progress on other lines of work (issue 9 Deliver 1-4),
 #: left unclassified until they land.  name -> the work item.
@@ -133,7 +121,6 @@ def _refuse(name, reason):
 def _register_numpy():
     for name, reason in NUMPY.items():
         _refuse(name, reason)
-    def_nondiff(*[f for f in map(resolve, NUMPY_CONSTANT) if f is not None])
 
 
 def special_refusals():
@@ -143,15 +130,13 @@ def special_refusals():
 
 
 def _load_special():
-    """Loader: scipy.special's refusals and constants, after its rules."""
+    """Loader: scipy.special's refusals, after its rules and constants."""
     try:
         import scipy.special  # noqa: F401
     except ImportError:
         return
     for name, reason in special_refusals().items():
         _refuse(name, reason)
-    register_nondiff([f for f in (resolve(f"scipy.special.{n}") for n in SPECIAL_CONSTANT)
-                      if f is not None and f not in UFUNCS])
 
 
 _register_numpy()

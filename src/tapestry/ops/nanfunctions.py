@@ -12,13 +12,12 @@ import numpy as np
 
 from ..core.primitive import implements
 from ..core.var import reject_out, unwrap_all
+from .reductions import extremum_entry, extremum_primitive, no_out, sum_, where_mask
 from .sorting import _keep, _moved_sorted
 
 
 def _nan_mask(a):
     return np.isnan(np.asarray(unwrap_all(a)))
-
-
 
 
 def _tuple(axis):
@@ -138,3 +137,31 @@ def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="line
 @implements(np.nanmedian)
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     return nanquantile(a, 0.5, axis, out, keepdims=keepdims)
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """NaNs count as zero, so they get a zero gradient."""
+    no_out("nansum", out)
+    return sum_(np.where(np.isnan(a), 0.0, a), axis, keepdims=keepdims, initial=initial,
+                where=where)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    no_out("nanmean", out)
+    valid = ~np.isnan(a)
+    if where_mask(where) is not None:
+        valid = valid & where_mask(where)
+    count = np.sum(valid, axis=_tuple(axis), keepdims=keepdims)
+    return (sum_(np.where(valid, a, 0.0), axis, keepdims=keepdims)
+            / count.astype(np.result_type(unwrap_all(a), np.float16)))
+
+
+_nanmax, _nanmin = extremum_primitive(np.nanmax, "nanmax"), extremum_primitive(np.nanmin, "nanmin")
+
+
+implements(np.nansum)(nansum)
+implements(np.nanmean)(nanmean)
+
+
+implements(np.nanmax)(extremum_entry(_nanmax, "nanmax", np.fmax, np.nanmax))
+implements(np.nanmin)(extremum_entry(_nanmin, "nanmin", np.fmin, np.nanmin))

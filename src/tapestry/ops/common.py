@@ -1,0 +1,54 @@
+"""Helpers that several rule modules share: probing NumPy's own argument
+checks on zero-cost arrays, testing for traced values, axis arithmetic."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import implements
+from ..core.var import Var, unwrap_all
+
+
+def implements_if(name):
+    """``implements(np.<name>)``, skipped where this NumPy lacks the function
+    (astype, cumulative_sum/prod and unstack are NumPy 2 functions)."""
+    fun = getattr(np, name, None)
+    return implements(fun) if fun is not None else (lambda impl: impl)
+
+
+def plain_dtype(x):
+    """The dtype of ``x``'s value, whatever tracing levels wrap it."""
+    return np.result_type(unwrap_all(x))
+
+
+def probe(shape, dtype=bool):
+    """A zero-cost array of ``shape``: NumPy's own checks run on it."""
+    return np.broadcast_to(np.zeros((), dtype), shape)
+
+
+def traced(*xs):
+    """Whether any of ``xs`` (or an element of a list/tuple among them) is traced."""
+    for x in xs:
+        if x.__class__ is Var:
+            return True
+        if type(x) in (list, tuple) and traced(*x):
+            return True
+    return False
+
+
+def as_array(x):
+    """A traced array as is; anything else (lists, scalars) as an ndarray."""
+    return x if x.__class__ is Var else np.asarray(x)
+
+
+def along(v, axis, ndim):
+    """Reshape 1-D ``v`` so it broadcasts along ``axis`` of an ``ndim`` array."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return np.reshape(v, shape)
+
+
+def axis_slice(ndim, axis, s):
+    """The index that applies slice ``s`` along ``axis`` of an ``ndim`` array."""
+    key = [slice(None)] * ndim
+    key[axis] = s
+    return tuple(key)

@@ -1,0 +1,122 @@
+"""One-dimensional signals: interpolation (interp), convolution and
+correlation (convolve, correlate).
+
+interp is a composite (a gather of the neighbours and a linear blend); the
+full 1-D convolution is a primitive whose rules are correlations, and the
+other modes and correlate are slices of it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import Primitive, implements
+from ..core.var import Var, unwrap_all
+
+
+# --- interp ------------------------------------------------------------------------------
+def _periodic(x, xp, fp, period):
+    """NumPy's reduction of a periodic problem to an ordinary one."""
+    if period == 0:
+        raise ValueError("period must be a non-zero value")
+    period = abs(period)
+    x = np.remainder(x, period)
+    xp = np.remainder(xp, period)
+    order = np.argsort(xp)
+    xp = xp[order]
+    fp = fp[order]
+    xp = np.concatenate([xp[-1:] - period, xp, xp[0:1] + period])
+    fp = np.concatenate([fp[-1:], fp, fp[0:1]])
+    return x, xp, fp
+
+
+def _as_double(v):
+    if isinstance(v, (list, tuple)):
+        v = np.asarray(v)
+    want = np.complex128 if np.iscomplexobj(unwrap_all(v)) else np.float64
+    if np.result_type(unwrap_all(v)) == want:
+        return v
+    return v.astype(want) if v.__class__ is Var else np.asarray(v, dtype=want)
+
+
+@implements(np.interp)
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """Piecewise-linear interpolation, differentiable in ``x``, ``fp``,
+    ``left`` and ``right``; the knots ``xp`` must be constant (the result is
+    not differentiable where ``x`` crosses a knot anyway, and moving knots
+    is rarely what a model means)."""
+    if xp.__class__ is Var:
+        raise NotImplementedError(
+            "tapestry: np.interp is not differentiable in xp (the knots); pass them "
+            "as a constant (tapestry.stop_gradient(xp)) or write the interpolation "
+            "with np.searchsorted and arithmetic.")
+    xp = np.asarray(xp, dtype=float)
+    x, fp = _as_double(x), _as_double(fp)  # NumPy computes in double precision
+    if period is not None:
+        x, xp, fp = _periodic(x, xp, fp, unwrap_all(period))
+        left = right = None
+    if np.ndim(xp) != 1 or np.ndim(fp) != 1 or len(xp) != len(fp):
+        raise ValueError("fp and xp are not of the same length.")
+    if len(xp) == 0:
+        raise ValueError("array of sample points is empty")
+    xv = np.asarray(unwrap_all(x), dtype=float)
+    if len(xp) == 1:
+        y = np.broadcast_to(fp[0], xv.shape) + 0.0 * x
+    else:
+        j = np.clip(np.searchsorted(xp, xv, side="right") - 1, 0, len(xp) - 2)
+        x0, dxp = xp[j], xp[j + 1] - xp[j]
+        f0, f1 = fp[j], fp[j + 1]
+        slope = (f1 - f0) / np.where(dxp == 0, 1.0, dxp)
+        y = np.where(xv == xp[j + 1], f1, f0 + slope * (x - x0))
+    y = np.where(xv < xp[0], fp[0] if left is None else left, y)
+    return np.where(xv > xp[-1], fp[-1] if right is None else right, y)
+
+
+# --- convolve / correlate ------------------------------------------------------------------
+def _transpose_of(v):
+    """``v`` as the transpose (not adjoint) needs it: conjugation undone."""
+    return np.conjugate(v) if np.iscomplexobj(unwrap_all(v)) else v
+
+
+_conv_full = Primitive(lambda a, v: np.convolve(a, v, "full"), "convolve", vjps=(
+    lambda g, ans, a, v: np.correlate(g, _transpose_of(v), "valid"),
+    lambda g, ans, a, v: np.correlate(g, _transpose_of(a), "valid")))
+
+
+def _mode_slice(n, m, mode):
+    """The part of the full convolution (length n + m - 1) a mode keeps."""
+    lo, hi = min(n, m), max(n, m)
+    if mode in ("full", 2):
+        return slice(None)
+    if mode in ("same", 1):
+        start = (lo - 1) // 2
+        return slice(start, start + hi)
+    if mode in ("valid", 0):
+        return slice(lo - 1, hi)
+    raise ValueError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})")
+
+
+@implements(np.convolve)
+def convolve(a, v, mode="full"):
+    """Discrete linear convolution; its transposes are correlations."""
+    a, v = np.ravel(a), np.ravel(v)
+    n, m = np.shape(a)[0], np.shape(v)[0]
+    if n == 0:
+        raise ValueError("a cannot be empty")
+    if m == 0:
+        raise ValueError("v cannot be empty")
+    return _conv_full(a, v)[_mode_slice(n, m, mode)]
+
+
+@implements(np.correlate)
+def correlate(a, v, mode="valid"):
+    """``correlate(a, v) = convolve(a, conj(v)[::-1])``, mode for mode."""
+    a, v = np.ravel(a), np.ravel(v)
+    if np.iscomplexobj(unwrap_all(v)):
+        v = np.conjugate(v)
+    n, m = np.shape(a)[0], np.shape(v)[0]
+    if mode in ("same", 1) and m > n > 0:
+        # NumPy swaps the operands and reverses the result: the window of
+        # the full correlation is centred the other way round.
+        start = (n - 1) - (n - 1) // 2
+        return convolve(a, v[::-1], "full")[start:start + m]
+    return convolve(a, v[::-1], mode)
