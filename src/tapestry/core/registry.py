@@ -64,9 +64,18 @@ def register(table, key, value):
 
 
 def register_nondiff(keys):
+    """Declare ``keys`` piecewise constant; like a rule, once each, and never
+    for a function that has a rule (one of the two would be wrong)."""
     with _lock:
         for k in keys:
             _check_writable(k)
+            name = getattr(k, "__name__", k)
+            if k in NONDIFF:
+                raise ValueError(f"tapestry: {name!r} is declared constant twice; keep one "
+                                 "(tapestry/ops/constant.py is the list).")
+            if k in UFUNCS or k in FUNCTIONS:
+                raise ValueError(f"tapestry: {name!r} is declared constant but has a rule; "
+                                 "keep one.")
         NONDIFF.update(keys)
 
 
