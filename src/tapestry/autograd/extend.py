@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 
-from .core_bridge import leveled_primitive
+from .core_bridge import Primitive
 from ..core.var import Var
 from .differential_operators import _FORWARD
 
@@ -31,7 +31,7 @@ class primitive:
     def _rebuild(self):
         """tapestry fixes a Primitive's rules when it is made; autograd
         declares them after ``@primitive``: make it again with all of them."""
-        self.prim = leveled_primitive(self.fun, getattr(self.fun, "__name__", None),
+        self.prim = Primitive(self.fun, getattr(self.fun, "__name__", None),
                                       vjps=dict(self.vjps), vjp_argnum=self.vjp_argnum)
 
     def __call__(self, *args, **kwargs):

@@ -83,6 +83,8 @@ class Primitive:
 
     def __init__(self, fun, name=None, *, vjps=(), vjp_argnum=None, n_outputs=1,
                  keep=KEEP_ALL):
+        if not _dispatches(fun):
+            fun = _reentering(self, fun)
         self.fun = fun
         # The same function for calls without keyword arguments; the Python
         # operator for arithmetic, which NumPy scalars run ~10x faster than
@@ -216,6 +218,33 @@ class Primitive:
 
 
 _NO_KWARGS = {}
+
+
+def _dispatches(fun):
+    """Whether NumPy's dispatch reaches tapestry when ``fun`` is called with
+    traced arguments (a ufunc, or a function NumPy dispatches by NEP 18)."""
+    return isinstance(fun, np.ufunc) or hasattr(fun, "_implementation")
+
+
+def _reentering(prim, fun):
+    """``fun`` as a primitive's forward that stays one operation at every
+    nesting level.
+
+    A primitive unwraps its own level only; under nested differentiation
+    (``grad(grad(f))``, ``hessian``) its forward then receives values traced
+    by the enclosing levels.  A NumPy function or ufunc dispatches those back
+    to the registry; any other forward (a lambda, SciPy's Python wrappers, a
+    user's function) would run on them as a black box, so here the forward
+    calls the primitive again instead: each level records one node with the
+    declared rules, and ``fun`` itself only sees plain values."""
+    def forward(*args, **kwargs):
+        for a in args:
+            if a.__class__ is Var:
+                return prim._call(args, kwargs)
+        return fun(*args, **kwargs)
+    forward.__name__ = getattr(fun, "__name__", "forward")
+    forward.__wrapped__ = fun
+    return forward
 
 
 def _named(prim, e):

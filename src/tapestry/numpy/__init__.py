@@ -32,6 +32,7 @@ import numpy as _np
 from numpy import *  # noqa: F401,F403
 
 from ..core.api import stop_gradient  # noqa: F401
+from ..ops import reductions as _reductions
 from ..ops.reductions import logsumexp  # noqa: F401
 
 # Real submodules.  ``from numpy import *`` bound these names to NumPy's own
@@ -57,13 +58,16 @@ REPLACED = ("array", "asarray", "asanyarray", "full", "full_like", "stack",
 
 
 def softmax(x, axis=-1):
-    """``exp(x) / sum(exp(x), axis)``, computed stably."""
-    return exp(x - logsumexp(x, axis=axis, keepdims=True))  # noqa: F405
+    """``exp(x) / sum(exp(x), axis)``, computed stably.  The default axis is
+    the last one, as ``jax.nn.softmax``'s (a softmax over classes);
+    ``tnp.logsumexp`` and ``tapestry.scipy.special.softmax`` follow SciPy and
+    reduce over every element by default (``axis=None``)."""
+    return _reductions.softmax(x, axis)
 
 
 def log_softmax(x, axis=-1):
-    """``x - logsumexp(x, axis)``."""
-    return x - logsumexp(x, axis=axis, keepdims=True)
+    """``x - logsumexp(x, axis)``; the last axis by default, as :func:`softmax`."""
+    return _reductions.log_softmax(x, axis)
 
 
 def __getattr__(name):

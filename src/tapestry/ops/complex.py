@@ -1,5 +1,6 @@
-"""Real part, imaginary part and modulus as primitives for the rules of
-the FFT and linear-algebra modules.
+"""Complex numbers: real, imag, angle, real_if_close, and the real part,
+imaginary part and modulus as primitives that the FFT and linear-algebra
+rules call.
 
 The convention (docs/complex.md, JAX's and HIPS autograd's): a cotangent
 ``c`` pairs with a tangent ``t`` by ``Re(c * t)``.  So
@@ -9,9 +10,8 @@ The convention (docs/complex.md, JAX's and HIPS autograd's): a cotangent
 - ``|z|``: ``z̄ = Re(g) * conj(z) / |z|`` (0 at ``z = 0``);
 - a real value cast to complex: its cotangent is ``Re(c)``.
 
-Rules of FFT and linalg call these (not ``np.real`` / ``np.abs``) so that
-they stay differentiable at higher orders whatever the elementwise rules
-of the day do with complex values.  ``real_cotangent(g)`` is what a rule
+``np.real`` and ``np.imag`` are these primitives; ``np.abs`` is ``modulus``.
+``real_cotangent(g)`` is what a rule
 applies to the cotangent of a *real-valued* output (``|z|``, singular
 values, ``log|det|``): only ``Re(g)`` pairs with a real tangent.
 ``match_input(ct, x)`` makes the cotangent of a real input real.
@@ -21,15 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import Primitive, implements
-from ..core.var import Var, unwrap_all
-from .elementwise import _over_nonzero, is_complex
-
-
-def _nested(prim, plain):
-    """The forward of ``prim``: NumPy's ``plain`` on arrays, ``prim`` itself on
-    a value traced by an enclosing level (nested differentiation), so that
-    level records this rule too and not NumPy's elementwise one."""
-    return lambda z: prim(z) if z.__class__ is Var else plain(z)
+from ..core.var import unwrap_all
+from .elementwise import _over_nonzero, absolute, is_complex
 
 
 def _as_complex_fwd(x, dtype):
@@ -44,22 +37,15 @@ def _as_complex_vjp(g, ans, x, dtype):
     return real_part(g) if np.iscomplexobj(g) else g
 
 
-real_part = Primitive(None, "real", vjps=(_real_vjp,))
-imag_part = Primitive(None, "imag",
+real_part = Primitive(np.real, "real", vjps=(_real_vjp,))
+imag_part = Primitive(np.imag, "imag",
                       vjps=(lambda g, ans, z: as_complex(real_cotangent(g), np.result_type(z)) * -1j,))
 as_complex = Primitive(_as_complex_fwd, "astype(complex)", vjps=(_as_complex_vjp,))
 
 
-def _abs_vjp(g, ans, z):
-    """Re(g) conj(z)/|z|, and 0 where z == 0 (the subgradient of least norm)."""
-    zero = ans == 0
-    safe = np.where(zero, 1.0, ans)
-    return np.where(zero, 0.0, real_cotangent(g) * np.conjugate(z) / safe)
-
-
-modulus = Primitive(None, "abs", vjps=(_abs_vjp,))
-for _p, _plain in ((real_part, np.real), (imag_part, np.imag), (modulus, np.abs)):
-    _p.fun = _p.call_positional = _nested(_p, _plain)
+#: |z|: np.absolute's primitive (ops/elementwise.py), whose rule is
+#: ``Re(g) conj(z) / |z|`` for complex z (0 at 0).
+modulus = absolute
 
 
 def real_cotangent(g):
@@ -74,29 +60,17 @@ def match_input(ct, x):
     return real_part(ct)
 
 
-# Complex parts (convention of docs/complex.md: a cotangent c pairs with a
-# tangent t by Re(c t)).  real(z): d = Re(dz), cotangent Re(g);  imag(z):
-# d = Im(dz) = Re(-1j dz), cotangent -1j Re(g).  Re(g): the result is real,
-# so an imaginary part of its cotangent means nothing (see ops/elementwise.py).
-_real = Primitive(np.real, "real", vjps=(lambda g, ans, val: np.real(g),))
-_imag = Primitive(np.imag, "imag", vjps=(lambda g, ans, val: -1j * np.real(g),))
-
-
-def _is_complex(val):
-    return np.iscomplexobj(unwrap_all(val))
-
-
 @implements(np.real)
 def real(val):
     """The real part; a real array is its own real part."""
-    return _real(val) if _is_complex(val) else val
+    return real_part(val) if is_complex(val) else val
 
 
 @implements(np.imag)
 def imag(val):
     """The imaginary part; that of a real array is a constant zero."""
-    if _is_complex(val):
-        return _imag(val)
+    if is_complex(val):
+        return imag_part(val)
     return np.zeros(np.shape(val), np.result_type(unwrap_all(val)))
 
 

@@ -115,8 +115,6 @@ def _expression(spec, shapes):
 
 
 def _contract(spec, *operands):
-    if any(o.__class__ is Var for o in operands):  # an outer tape's values
-        return _einsum(spec, *operands)
     expr = _expression(spec, tuple(np.shape(o) for o in operands))
     return expr(*operands)
 

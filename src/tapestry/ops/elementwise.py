@@ -176,7 +176,7 @@ def _abs_rule(g, ans, x):
     return np.real(g) * _over_nonzero(np.conjugate(x), ans)
 
 
-defunary(np.absolute, _abs_rule)
+absolute = defunary(np.absolute, _abs_rule)
 defunary(np.fabs, lambda g, ans, x: g * np.sign(x))
 # Ties in maximum/minimum split the cotangent evenly (a symmetric choice that
 # keeps max(x, x) == x exact in derivative).

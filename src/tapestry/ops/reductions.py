@@ -368,6 +368,18 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     return _logsumexp(a, b, _tuple(axis), keepdims)
 
 
+def log_softmax(x, axis):
+    """``x - logsumexp(x, axis)``: the one implementation behind
+    ``tnp.log_softmax`` (default ``axis=-1``, as ``jax.nn``) and
+    ``tapestry.scipy.special.log_softmax`` (default ``axis=None``, as SciPy)."""
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax(x, axis):
+    """``exp(log_softmax(x, axis))``, stable; see :func:`log_softmax`."""
+    return np.exp(log_softmax(x, axis))
+
+
 def _cumulative(scan, initial, name):
     def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
         reject_out(name, out)

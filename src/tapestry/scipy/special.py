@@ -32,6 +32,7 @@ from scipy.special import _ufuncs as _spu
 from ..core.primitive import Primitive
 from ..core.var import Var, unwrap_all
 from ..ops.elementwise import unbroadcasting
+from ..ops import reductions as _reductions
 from ..ops.reductions import logsumexp as _logsumexp
 from ..ops.special_common import real_only
 
@@ -44,17 +45,13 @@ def _polygamma_x(g, ans, n, x):
     return g * _polygamma(n + 1, real_only(x, "polygamma"))
 
 
-def polygamma(n, x):
-    """scipy.special.polygamma(n, x), differentiable in ``x``.  (Also the
-    primitive's forward: a value traced by an enclosing ``grad`` -- a
-    second derivative -- records on that tape, as a ufunc would.)"""
-    if x.__class__ is not Var and n.__class__ is not Var:
-        return _sp.polygamma(n, x)
-    return _polygamma(n, x)
-
-
-_polygamma = Primitive(polygamma, "scipy.special.polygamma",
+_polygamma = Primitive(_sp.polygamma, "scipy.special.polygamma",
                        vjps=(None, unbroadcasting(_polygamma_x, 1)))
+
+
+def polygamma(n, x):
+    """scipy.special.polygamma(n, x), differentiable in ``x``."""
+    return _polygamma(n, x)
 
 
 def multigammaln(a, d):
@@ -110,17 +107,19 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 
 def log_softmax(x, axis=None):
-    """scipy.special.log_softmax: ``x - logsumexp(x, axis)``."""
+    """scipy.special.log_softmax: ``x - logsumexp(x, axis)`` (SciPy's default:
+    every element; ``tnp.log_softmax`` defaults to the last axis)."""
     if x.__class__ is not Var:
         return _sp.log_softmax(x, axis)
-    return x - _logsumexp(x, axis=axis, keepdims=True)
+    return _reductions.log_softmax(x, axis)
 
 
 def softmax(x, axis=None):
-    """scipy.special.softmax: ``exp(x - logsumexp(x, axis))``."""
+    """scipy.special.softmax: ``exp(x - logsumexp(x, axis))`` (SciPy's default:
+    every element; ``tnp.softmax`` defaults to the last axis)."""
     if x.__class__ is not Var:
         return _sp.softmax(x, axis)
-    return np.exp(log_softmax(x, axis))
+    return _reductions.softmax(x, axis)
 
 
 def __getattr__(name):

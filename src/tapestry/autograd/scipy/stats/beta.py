@@ -5,7 +5,6 @@ import numpy as np
 import scipy.special as _sp
 import scipy.stats as _st
 
-from ._cdf import cdf_primitive
 
 
 def logpdf(x, a, b):
@@ -17,11 +16,9 @@ def pdf(x, a, b):
     return np.exp(logpdf(x, a, b))
 
 
-_cdf = cdf_primitive("scipy.stats.beta.cdf", _st.beta.cdf, pdf)
-
-
 def cdf(x, a, b):
-    return _cdf(x, a, b)
+    """``betainc(a, b, x)``: scipy.special's rule (differentiable in ``x``)."""
+    return _sp.betainc(a, b, x)
 
 
 rvs = _st.beta.rvs

@@ -5,7 +5,6 @@ import numpy as np
 import scipy.special as _sp
 import scipy.stats as _st
 
-from ._cdf import cdf_primitive
 
 
 def logpdf(x, a):
@@ -16,11 +15,9 @@ def pdf(x, a):
     return np.exp(logpdf(x, a))
 
 
-_cdf = cdf_primitive("scipy.stats.gamma.cdf", _st.gamma.cdf, pdf)
-
-
 def cdf(x, a):
-    return _cdf(x, a)
+    """``gammainc(a, x)``: scipy.special's rule (differentiable in ``x``)."""
+    return _sp.gammainc(a, x)
 
 
 rvs = _st.gamma.rvs

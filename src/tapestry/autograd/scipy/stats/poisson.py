@@ -6,7 +6,7 @@ import numpy as np
 import scipy.special as _sp
 import scipy.stats as _st
 
-from ...core_bridge import leveled_primitive, unbroadcast
+from ...core_bridge import Primitive, unbroadcast
 
 
 def logpmf(k, mu):
@@ -22,7 +22,7 @@ def _dcdf_dmu(g, ans, k, mu):
     return unbroadcast(-g * pmf(np.floor(k), mu), np.shape(mu))
 
 
-_cdf = leveled_primitive(_st.poisson.cdf, "scipy.stats.poisson.cdf",
+_cdf = Primitive(_st.poisson.cdf, "scipy.stats.poisson.cdf",
                         vjps=(lambda g, ans, k, mu: None, _dcdf_dmu))
 
 
