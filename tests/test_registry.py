@@ -55,8 +55,9 @@ def test_lazy_rules_load_once_under_concurrent_first_use():
 
 
 def _module_imports(path):
-    """tapestry modules imported at module level by ``path`` (AST, relative
-    and absolute forms), as dotted names."""
+    """tapestry modules imported by ``path`` (AST, relative and absolute
+    forms), as dotted names: at module level and inside functions alike (a
+    function-level import is a dependency too, only a later one)."""
     rel = path.relative_to(SRC.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
@@ -65,7 +66,7 @@ def _module_imports(path):
     else:
         package = parts[:-1]
     found = set()
-    for node in ast.parse(path.read_text()).body:  # module level only
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - node.level + 1]

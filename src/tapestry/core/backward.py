@@ -93,7 +93,7 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
             g = g.value()
         if release:
             nodes[i] = consumed
-        parents, rules, ans, args, kwargs = node
+        parents, rules, ans, args, kwargs, _ = node
         if rules.__class__ is JointRule:  # one call yields every parent's cotangent
             rules = [_const(c) for c in rules.fn(g, ans, *args, **kwargs)]
             args, kwargs = (), {}
@@ -151,7 +151,7 @@ def _const(c):
 
 
 # A consumed node: not a leaf, and has no parents.
-_CONSUMED = ((), (), None, (), {})
+_CONSUMED = ((), (), None, (), {}, None)
 
 
 def _accumulate_negated(prev, c, p, owned):

@@ -10,39 +10,34 @@ comes from the VJP rules of ``tapestry.ops``, in one of three ways.
 
 * **Transposition** (any node): a VJP rule ``g -> J_p^T g`` is linear in
   ``g``.  Traced on a fresh tape with ``g`` a leaf, its own VJP with the
-  cotangent ``t_p`` is ``J_p t_p`` (docs/forward.md).  Exact for every rule, custom_vjp backward rules
-  included, at the price of tracing the rule and one small reverse sweep.
-* **Elementwise ufuncs**: the Jacobian of a real ufunc is diagonal (after
-  broadcasting), hence symmetric, so the VJP rule applied to the broadcast
-  tangent *is* the JVP: no tracing, one rule call.
-* **Linear primitives** (``matmul`` in each operand, ``sum``, ``reshape``,
-  indexing, ...): the JVP of a map that is linear in an argument is the
-  primitive itself applied to the tangent.
+  cotangent ``t_p`` is ``J_p t_p`` (docs/forward.md).  Exact for every
+  rule, custom_vjp backward rules included, at the price of tracing the
+  rule and one small reverse sweep.
+* **Elementwise ufuncs** (``Primitive.elementwise``): the Jacobian of a real
+  ufunc is diagonal (after broadcasting), hence symmetric, so the VJP rule
+  applied to the broadcast tangent *is* the JVP: no tracing, one rule call.
+* **Linear primitives** (``Primitive.linear_in``: ``matmul`` in each
+  operand, ``sum``, ``reshape``, indexing, ...): the JVP of a map that is
+  linear in an argument is the primitive itself applied to the tangent
+  (with a batch of tangents, the primitive's batching rule).
 
 The last two are the measured fast paths (benchmarks/forward_mode.py): on
 W3's shapes transposing ``matmul`` costs two more GEMMs than applying it.
+Each node holds its primitive, so the paths read its declared properties;
+nothing is looked up by name.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from .backward import JointRule, Negated, backward_sweep
+from .backward import _FRESH, JointRule, Negated, _refcount, backward_sweep
 from .primitive import dtype_of, shape_of
-from .registry import UFUNCS
 from .tape import LEAF, open_tape
 from .var import Var
 
-#: Fast paths, keyed by the VJP rule a node holds: ``rule -> (kind, prim, argnum)``.
-_FAST: dict = {}
-_fast_built = 0  # len(UFUNCS) when built: scipy.special registers its ufuncs later
-_BUILD_LOCK = threading.Lock()
 #: Switch for benchmarks and tests: ``False`` sends every node through
 #: transposition (the reference the fast paths are checked against).
 USE_FAST_RULES = True
-
-_DIAGONAL, _LINEAR_EACH = 1, 2
 
 
 class _Meta:
@@ -55,46 +50,6 @@ class _Meta:
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape)))
-
-
-def _linear_primitives():
-    """``(primitive, kind)`` for the primitives known to be linear, found by
-    name so that a renamed one only loses its fast path, never correctness."""
-    from ..ops import indexing, linalg, reductions, shape
-    found = [(UFUNCS.get(np.matmul), _LINEAR_EACH)]
-    for mod, names in ((reductions, ("_sum", "_mean")),
-                       (shape, ("_reshape", "_transpose", "_swapaxes", "_moveaxis",
-                                "_broadcast_to", "_flip", "_roll", "_tile", "_repeat",
-                                "_diagonal", "_triu", "_tril")),
-                       (indexing, ("getitem", "scatter_add")),
-                       (linalg, ("_tensordot",))):
-        found += [(getattr(mod, n, None), _LINEAR_EACH) for n in names]
-    return [(p, k) for p, k in found if getattr(p, "vjps", None) is not None]
-
-
-def _build_fast():
-    """Fill ``_FAST`` on the first JVP (after the ops modules have declared
-    their rules) and again when ufuncs were registered since (scipy.special
-    loads on first use); under a lock, so threads see it whole."""
-    global _fast_built
-    with _BUILD_LOCK:
-        if _fast_built != len(UFUNCS):
-            _fill_fast()
-            _fast_built = len(UFUNCS)
-
-
-def _fill_fast():
-    for ufunc, prim in list(UFUNCS.items()):
-        vjps = getattr(prim, "vjps", None)  # composites (no rules of their own) skipped
-        if vjps is not None and isinstance(ufunc, np.ufunc) and ufunc.signature is None \
-                and ufunc.nout == 1 and getattr(prim, "n_outputs", 1) == 1:
-            for i, rule in vjps.items():
-                _FAST[rule] = (_DIAGONAL, prim, i)
-    for prim, kind in _linear_primitives():
-        for i, rule in prim.vjps.items():
-            _FAST[rule] = (kind, prim, i)
-        if prim.name in _BATCHED_BY_NAME:
-            _BATCHED[prim] = _BATCHED_BY_NAME[prim.name]
 
 
 def _broadcast(x, shape):
@@ -116,10 +71,10 @@ def _align(t, shape, batch):
     return _broadcast(t, (batch,) + tuple(shape))
 
 
-def _fast_tangent(kind, prim, i, rule, t, ans, args, kwargs, batch):
+def _fast_tangent(prim, i, rule, t, ans, args, kwargs, batch):
     """The contribution of argument ``i``'s tangent ``t`` by a fast path, or
-    ``NotImplemented`` when the node is outside what that path covers."""
-    if kind == _DIAGONAL:
+    ``NotImplemented`` when the node is outside what the paths cover."""
+    if prim.elementwise and prim.n_outputs == 1:
         if dtype_of(ans).kind != "f":
             return NotImplemented  # complex rules conjugate: J^T is not J there
         shape = shape_of(ans)
@@ -128,14 +83,17 @@ def _fast_tangent(kind, prim, i, rule, t, ans, args, kwargs, batch):
         bt = _align(t, shape, batch)
         c = rule(bt, ans, *bargs, **kwargs) if kwargs else rule(bt, ans, *bargs)
         return c.value() if c.__class__ is Negated else c
+    if i not in prim.linear_in:
+        return NotImplemented
     full = list(args)
     full[i] = t
-    if batch is not None:
-        batched = _BATCHED.get(prim)
-        full = NotImplemented if batched is None else batched(i, full, ans, batch)
-        if full is NotImplemented:
-            return NotImplemented
-    return prim(*full, **kwargs) if kwargs else prim(*full)
+    if batch is None:
+        return prim(*full, **kwargs) if kwargs else prim(*full)
+    if prim.batch is None:
+        return NotImplemented
+    batched = [False] * len(full)
+    batched[i] = True
+    return prim.batch(prim, full, batched, kwargs or {})
 
 
 def _fit(t, ans, batch=None):
@@ -154,8 +112,8 @@ def node_tangent(node, ts, batch=None):
     """The tangent of ``node``'s output given its parents' tangents ``ts``
     (``None`` means zero).  Multi-output nodes get a list.  With ``batch``,
     every tangent has a leading axis of that length (many tangents at once,
-    for ``jacfwd``); nodes without a batched fast path loop over it."""
-    parents, rules, ans, args, kwargs = node
+    for ``jacfwd``); nodes without a batched path loop over it."""
+    parents, rules, ans, args, kwargs, prim = node
     _refuse_complex(ans, ts)
     if rules.__class__ is JointRule:
         if batch is not None:
@@ -164,23 +122,29 @@ def node_tangent(node, ts, batch=None):
         if custom is not None:
             return custom.tangent(ts)
         return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
-    if _fast_built != len(UFUNCS):
-        _build_fast()
-    out, slow = None, []
-    for i, (rule, t) in enumerate(zip(rules, ts)):
+    # The argument position of each rule, so the primitive's properties
+    # apply (None: unknown, e.g. a select node; transposition then).
+    positions = prim.active_of(rules) if prim is not None and USE_FAST_RULES else None
+    out, slow, fresh = None, [], False
+    for k, (rule, t) in enumerate(zip(rules, ts)):
         if t is None:
             continue
-        fast = _FAST.get(rule) if USE_FAST_RULES else None
         c = NotImplemented
-        if fast is not None:
-            c = _fast_tangent(*fast, rule, t, ans, args, kwargs, batch)
+        if positions is not None:
+            c = _fast_tangent(prim, positions[k], rule, t, ans, args, kwargs, batch)
         if c is NotImplemented:
             slow.append((rule, t))
         elif c is not None:
-            out = c if out is None else _sum2(out, c, fast[1].name in _FRESH_RESULTS)
+            if out is None:
+                out = c
+                # a buffer only this node holds takes a second contribution in place
+                # (W3's jvp: ``t_w1 @ x + w1 @ t_x`` without a third (h, bs) buffer)
+                fresh = type(c) is np.ndarray and c.base is None and _refcount(c) == _FRESH
+                continue
+            out = _sum2(out, c, fresh)
     if slow:
         if batch is not None:
-            c = _loop((parents, [r for r, _ in slow], ans, args, kwargs),
+            c = _loop((parents, [r for r, _ in slow], ans, args, kwargs, prim),
                       [t for _, t in slow], batch)
         else:
             c = _transposed(slow, ans, args, kwargs or {})
@@ -240,12 +204,6 @@ def _stack_cols(cols, ans):
     return np.stack(out)
 
 
-#: Linear primitives whose result on plain arrays is a new array (not a view
-#: of the tangent): a second contribution may be added into it in place
-#: (W3's jvp: ``t_w1 @ x + w1 @ t_x`` without a third (h, bs) buffer).
-_FRESH_RESULTS = frozenset({"matmul", "tensordot"})
-
-
 def _sum2(out, c, fresh):
     """``out + c``, in place when ``out`` is a buffer this node just made."""
     if fresh and type(out) is np.ndarray and type(c) is np.ndarray and out.shape == c.shape \
@@ -258,96 +216,6 @@ def _add(a, b):
     if a.__class__ is list:
         return [y if x is None else x if y is None else x + y for x, y in zip(a, b)]
     return a + b
-
-
-# --- batched linear primitives -----------------------------------------------------
-# ``fn(i, args, ans, batch)``: the primitive's arguments for a tangent with a
-# leading batch axis in position ``i`` (``NotImplemented``: loop instead).
-def _b_reduce(i, args, ans, batch):
-    t, axis, keepdims = args
-    nd = len(shape_of(t)) - 1
-    if axis is None:
-        axis = tuple(range(1, nd + 1))
-    else:
-        axis = tuple(a % nd + 1 for a in ((axis,) if isinstance(axis, int) else axis))
-    return [t, axis, keepdims]
-
-
-def _b_reshape(i, args, ans, batch):
-    t, shape, order = args
-    if order != "C":
-        return NotImplemented
-    return [t, (batch,) + tuple(shape_of(ans)), order]
-
-
-def _b_transpose(i, args, ans, batch):
-    t, axes = args
-    nd = len(shape_of(t)) - 1
-    axes = range(nd - 1, -1, -1) if axes is None else (a % nd for a in axes)
-    return [t, (0,) + tuple(a + 1 for a in axes)]
-
-
-def _b_broadcast_to(i, args, ans, batch):
-    t, shape = args
-    return [_align(t, tuple(shape), batch), (batch,) + tuple(shape)]
-
-
-def _advanced_contiguous(key):
-    """Whether a batch axis put in front of ``key`` stays in front: NumPy
-    moves the dimensions of advanced indices to the front when they are
-    separated (integers count as advanced when an array is present)."""
-    arr = [j for j, k in enumerate(key) if isinstance(k, np.ndarray) or isinstance(k, list)]
-    if not arr:
-        return True
-    adv = [j for j, k in enumerate(key) if j in arr or isinstance(k, (int, np.integer))]
-    return adv == list(range(adv[0], adv[0] + len(adv)))
-
-
-def _b_getitem(i, args, ans, batch):
-    t, key = args
-    key = key if type(key) is tuple else (key,)
-    if not _advanced_contiguous(key):
-        return NotImplemented
-    return [t, (slice(None),) + key]
-
-
-def _b_scatter(i, args, ans, batch):
-    t, key, shape = args
-    key = key if type(key) is tuple else (key,)
-    if i != 0 or not _advanced_contiguous(key):
-        return NotImplemented
-    return [t, (slice(None),) + key, (batch,) + tuple(shape)]
-
-
-def _b_matmul(i, args, ans, batch):
-    """``t_a @ b`` / ``a @ t_b`` with the batch axis first: batch axes of
-    the operands padded so that matmul's broadcasting lines them up."""
-    a, b = args
-    na, nb = len(shape_of(a)) - (i == 0), len(shape_of(b)) - (i == 1)
-    if na >= 2 and nb >= 2:
-        nbatch = len(shape_of(ans)) - 2
-        t = args[i]
-        inner = shape_of(t)[1:]
-        pad = nbatch - (len(inner) - 2)
-        if pad:
-            t = np.reshape(t, (batch,) + (1,) * pad + tuple(inner))
-        return [t, b] if i == 0 else [a, t]
-    if i == 0 and (nb == 1 or nb == 2):
-        return [a, b]  # (B, [m,] k) @ b: the batch axis is a leading row/stack
-    if i == 1 and na == 1:
-        return [a, args[1]] if nb >= 2 else [args[1], a]  # a @ (B, .., k, n); dots
-    if i == 1 and na == 1 and nb == 1:
-        return [b, a]  # (B, k) @ (k,): a dot product per row
-    if i == 1 and na == 2 and nb == 1:
-        return [b, np.swapaxes(a, -1, -2)]  # (B, k) @ a.T
-    return NotImplemented
-
-
-_BATCHED_BY_NAME = {"sum": _b_reduce, "mean": _b_reduce, "reshape": _b_reshape,
-                    "transpose": _b_transpose, "broadcast_to": _b_broadcast_to,
-                    "getitem": _b_getitem, "scatter_add": _b_scatter, "matmul": _b_matmul}
-#: Primitive -> batched argument maker (filled with ``_FAST``).
-_BATCHED: dict = {}
 
 
 # --- transposition --------------------------------------------------------------

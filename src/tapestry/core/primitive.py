@@ -14,9 +14,11 @@ unwrapped arguments.  A rule may return ``None`` for a zero cotangent.
 from __future__ import annotations
 
 import operator
+import sys
 
 import numpy as np
 
+from . import batching
 from .backward import Negated
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
 from .var import Var, innermost_tape
@@ -67,22 +69,48 @@ def _apply_keep(keep, raw, ans, active):
 
 
 class Primitive:
-    """A differentiable operation: its forward function and one VJP rule per
-    differentiable argument, fixed when it is declared.
+    """A differentiable operation: its forward function, one VJP rule per
+    differentiable argument, and the properties the transformations read,
+    all fixed where it is declared.
 
     ``vjps`` lists the rules by argument position (``None`` where an
     argument has none); ``vjp_argnum(argnum, g, ans, args, kwargs)`` serves
     every argument without its own rule (variadic ops: concatenate,
     einsum).  Differentiating an argument with no rule raises when the
-    operation is recorded, naming it.  A Primitive is registered for NumPy's
-    dispatch with :func:`implements`, or called directly.
+    operation is recorded, naming it.
+
+    Properties (read by forward mode and vmap; never looked up by name):
+
+    - ``linear_in``: the argument positions in which the operation is
+      linear, the others held fixed (``matmul``: ``(0, 1)``; ``sum``:
+      ``(0,)``).  Forward mode then applies the primitive itself to a
+      tangent instead of transposing its rule (JAX's ``deflinear``).  Only
+      exactly linear maps belong here: forward mode trusts it.
+    - ``batch``: the batching rule, ``batch(prim, args, batched, kwargs) -> out``:
+      ``args`` are the primitive's arguments where ``batched[i]`` says that
+      argument ``i`` carries an extra leading batch axis; the rule returns
+      the result with a leading batch axis (a tuple of them for several
+      outputs), computed by calling the primitive once on rearranged
+      arguments, or ``NotImplemented`` for a combination it does not cover
+      (the caller then loops over the batch).
+
+    ``module`` and ``line`` say where it was declared.  A Primitive is
+    registered for NumPy's dispatch with :func:`implements`, or called
+    directly.
     """
 
     __slots__ = ("fun", "call_positional", "name", "vjps", "vjp_argnum", "n_outputs",
-                 "keep", "_rules0", "_rules1", "_rules01")
+                 "keep", "linear_in", "batch", "elementwise", "module", "line",
+                 "_rules0", "_rules1", "_rules01", "_rule_sets", "_positions")
 
     def __init__(self, fun, name=None, *, vjps=(), vjp_argnum=None, n_outputs=1,
-                 keep=KEEP_ALL):
+                 keep=KEEP_ALL, linear_in=(), batch=None):
+        self.module, self.line = declaration_site()
+        self.linear_in = tuple(linear_in)
+        #: An elementwise ufunc (no core dimensions): its Jacobian is diagonal
+        #: and its batching rule is derived (``core.batching.elementwise``).
+        self.elementwise = isinstance(fun, np.ufunc) and fun.signature is None
+        self.batch = batching.elementwise if batch is None and self.elementwise else batch
         if not _dispatches(fun):
             fun = _reentering(self, fun)
         self.fun = fun
@@ -98,15 +126,19 @@ class Primitive:
             if not isinstance(vjps, dict) else dict(vjps)
         self.vjp_argnum = vjp_argnum
         self.n_outputs = n_outputs
-        # Rule tuples of the one- and two-argument hot paths, built once
-        # here so that recording allocates none (None: no rule).
+        # Rule tuples by the positions of the active arguments, made once each
+        # (recording allocates none), and the way back from a node's rule
+        # tuple to those positions (forward mode reads the properties of the
+        # arguments: ``active_of``).  The one- and two-argument hot paths use
+        # the first three directly (None: no rule).
+        self._rule_sets, self._positions = {}, {}
         r0, r1 = self._rule_or_none(0), self._rule_or_none(1)
-        self._rules0 = None if r0 is None else (r0,)
-        self._rules1 = None if r1 is None else (r1,)
-        self._rules01 = None if r0 is None or r1 is None else (r0, r1)
+        self._rules0 = None if r0 is None else self._remember((0,), (r0,))
+        self._rules1 = None if r1 is None else self._remember((1,), (r1,))
+        self._rules01 = None if r0 is None or r1 is None else self._remember((0, 1), (r0, r1))
 
     def __repr__(self):
-        return f"<Primitive {self.name}>"
+        return f"<Primitive {self.name} ({self.module}:{self.line})>"
 
     def _rule_or_none(self, i):
         rule = self.vjps.get(i)
@@ -124,9 +156,29 @@ class Primitive:
                 "with tapestry.custom_vjp.")
         return rule
 
+    #: Bound on the rule tuples remembered per primitive (variadic ops with
+    #: many operands could otherwise make one per subset of active operands).
+    _MAX_RULE_SETS = 64
+
+    def _remember(self, active, rules):
+        if len(self._rule_sets) < self._MAX_RULE_SETS:
+            self._rule_sets[active] = rules
+            self._positions[id(rules)] = active
+        return rules
+
     def _rules_of(self, active):
-        """Rule tuple for ``active`` in (0,), (1,), (0, 1); raises if missing."""
-        return tuple(self._rule(i) for i in active)
+        """The rule tuple for the active argument positions; raises if one is
+        missing."""
+        active = tuple(active)
+        rules = self._rule_sets.get(active)
+        if rules is None:
+            rules = self._remember(active, tuple(self._rule(i) for i in active))
+        return rules
+
+    def active_of(self, rules):
+        """The argument positions of a rule tuple this primitive recorded
+        (``None`` if not remembered: callers then treat the node generally)."""
+        return self._positions.get(id(rules))
 
     def __call__(self, *args, **kwargs):
         if not kwargs and self.n_outputs == 1:
@@ -153,7 +205,7 @@ class Primitive:
         if type(ans) is np.ndarray and self.keep and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, (0,))
         nodes = tape.nodes
-        nodes.append(((a._index,), rules, kept, raw, None))
+        nodes.append(((a._index,), rules, kept, raw, None, self))
         return Var(ans, tape, len(nodes) - 1)
 
     def _call2(self, a, b):
@@ -185,7 +237,7 @@ class Primitive:
         if type(ans) is np.ndarray and self.keep and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
         nodes = ta.nodes
-        nodes.append((parents, rules, kept, raw, None))
+        nodes.append((parents, rules, kept, raw, None, self))
         return Var(ans, ta, len(nodes) - 1)
 
     def _call(self, args, kwargs):
@@ -193,13 +245,13 @@ class Primitive:
         if top is None:
             return self.fun(*args, **kwargs)
         raw = list(args)
-        parents, rules, active = [], [], []
+        parents, active = [], []
         for i, a in enumerate(args):
             if a.__class__ is Var and a._tape is top:
                 raw[i] = a._value
                 parents.append(a._index)
                 active.append(i)
-                rules.append(self._rule(i))
+        rules = self._rules_of(active)
         for k, v in kwargs.items():
             if v.__class__ is Var:
                 raise TypeError(
@@ -210,11 +262,11 @@ class Primitive:
         except (ValueError, TypeError) as e:
             raise _named(self, e) from e
         if self.n_outputs != 1:
-            return record(top, ans, parents, rules, raw, kwargs, self.n_outputs)
+            return record(top, ans, parents, rules, raw, kwargs, self.n_outputs, prim=self)
         kept = ans
         if self.keep and type(ans) is np.ndarray and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
-        return record(top, kept, parents, rules, raw, kwargs, value=ans)
+        return record(top, kept, parents, rules, raw, kwargs, value=ans, prim=self)
 
 
 _NO_KWARGS = {}
@@ -256,21 +308,22 @@ def _named(prim, e):
 
 
 def record(tape, ans, parents, rules, args, kwargs, n_outputs=1, value=None,
-           select_rule=None):
+           select_rule=None, prim=None):
     """Append a node to ``tape`` and return the traced result(s).
 
-    The node layout, in one place: ``(parents, rules, ans, args, kwargs)``:
-    the tape positions of the active inputs, one VJP rule per active input
-    (or a :class:`~tapestry.core.backward.JointRule`), and what the rules
-    read (``ans`` may be a stand-in, see ``KEEP_*``; ``value`` is then the
-    traced result).  For an operation with several outputs, ``ans`` is a
+    The node layout, in one place: ``(parents, rules, ans, args, kwargs,
+    prim)``: the tape positions of the active inputs, one VJP rule per
+    active input (or a :class:`~tapestry.core.backward.JointRule`), what the
+    rules read (``ans`` may be a stand-in, see ``KEEP_*``; ``value`` is then
+    the traced result), and the :class:`Primitive` that made it (``None``
+    for custom rules, parallel chunks and the select nodes below).  For an operation with several outputs, ``ans`` is a
     tuple; the node's cotangent is then a list (``None`` for outputs that
     got none) and each output is a one-parent "select" node that writes its
     slot.  ``select_rule(k, n)`` makes another kind of slot cotangent (any
     type with ``__accumulate_into__``; parallel_map's are dicts).
     """
     nodes = tape.nodes
-    nodes.append((parents, rules, ans, args, kwargs))
+    nodes.append((parents, rules, ans, args, kwargs, prim))
     index = len(nodes) - 1
     if n_outputs == 1 and select_rule is None:
         return Var(ans if value is None else value, tape, index)
@@ -278,7 +331,7 @@ def record(tape, ans, parents, rules, args, kwargs, n_outputs=1, value=None,
     n = len(ans)
     select_rule = select_rule or _select_rule
     for k in range(n):
-        nodes.append(((index,), (select_rule(k, n),), ans[k], (), {}))
+        nodes.append(((index,), (select_rule(k, n),), ans[k], (), {}, None))
         outs.append(Var(ans[k], tape, len(nodes) - 1))
     return tuple(outs)
 
@@ -295,15 +348,19 @@ def implements(*funs):
     """Register ``impl`` for these NumPy functions or ufuncs: the one way a
     rule reaches NumPy's dispatch.  ``impl`` is a :class:`Primitive` or an
     entry point taking NumPy's own arguments that normalizes them and calls
-    primitives.  Usable as a decorator or as ``implements(np.exp)(prim)``."""
+    primitives.  Usable as a decorator or as ``implements(np.exp)(prim)``.
+    Where it was called from is recorded (``registry.DECLARED``: the op
+    table's module column, and the message when a rule is declared twice)."""
+    site = declaration_site()
+
     def register_impl(impl):
         for f in funs:
             if isinstance(f, np.ufunc):
-                register(UFUNCS, f, impl)
+                register(UFUNCS, f, impl, site)
                 if impl.__class__ is Primitive and impl.n_outputs == 1:
-                    register(FAST_UFUNCS, f, impl)
+                    register(FAST_UFUNCS, f, impl, site)
             else:
-                register(FUNCTIONS, f, impl)
+                register(FUNCTIONS, f, impl, site)
         return impl
     return register_impl
 
@@ -311,7 +368,32 @@ def implements(*funs):
 def def_nondiff(*funs):
     """Declare functions piecewise constant (derivative zero almost
     everywhere): on traced inputs they run on the plain values."""
-    register_nondiff(funs)
+    register_nondiff(funs, declaration_site())
+
+
+#: Code objects of functions that declare rules on their caller's behalf
+#: (``defunary``, ``define``, ...): a declaration site is their caller's.
+_HELPERS: set = set()
+
+
+def declares_rules(helper):
+    """Mark ``helper`` as a function that declares primitives or registers
+    rules for its caller, so that the recorded site is the caller's line."""
+    _HELPERS.add(helper.__code__)
+    return helper
+
+
+def declaration_site():
+    """``(module, line)`` of the code declaring a rule: the first frame
+    outside this module and outside the helpers marked with
+    :func:`declares_rules`."""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_code in _HELPERS
+                                 or frame.f_globals.get("__name__") == __name__):
+        frame = frame.f_back
+    if frame is None:
+        return "?", 0
+    return frame.f_globals.get("__name__", "?"), frame.f_lineno
 
 
 def unbroadcast(g, shape):

@@ -28,6 +28,9 @@ FUNCTIONS: dict = {}
 #: zero almost everywhere: comparisons, rounding, argmax, shape queries):
 #: they run on plain values and return plain arrays.
 NONDIFF: set = set()
+#: Function (or key) -> ``"module:line"`` where its rule (or its constant
+#: declaration) was declared.
+DECLARED: dict = {}
 
 
 class RegistryFrozen(RuntimeError):
@@ -49,21 +52,26 @@ def _check_writable(key):
             "function of your own.")
 
 
-def register(table, key, value):
+def _site(site):
+    return "?" if site is None else f"{site[0]}:{site[1]}"
+
+
+def register(table, key, value, site=None):
     """``table[key] = value`` while registries are writable; a key gets one
-    rule only (a second declaration would silently replace the first)."""
+    rule only (a second declaration would silently replace the first).
+    ``site``: ``(module, line)`` of the declaration."""
     with _lock:
         _check_writable(key)
         old = table.get(key)
         if old is not None and old is not value:
             raise ValueError(
                 f"tapestry: a rule for {getattr(key, '__name__', key)!r} is declared "
-                f"twice ({getattr(old, '__module__', old)} and "
-                f"{getattr(value, '__module__', value)}); keep one.")
+                f"twice ({DECLARED.get(key, '?')} and {_site(site)}); keep one.")
         table[key] = value
+        DECLARED.setdefault(key, _site(site))
 
 
-def register_nondiff(keys):
+def register_nondiff(keys, site=None):
     """Declare ``keys`` piecewise constant; like a rule, once each, and never
     for a function that has a rule (one of the two would be wrong)."""
     with _lock:
@@ -71,12 +79,16 @@ def register_nondiff(keys):
             _check_writable(k)
             name = getattr(k, "__name__", k)
             if k in NONDIFF:
-                raise ValueError(f"tapestry: {name!r} is declared constant twice; keep one "
+                raise ValueError(f"tapestry: {name!r} is declared constant twice "
+                                 f"({DECLARED.get(k, '?')} and {_site(site)}); keep one "
                                  "(tapestry/ops/constant.py is the list).")
             if k in UFUNCS or k in FUNCTIONS:
-                raise ValueError(f"tapestry: {name!r} is declared constant but has a rule; "
+                raise ValueError(f"tapestry: {name!r} is declared constant "
+                                 f"({_site(site)}) but has a rule ({DECLARED.get(k, '?')}); "
                                  "keep one.")
         NONDIFF.update(keys)
+        for k in keys:
+            DECLARED[k] = _site(site)
 
 
 def add_loader(load):

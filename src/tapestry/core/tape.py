@@ -53,8 +53,9 @@ class Tape:
     """A linear record of operations.
 
     ``nodes[i]`` is ``LEAF`` for an input, or a tuple
-    ``(parents, rules, ans, args, kwargs)``: the tape positions of the active
-    inputs, one VJP rule per active input, and what the rules need.
+    ``(parents, rules, ans, args, kwargs, prim)``: the tape positions of the
+    active inputs, one VJP rule per active input, what the rules need, and
+    the primitive recorded (see ``tapestry.core.primitive.record``).
     A tape nested in another computation (a parallel chunk, a checkpointed
     region, an inner ``grad``) needs no link to it: its higher ``level``
     is what orders them.

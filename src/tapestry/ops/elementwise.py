@@ -22,6 +22,7 @@ import importlib.util
 import numpy as np
 
 from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEEP_SHAPES,
+                              declares_rules,
                               Primitive, implements, negate_cotangent, scale_cotangent,
                               shape_of, unbroadcast)
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
@@ -54,11 +55,13 @@ def _zero_cotangent(g, ans, *args):
     return None
 
 
+@declares_rules
 def defunary(ufunc, rule, keep=KEEP_ALL):
     """Declare ``ufunc`` with the VJP ``rule(g, ans, x)`` and register it."""
     return implements(ufunc)(Primitive(ufunc, vjps=(rule,), keep=keep))
 
 
+@declares_rules
 def defbinary(ufunc, rule_x, rule_y, keep=KEEP_ALL):
     """Declare binary ``ufunc`` with rules written as if no broadcasting
     happened (``None``: not differentiable in that argument)."""

@@ -124,18 +124,41 @@ def _getitem_vjp(g, ans, x, key):
 # The rule reads only x's shape and the key, so the node keeps neither x nor
 # the result alive; the key is always passed as a tuple (x[S] == x[(S,)]), so
 # its index arrays are kept.
-getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, vjps=(_getitem_vjp,))
+def _advanced_adjacent(key):
+    """Whether a batch axis put in front of ``key`` stays in front: NumPy
+    moves the axes of advanced indices to the front when they are not
+    adjacent (integers count as advanced when an array is present)."""
+    arrays = [j for j, k in enumerate(key) if isinstance(k, (np.ndarray, list))]
+    if not arrays:
+        return True
+    adv = [j for j, k in enumerate(key)
+           if j in arrays or isinstance(k, (int, np.integer))]
+    return adv == list(range(adv[0], adv[0] + len(adv)))
+
+
+def _batch_getitem(prim, args, batched, kwargs):
+    """``x[key]`` for a batched ``x``: the key gains a leading ``:`` (a key
+    batched itself is a gather: tapestry.vmap's rule)."""
+    x, key = args
+    key = key if type(key) is tuple else (key,)
+    if any(batched[1:]) or not _advanced_adjacent(key):
+        return NotImplemented
+    return prim(x, (slice(None),) + key)
+
+
+getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, linear_in=(0,),
+                    batch=_batch_getitem, vjps=(_getitem_vjp,))
 implements(operator.getitem)(lambda x, key: getitem(x, _key_tuple(key)))
 
-def _scatter_add_fwd(g, key, shape):
-    # A cotangent traced on an enclosing tape (third and higher orders) is
-    # scattered on that tape.
-    if g.__class__ is Var:
-        return scatter_add(g, key, shape)
-    return dense_scatter(g, key, shape)
+def _batch_scatter_add(prim, args, batched, kwargs):
+    g, key, shape = args
+    key = key if type(key) is tuple else (key,)
+    if any(batched[1:]) or not _advanced_adjacent(key):
+        return NotImplemented
+    return prim(g, (slice(None),) + key, (shape_of(g)[0],) + tuple(shape))
 
 
-scatter_add = Primitive(_scatter_add_fwd, "scatter_add",
+scatter_add = Primitive(dense_scatter, "scatter_add", linear_in=(0,), batch=_batch_scatter_add,
                         vjps=(lambda gg, ans, g, key, shape: getitem(gg, key),))
 
 

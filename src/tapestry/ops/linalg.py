@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import batching
 from ..core.primitive import KEEP_OTHER, Primitive, implements, unbroadcast
 from ..core.var import reject_out, unwrap_all
 from .complex import imag_part, match_input, modulus, real_cotangent, real_part
@@ -64,7 +65,36 @@ def _matmul_vjp_b_real(g, ans, a, b):
     return real_part(ct) if ct.dtype.kind == "c" and b.dtype.kind != "c" else ct
 
 
-implements(np.matmul)(Primitive(np.matmul, keep=KEEP_OTHER,
+def _batch_matmul(prim, args, batched, kwargs):
+    """``a @ b`` with a leading batch axis on either or both: a 1-D item is
+    made a row (of ``a``) or a column (of ``b``) first, the items' stack axes
+    are padded to the same number after the batch axis, one matmul, and the
+    axis the vector became is dropped."""
+    if kwargs:
+        return NotImplemented
+    a, b = args
+    na, nb = batching.item_ndim(a, batched[0]), batching.item_ndim(b, batched[1])
+    if na == 0 or nb == 0:
+        return NotImplemented  # NumPy's error, from the loop
+    if na == 1:
+        a = np.expand_dims(a, -2)
+    if nb == 1:
+        b = np.expand_dims(b, -1)
+    stack = max(max(na, 2), max(nb, 2)) - 2  # stack axes of the items' product
+    if batched[0]:
+        a = batching.expand_item(a, stack + 2)
+    if batched[1]:
+        b = batching.expand_item(b, stack + 2)
+    out = prim(a, b)
+    if nb == 1:
+        out = np.squeeze(out, -1)
+    if na == 1:
+        out = np.squeeze(out, -1 if nb == 1 else -2)
+    return out
+
+
+implements(np.matmul)(Primitive(np.matmul, keep=KEEP_OTHER, linear_in=(0, 1),
+                                batch=_batch_matmul,
                                 vjps=(_matmul_vjp_a_real, _matmul_vjp_b_real)))
 
 
@@ -101,8 +131,21 @@ def _tensordot_vjp_b(g, ans, a, b, axes):
     return np.transpose(gb, tuple(np.argsort(order)))
 
 
+def _batch_tensordot(prim, args, batched, kwargs):
+    """One operand batched: its axes shift right, and the batch axis is moved
+    back to the front when it sits among ``b``'s free axes."""
+    a, b, (sa, sb) = args
+    if batched[0] == batched[1]:
+        return NotImplemented  # both batched: a batched contraction (einsum), loop here
+    if batched[0]:
+        return prim(a, b, (tuple(i + 1 for i in sa), sb))
+    out = prim(a, b, (sa, tuple(i + 1 for i in sb)))
+    return np.moveaxis(out, batching.item_ndim(a, False) - len(sa), 0)
+
+
 _tensordot = Primitive(lambda a, b, axes: np.tensordot(a, b, axes), "tensordot",
-                       keep=KEEP_OTHER, vjps=(_tensordot_vjp_a, _tensordot_vjp_b))
+                       keep=KEEP_OTHER, linear_in=(0, 1), batch=_batch_tensordot,
+                       vjps=(_tensordot_vjp_a, _tensordot_vjp_b))
 
 
 @implements(np.tensordot, np.linalg.tensordot)

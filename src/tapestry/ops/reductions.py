@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of
+from ..core import batching
+from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from .common import implements_if, plain_dtype
 
@@ -89,7 +90,18 @@ def _sum_fun(a, axis, keepdims):
     return np.sum(a, axis=axis, keepdims=keepdims)
 
 
-_sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, vjps=(
+def batch_reduce(prim, args, batched, kwargs):
+    """Batching rule of a reduction ``prim(a, axis, keepdims, ...)``: the
+    item's axes shift one right (``None``: all of the item's)."""
+    a, axis = args[0], args[1]
+    nd = batching.item_ndim(a, batched[0])
+    if not batched[0] or any(batched[1:]) or (nd == 0 and axis is not None):
+        return NotImplemented
+    full = [a, batching.shift_axes(axis, nd), *args[2:]]
+    return prim(*full, **kwargs) if kwargs else prim(*full)
+
+
+_sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, linear_in=(0,), batch=batch_reduce, vjps=(
     lambda g, ans, a, axis, keepdims: expand_reduced(g, a.shape, axis, keepdims),))
 
 
@@ -102,8 +114,9 @@ def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 
 _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
-                  keep=KEEP_SHAPES, vjps=(lambda g, ans, a, axis, keepdims: expand_reduced(
-                      g / _count(a.shape, axis), a.shape, axis, keepdims),))
+                  keep=KEEP_SHAPES, linear_in=(0,), batch=batch_reduce, vjps=(
+                      lambda g, ans, a, axis, keepdims: expand_reduced(
+                          g / _count(a.shape, axis), a.shape, axis, keepdims),))
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
@@ -184,6 +197,7 @@ def _extremum_vjp(g, ans, a, axis, keepdims):
     return expand_reduced(g, shape, axis, keepdims) * weight
 
 
+@declares_rules
 def extremum_primitive(np_fun, name):
     return Primitive(lambda a, axis, keepdims: np_fun(a, axis=axis, keepdims=keepdims), name,
                      vjps=(_extremum_vjp,))

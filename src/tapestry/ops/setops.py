@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import Primitive, implements, shape_of
+from ..core.primitive import Primitive, declares_rules, implements, shape_of
 from ..core.var import unwrap_all
 from .common import plain_dtype
 
@@ -43,6 +43,7 @@ def _set_rule(i):
     return set_pullback
 
 
+@declares_rules
 def _set_op(np_fun, name, ar2_rule=True):
     """A set function of two arrays whose values are sorted, unique input
     values.  Its derivative: each value moves with the input elements equal to

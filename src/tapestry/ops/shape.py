@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.registry import FUNCTIONS
 from ..core.var import Var, reject_out, unwrap_all
@@ -31,8 +32,17 @@ def _reshape_fun(a, shape, order):
     return np.reshape(a, shape, order=order)
 
 
-_reshape = Primitive(_reshape_fun, "reshape", keep=KEEP_SHAPES, vjps=(
-    lambda g, ans, a, shape, order: _reshape_fun(g, a.shape, order),))
+def _batch_reshape(prim, args, batched, kwargs):
+    a, shape, order = args
+    if order != "C":
+        return NotImplemented  # Fortran order interleaves the batch axis
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    return prim(a, (shape_of(a)[0],) + shape, order)
+
+
+_reshape = Primitive(_reshape_fun, "reshape", keep=KEEP_SHAPES, linear_in=(0,),
+                     batch=_batch_reshape, vjps=(
+                         lambda g, ans, a, shape, order: _reshape_fun(g, a.shape, order),))
 
 
 @implements(np.reshape)
@@ -72,8 +82,14 @@ implements(np.atleast_3d)(_atleast(np.atleast_3d))
 
 
 # --- broadcasting ----------------------------------------------------------------
+def _batch_broadcast_to(prim, args, batched, kwargs):
+    a, shape = args
+    shape = tuple(shape)
+    return prim(batching.expand_item(a, len(shape)), (shape_of(a)[0],) + shape)
+
+
 _broadcast_to = Primitive(lambda a, shape: np.broadcast_to(a, shape), "broadcast_to",
-                          keep=KEEP_SHAPES,
+                          keep=KEEP_SHAPES, linear_in=(0,), batch=_batch_broadcast_to,
                           vjps=(lambda g, ans, a, shape: unbroadcast(g, a.shape),))
 
 
@@ -92,7 +108,15 @@ def broadcast_arrays(*args, subok=False):
 
 
 # --- axis permutations ---------------------------------------------------------------
+def _batch_transpose(prim, args, batched, kwargs):
+    a, axes = args
+    nd = batching.item_ndim(a, True)
+    axes = tuple(range(nd - 1, -1, -1)) if axes is None else axes
+    return prim(a, (0,) + tuple(batching.shift_axis(int(i), nd) for i in axes))
+
+
 _transpose = Primitive(lambda a, axes: np.transpose(a, axes), "transpose", keep=KEEP_SHAPES,
+                       linear_in=(0,), batch=_batch_transpose,
                        vjps=(lambda g, ans, a, axes: np.transpose(
                            g, None if axes is None else tuple(np.argsort(axes))),))
 
@@ -104,13 +128,28 @@ def transpose(a, axes=None):
     return _transpose(a, axes)
 
 
+def _batch_axis_args(*positions):
+    """The batching rule of a primitive whose arguments at ``positions`` are
+    axes (ints or tuples of ints) of its first argument: each shifts right."""
+    def batch_axis_args(prim, args, batched, kwargs):
+        if not batched[0] or any(batched[1:]):
+            return NotImplemented
+        nd = batching.item_ndim(args[0], True)
+        full = list(args)
+        for p in positions:
+            full[p] = batching.shift_axes(full[p], nd)
+        return prim(*full, **kwargs) if kwargs else prim(*full)
+    return batch_axis_args
+
+
 _swapaxes = Primitive(lambda a, i, j: np.swapaxes(a, i, j), "swapaxes", keep=KEEP_SHAPES,
+                      linear_in=(0,), batch=_batch_axis_args(1, 2),
                       vjps=(lambda g, ans, a, i, j: np.swapaxes(g, i, j),))
 implements(np.swapaxes)(lambda a, axis1, axis2: _swapaxes(a, axis1, axis2))
 implements(np.matrix_transpose)(lambda x: _swapaxes(x, -1, -2))
 
 _moveaxis = Primitive(lambda a, src, dst: np.moveaxis(a, src, dst), "moveaxis",
-                      keep=KEEP_SHAPES,
+                      keep=KEEP_SHAPES, linear_in=(0,), batch=_batch_axis_args(1, 2),
                       vjps=(lambda g, ans, a, src, dst: np.moveaxis(g, dst, src),))
 implements(np.moveaxis)(lambda a, source, destination: _moveaxis(a, source, destination))
 
@@ -233,8 +272,8 @@ implements(np.dsplit)(lambda ary, ios: FUNCTIONS[np.split](ary, ios, axis=2))
 
 
 # --- flips, rolls, tiling, repeating ---------------------------------------------
-_flip = Primitive(lambda m, axis: np.flip(m, axis), "flip",
-                  vjps=(lambda g, ans, m, axis: np.flip(g, axis),))
+_flip = Primitive(lambda m, axis: np.flip(m, axis), "flip", linear_in=(0,),
+                  batch=_batch_axis_args(1), vjps=(lambda g, ans, m, axis: np.flip(g, axis),))
 implements(np.flip)(lambda m, axis=None: _flip(m, _tuple(axis)))
 implements(np.fliplr)(lambda m: _flip(m, 1))
 implements(np.flipud)(lambda m: _flip(m, 0))
@@ -263,7 +302,16 @@ def _neg(shift):
     return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
 
 
-_roll = Primitive(lambda a, shift, axis: np.roll(a, shift, axis), "roll",
+def _batch_roll(prim, args, batched, kwargs):
+    a, shift, axis = args
+    if axis is None:  # the item is rolled flat
+        n = shape_of(a)[0]
+        return np.reshape(prim(np.reshape(a, (n, -1)), shift, 1), shape_of(a))
+    return _batch_axis_args(2)(prim, args, batched, kwargs)
+
+
+_roll = Primitive(lambda a, shift, axis: np.roll(a, shift, axis), "roll", linear_in=(0,),
+                  batch=_batch_roll,
                   vjps=(lambda g, ans, a, shift, axis: np.roll(g, _neg(shift), axis),))
 implements(np.roll)(lambda a, shift, axis=None: _roll(a, shift, _tuple(axis)))
 
@@ -279,7 +327,16 @@ def _tile_vjp(g, ans, a, reps):
     return np.reshape(g, np.shape(a))
 
 
-_tile = Primitive(lambda a, reps: np.tile(a, reps), "tile", vjps=(_tile_vjp,))
+def _batch_tile(prim, args, batched, kwargs):
+    a, reps = args
+    reps = (int(reps),) if np.ndim(reps) == 0 else tuple(reps)
+    nd = max(batching.item_ndim(a, True), len(reps))
+    reps = (1,) * (nd - len(reps)) + reps
+    return prim(batching.expand_item(a, nd), (1,) + reps)
+
+
+_tile = Primitive(lambda a, reps: np.tile(a, reps), "tile", linear_in=(0,), batch=_batch_tile,
+                  vjps=(_tile_vjp,))
 implements(np.tile)(lambda A, reps: _tile(A, reps))
 
 
@@ -302,7 +359,7 @@ def _repeat_vjp(g, ans, a, repeats, axis):
 
 
 _repeat = Primitive(lambda a, repeats, axis: np.repeat(a, repeats, axis), "repeat",
-                    vjps=(_repeat_vjp,))
+                    linear_in=(0,), batch=_batch_axis_args(2), vjps=(_repeat_vjp,))
 
 
 @implements(np.repeat)
@@ -392,7 +449,8 @@ def _diagonal_vjp(g, ans, a, offset, axis1, axis2):
 
 
 _diagonal = Primitive(lambda a, offset, axis1, axis2: np.diagonal(a, offset, axis1, axis2),
-                      "diagonal", vjps=(_diagonal_vjp,))
+                      "diagonal", linear_in=(0,), batch=_batch_axis_args(2, 3),
+                      vjps=(_diagonal_vjp,))
 
 
 @implements(np.diagonal)
@@ -413,10 +471,18 @@ def diag(v, k=0):
 
 implements(np.diagflat)(lambda v, k=0: diag(ravel(v), k))
 
-_triu = Primitive(lambda m, k: np.triu(m, k), "triu",
+def _batch_triangle(prim, args, batched, kwargs):
+    """triu/tril act on the last two axes; a 1-D item is first made the
+    rows of a matrix by NumPy (that case loops)."""
+    if batching.item_ndim(args[0], True) < 2 or any(batched[1:]):
+        return NotImplemented
+    return prim(*args)
+
+
+_triu = Primitive(lambda m, k: np.triu(m, k), "triu", linear_in=(0,), batch=_batch_triangle,
                   vjps=(lambda g, ans, m, k: np.triu(g, k),))
 implements(np.triu)(lambda m, k=0: _triu(m, k))
-_tril = Primitive(lambda m, k: np.tril(m, k), "tril",
+_tril = Primitive(lambda m, k: np.tril(m, k), "tril", linear_in=(0,), batch=_batch_triangle,
                   vjps=(lambda g, ans, m, k: np.tril(g, k),))
 implements(np.tril)(lambda m, k=0: _tril(m, k))
 

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..core.primitive import Primitive, implements
+from ..core.primitive import Primitive, declares_rules, implements
 from .elementwise import unbroadcasting
 from ..coverage.refused import Refused
 
@@ -34,6 +34,7 @@ def ZERO(g, ans, *args):
     return None
 
 
+@declares_rules
 def define(ufunc, *rules, name=None):
     """Register ``ufunc`` with one rule per input (``None``: not
     differentiable in that argument, which raises by name when a traced
@@ -48,6 +49,7 @@ def define(ufunc, *rules, name=None):
     return implements(ufunc)(Primitive(ufunc, label, vjps=vjps, n_outputs=ufunc.nout))
 
 
+@declares_rules
 def refuse(ufunc, name, reason):
     """Refuse a private ufunc that public scipy.special functions call
     (``zeta`` calls ``_riemann_zeta``), under its public name."""

@@ -1,0 +1,77 @@
+"""Batching rules: a primitive applied once to arguments that carry an extra
+leading batch axis, as if it had been applied to each slice.
+
+A rule is ``batch(prim, args, batched, kwargs) -> out`` (see
+:class:`~tapestry.core.primitive.Primitive`): ``batched[i]`` says whether
+``args[i]`` has the leading batch axis; the result has it too.  The rule
+gets the primitive, so one rule serves a family (every reduction, every
+elementwise ufunc).  Keeping the
+batch axis first (``np.moveaxis`` is a view) lets most rules be a shift of
+their axis arguments.  Forward mode uses the rules for ``jacfwd``'s many
+tangents at once; ``tapestry.vmap`` for batched values.
+
+This module holds the helpers every family's rules share, and the rule of
+the largest family, elementwise ufuncs, which is derived, not written: a
+primitive whose forward is an elementwise ufunc gets it at declaration.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def shape_of(x):
+    s = getattr(x, "shape", None)
+    return np.shape(x) if s is None else s
+
+
+def batch_size(args, batched):
+    """The length of the batch axis (the first batched argument's)."""
+    for a, b in zip(args, batched):
+        if b:
+            return shape_of(a)[0]
+    raise ValueError("tapestry: a batching rule was called with no batched argument.")
+
+
+def item_ndim(x, is_batched):
+    """The number of axes one item of ``x`` has."""
+    return len(shape_of(x)) - (1 if is_batched else 0)
+
+
+def shift_axis(axis, nd):
+    """An axis of an item (``nd`` axes; negative allowed) on the batched
+    array: one further right."""
+    if not -nd <= axis < nd:
+        raise np.exceptions.AxisError(axis, nd)
+    return axis % nd + 1
+
+
+def shift_axes(axis, nd):
+    """:func:`shift_axis` for an int or a sequence of them; ``None`` (every
+    axis of the item) becomes ``(1, ..., nd)``."""
+    if axis is None:
+        return tuple(range(1, nd + 1))
+    if isinstance(axis, (int, np.integer)):
+        return shift_axis(int(axis), nd)
+    return tuple(shift_axis(int(a), nd) for a in axis)
+
+
+def expand_item(x, nd):
+    """A batched ``x`` with 1-axes inserted after the batch axis, so that its
+    items have ``nd`` axes and broadcast (from the right) like NumPy would
+    broadcast the items."""
+    shape = shape_of(x)
+    missing = nd - (len(shape) - 1)
+    if missing <= 0:
+        return x
+    return np.reshape(x, (shape[0],) + (1,) * missing + tuple(shape[1:]))
+
+
+def elementwise(prim, args, batched, kwargs):
+    """The batching rule of an elementwise (broadcasting) primitive: align
+    the batched arguments' items to the result's number of axes, then one
+    call (unbatched arguments broadcast from the right as they are)."""
+    if kwargs.get("where") is not None:
+        return NotImplemented  # a mask of its own shape: the caller loops
+    nd = max(item_ndim(a, b) for a, b in zip(args, batched))
+    full = [expand_item(a, nd) if b else a for a, b in zip(args, batched)]
+    return prim(*full, **kwargs) if kwargs else prim(*full)
