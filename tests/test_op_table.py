@@ -219,3 +219,45 @@ def test_counts_add_up(built):
     c = table.counts(built)
     n = len({id(e.obj) for entries in built.values() for e in entries})
     assert sum(c[k] for k in table.CLASSES) == n and c["conflict"] == c["missing"] == 0
+
+
+def _documented_modules():
+    """(namespace, names-cell) -> module cell, read from docs/ops.md's rows."""
+    rows, prefix = {}, None
+    for line in (ROOT / "docs" / "ops.md").read_text().splitlines():
+        head = re.match(r"### `(.+)`", line)
+        if head:
+            prefix = head.group(1)
+        row = re.match(r"\| (`[^|]+`) \| `([\w.]+)` \|$", line)
+        if row:
+            rows[prefix, row.group(1)] = row.group(2)
+    return rows
+
+
+def test_module_column_matches_the_registry_and_the_source(built):
+    """Each differentiable function's row names the module whose source
+    declares its rule: the registry's recorded line lies in that module and
+    mentions the function (or sits in a loop over a family of names)."""
+    import importlib
+    import linecache
+
+    from tapestry.core.registry import DECLARED
+
+    rows = _documented_modules()
+    checked = 0
+    for prefix, entries in built.items():
+        for e in entries:
+            if e.cls != "differentiable":
+                continue
+            cell = "/".join(f"`{n}`" for n in e.names)
+            module, line = DECLARED[e.obj].rsplit(":", 1)
+            assert rows.get((prefix, cell)) == module.removeprefix("tapestry."), (prefix, cell)
+            assert module.startswith(("tapestry.ops.", "tapestry.scipy.", "tapestry.sparse.")), (
+                f"{prefix}.{e.names[0]}: recorded at {module}, a helper's module; mark the "
+                "helper with tapestry.core.primitive.declares_rules")
+            source = importlib.import_module(module).__file__
+            near = "".join(linecache.getline(source, int(line) + k) for k in range(-3, 3))
+            assert any(n in near for n in e.names) or "getattr(" in near, (
+                f"{prefix}.{e.names[0]}: {module}:{line} does not declare it")
+            checked += 1
+    assert checked > 400

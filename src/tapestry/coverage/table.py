@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.registry import FUNCTIONS, NONDIFF, UFUNCS, run_loaders
+from ..core.registry import DECLARED, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from . import refused
 
 CLASSES = ("differentiable", "constant", "refused", "pending")
@@ -172,12 +172,23 @@ def _names(entries):
     return ", ".join("/".join(f"`{n}`" for n in e.names) for e in entries)
 
 
+def declared_in(obj):
+    """The module (without ``tapestry.``) that declared ``obj``'s rule, read
+    from ``registry.DECLARED``; ``"?"`` when the registry has no site."""
+    site = DECLARED.get(obj, "?")
+    return site.rsplit(":", 1)[0].removeprefix("tapestry.")
+
+
 def _section(prefix, entries):
     lines = [f"### `{prefix}`", ""]
     by = {c: [e for e in entries if e.cls == c] for c in CLASSES}
-    for cls in ("differentiable", "constant"):
-        if by[cls]:
-            lines += [f"**{cls.capitalize()}** ({len(by[cls])}): {_names(by[cls])}", ""]
+    if by["differentiable"]:
+        lines += [f"**Differentiable** ({len(by['differentiable'])}):", "",
+                  "| Function | Rule declared in |", "|---|---|"]
+        lines += [f"| {_names([e])} | `{declared_in(e.obj)}` |" for e in by["differentiable"]]
+        lines.append("")
+    if by["constant"]:
+        lines += [f"**Constant** ({len(by['constant'])}): {_names(by['constant'])}", ""]
     if by["refused"]:
         lines += [f"**Refused** ({len(by['refused'])}):", "", "| Function | Why |", "|---|---|"]
         groups = {}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import implements
+from ..core.primitive import declares_rules, implements
 from ..core.var import Var, unwrap_all
 
 
+@declares_rules
 def implements_if(name):
     """``implements(np.<name>)``, skipped where this NumPy lacks the function
     (astype, cumulative_sum/prod and unstack are NumPy 2 functions)."""
