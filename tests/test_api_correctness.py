@@ -148,3 +148,28 @@ def test_non_numeric_output_leaves_are_refused_by_name(op):
             "jacrev": lambda: tp.jacrev(f)(x), "hessian": lambda: tp.hessian(f)(x)}[op]
     with pytest.raises(TypeError, match=rf"tapestry\.(jacrev|{op}): .*type str"):
         call()
+
+
+def test_vjp_of_several_outputs_is_one_sweep_and_exact():
+    """Outputs that share nodes, one output an intermediate of another, the
+    same output twice and an input returned as is: one sweep seeds them all,
+    and the caller's cotangent arrays are never written into."""
+    import tapestry as tp
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(5)
+
+    def f(x):
+        h = np.sin(x)
+        y = h * h
+        return h, y, y, x, np.sum(y)
+
+    cts = tuple(rng.standard_normal(s) for s in [(5,), (5,), (5,), (5,), ()])
+    kept = [c.copy() for c in cts]
+    _, pullback = tp.vjp(f, x)
+    (g,) = pullback(cts)
+    expected = (cts[0] * np.cos(x) + (cts[1] + cts[2] + cts[4]) * 2 * np.sin(x) * np.cos(x)
+                + cts[3])
+    np.testing.assert_allclose(g, expected, rtol=1e-12)
+    assert all(np.array_equal(a, b) for a, b in zip(cts, kept))
+    (again,) = pullback(cts)  # reusable
+    np.testing.assert_allclose(again, expected, rtol=1e-12)

@@ -143,15 +143,13 @@ class _Pullback:
     def sweep(self, pairs):
         """Cotangents by tape position for ``(output leaf, cotangent)`` pairs."""
         tape = self.tape
-        cts = [None] * len(tape.nodes)
-        for k, c in pairs:
-            v = self.out_leaves[k]
-            if v.__class__ is Var and v._tape is tape:
-                sub = backward_sweep(tape, v._index, c, release=False)
-                for i, s in enumerate(sub):
-                    if s is not None:
-                        cts[i] = s if cts[i] is None else cts[i] + s
-        return cts
+        outs = ((self.out_leaves[k], c) for k, c in pairs)
+        seeds = sorted(((v._index, c) for v, c in outs if v.__class__ is Var and v._tape is tape),
+                       key=lambda pair: pair[0])
+        if not seeds:
+            return [None] * len(tape.nodes)
+        last, seed = seeds.pop()  # one sweep from the last output seeds them all
+        return backward_sweep(tape, last, seed, release=False, more=seeds)
 
     def leaf(self, k, c):
         """The input cotangents (a list, one per primal) for output leaf ``k``."""

@@ -63,8 +63,13 @@ class Negated:
         return np.negative(self.a)
 
 
-def backward_sweep(tape, out_index, seed, release=True, stop=0):
+def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
     """Propagate ``seed`` from node ``out_index`` back to the tape's start.
+
+    ``more``: further ``(index, seed)`` pairs at positions up to
+    ``out_index`` (a function's other outputs), seeded before the sweep
+    starts, so that several outputs cost one sweep, not one each.  Seeds are
+    the caller's arrays: the engine never adds into them in place.
 
     Returns the list of cotangents indexed by tape position; only leaf
     positions are kept (intermediate cotangents are dropped as soon as their
@@ -78,6 +83,8 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0):
         nodes = list(nodes)  # a closed tape's nodes: a plain list indexes ~2x faster
     cts = [None] * len(nodes)
     cts[out_index] = seed
+    for i, extra in more:
+        cts[i] = extra if cts[i] is None else accumulate(cts[i], extra, i, set())
     owned = set()
     negated = []  # positions that got a Negated cotangent first
     consumed = _CONSUMED
