@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tapestry as tp
-from tapestry.ops.einsum import _expression
+from tapestry.ops.einsum import _expression, _plan
 from tapestry.testing import check_grads
 
 rng = np.random.default_rng(0)
@@ -61,12 +61,44 @@ def test_einsum_only_active_operand_gets_a_rule():
 
 
 def test_paths_are_cached_per_spec_and_shapes():
-    a, b = _ops([(6, 7), (7, 8)], np.float64)
+    a, b, c = _ops([(6, 7), (7, 8), (8, 3)], np.float64)
+    _plan.cache_clear()
     _expression.cache_clear()
     for _ in range(3):
-        tp.grad(lambda a: np.sum(np.einsum("ij,jk->ik", a, b)))(a)
-    info = _expression.cache_info()
-    assert info.misses == 2 and info.hits >= 2   # forward + one VJP spec
+        tp.grad(lambda a: np.sum(np.einsum("ij,jk,kl->il", a, b, c)))(a)
+    info = _plan.cache_info()
+    assert info.misses == 2 and info.hits >= 4   # forward + one VJP spec
+    assert _expression.cache_info().misses == 2  # both need opt_einsum (3 operands)
+
+
+@pytest.mark.parametrize("spec", ["ij,jk->ik", "ji,jk->ik", "ij,kj->ik", "ji,kj->ik",
+                                  "ij,jk->ki", "ki,kj->ij", "ki,kj->ji", "jk,ij->ik"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_matrix_product_forms_match_numpy(spec, dtype):
+    """Specs that are one matrix product run as ``np.matmul`` (with
+    transposes): same values as NumPy's einsum, same gradients."""
+    from tapestry.ops.einsum import _matmul_form
+    ins, _ = spec.split("->")
+    sizes = {"i": 3, "j": 4, "k": 5}
+    shapes = [tuple(sizes[c] for c in t) for t in ins.split(",")]
+    assert _matmul_form(spec, tuple(shapes)) is not None
+    ops = [o.astype(dtype) for o in _ops(shapes, np.float64)]
+    if dtype == np.complex128:
+        ops = [o + 1j * o[::-1] for o in ops]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    from tapestry.ops.einsum import einsum
+    np.testing.assert_allclose(einsum(spec, *ops), np.einsum(spec, *ops), rtol=tol)
+    if dtype != np.complex128:
+        check_grads(lambda a, b: np.einsum(spec, a, b), ops)
+
+
+@pytest.mark.parametrize("spec,shapes", [("ij,jk->ij", [(2, 3), (3, 4)]),
+                                          ("ij,ij->ij", [(2, 3), (2, 3)]),
+                                          ("ii,ij->ij", [(3, 3), (3, 4)]),
+                                          ("ij,jk->ik", [(2, 1), (3, 4)])])
+def test_other_specs_are_not_taken_for_matrix_products(spec, shapes):
+    from tapestry.ops.einsum import _matmul_form
+    assert _matmul_form(spec, tuple(shapes)) is None
 
 
 @settings(max_examples=25, deadline=None)

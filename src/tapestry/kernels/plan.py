@@ -63,29 +63,55 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 def contract_terms(ir, poly, bound, ranges):
     """Evaluate the polynomial ``poly`` as a sum of einsums (traced)."""
     from ..ops.einsum import einsum
+    total = None
+    for factors, spec, scale, shape in _recipe(ir, poly, ranges):
+        ops = [bound[name] if n == 1 else bound[name] ** n for name, n in factors]
+        if spec is None:
+            term = ops[0] if ops else np.full(shape, scale)  # a term used as it is (b[i])
+        else:
+            term = einsum(spec, *ops)
+        if ops and scale != 1.0:
+            term = term * scale
+        if ops and np.shape(term) != shape:
+            term = np.reshape(term, shape)
+        total = term if total is None else total + term
+    return total
+
+
+_RECIPES: dict = {}
+
+
+def _recipe(ir, poly, ranges):
+    """Per term of ``poly``: its factors ``(input, power)``, the einsum spec
+    (None where the term is one input already in output order), the scale
+    (coefficient times the size of reduced indices the term does not use),
+    and the shape that broadcasts it against the output.  Worked out once
+    per polynomial and index ranges: a kernel called in a loop pays only
+    for the contractions."""
+    key = (id(poly), tuple(sorted(ranges.items())))
+    hit = _RECIPES.get(key)
+    if hit is not None and hit[0] is poly:
+        return hit[1]
     letter = {v: _LETTERS[n] for n, v in enumerate(list(ir.out_vars) + list(ir.red_vars))}
     size = {v: hi - lo + 1 for v, (lo, hi) in ranges.items()}
-    out_shape = tuple(size[v] for v in ir.out_vars)
-    total = None
+    recipe = []
     for mono, coef in poly.items():
-        ops, subs, used = [], [], set()
+        factors, subs, used = [], [], set()
         for r, n in mono:
-            a = bound[r[1]]
-            ops.append(a if n == 1 else a ** n)
+            factors.append((r[1], n))
             vs = [a_[0][0][0] for a_ in r[2]]
             subs.append("".join(letter[v] for v in vs))
             used.update(vs)
         scale = coef * float(np.prod([size[v] for v in ir.red_vars if v not in used]))
-        present = [v for v in ir.out_vars if v in used]
-        if ops:
-            term = einsum(",".join(subs) + "->" + "".join(letter[v] for v in present), *ops)
-            if scale != 1.0:
-                term = term * scale
-            term = np.reshape(term, tuple(size[v] if v in used else 1 for v in ir.out_vars))
-        else:
-            term = np.full((1,) * len(out_shape), scale)
-        total = term if total is None else total + term
-    return total
+        target = "".join(letter[v] for v in ir.out_vars if v in used)
+        spec = None if len(subs) <= 1 and subs == [target] or not subs else \
+            ",".join(subs) + "->" + target
+        shape = tuple(size[v] if v in used else 1 for v in ir.out_vars)
+        recipe.append((tuple(factors), spec, scale, shape))
+    if len(_RECIPES) > 256:
+        _RECIPES.clear()
+    _RECIPES[key] = (poly, recipe)
+    return recipe
 
 
 # --- plans (c) and (d): loop nests ----------------------------------------------------

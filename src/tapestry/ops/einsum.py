@@ -115,8 +115,40 @@ def _expression(spec, shapes):
 
 
 def _contract(spec, *operands):
-    expr = _expression(spec, tuple(np.shape(o) for o in operands))
-    return expr(*operands)
+    return _plan(spec, tuple(np.shape(o) for o in operands))(*operands)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(spec, shapes):
+    """The callable evaluating ``spec`` on operands of ``shapes``: a plain
+    matrix product where the spec is one (``ki,kj->ij`` is ``a.T @ b``;
+    kernels and every einsum VJP produce these), since opt_einsum's general
+    route costs ~10 us of Python per call on top of the same BLAS call;
+    otherwise opt_einsum's compiled contraction."""
+    return _matmul_form(spec, shapes) or _expression(spec, shapes)
+
+
+def _matmul_form(spec, shapes):
+    """``spec`` as ``op(a) @ op(b)`` (``op``: transpose or not, result
+    maybe transposed) for two matrices sharing one summed letter; or None."""
+    ins, out = spec.split("->")
+    terms = ins.split(",")
+    if len(terms) != 2 or len(out) != 2 or any(len(t) != 2 or t[0] == t[1] for t in terms):
+        return None
+    (a, b), (sa, sb) = terms, shapes
+    shared = set(a) & set(b)
+    if len(shared) != 1 or out[0] == out[1]:
+        return None
+    k = shared.pop()
+    row, col = a.replace(k, ""), b.replace(k, "")
+    if k in out or {row, col} != set(out) or sa[a.index(k)] != sb[b.index(k)]:
+        return None
+    ta, tb, tout = a[0] == k, b[1] == k, out[0] == col
+
+    def matmul(x, y):
+        m = np.matmul(x.T if ta else x, y.T if tb else y)
+        return m.T if tout else m
+    return matmul
 
 
 def _einsum_vjp(k, g, ans, args, kwargs):
