@@ -3,6 +3,7 @@ acyclic import graph for the engine (issue: registries that really are
 read-only, an acyclic core)."""
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -151,3 +152,36 @@ def test_a_rule_is_declared_once(monkeypatch):
     registry.register(table, np.sin, "first")
     with pytest.raises(ValueError, match="declared twice"):
         registry.register(table, np.sin, "second")
+
+
+def _layers():
+    """module prefix -> layer number, from docs/architecture.md's ``layers`` block."""
+    doc = (SRC.parents[1] / "docs" / "architecture.md").read_text()
+    block = re.search(r"```layers\n(.*?)```", doc, re.S)
+    assert block, "docs/architecture.md: no ```layers block"
+    layers = {}
+    for line in block.group(1).splitlines():
+        m = re.match(r"(\d+) .+?\s{2,}(tapestry.*)$", line)
+        assert m, f"bad layer line: {line!r}"
+        for prefix in m.group(2).split():
+            layers[prefix] = int(m.group(1))
+    return layers
+
+
+def _layer_of(module, layers):
+    """The layer of the longest listed prefix of ``module``."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in layers:
+            return layers[".".join(parts[:n])]
+    raise AssertionError(f"{module} is in no layer of docs/architecture.md")
+
+
+def test_imports_follow_the_documented_layers():
+    """Every import (function-level ones included) goes to the importer's
+    own layer or a lower one (docs/architecture.md, "Layers")."""
+    layers = _layers()
+    upward = [f"{m} (layer {_layer_of(m, layers)}) imports {d} (layer {_layer_of(d, layers)})"
+              for m, deps in _graph().items() for d in deps
+              if _layer_of(d, layers) > _layer_of(m, layers)]
+    assert not upward, "imports against the layers:\n" + "\n".join(sorted(upward))

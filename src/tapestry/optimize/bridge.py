@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.api import hessian_vector_product, jacobian, value_and_grad
+from ..core.api_forward import jacfwd
 from ..core.pytree import flatten_up_to, ravel_pytree, tree_flatten
 
 # Methods that use a Hessian-vector product (``hessp``) / need the full Hessian
@@ -156,15 +157,9 @@ def _constraints(constraints, unravel):
 
 def _residual_jacobian(flat_residuals, n_in, n_out, mode):
     """Jacobian function of the flat residuals: reverse mode (one pullback
-    per residual) unless forward mode exists and is cheaper (more residuals
-    than parameters), or ``mode`` says which."""
-    import tapestry  # at call time: forward mode may come from a newer core
-    jacfwd = getattr(tapestry, "jacfwd", None)
-    if mode == "fwd" and jacfwd is None:
-        raise ValueError("tapestry.optimize.least_squares: jac_mode='fwd' needs "
-                         "tapestry.jacfwd (forward mode), which this version lacks; "
-                         "use jac_mode='rev' or 'auto'.")
-    use_fwd = mode == "fwd" or (mode == "auto" and jacfwd is not None and n_out > n_in)
+    per residual) unless forward mode is cheaper (more residuals than
+    parameters), or ``mode`` says which."""
+    use_fwd = mode == "fwd" or (mode == "auto" and n_out > n_in)
     jac = (jacfwd if use_fwd else jacobian)(flat_residuals)
     return lambda x: np.asarray(jac(x), dtype=np.float64).reshape(n_out, n_in)
 
