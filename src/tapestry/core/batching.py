@@ -20,6 +20,7 @@ import numpy as np
 
 
 def shape_of(x):
+    """Shape of an array, scalar or traced array."""
     s = getattr(x, "shape", None)
     return np.shape(x) if s is None else s
 

@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from . import batching
+from .batching import shape_of  # noqa: F401  (rule modules import it from here)
 from .backward import Negated
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
 from .var import Var, innermost_tape
@@ -458,12 +459,6 @@ def negate_cotangent(g):
             return np.broadcast_to(-g.flat[0], g.shape)
         return Negated(g)
     return -g
-
-
-def shape_of(x):
-    """Shape of an array, scalar or traced array."""
-    s = getattr(x, "shape", None)
-    return np.shape(x) if s is None else s
 
 
 def dtype_of(x):
