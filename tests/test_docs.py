@@ -19,3 +19,19 @@ def test_guide_code_runs(path):
     for i, block in enumerate(_blocks(path)):
         code = compile(block, f"{path.name}[block {i}]", "exec")
         exec(code, namespace)  # noqa: S102  (our own documentation)
+
+
+def test_one_line_descriptions_name_both_modes():
+    """README, pyproject and the package docstring describe the same project
+    (forward mode joined reverse mode; none of them may lag behind)."""
+    import tomllib
+
+    import tapestry
+    readme = ROOT.joinpath("README.md").read_text()
+    assert readme.splitlines()[3].startswith("make demo")
+    assert readme.splitlines()[4].startswith("make test")
+    first_para = readme.split("```\n\n", 1)[1].split("\n\n", 1)[0]
+    meta = tomllib.loads(ROOT.joinpath("pyproject.toml").read_text())["project"]
+    for where, text in [("README.md", first_para), ("pyproject", meta["description"]),
+                        ("tapestry.__doc__", tapestry.__doc__.splitlines()[0])]:
+        assert "reverse- and forward-mode" in " ".join(text.lower().split()), where
