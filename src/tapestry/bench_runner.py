@@ -73,11 +73,10 @@ def run_benches(names, registry, load, quick=False, json_path=None, plot=False):
     if unknown:
         print(f"tapestry bench: unknown workload(s) {unknown}; choose from {sorted(registry)}")
         return 2
-    report_missing_peers()
-    rows = []
-    for n in names:
+    mains = []
+    for n in names:  # every module first: a missing one stops before any timing
         try:
-            fn = load(registry[n])
+            mains.append(load(registry[n]))
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] == "benchmarks":
                 print(f"tapestry bench: no benchmarks/ folder here. {NEEDS_CHECKOUT}")
@@ -85,6 +84,9 @@ def run_benches(names, registry, load, quick=False, json_path=None, plot=False):
                 print(f"tapestry bench: {n} needs {e.name!r}; run from a source checkout "
                       "with `make bench` (installs the peers extra).")
             return 2
+    report_missing_peers()
+    rows = []
+    for fn in mains:
         rows.extend(fn(quick=quick, plot=plot))
     rows = _ratios(rows)
     _print(rows)
