@@ -11,6 +11,8 @@ import sys
 import textwrap
 from typing import NamedTuple
 
+__all__ = ["main", "DEMOS", "BENCHES"]
+
 
 class Demo(NamedTuple):
     """A demo: where it lives, one line for the help, and the extra (with the

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 import time
 
+__all__ = ["Progress"]
+
 #: Terminal: the shortest time between two rewrites of the line.
 REFRESH_S = 0.1
 #: Not a terminal: the longest time between two lines (besides the quarters).
