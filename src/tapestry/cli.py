@@ -79,10 +79,9 @@ def _load(target):
 def _listing(title, entries):
     """``title:`` and one entry a line, its text wrapped under itself."""
     width = max(len(n) for n in entries)
-    indent = " " * (width + 4)
-    return "\n".join([f"{title}:", *(textwrap.fill(f"  {n.ljust(width)}  {s}", 79, break_on_hyphens=False,
-                                                    subsequent_indent=indent)
-                                      for n, s in entries.items())])
+    lines = [textwrap.fill(f"  {n.ljust(width)}  {s}", 79, break_on_hyphens=False,
+                           subsequent_indent=" " * (width + 4)) for n, s in entries.items()]
+    return "\n".join([f"{title}:", *lines])
 
 
 def _demo_list():

@@ -93,8 +93,9 @@ def _warn_no_threadpoolctl(executor="serial", in_this_process=True):
         what = (f"this {executor} call runs BLAS with its default number of threads, "
                 "not one")
     else:
-        what = (f"this {executor} call's worker processes run BLAS on one thread, but "
-                "serial and thread calls in this process keep its default number of threads")
+        what = ("BLAS keeps its default number of threads in this process and in any "
+                f"{executor} worker started without OPENBLAS_NUM_THREADS=1 (tapestry's "
+                "own process pool sets it)")
     warnings.warn(f"tapestry.parallel: threadpoolctl is not installed, so {what}; results "
                   "with large matrix products may then differ in the last bits between "
                   "executors. pip install threadpoolctl, or set OPENBLAS_NUM_THREADS=1 "
