@@ -30,12 +30,16 @@ bench: $(PEERS)
 	$(PY) -m tapestry.cli bench $(BENCH_ARGS)
 
 # HIPS autograd's own tests/ run against tapestry.autograd (not part of `make test`).
-# Tests come from a local snapshot (AUTOGRAD_REPO, a git dir) or AUTOGRAD_TESTS (a folder);
-# nothing is downloaded or installed. Failures grouped by cause: AUTOGRAD_NOTES=file.md
+# The tests are not in this repository: `git clone https://github.com/HIPS/autograd`, then
+#   make autograd-suite AUTOGRAD_TESTS=autograd/tests   (a tests/ folder), or
+#   make autograd-suite AUTOGRAD_REPO=autograd          (a git repository: tests/ at HEAD).
+# Nothing is downloaded or installed. Failures grouped by cause: AUTOGRAD_NOTES=file.md
 AUTOGRAD_TESTS ?=
+AUTOGRAD_REPO ?=
 AUTOGRAD_NOTES ?=
 autograd-suite: $(STAMP)
 	PYTHONPATH=src $(PY) tools/run_autograd_suite.py $(AUTOGRAD_TESTS) \
+		$(if $(AUTOGRAD_REPO),--repo $(AUTOGRAD_REPO)) \
 		$(if $(AUTOGRAD_NOTES),--notes $(AUTOGRAD_NOTES))
 
 clean:

@@ -1,4 +1,4 @@
-"""Benchmarks: one module per workload of the shared WORKLOADS.md.
+"""Benchmarks: one module per workload of benchmarks/README.md.
 
 Each module has ``main(quick=False, plot=False) -> list[dict]`` returning
 rows ``{"workload", "case", "system", "time_s", "peak_bytes", "note"}``;

@@ -1,7 +1,7 @@
 """Forward mode against the issue's four targets, in one run (ratios).
 
-1. ``jvp`` of W3's loss (WORKLOADS.md: sum(exp(w1 @ x + b1[:, None])), bs 4096,
-   f 256, h 512, float64), tangents in all three arguments, against the plain
+1. ``jvp`` of W3's loss (benchmarks/README.md: sum(exp(w1 @ x + b1[:, None])),
+   bs 4096, f 256, h 512, float64), tangents in all three arguments, against the plain
    NumPy forward.  Target: at most 3x.
 2. A forward-over-reverse Hessian-vector product of the same loss w.r.t.
    (w1, b1) against its gradient.  Target: at most 4x.

@@ -120,3 +120,64 @@ def test_no_benchmark_writes_a_figure_but_through_the_harness():
             continue
         text = path.read_text()
         assert "savefig" not in text and '"img"' not in text, path.name
+
+
+def _python_m(*args):
+    return subprocess.run([sys.executable, "-m", "tapestry", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_python_m_tapestry_version():
+    import tapestry
+    r = _python_m("--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"tapestry {tapestry.__version__}"
+
+
+def test_bare_command_prints_help_not_an_error(capsys):
+    from tapestry import cli
+    assert cli.main([]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: tapestry") and "demo" in out and "bench" in out
+    assert "error" not in err + out
+
+
+@pytest.mark.parametrize("argv", [[], ["demo"], ["bench"]])
+def test_help_is_plain_text_and_describes_every_demo_and_workload(argv, capsys):
+    from tapestry import cli
+    with pytest.raises(SystemExit) as e:
+        cli.main([*argv, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and "`" not in out and ":func:" not in out
+    lines = out.splitlines()
+    names = ({} if argv == ["bench"] else cli.DEMOS).keys() | \
+        ({} if argv == ["demo"] else {**cli.BENCHES, **cli.PLANNED}).keys()
+    for name in names:
+        line = next((l for l in lines if l.split()[:1] == [name]), None)
+        assert line is not None and len(line.split()) > 3, f"{name} has no description"
+    if argv != ["demo"]:
+        assert "source checkout" in " ".join(out.split())
+    assert {f"w{k}" for k in range(1, 9)} <= names or argv == ["demo"]
+
+
+def test_bench_from_an_installed_wheel_says_it_needs_a_source_checkout(monkeypatch, capsys,
+                                                                         tmp_path):
+    from tapestry import bench_runner
+    monkeypatch.setattr(bench_runner, "REPO", tmp_path)  # site-packages: no benchmarks/
+
+    def load(target):
+        raise ModuleNotFoundError("No module named 'benchmarks'", name="benchmarks")
+    monkeypatch.setattr(bench_runner, "peer_installed", lambda name: False)
+    assert bench_runner.run_benches(["wa"], {"wa": "benchmarks.x:main"}, load) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "source checkout" in out and "not installed with the package" in out
+    assert "peers not installed" not in out  # beside the point without the modules
+    assert str(tmp_path) not in sys.path
+
+
+def test_planned_workload_is_named_not_unknown(capsys):
+    from tapestry import cli
+    assert cli.main(["bench", "w8"]) == 2
+    assert "not implemented yet" in capsys.readouterr().out
+

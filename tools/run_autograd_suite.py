@@ -1,23 +1,31 @@
 """Run HIPS autograd's own test suite against ``tapestry.autograd``.
 
-    python tools/run_autograd_suite.py [TESTS_DIR] [--junit FILE] [-k EXPR]
+    python tools/run_autograd_suite.py TESTS_DIR [--junit FILE] [-k EXPR] [--notes FILE]
+    python tools/run_autograd_suite.py --repo GIT_DIR ...
 
-TESTS_DIR is a copy of autograd's ``tests/`` folder; by default it is
-extracted with ``git archive`` from the local snapshot of the repository
-(``$AUTOGRAD_REPO``, default /work/.mirror/HIPS+autograd/repo) into a
-temporary directory.  Nothing is downloaded and nothing is installed: a
-``conftest.py`` written next to the copied tests maps every ``autograd.*``
-module name onto ``tapestry.autograd.*`` before the tests import them.
+The tests are not part of this repository; get a copy of autograd first::
+
+    git clone https://github.com/HIPS/autograd
+    python tools/run_autograd_suite.py autograd/tests
+
+TESTS_DIR is a copy of autograd's ``tests/`` folder (or ``$AUTOGRAD_TESTS``);
+``--repo`` (or ``$AUTOGRAD_REPO``) names a git checkout or bare repository
+instead, whose ``tests/`` at HEAD is extracted with ``git archive``.  One of
+them is required (``make autograd-suite AUTOGRAD_TESTS=autograd/tests``).
+Nothing is downloaded and nothing is installed: a ``conftest.py`` written
+next to the copied tests maps every ``autograd.*`` module name onto
+``tapestry.autograd.*`` before the tests import them.
 
 Prints pass/fail counts over the applicable tests, the tests excluded (with
 the reason) and each failure's first error line.  Exit status 0 if every
-applicable test passed, 1 otherwise.
+applicable test passed, 1 otherwise, 2 if the tests could not be found or run.
 """
 from __future__ import annotations
 
 import argparse
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,7 +34,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_REPO = os.environ.get("AUTOGRAD_REPO", "/work/.mirror/HIPS+autograd/repo")
+#: How to get the tests, printed when none are given.
+HOW_TO_GET = ("autograd's tests are not part of tapestry; get a copy with\n"
+              "    git clone https://github.com/HIPS/autograd\n"
+              "and pass its tests/ folder: python tools/run_autograd_suite.py autograd/tests\n"
+              "(or AUTOGRAD_TESTS=autograd/tests; or --repo / AUTOGRAD_REPO=autograd to "
+              "extract tests/ from a git repository's HEAD; with make: "
+              "make autograd-suite AUTOGRAD_TESTS=autograd/tests)")
 
 #: Excluded from the applicable count: (pytest node id or file, reason).
 EXCLUDED = [
@@ -88,13 +102,33 @@ def extract_tests(repo, dest):
     return Path(dest) / "tests"
 
 
-def prepare(tests_src, workdir):
-    """Copy of the tests under ``workdir``/tests with the shim conftest."""
+class NoTests(Exception):
+    """Neither a tests folder nor a repository was given, or it is missing."""
+
+
+def source_of_tests(tests=None, repo=None, environ=os.environ):
+    """``("tests", folder)`` or ``("repo", git dir)``: the argument first, then
+    ``$AUTOGRAD_TESTS``, then ``$AUTOGRAD_REPO``; ``NoTests`` (saying how to
+    get a copy) when none is given or the path does not exist."""
+    for kind, path in (("tests", tests), ("repo", repo),
+                       ("tests", environ.get("AUTOGRAD_TESTS")),
+                       ("repo", environ.get("AUTOGRAD_REPO"))):
+        if path:
+            if not Path(path).exists():
+                raise NoTests(f"{path} does not exist.\n{HOW_TO_GET}")
+            return kind, Path(path)
+    raise NoTests(f"no autograd tests given.\n{HOW_TO_GET}")
+
+
+def prepare(source, workdir):
+    """Copy of the tests under ``workdir``/tests with the shim conftest;
+    ``source`` is what :func:`source_of_tests` returns."""
+    kind, path = source
     tests = Path(workdir) / "tests"
-    if tests_src is None:
-        extract_tests(DEFAULT_REPO, workdir)
+    if kind == "repo":
+        extract_tests(path, workdir)
     else:
-        subprocess.run(["cp", "-r", str(tests_src), str(tests)], check=True)
+        shutil.copytree(path, tests)
     (Path(workdir) / "conftest.py").write_text(CONFTEST)
     return tests
 
@@ -211,8 +245,8 @@ def write_notes(path, passed, failed):
              f"**{passed} of {total}** applicable tests pass, {len(failed)} fail; "
              f"{len(EXCLUDED)} exclusions (forward mode, complex holomorphic, "
              "autograd-internal or autograd-only API; listed at the end).", "",
-             "Reproduce without make: `PYTHONPATH=src python tools/run_autograd_suite.py "
-             "--notes FILE` (tests from the local snapshot; add a path for another copy).",
+             "Reproduce without make: `git clone https://github.com/HIPS/autograd`, then "
+             "`PYTHONPATH=src python tools/run_autograd_suite.py autograd/tests --notes FILE`.",
              "",
              "By family: " + "; ".join(f"{k} {v}" for k, v in
                                        sorted(families.items(), key=lambda kv: -kv[1])) + ".",
@@ -229,14 +263,22 @@ def write_notes(path, passed, failed):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("tests", nargs="?", help="autograd's tests/ folder (default: "
-                    f"extracted from {DEFAULT_REPO})")
+    ap.add_argument("tests", nargs="?", help="a copy of autograd's tests/ folder "
+                    "(default: $AUTOGRAD_TESTS); get one with "
+                    "`git clone https://github.com/HIPS/autograd`")
+    ap.add_argument("--repo", help="instead of TESTS: a git repository of autograd "
+                    "whose tests/ at HEAD is used (default: $AUTOGRAD_REPO)")
     ap.add_argument("--junit", help="keep the junit XML report here")
     ap.add_argument("-k", help="pytest -k expression (a subset)")
     ap.add_argument("--notes", help="write the failures grouped by cause (markdown) here")
     opts = ap.parse_args(argv)
+    try:
+        source = source_of_tests(opts.tests, opts.repo)
+    except NoTests as e:
+        print(f"run_autograd_suite: {e}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="autograd-suite-") as tmp:
-        prepare(opts.tests, tmp)
+        prepare(source, tmp)
         junit = Path(opts.junit or Path(tmp) / "report.xml").resolve()
         proc = run_pytest(tmp, junit, ["-k", opts.k] if opts.k else [])
         if not junit.exists():

@@ -1,4 +1,4 @@
-"""tapestry: reverse-mode automatic differentiation for plain NumPy code.
+"""tapestry: reverse- and forward-mode automatic differentiation for plain NumPy code.
 
 Capabilities: the core API (grad, vjp, jacobian, custom_vjp, ...), forward
 mode (jvp, linearize, jacfwd, hessian: docs/forward.md), sparse

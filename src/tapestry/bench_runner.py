@@ -1,5 +1,6 @@
-"""Runs benchmark modules and prints their rows side by side (rich table
-when installed), with each system's time as a ratio to tapestry's."""
+"""Runs benchmark modules and prints their rows side by side (a rich table
+when installed, else plain aligned columns), with each system's time as a
+ratio to tapestry's."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,6 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 PEERS = ("torch", "jax", "autograd")
 INSTALL_PEERS = ("`make bench` installs them (the `peers` extra), or run "
                  "`pip install -e '.[peers]'` in the source checkout")
+#: Why ``tapestry bench`` from an installed wheel cannot run.
+NEEDS_CHECKOUT = ("tapestry bench runs the modules in benchmarks/ of a source checkout "
+                  "(they are not installed with the package): run it from the "
+                  "checkout's root, for example with make bench, which also installs "
+                  "the peers (PyTorch, JAX, HIPS autograd).")
 #: ``plot`` value that also copies figures over the tracked docs/img/*.png
 #: (``--publish-plots``); benchmarks/_harness.py's save_figure reads it.
 PUBLISH = "publish"
@@ -61,21 +67,26 @@ def _ratios(rows):
 def run_benches(names, registry, load, quick=False, json_path=None, plot=False):
     """Run the workloads ``names`` and print their rows; ``plot`` is False,
     True (figures under benchmarks/results/) or PUBLISH (also docs/img/)."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
+    if (REPO / "benchmarks").is_dir() and str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # a source checkout (not an installed wheel)
     unknown = [n for n in names if n not in registry]
     if unknown:
         print(f"tapestry bench: unknown workload(s) {unknown}; choose from {sorted(registry)}")
         return 2
+    mains = []
+    for n in names:  # every module first: a missing one stops before any timing
+        try:
+            mains.append(load(registry[n]))
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] == "benchmarks":
+                print(f"tapestry bench: no benchmarks/ folder here. {NEEDS_CHECKOUT}")
+            else:
+                print(f"tapestry bench: {n} needs {e.name!r}; run from a source checkout "
+                      "with `make bench` (installs the peers extra).")
+            return 2
     report_missing_peers()
     rows = []
-    for n in names:
-        try:
-            fn = load(registry[n])
-        except ModuleNotFoundError as e:
-            print(f"tapestry bench: {n} needs {e.name!r}; run from a source checkout "
-                  "with `make bench` (installs the peers extra).")
-            return 2
+    for fn in mains:
         rows.extend(fn(quick=quick, plot=plot))
     rows = _ratios(rows)
     _print(rows)
@@ -92,20 +103,14 @@ def _cpus():
 
 
 def _print(rows):
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        for r in rows:
-            print(r)
-        return
-    t = Table(title="tapestry bench (medians; ratio = time / tapestry's)")
-    for c in ("workload", "case", "system", "time", "x tapestry", "peak mem", "note"):
-        t.add_column(c)
+    """The rows as one table (rich's, or plain aligned columns without rich)."""
+    from .console import print_table
+    cells = []
     for r in rows:
         ratio = r.get("ratio_to_tapestry")
-        t.add_row(r["workload"], str(r["case"]), r["system"], _fmt_time(r["time_s"]),
-                  "-" if ratio is None else f"{ratio:.2f}", _fmt_mem(r["peak_bytes"]),
-                  r.get("note", ""))
-    # Piped output (CI logs, files) would otherwise wrap at 80 columns.
-    Console(width=None if sys.stdout.isatty() else 180).print(t)
+        cells.append([r["workload"], str(r["case"]), r["system"], _fmt_time(r["time_s"]),
+                      "-" if ratio is None else f"{ratio:.2f}", _fmt_mem(r["peak_bytes"]),
+                      r.get("note", "")])
+    print_table("tapestry bench (medians; ratio = time / tapestry's)",
+                ("workload", "case", "system", "time", "x tapestry", "peak mem", "note"),
+                cells)

@@ -25,6 +25,6 @@ __all__ = [
     "grad", "value_and_grad", "grad_and_aux", "elementwise_grad", "jacobian", "hessian",
     "make_vjp", "make_hvp", "hessian_tensor_product", "hessian_vector_product",
     "tensor_jacobian_product", "vector_jacobian_product", "make_ggnvp", "checkpoint",
-    "grad_named", "primitive", "make_jvp", "deriv", "holomorphic_grad",
+    "grad_named", "multigrad_dict", "primitive", "make_jvp", "deriv", "holomorphic_grad",
     "dict", "isinstance", "list", "tuple", "type",
 ]

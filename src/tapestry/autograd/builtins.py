@@ -7,6 +7,8 @@ import builtins as _b
 
 from ..core.var import Var
 
+__all__ = ["list", "tuple", "dict", "isinstance", "type"]
+
 list = _b.list  # noqa: A001
 tuple = _b.tuple  # noqa: A001
 dict = _b.dict  # noqa: A001

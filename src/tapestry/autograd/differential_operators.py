@@ -15,6 +15,12 @@ from ..core.pytree import tree_flatten, tree_map
 from ..core.var import Var
 from .wrap_util import unary_to_nary
 
+__all__ = ["make_vjp", "grad", "value_and_grad", "grad_and_aux", "elementwise_grad",
+           "jacobian", "hessian", "make_hvp", "hessian_tensor_product",
+           "hessian_vector_product", "tensor_jacobian_product", "vector_jacobian_product",
+           "make_ggnvp", "checkpoint", "multigrad_dict", "grad_named", "make_jvp", "deriv",
+           "holomorphic_grad"]
+
 _FORWARD = ("autograd's forward mode ({}) is not part of tapestry.autograd: "
             "tapestry is reverse mode. Use tapestry.jvp once it is available "
             "(it is being added), or a reverse-mode operator (grad, jacobian, "

@@ -16,6 +16,9 @@ from .core_bridge import Primitive
 from ..core.var import Var
 from .differential_operators import _FORWARD
 
+__all__ = ["primitive", "defvjp", "defvjp_argnum", "defvjp_argnums", "defjvp",
+           "defjvp_argnum", "def_linear", "notrace_primitive", "Box", "VSpace", "vspace"]
+
 
 class primitive:
     """``@primitive``: ``fun`` becomes an operation recorded as one node;

@@ -19,6 +19,9 @@ from ..core.pytree import tree_flatten
 from .differential_operators import make_vjp_unary
 from .wrap_util import get_name, unary_to_nary
 
+__all__ = ["check_grads", "check_vjp", "check_equivalent", "combo_check", "scalar_close",
+           "TOL", "RTOL", "EPS"]
+
 TOL = 1e-6
 RTOL = 1e-6
 EPS = 1e-6

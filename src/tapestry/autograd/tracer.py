@@ -5,6 +5,8 @@ from ..core.var import unwrap_all
 from ..core.var import Var
 from .extend import Box, notrace_primitive, primitive  # noqa: F401
 
+__all__ = ["isbox", "getval", "Box", "notrace_primitive", "primitive"]
+
 
 def isbox(x):
     """Is ``x`` a traced value (autograd's Box)?"""

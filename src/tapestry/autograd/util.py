@@ -5,6 +5,8 @@ import warnings
 
 from .test_util import check_grads
 
+__all__ = ["quick_grad_check", "func", "subvals", "subval"]
+
 
 def quick_grad_check(fun, arg0, extra_args=(), kwargs=None, verbose=True, eps=1e-4,
                      rtol=1e-4, atol=1e-6, rs=None):

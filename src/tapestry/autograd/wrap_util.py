@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+__all__ = ["unary_to_nary", "get_name"]
+
 
 def _with_args(args, argnum, x):
     """``args`` with position ``argnum`` (or each of a tuple) replaced by ``x``."""

@@ -218,24 +218,19 @@ def run(cfg, dense=True, data=None):
 
 
 def _report(results):
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        for r in results:
-            print(r)
-        return
-    t = Table(title="SLIDE vs dense full softmax (step: median / mean incl. rebuilds)")
-    for c in ("classes", "SLIDE step", "dense step", "train s SLIDE/dense", "P@1 SLIDE/dense"):
-        t.add_column(c)
+    from ..console import print_table
+    rows = []
     for r in results:
         d = r.get("dense_step_s")
-        t.add_row(f"{r['n_classes']:,}",
-                  f"{r['slide_step_s'] * 1e3:.1f} / {r['slide_step_mean_s'] * 1e3:.1f} ms",
-                  "-" if d is None else f"{d * 1e3:.1f} ms",
-                  f"{r['slide_train_s']:.1f}" + ("" if d is None else f" / {r['dense_train_s']:.1f}"),
-                  f"{r['slide_p1']:.3f}" + ("" if d is None else f" / {r['dense_p1']:.3f}"))
-    Console().print(t)
+        rows.append([f"{r['n_classes']:,}",
+                     f"{r['slide_step_s'] * 1e3:.1f} / {r['slide_step_mean_s'] * 1e3:.1f} ms",
+                     "-" if d is None else f"{d * 1e3:.1f} ms",
+                     f"{r['slide_train_s']:.1f}" + ("" if d is None
+                                                    else f" / {r['dense_train_s']:.1f}"),
+                     f"{r['slide_p1']:.3f}" + ("" if d is None else f" / {r['dense_p1']:.3f}")])
+    print_table("SLIDE vs dense full softmax (step: median / mean incl. rebuilds)",
+                ("classes", "SLIDE step", "dense step", "train s SLIDE/dense",
+                 "P@1 SLIDE/dense"), rows)
     dens = {k: v for r in results for k, v in r["densify"].items()}
     print(f"densifications of sparse cotangents during SLIDE training: {dens or 'none'}")
 

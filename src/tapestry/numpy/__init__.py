@@ -50,6 +50,11 @@ from ._lists import wrapped as _wrapped
 
 _wrapped(globals(), _np)
 
+#: ``from tapestry.numpy import *``: NumPy's own star names (some of them the
+#: replacements above) and tapestry's additions; not this module's helpers.
+__all__ = [*_np.__all__, "stop_gradient", "logsumexp", "softmax", "log_softmax",
+           "make_diagonal"]
+
 #: Names whose tapestry version is not NumPy's own object (see the docstring).
 REPLACED = ("array", "asarray", "asanyarray", "full", "full_like", "stack",
             "concatenate", "hstack", "vstack", "dstack", "column_stack", "append",

@@ -11,6 +11,8 @@ from numpy.fft import *  # noqa: F401,F403
 
 from ._proxy import forwarding as _forwarding
 
+#: ``from tapestry.numpy.fft import *`` gives what ``numpy.fft``'s does.
+__all__ = list(_np_fft.__all__)
 
 __getattr__, _dir = _forwarding(_np_fft)
 

@@ -16,6 +16,8 @@ from ._lists import wrapped as _wrapped
 
 _wrapped(globals(), _np_linalg, "linalg.")  # norm of a list holding traced values
 
+#: ``from tapestry.numpy.linalg import *`` gives what ``numpy.linalg``'s does.
+__all__ = list(_np_linalg.__all__)
 
 __getattr__, _dir = _forwarding(_np_linalg)
 

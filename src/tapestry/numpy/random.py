@@ -12,6 +12,8 @@ from numpy.random import *  # noqa: F401,F403
 
 from ._proxy import forwarding as _forwarding
 
+#: ``from tapestry.numpy.random import *`` gives what ``numpy.random``'s does.
+__all__ = list(_np_random.__all__)
 
 __getattr__, _dir = _forwarding(_np_random)
 

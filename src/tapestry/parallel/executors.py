@@ -68,37 +68,51 @@ _blas = {"controller": None, "users": 0, "restore": None}
 _BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _controller():
+def _controller(executor="serial", in_this_process=True):
+    """threadpoolctl's controller, or False without threadpoolctl (warned
+    once, worded for the first call's executor: its name, and whether its
+    chunks run in this process)."""
     if _blas["controller"] is None:
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:
             _blas["controller"] = False
-            _warn_no_threadpoolctl()
+            _warn_no_threadpoolctl(executor, in_this_process)
         else:
             _blas["controller"] = ThreadpoolController()
     return _blas["controller"]
 
 
-def _warn_no_threadpoolctl():
+def _warn_no_threadpoolctl(executor="serial", in_this_process=True):
     """The fallback without threadpoolctl: process workers still get one
-    BLAS thread (environment), but this process keeps its own setting."""
+    BLAS thread (environment), but this process keeps its own setting; the
+    warning says which side the call that found out is on."""
     if os.environ.get("OPENBLAS_NUM_THREADS") == "1":  # already one thread everywhere
         return
-    warnings.warn("tapestry.parallel: threadpoolctl is not installed, so serial and "
-                  "thread executors run BLAS with its default threads while process "
-                  "workers use one; results with large matrix products may then differ "
-                  "in the last bits between executors. pip install threadpoolctl, or set "
-                  "OPENBLAS_NUM_THREADS=1 before starting Python.", RuntimeWarning,
-                  stacklevel=4)
+    if in_this_process:
+        what = (f"this {executor} call runs BLAS with its default number of threads, "
+                "not one")
+    else:
+        what = ("BLAS keeps its default number of threads in this process and in any "
+                f"{executor} worker started without OPENBLAS_NUM_THREADS=1 (tapestry's "
+                "own process pool sets it)")
+    warnings.warn(f"tapestry.parallel: threadpoolctl is not installed, so {what}; results "
+                  "with large matrix products may then differ in the last bits between "
+                  "executors. pip install threadpoolctl, or set OPENBLAS_NUM_THREADS=1 "
+                  "before starting Python.", RuntimeWarning, stacklevel=4)
 
 
 class blas_single_thread:
-    """Context: BLAS uses one thread while any parallel call is running."""
+    """Context: BLAS uses one thread while any parallel call is running
+    (``executor``: the call's executor name; ``in_this_process``: whether
+    its chunks run here, serially or on threads; both word the warning)."""
+
+    def __init__(self, executor="serial", in_this_process=True):
+        self.executor, self.in_this_process = executor, in_this_process
 
     def __enter__(self):
         with _lock:
-            c = _controller()
+            c = _controller(self.executor, self.in_this_process)
             if c and _blas["users"] == 0:
                 _blas["restore"] = c.limit(limits=1)
             _blas["users"] += 1

@@ -54,7 +54,7 @@ def run_chunks(ex, fn, tasks, opname, progress=False, timeout=None):
     if not tasks:
         return []
     deadline = None if timeout is None else time.monotonic() + timeout
-    with blas_single_thread():
+    with blas_single_thread(getattr(ex, "name", type(ex).__name__), in_process(ex)):
         if isinstance(ex, SerialExecutor):
             return _run_serial(fn, tasks, opname, progress, deadline, timeout)
         if in_process(ex):

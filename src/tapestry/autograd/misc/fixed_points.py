@@ -13,6 +13,8 @@ from ...core.api import vjp
 from ...core.custom import custom_vjp
 from ...core.pytree import tree_map
 
+__all__ = ["fixed_point"]
+
 
 def _iterate(step, x0, distance, tol):
     x, x_prev = step(x0), x0

@@ -9,6 +9,8 @@ import numpy as np
 from ...core.var import unwrap_all
 from ...core.pytree import tree_flatten
 
+__all__ = ["flatten", "flatten_func"]
+
 
 def flatten(value):
     """``(vector, unflatten)`` for a pytree (dict, list, tuple of arrays and

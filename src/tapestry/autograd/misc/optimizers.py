@@ -14,6 +14,8 @@ import numpy as np
 
 from .flatten import flatten
 
+__all__ = ["unflatten_optimizer", "sgd", "rmsprop", "adam"]
+
 
 def unflatten_optimizer(optimize):
     """Let ``optimize`` (written for 1-d vectors) take and return pytrees."""

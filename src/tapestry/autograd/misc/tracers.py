@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 
+__all__ = ["const_graph"]
+
 
 def const_graph(fun, *args, **kwargs):
     """``fun`` with ``args``/``kwargs`` bound (autograd's graph-caching wrapper)."""
