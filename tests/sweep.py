@@ -85,9 +85,45 @@ def _is_float(a):
 
 
 def check_all(f, *args, order=1, **kw):
-    """check_grads over every dtype and layout of ``args``."""
+    """check_grads over every dtype and layout of ``args``, and
+    :func:`check_vmap` on the float64 ones."""
     for vs in variants(args):
         check_grads(f, vs, order=order, **kw)
+    check_vmap(f, args)
+
+
+def _other_item(a):
+    """Another item from the same domain: ``a``'s values in reverse order."""
+    return np.array(a.ravel()[::-1].reshape(a.shape))
+
+
+def check_vmap(f, args):
+    """``tapestry.vmap(f)`` on a batch of two items (the float arguments and
+    their values reversed; other arguments shared) gives what ``f`` gives on
+    each item: the batching rule of every op the sweep reaches, or its
+    fallback loop, against the op itself."""
+    import tapestry as tp
+    batched = [_is_float(a) for a in args]
+    if not any(batched):
+        return
+    expected = [f(*args)]
+    try:  # values reversed; arguments that must stay ordered (bins) get scaled instead
+        items = [args, tuple(_other_item(a) if b else a for a, b in zip(args, batched))]
+        expected.append(f(*items[1]))
+    except (ValueError, np.linalg.LinAlgError):
+        items = [args, tuple(a * 0.97 if b else a for a, b in zip(args, batched))]
+        expected.append(f(*items[1]))
+    stacked = tuple(np.stack([items[0][k], items[1][k]]) if b else a
+                    for k, (a, b) in enumerate(zip(args, batched)))
+    axes = tuple(0 if b else None for b in batched)
+    got = tp.vmap(f, in_axes=axes)(*stacked)
+    exp_leaves, exp_td = tp.tree_flatten(expected[0])
+    got_leaves, got_td = tp.tree_flatten(got)
+    assert got_td == exp_td, (got_td, exp_td)
+    for k, g in enumerate(got_leaves):
+        want = np.stack([np.asarray(tp.tree_flatten(e)[0][k]) for e in expected])
+        np.testing.assert_allclose(np.asarray(g), want, rtol=1e-10, atol=1e-12,
+                                   equal_nan=True, err_msg="tapestry.vmap against a loop")
 
 
 # --- hypothesis strategies ------------------------------------------------------

@@ -15,6 +15,7 @@ from .core.api import (elementwise_grad, grad, hessian,  # noqa: E402
                        hessian_vector_product, jacobian, jacrev, stop_gradient,
                        value_and_grad, vjp)
 from .core.api_forward import jacfwd, jvp, linearize  # noqa: E402
+from .core.api_vmap import vmap  # noqa: E402
 from .core.custom import checkpoint, custom_jvp, custom_vjp  # noqa: E402
 from .core.pytree import (ravel_pytree, tree_flatten, tree_leaves, tree_map,  # noqa: E402
                           tree_structure, tree_unflatten)
@@ -33,7 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     # core
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
-    "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad",
+    "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad", "vmap",
     "stop_gradient", "custom_vjp", "custom_jvp", "checkpoint", "tree_flatten", "tree_unflatten",
     "tree_map", "Var", "EscapedTracerError", "testing", "debug",
     # pytrees

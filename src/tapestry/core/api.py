@@ -11,6 +11,7 @@ import numpy as np
 
 from .api_forward import jacfwd, jvp
 from .backward import backward_sweep
+from .batched import Batched
 from .forward import ForwardComplexError
 from .pytree import tree_flatten, tree_map
 from .tape import open_tape
@@ -118,7 +119,7 @@ def _match(pos, ct, acc):
 def _as_cotangent(c, value, k):
     """Cotangent ``c`` for output leaf ``k``: any array-like, cast to the
     output's dtype; the shape must match."""
-    if c.__class__ is Var or hasattr(c, "todense"):
+    if c.__class__ is Var or c.__class__ is Batched or hasattr(c, "todense"):
         arr = c
     else:
         arr = np.asarray(c)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backward import _FRESH, JointRule, Negated, _refcount, backward_sweep
+from .batched import Batched
 from .primitive import dtype_of, shape_of
 from .tape import LEAF, open_tape
 from .var import Var
@@ -53,7 +54,8 @@ class _Meta:
 
 
 def _broadcast(x, shape):
-    if x.__class__ is Var or type(x) is np.ndarray or isinstance(x, np.generic):
+    if x.__class__ is Var or x.__class__ is Batched or type(x) is np.ndarray \
+            or isinstance(x, np.generic):
         return x if shape_of(x) == shape else np.broadcast_to(x, shape)
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # the shape of an array not kept
         return _Meta(shape, x.dtype)

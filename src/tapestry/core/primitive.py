@@ -21,6 +21,7 @@ import numpy as np
 from . import batching
 from .batching import shape_of  # noqa: F401  (rule modules import it from here)
 from .backward import Negated
+from .batched import Batched, batched_call, top_batch
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
 from .var import Var, innermost_tape
 
@@ -194,6 +195,8 @@ class Primitive:
     # the node tuple of :func:`record` inline.
     def _call1(self, a):
         if a.__class__ is not Var:
+            if a.__class__ is Batched:
+                return batched_call(self, (a,), _NO_KWARGS)
             return self.call_positional(a)
         tape = a._tape
         try:
@@ -220,14 +223,20 @@ class Primitive:
                 rules = self._rules01 or self._rules_of(active)
             else:
                 ta, raw = a._tape, (a._value, b)
+                if b.__class__ is Batched and b._trace.level > ta.level:
+                    return batched_call(self, (a, b), _NO_KWARGS)
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
             if a.__class__ is complex:  # complex.__mul__(np.float64) gives a Python complex
                 a = np.complex128(a)
             ta, raw = b._tape, (a, b._value)
+            if a.__class__ is Batched and a._trace.level > ta.level:
+                return batched_call(self, (a, b), _NO_KWARGS)
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)
+        elif a.__class__ is Batched or b.__class__ is Batched:
+            return batched_call(self, (a, b), _NO_KWARGS)
         else:
             return self.call_positional(a, b)
         try:
@@ -242,6 +251,9 @@ class Primitive:
         return Var(ans, ta, len(nodes) - 1)
 
     def _call(self, args, kwargs):
+        batch = top_batch(args, kwargs)
+        if batch is not None:  # a vmap level above every tape: its batching rule
+            return batched_call(self, args, kwargs, batch)
         top = innermost_tape(args)
         if top is None:
             return self.fun(*args, **kwargs)
@@ -292,7 +304,7 @@ def _reentering(prim, fun):
     declared rules, and ``fun`` itself only sees plain values."""
     def forward(*args, **kwargs):
         for a in args:
-            if a.__class__ is Var:
+            if a.__class__ is Var or a.__class__ is Batched:
                 return prim._call(args, kwargs)
         return fun(*args, **kwargs)
     forward.__name__ = getattr(fun, "__name__", "forward")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .batched import Batched
 from .pytree import tree_flatten, tree_map
 from .tape import open_tape
 from .var import Var, new_leaf, unwrap_all
@@ -91,7 +92,7 @@ def cast_like(ct, x, sparse="auto"):
             return ct if ct.dtype == dt else ct.astype(dt)
         ct = ct.todense(dt)
     if ct is None:
-        return np.zeros_like(unwrap_all(x)) if not isinstance(x, Var) else x * 0.0
+        return np.zeros_like(unwrap_all(x)) if x.__class__ not in (Var, Batched) else x * 0.0
     if type(ct) is np.ndarray or isinstance(ct, np.generic):
         dt = np.result_type(x)
         if ct.dtype != dt or ct.shape != np.shape(x) or type(ct) is not np.ndarray:
@@ -121,7 +122,7 @@ def check_scalar_output(out, tape, opname):
     value = out._value if out.__class__ is Var and out._tape is tape else out
     plain = unwrap_all(value)
     if plain is None or isinstance(plain, (str, bytes, bool, np.bool_)) or not (
-            isinstance(plain, (np.ndarray, np.generic, int, float, complex))):
+            isinstance(plain, (np.ndarray, np.generic, int, float, complex, Batched))):
         raise TypeError(
             f"tapestry.{opname}: the function must return a float scalar, but it "
             f"returned a value of type {type(plain).__name__}"
@@ -182,7 +183,7 @@ def trace(f, primals, opname, has_aux, nodes=None):
 def check_output_leaf(x, opname):
     """Output leaves are numbers or numeric arrays: a string or an object
     would otherwise fail deep inside a sweep, or count as a constant."""
-    if isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "biufc":
+    if isinstance(x, (np.ndarray, np.generic, Batched)) and x.dtype.kind in "biufc":
         return
     if isinstance(x, (int, float, complex)) or hasattr(x, "todense"):
         return

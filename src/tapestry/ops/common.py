@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import declares_rules, implements
-from ..core.var import Var, unwrap_all
+from ..core.var import unwrap_all
+from ..core.batched import TRACED
 
 
 @declares_rules
@@ -29,7 +30,7 @@ def probe(shape, dtype=bool):
 def traced(*xs):
     """Whether any of ``xs`` (or an element of a list/tuple among them) is traced."""
     for x in xs:
-        if x.__class__ is Var:
+        if x.__class__ in TRACED:
             return True
         if type(x) in (list, tuple) and traced(*x):
             return True
@@ -38,7 +39,7 @@ def traced(*xs):
 
 def as_array(x):
     """A traced array as is; anything else (lists, scalars) as an ndarray."""
-    return x if x.__class__ is Var else np.asarray(x)
+    return x if x.__class__ in TRACED else np.asarray(x)
 
 
 def along(v, axis, ndim):

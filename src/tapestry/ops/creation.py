@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import implements
-from ..core.var import Var, unwrap_all
+from ..core.var import unwrap_all
+from ..core.batched import TRACED
 
 
 # --- evenly spaced values ------------------------------------------------------------------
@@ -107,14 +108,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
     tapestry (NumPy gives it no array argument to dispatch on)."""
     plain = np.full_like(unwrap_all(a), unwrap_all(fill_value), dtype, order, subok, shape,
                          **kw)
-    if fill_value.__class__ is not Var or plain.dtype.kind not in "fc":
+    if fill_value.__class__ not in TRACED or plain.dtype.kind not in "fc":
         return plain
     return full(plain.shape, fill_value, plain.dtype)
 
 
 def full(shape, fill_value, dtype=None):
     """``np.full`` that keeps a traced ``fill_value`` traced."""
-    if fill_value.__class__ is not Var:
+    if fill_value.__class__ not in TRACED:
         return np.full(shape, fill_value, dtype)
     out = np.broadcast_to(fill_value, shape)
     dtype = np.result_type(unwrap_all(fill_value)) if dtype is None else np.dtype(dtype)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import implements
-from ..core.var import Var, unwrap_all
+from ..core.var import unwrap_all
+from ..core.batched import TRACED
 from .common import along, as_array, axis_slice
 
 
@@ -56,7 +57,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
     dtype = np.result_type(unwrap_all(ary))  # NumPy keeps ary's dtype
     for end, at in ((to_begin, 0), (to_end, len(parts) + 1)):
         if end is not None:
-            end = np.ravel(end) if end.__class__ is Var else np.ravel(np.asarray(end, dtype))
+            end = np.ravel(end) if end.__class__ in TRACED else np.ravel(np.asarray(end, dtype))
             parts.insert(at, end if np.result_type(unwrap_all(end)) == dtype
                          else end.astype(dtype))
     return np.concatenate(parts) if len(parts) > 1 else parts[0]

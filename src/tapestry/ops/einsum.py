@@ -21,7 +21,8 @@ import numpy as np
 import opt_einsum
 
 from ..core.primitive import Primitive, implements
-from ..core.var import Var, reject_out
+from ..core.var import reject_out
+from ..core.batched import TRACED
 
 _LETTERS = string.ascii_letters
 
@@ -228,7 +229,7 @@ def einsum(*operands, optimize=True, **kwargs):
     if not operands:
         raise TypeError("tapestry.einsum: pass the subscripts, e.g. einsum('ij,jk->ik', a, b).")
     spec, ops = operands[0], list(operands[1:])
-    ops = [o if o.__class__ is Var or isinstance(o, np.ndarray) else np.asarray(o)
+    ops = [o if o.__class__ in TRACED or isinstance(o, np.ndarray) else np.asarray(o)
            for o in ops]
     shapes = tuple(tuple(o.shape) for o in ops)
     norm, squeeze = _normalized(spec, shapes)

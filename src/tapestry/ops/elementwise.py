@@ -25,7 +25,8 @@ from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEE
                               declares_rules,
                               Primitive, implements, negate_cotangent, scale_cotangent,
                               shape_of, unbroadcast)
-from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from ..core.var import astype as _var_astype, reject_out, unwrap_all
+from ..core.batched import TRACED
 from .common import implements_if, plain_dtype
 
 
@@ -102,7 +103,7 @@ def _pow_x(g, ans, x, y):
 
     Scalar exponents are written so that NumPy reuses the temporaries
     (``g * x * 2`` allocates one array; ``x**2`` is the common case)."""
-    if y.__class__ is not Var and np.ndim(y) == 0:
+    if y.__class__ not in TRACED and np.ndim(y) == 0:
         if y == 2:
             return g * x * 2
         if y == 1:

@@ -24,7 +24,8 @@ import operator
 import numpy as np
 
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
-from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from ..core.var import astype as _var_astype, reject_out, unwrap_all
+from ..core.batched import TRACED
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype
 
@@ -107,7 +108,7 @@ def dense_scatter(g, key, shape, dtype=None):
 def _getitem_vjp(g, ans, x, key):
     """x̄ = scatter-add of ḡ at ``key``; sparse for a gather along one axis."""
     shape = x.shape
-    if g.__class__ is Var:  # nested differentiation: keep the scatter traced
+    if g.__class__ in TRACED:  # nested differentiation: keep the scatter traced
         return scatter_add(g, key, shape)
     gather = gather_axis(key, shape)
     if gather is None:

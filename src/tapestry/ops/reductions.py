@@ -12,7 +12,8 @@ import numpy as np
 
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
-from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from ..core.var import astype as _var_astype, reject_out, unwrap_all
+from ..core.batched import TRACED
 from .common import implements_if, plain_dtype
 
 
@@ -26,7 +27,7 @@ def _axes(axis, ndim):
 
 def expand_reduced(g, shape, axis, keepdims):
     """Broadcast a reduction's cotangent back to the input ``shape`` (a view)."""
-    if axis is None and type(g) is not Var and len(shape) and _size(shape) < 4096:
+    if axis is None and type(g) not in TRACED and len(shape) and _size(shape) < 4096:
         return np.full(shape, g, dtype=g.dtype)  # small: cheaper than broadcast_to's checks
     if not keepdims:
         g = np.reshape(g, _kept_shape(shape, axis))
@@ -220,7 +221,7 @@ def extremum_entry(prim, name, combine, np_fun):
         if initial is not None and _count(np.shape(a), axis) == 0:
             plain = np_fun(unwrap_all(a), axis=axis, keepdims=keepdims,
                            initial=unwrap_all(initial))
-            return plain if initial.__class__ is not Var else \
+            return plain if initial.__class__ not in TRACED else \
                 np.broadcast_to(initial, np.shape(plain)).astype(plain.dtype)
         m = prim(a, axis, keepdims)
         return m if initial is None else combine(m, initial)

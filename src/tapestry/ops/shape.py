@@ -13,7 +13,8 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.registry import FUNCTIONS
-from ..core.var import Var, reject_out, unwrap_all
+from ..core.var import reject_out, unwrap_all
+from ..core.batched import TRACED
 from .common import implements_if, plain_dtype, probe
 from .indexing import float_source, gather_by_labels
 
@@ -257,7 +258,7 @@ def _split_entry(np_split, default_axis=0):
     def split(ary, indices_or_sections, axis=default_axis):
         if np_split is np.split and np.ndim(indices_or_sections) == 0:
             np.split(probe(np.shape(ary)), indices_or_sections, axis)  # NumPy's error
-        if not isinstance(ary, Var):
+        if not isinstance(ary, TRACED):
             return np_split(ary, indices_or_sections, axis)
         return list(_split(ary, indices_or_sections, axis % np.ndim(ary), np_split))
     return split
@@ -412,7 +413,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
             f"modes are 'constant', {', '.join(map(repr, _GATHER_PAD_MODES))}. Build "
             "others from np.concatenate and slices.")
     cv = kwargs.get("constant_values", 0)
-    if isinstance(cv, Var):
+    if isinstance(cv, TRACED):
         raise TypeError("tapestry: np.pad with traced constant_values is not "
                         "differentiable; add the constant after padding with zeros.")
     return _pad(array, tuple(map(tuple, width.tolist())), cv)
@@ -515,7 +516,7 @@ def insert(arr, obj, values, axis=None):
     obj, dtype = unwrap_all(obj), plain_dtype(arr)
     if dtype.kind not in "fc":
         return np.insert(unwrap_all(arr), obj, unwrap_all(values), axis)
-    if not isinstance(values, Var):
+    if not isinstance(values, TRACED):
         values = np.asarray(values)
     return gather_by_labels(lambda A, V: np.insert(A, obj, V, axis), arr,
                              float_source(values, dtype))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import Primitive, implements
-from ..core.var import Var, unwrap_all
+from ..core.var import unwrap_all
+from ..core.batched import TRACED
 
 
 # --- interp ------------------------------------------------------------------------------
@@ -35,7 +36,7 @@ def _as_double(v):
     want = np.complex128 if np.iscomplexobj(unwrap_all(v)) else np.float64
     if np.result_type(unwrap_all(v)) == want:
         return v
-    return v.astype(want) if v.__class__ is Var else np.asarray(v, dtype=want)
+    return v.astype(want) if v.__class__ in TRACED else np.asarray(v, dtype=want)
 
 
 @implements(np.interp)
@@ -44,7 +45,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     ``left`` and ``right``; the knots ``xp`` must be constant (the result is
     not differentiable where ``x`` crosses a knot anyway, and moving knots
     is rarely what a model means)."""
-    if xp.__class__ is Var:
+    if xp.__class__ in TRACED:
         raise NotImplementedError(
             "tapestry: np.interp is not differentiable in xp (the knots); pass them "
             "as a constant (tapestry.stop_gradient(xp)) or write the interpolation "

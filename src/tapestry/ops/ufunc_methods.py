@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements
 from ..core.var import Var, unwrap_all
+from ..core.batched import TRACED
 from .indexing import dense_scatter
 
 #: Binary ufuncs whose reduce/accumulate are reductions with their own rules.
@@ -149,7 +150,7 @@ def _key(indices):
 def _scatter_fwd(v, key, shape):
     """Zeros of ``shape`` with ``v`` added at ``key``; a value traced on an
     enclosing tape (nested differentiation) is scattered on that tape."""
-    if v.__class__ is Var:
+    if v.__class__ in TRACED:
         return _scatter(v, key, shape)
     return dense_scatter(v, key, shape)
 
@@ -163,7 +164,7 @@ def add_at(a, indices, values):
     ``values`` added at ``indices`` (repeated indices accumulate), like
     JAX's ``a.at[indices].add(values)``.  Differentiable in ``a`` and
     ``values``."""
-    key = tuple(np.asarray(unwrap_all(k)) if k.__class__ is Var or isinstance(k, list)
+    key = tuple(np.asarray(unwrap_all(k)) if k.__class__ in TRACED or isinstance(k, list)
                 else k for k in _key(indices))
     target = np.shape(np.empty(np.shape(a), bool)[key])
     v = values if np.shape(values) == target else np.broadcast_to(values, target)
@@ -195,10 +196,10 @@ def copyto(dst, src, casting="same_kind", where=True):
     """``np.copyto`` writes in place: refused for traced values.  NumPy's
     ``full``/``full_like`` call it with their fill value, so a traced fill
     into a plain array lands here."""
-    if dst.__class__ is Var:
+    if dst.__class__ in TRACED:
         raise TypeError("tapestry: np.copyto writes into a traced array, which cannot "
                         "change in place; build a new array (np.where(mask, src, dst)).")
-    if src.__class__ is not Var:  # a traced mask is used by value (it is boolean)
+    if src.__class__ not in TRACED:  # a traced mask is used by value (it is boolean)
         return np.copyto(dst, src, casting=casting, where=unwrap_all(where))
     raise TypeError(
         "tapestry: np.copyto would write a traced value into a plain array, which "

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.var import Var
+from ..core.batched import TRACED
 from ..debug import record_densify
 from .ufuncs import array_function, array_ufunc, densify
 
@@ -400,7 +400,7 @@ def _add(a, b):
     sp, other = (a, b) if sa else (b, a)
     if other is None:
         return sp
-    if other.__class__ is Var:
+    if other.__class__ in TRACED:
         return np.add(a, b)  # the traced operand records the addition
     other = np.asarray(other)
     if other.shape == sp.shape:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.var import Var
+from ..core.batched import TRACED
 from ..debug import record_densify
 
 _LINEAR_UNARY = {np.negative, np.positive, np.conjugate}
@@ -38,7 +38,7 @@ def array_ufunc(Sp, ufunc, method, inputs, kwargs):
     """``AxisSparse.__array_ufunc__`` (``Sp`` is the AxisSparse class, passed
     in so that this module does not import the one that imports it)."""
     for x in inputs:
-        if x.__class__ is Var:
+        if x.__class__ in TRACED:
             return NotImplemented  # let the traced operand record the operation
     out = kwargs.get("out")
     if out is not None:

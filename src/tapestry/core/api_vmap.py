@@ -1,0 +1,154 @@
+"""``vmap``: a function of one item applied to a batch, with JAX's semantics.
+
+``vmap(f, in_axes, out_axes, axis_size)(*args)`` moves each batched
+argument's batch axis to the front, wraps it as a
+:class:`~tapestry.core.batched.Batched` value and calls ``f`` once: every
+NumPy operation inside runs on the whole batch through its batching rule
+(see :mod:`tapestry.core.batched`).  The outputs' batch axes are moved to
+``out_axes``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .batched import BatchTrace, Batched
+from .pytree import flatten_up_to, tree_flatten, tree_structure
+from .tape import _levels
+from .var import Var
+
+
+def _check_axis_spec(spec, where):
+    if spec is not None and (isinstance(spec, bool) or
+                             not isinstance(spec, (int, np.integer))):
+        raise TypeError(f"tapestry.vmap: {where} must be an int or None (or a pytree of "
+                        f"them matching the arguments), got {spec!r}.")
+
+
+def _axes_per_leaf(spec, tree, where):
+    """``spec`` (an int/None, or a pytree prefix of ``tree`` holding them)
+    as one axis per leaf of ``tree``."""
+    leaves, td = tree_flatten(tree)
+    if spec is None or isinstance(spec, (int, np.integer)):
+        _check_axis_spec(spec, where)
+        return leaves, td, [spec] * len(leaves)
+    spec_leaves, spec_td = tree_flatten(spec, is_leaf=lambda x: x is None)
+    try:
+        subtrees = flatten_up_to(spec_td, tree)
+    except ValueError as e:
+        raise ValueError(f"tapestry.vmap: {where}={spec!r} does not match the structure "
+                         f"of the arguments ({tree_structure(tree)}): {e}") from None
+    axes = []
+    for ax, sub in zip(spec_leaves, subtrees):
+        _check_axis_spec(ax, where)
+        axes += [ax] * len(tree_flatten(sub)[0])
+    return leaves, td, axes
+
+
+def _batch_size(leaves, axes, axis_size, names):
+    sizes = {}
+    for k, (x, ax) in enumerate(zip(leaves, axes)):
+        if ax is None:
+            continue
+        nd = np.ndim(x)
+        if not -nd <= ax < nd:
+            raise ValueError(f"tapestry.vmap: in_axes={ax} for {names[k]} of shape "
+                             f"{np.shape(x)}: no such axis.")
+        sizes[names[k]] = np.shape(x)[ax]
+    distinct = set(sizes.values())
+    if len(distinct) > 1:
+        listing = ", ".join(f"{n}: {s}" for n, s in sizes.items())
+        raise ValueError(f"tapestry.vmap: the batched arguments disagree on the batch size "
+                         f"({listing}); every axis in in_axes must have one length.")
+    if not distinct:
+        if axis_size is None:
+            raise ValueError("tapestry.vmap: no argument is batched (every in_axes is None); "
+                             "pass axis_size= to say how many items to make.")
+        return int(axis_size)
+    size = distinct.pop()
+    if axis_size is not None and axis_size != size:
+        raise ValueError(f"tapestry.vmap: axis_size={axis_size} but the batched arguments "
+                         f"have {size} items.")
+    return size
+
+
+def _leaf_names(args):
+    """Readable names of the arguments' leaves, for messages."""
+    names = []
+    for i, a in enumerate(args):
+        n = len(tree_flatten(a)[0])
+        names += [f"argument {i}"] if n == 1 else [f"argument {i} (leaf {j})" for j in range(n)]
+    return names
+
+
+def _to_front(x, ax, trace):
+    x = x if isinstance(x, (Var, Batched, np.ndarray)) else np.asarray(x)
+    if ax != 0:
+        x = np.moveaxis(x, ax, 0)
+    return Batched(x, trace)
+
+
+def _from_front(y, ax, trace, where):
+    if y.__class__ is Batched and y._trace is trace:
+        v = y._value
+        if ax is None:
+            raise ValueError(f"tapestry.vmap: out_axes is None at {where} but that output "
+                             "depends on the batched inputs (it differs between items).")
+        return v if ax == 0 else np.moveaxis(v, 0, ax)
+    if ax is None:
+        return y
+    # Not batched: the same value for every item, broadcast (as JAX does).
+    traced = y.__class__ in (Var, Batched)
+    y = y if traced else np.asarray(y)
+    v = np.broadcast_to(y, (trace.size,) + tuple(y.shape))
+    if not traced:
+        v = v.copy()  # a writeable array of its own, like every other output
+    return v if ax == 0 else np.moveaxis(v, 0, ax)
+
+
+def vmap(f, in_axes=0, out_axes=0, axis_size=None):
+    """Map ``f`` over a batch axis of its arguments, in one call per operation.
+
+    ``in_axes``: the batch axis of each positional argument -- an int for
+    all of them, or a tuple with one entry per argument, each an int,
+    ``None`` (not batched: the same value for every item) or a pytree
+    matching that argument.  ``out_axes``: where the batch axis goes in
+    each output (same forms; ``None`` for an output that is the same for
+    every item).  ``axis_size``: the batch length when no argument is
+    batched.  Composes with ``grad``, ``jacfwd``, ``hessian`` and itself in
+    any order; see docs/vmap.md.
+    """
+    if not callable(f):
+        raise TypeError(f"tapestry.vmap: expected a function, got {type(f).__name__}.")
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+
+    def batched_f(*args, **kwargs):
+        if kwargs:
+            raise TypeError("tapestry.vmap: keyword arguments are not mapped; pass them "
+                            "positionally (with in_axes None for a constant), or close "
+                            "over them (functools.partial).")
+        spec = in_axes
+        if isinstance(spec, tuple) and len(spec) != len(args):
+            raise ValueError(f"tapestry.vmap: in_axes has {len(spec)} entries but the "
+                             f"function was called with {len(args)} positional arguments.")
+        leaves, td, axes = _axes_per_leaf(spec, tuple(args), "in_axes")
+        names = _leaf_names(args)
+        size = _batch_size(leaves, axes, axis_size, names)
+        trace = BatchTrace(next(_levels), size)
+        wrapped = [x if ax is None else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
+        try:
+            out = f(*td.unflatten(wrapped))
+        finally:
+            trace.open = False
+        trace.open = True  # moving the outputs' axes still works on them
+        try:
+            out_leaves, out_td, oaxes = _axes_per_leaf(out_axes, out, "out_axes")
+            res = [_from_front(y, ax, trace, f"output leaf {k}")
+                   for k, (y, ax) in enumerate(zip(out_leaves, oaxes))]
+        finally:
+            trace.open = False
+        return out_td.unflatten(res)
+
+    batched_f.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
+    batched_f.__wrapped__ = f
+    return batched_f

@@ -1,0 +1,459 @@
+"""Batched values: what ``tapestry.vmap`` passes to the function it maps.
+
+A :class:`Batched` holds one array whose leading axis is the batch, and
+behaves, to the code it is given to, like one item of it: ``shape``,
+``ndim``, ``len`` and every NumPy call see an item.  NumPy calls reach the
+same registries as traced arrays do; a primitive on batched arguments runs
+its batching rule (``Primitive.batch``: one NumPy call on the whole batch)
+or, where it has none, loops over the batch (correct, counted in
+:data:`FALLBACKS`, warned once per operation).
+
+Batched values and traced arrays (``Var``) nest in either order
+(``vmap(grad(f))``, ``grad(vmap(f))``): each carries a level from the one
+counter tapes use, and an operation is handled by the highest level among
+its arguments, which unwraps only its own values.  A value of a lower level
+is a constant at that level, exactly as for nested tapes.
+
+Python reading a batched value (``if``, ``float()``, ``int()``) has no
+single answer, so it raises and says to use ``np.where``; so does
+converting it with ``np.asarray``.
+"""
+from __future__ import annotations
+
+import operator
+import threading
+import warnings
+from collections import Counter
+
+import numpy as np
+
+from .batching import elementwise
+from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
+from .var import Var, dispatch_function, dispatch_ufunc
+
+#: Operation name -> number of calls that looped over the batch because the
+#: operation has no batching rule (or none for that combination of batched
+#: arguments).  Read it to find what makes a vmapped function slow.
+FALLBACKS: Counter = Counter()
+_WARNED: set = set()
+
+_HELP_CONTROL = ("Inside tapestry.vmap each item has its own value, so Python cannot "
+                 "branch on it or convert it: write the choice with np.where(cond, a, b) "
+                 "(both branches are computed), or move the loop over items out of vmap.")
+
+
+class BatchTrace:
+    """One ``vmap`` call: its level, batch size and whether it is running
+    (a batched value used after its ``vmap`` returned raises)."""
+
+    __slots__ = ("level", "size", "open")
+
+    def __init__(self, level, size):
+        self.level, self.size, self.open = level, size, True
+
+
+class BatchedConversionError(TypeError):
+    """Python or a library read a batched value (``bool``, ``float``,
+    ``np.asarray``): there is one value per item, not one."""
+
+
+class EscapedBatchError(RuntimeError):
+    """A batched value was used after the ``vmap`` call that made it returned."""
+
+
+class Batched:
+    """An array with a leading batch axis, seen by user code as one item."""
+
+    __slots__ = ("_value", "_trace")
+    __array_priority__ = 100.0
+
+    def __init__(self, value, trace):
+        self._value = value
+        self._trace = trace
+
+    # --- one item's view ---------------------------------------------------
+    shape = property(lambda self: tuple(self._value.shape[1:]))
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: self._value.ndim - 1)
+    size = property(lambda self: int(np.prod(self._value.shape[1:], dtype=np.int64)))
+    T = property(lambda self: np.transpose(self))
+    mT = property(lambda self: np.swapaxes(self, -1, -2))
+    real = property(lambda self: np.real(self))
+    imag = property(lambda self: np.imag(self))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of an unsized object (one item of a vmap batch is 0-d)")
+        return self._value.shape[1]
+
+    def __repr__(self):
+        return (f"Batched(batch of {self._trace.size}, item shape {self.shape}, "
+                f"dtype {self.dtype}, level={self._trace.level})")
+
+    def __hash__(self):
+        return id(self)
+
+    # --- Python reading the value: no single answer -------------------------
+    def __array__(self, dtype=None, copy=None):
+        raise BatchedConversionError("tapestry.vmap: cannot convert a batched value to a NumPy array "
+                        "(np.asarray / np.array / a library that converts its inputs). "
+                        + _HELP_CONTROL)
+
+    def __bool__(self):
+        raise BatchedConversionError("tapestry.vmap: the truth value of a batched value (an if, "
+                        "while, and/or on it). " + _HELP_CONTROL)
+
+    def _convert(self, what):
+        raise BatchedConversionError(f"tapestry.vmap: {what} of a batched value. " + _HELP_CONTROL)
+
+    __float__ = lambda self: self._convert("float()")  # noqa: E731
+    __int__ = lambda self: self._convert("int()")  # noqa: E731
+    __index__ = lambda self: self._convert("use as an index (operator.index)")  # noqa: E731
+    __complex__ = lambda self: self._convert("complex()")  # noqa: E731
+    item = lambda self, *a: self._convert(".item()")  # noqa: E731
+    tolist = lambda self: self._convert(".tolist()")  # noqa: E731
+
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        return self._convert(f"format({spec!r})")
+
+    def __setitem__(self, key, value):
+        raise TypeError("tapestry.vmap: in-place assignment into a batched value "
+                        "(x[...] = v). Build a new array instead (np.where, "
+                        "np.concatenate, x + np.pad(...)).")
+
+    # --- NumPy dispatch -----------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if _var_on_top(inputs, kwargs):
+            return dispatch_ufunc(ufunc, method, inputs, kwargs)
+        if kwargs.get("out") is not None:
+            raise TypeError(f"tapestry.vmap: np.{ufunc.__name__}(..., out=...) writes in "
+                            "place into a batched value; drop out= and use the result.")
+        if method == "__call__":
+            prim = UFUNCS.get(ufunc)
+            if prim is None and ufunc not in NONDIFF:
+                run_loaders()
+                prim = UFUNCS.get(ufunc)
+            if prim is not None:
+                if _is_primitive(prim):
+                    return prim(*inputs, **kwargs)  # Primitive._call* find the batch
+                return _entry(ufunc, prim, inputs, kwargs)
+            return batched_call(_Plain(ufunc), inputs, kwargs)
+        plain = _Plain(getattr(ufunc, method), f"{ufunc.__name__}.{method}")
+        impl = FUNCTIONS.get("ufunc." + method)
+        if impl is not None and ufunc not in NONDIFF and UFUNCS.get(ufunc) is not None:
+            return _entry((ufunc, method), lambda *a, **k: impl(ufunc, a, k), inputs, kwargs,
+                          plain)
+        return batched_call(plain, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if _var_on_top(args, kwargs):
+            return dispatch_function(func, args, kwargs)
+        query = _QUERIES.get(func)
+        if query is not None:
+            return query(func, args, kwargs)
+        impl = FUNCTIONS.get(func)
+        if impl is not None and not _is_primitive(impl):
+            return _entry(func, impl, args, kwargs)
+        if impl is not None:
+            return impl(*args, **kwargs)
+        # A constant function, or one without a rule: item by item.
+        return batched_call(_Plain(func), args, kwargs)
+
+    # --- operators ------------------------------------------------------------
+    def __add__(self, o): return FAST_UFUNCS[np.add](self, o)
+    def __radd__(self, o): return FAST_UFUNCS[np.add](o, self)
+    def __sub__(self, o): return FAST_UFUNCS[np.subtract](self, o)
+    def __rsub__(self, o): return FAST_UFUNCS[np.subtract](o, self)
+    def __mul__(self, o): return FAST_UFUNCS[np.multiply](self, o)
+    def __rmul__(self, o): return FAST_UFUNCS[np.multiply](o, self)
+    def __truediv__(self, o): return FAST_UFUNCS[np.true_divide](self, o)
+    def __rtruediv__(self, o): return FAST_UFUNCS[np.true_divide](o, self)
+    def __pow__(self, o): return FAST_UFUNCS[np.power](self, o)
+    def __rpow__(self, o): return FAST_UFUNCS[np.power](o, self)
+    def __matmul__(self, o): return FAST_UFUNCS[np.matmul](self, o)
+    def __rmatmul__(self, o): return FAST_UFUNCS[np.matmul](o, self)
+    def __neg__(self): return FAST_UFUNCS[np.negative](self)
+    def __pos__(self): return self
+    def __abs__(self): return FAST_UFUNCS[np.absolute](self)
+    def __floordiv__(self, o): return np.floor_divide(self, o)
+    def __rfloordiv__(self, o): return np.floor_divide(o, self)
+    def __mod__(self, o): return np.remainder(self, o)
+    def __rmod__(self, o): return np.remainder(o, self)
+    def __lt__(self, o): return np.less(self, o)
+    def __le__(self, o): return np.less_equal(self, o)
+    def __gt__(self, o): return np.greater(self, o)
+    def __ge__(self, o): return np.greater_equal(self, o)
+    def __eq__(self, o): return np.equal(self, o)
+    def __ne__(self, o): return np.not_equal(self, o)
+    def __and__(self, o): return np.logical_and(self, o) if self.dtype == bool else np.bitwise_and(self, o)
+    def __or__(self, o): return np.logical_or(self, o) if self.dtype == bool else np.bitwise_or(self, o)
+    def __invert__(self): return np.invert(self)
+
+    # As for traced arrays, augmented assignment rebinds.
+    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
+    __ipow__, __imatmul__ = __pow__, __matmul__
+
+    def __getitem__(self, key):
+        return FUNCTIONS[operator.getitem](self, key)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def astype(self, dtype, *a, **k):
+        dtype = np.dtype(dtype)
+        if dtype.kind in "fc":
+            return FUNCTIONS["astype"](self, dtype)
+        return Batched(self._value.astype(dtype), self._trace)
+
+    def copy(self):
+        return self
+
+
+# The array methods of traced arrays route through NumPy functions; the same
+# definitions serve batched values.
+for _name in ("sum", "mean", "prod", "max", "min", "var", "std", "cumsum", "cumprod", "dot",
+              "clip", "repeat", "transpose", "reshape", "ravel", "flatten", "squeeze",
+              "swapaxes", "diagonal", "trace", "take", "conj", "conjugate", "round", "argmax",
+              "argmin", "argsort", "nonzero", "all", "any"):
+    setattr(Batched, _name, getattr(Var, _name))
+del _name
+
+
+def _reshape(self, *shape, **k):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return np.reshape(self, shape, **k)
+
+
+Batched.reshape = _reshape
+
+
+def _is_primitive(impl):
+    """A :class:`~tapestry.core.primitive.Primitive` (which finds batched
+    arguments itself), as opposed to an entry point function."""
+    return hasattr(impl, "_rule_sets")
+
+
+_ACTIVE = threading.local()
+
+
+def _entry(func, impl, args, kwargs, plain=None):
+    """Run a rule's entry point (NumPy's arguments in, primitives called)
+    on batched arguments.  Two cases loop over the batch instead: an entry
+    point that hands the batched value back to NumPy's own function (it
+    treats what it does not know as a constant; NumPy would dispatch the
+    same call here again), and one that reads the value in Python (a
+    conversion, a branch) -- each item then runs it on its own values."""
+    trace = top_batch(args, kwargs)
+    key = (func, trace)
+    active = getattr(_ACTIVE, "calls", None)
+    if active is None:
+        active = _ACTIVE.calls = set()
+    plain = plain or _Plain(func)
+    if key in active:
+        return batched_call(plain, args, kwargs, trace)
+    active.add(key)
+    try:
+        return impl(*args, **kwargs)
+    except BatchedConversionError:
+        return batched_call(plain, args, kwargs, trace)
+    finally:
+        active.discard(key)
+
+
+class _Plain:
+    """A NumPy callable without a rule (a constant function, a ufunc method)
+    in the place of a primitive: it has no batching rule, so it loops."""
+
+    __slots__ = ("fun", "name", "n_outputs")
+    batch = None
+
+    def __init__(self, fun, name=None):
+        self.fun = fun
+        self.name = name or getattr(fun, "__name__", repr(fun))
+        self.n_outputs = None
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+
+# --- finding the level that handles a call -------------------------------------------
+def _levels_in(x, found):
+    """Collect (level, kind) of every traced or batched value in ``x``
+    (looking inside lists, tuples and dicts)."""
+    c = x.__class__
+    if c is Batched:
+        found.append((x._trace.level, x))
+    elif c is Var:
+        found.append((x._tape.level, x))
+    elif c in (list, tuple):
+        for v in x:
+            _levels_in(v, found)
+    elif c is dict:
+        for v in x.values():
+            _levels_in(v, found)
+
+
+def top_batch(args, kwargs=None):
+    """The :class:`BatchTrace` that must handle a call on ``args``: the
+    highest-level batched argument's, unless a traced array (``Var``) has a
+    higher level still (``None`` then, and when nothing is batched)."""
+    found = []
+    _levels_in(args, found)
+    if kwargs:
+        _levels_in(kwargs, found)
+    if not found:
+        return None
+    level, top = max(found, key=lambda lv: lv[0])
+    return top._trace if top.__class__ is Batched else None
+
+
+def _var_on_top(args, kwargs):
+    found = []
+    _levels_in(args, found)
+    _levels_in(kwargs, found)
+    return bool(found) and max(found, key=lambda lv: lv[0])[1].__class__ is Var
+
+
+# --- one operation on batched arguments -------------------------------------------------
+def batched_call(prim, args, kwargs, trace=None):
+    """``prim(*args, **kwargs)`` where some arguments are batched at the
+    highest level: its batching rule, or a loop over the batch."""
+    trace = trace or top_batch(args, kwargs)
+    if not trace.open:
+        raise EscapedBatchError(
+            f"tapestry.vmap: a batched value reached {prim.name} after the vmap call that "
+            "made it had returned (it escaped through a global, a closure or an "
+            "attribute). Return it from the mapped function instead.")
+    raw, flags, nested = [], [], False
+    for a in args:
+        if a.__class__ is Batched and a._trace is trace:
+            raw.append(a._value)
+            flags.append(True)
+        else:
+            if a.__class__ in (list, tuple, dict) and _holds(a, trace):
+                nested = True
+            raw.append(a)
+            flags.append(False)
+    rule = prim.batch
+    if rule is not None and not nested and not _holds(kwargs, trace):
+        out = rule(prim, raw, flags, kwargs)
+        if out is not NotImplemented:
+            return _wrap(out, trace, prim)
+    if isinstance(prim, _Plain) and prim.batch is None:
+        if getattr(prim.fun, "signature", 0) is None and not nested \
+                and not _holds(kwargs, trace) and kwargs.get("where") is None:
+            # an elementwise ufunc without a rule (a comparison, floor) broadcasts
+            return _wrap(elementwise(prim.fun, raw, flags, kwargs), trace, prim)
+    return _loop(prim, args, kwargs, trace)
+
+
+def _holds(x, trace):
+    """Whether ``x`` (an argument, a container, kwargs) holds a value batched by ``trace``."""
+    c = x.__class__
+    if c is Batched:
+        return x._trace is trace
+    if c in (list, tuple):
+        return any(_holds(v, trace) for v in x)
+    if c is dict:
+        return any(_holds(v, trace) for v in x.values())
+    return False
+
+
+def _item(x, i, trace):
+    c = x.__class__
+    if c is Batched and x._trace is trace:
+        return x._value[i]
+    if c in (list, tuple):
+        return c(_item(v, i, trace) for v in x)
+    if c is dict:
+        return {k: _item(v, i, trace) for k, v in x.items()}
+    return x
+
+
+def _loop(prim, args, kwargs, trace):
+    """The fallback: ``prim`` on each item, results stacked."""
+    name = prim.name
+    FALLBACKS[name] += 1
+    if name not in _WARNED and not isinstance(prim, _Plain):
+        _WARNED.add(name)
+        warnings.warn(f"tapestry.vmap: {name} has no batching rule for these arguments; "
+                      "it runs once per item (correct, slower). "
+                      "tapestry.core.batched.FALLBACKS counts such calls.",
+                      VmapFallbackWarning, stacklevel=4)
+    if trace.size == 0:
+        raise ValueError(f"tapestry.vmap: {name} has no batching rule and the batch is "
+                         "empty, so the shape of its result is unknown.")
+    outs = [prim(*_item(args, i, trace), **_item(kwargs, i, trace)) for i in range(trace.size)]
+    return _combine(outs, trace, name)
+
+
+def _combine(results, trace, name):
+    """Per-item results as one batched value; Python objects (a shape, a
+    dtype, a flag) must agree across items and are returned as they are."""
+    first = results[0]
+    if isinstance(first, (tuple, list)) and all(type(r) is type(first) and len(r) == len(first)
+                                                for r in results):
+        parts = [_combine([r[k] for r in results], trace, name) for k in range(len(first))]
+        return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
+    if isinstance(first, (np.ndarray, np.generic, Var, Batched)):
+        shapes = {tuple(np.shape(r)) for r in results}
+        if len(shapes) > 1:
+            raise ValueError(f"tapestry.vmap: {name} gives results of different shapes for "
+                             f"different items ({sorted(shapes)[:3]}...); a batch needs one "
+                             "shape. Pad to a fixed size, or loop over the items outside vmap.")
+        return Batched(np.stack(results), trace)
+    if any(not _same(r, first) for r in results[1:]):
+        raise TypeError(f"tapestry.vmap: {name} returns {type(first).__name__} values that "
+                        "differ between items (a Python value cannot be batched). "
+                        + _HELP_CONTROL)
+    return first
+
+
+def _same(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 (an object without a truth value is not a shared one)
+        return False
+
+
+def _wrap(out, trace, prim):
+    if isinstance(out, tuple):
+        return tuple(_wrap(o, trace, prim) for o in out)
+    n = np.shape(out)[:1] if not isinstance(out, (Var, Batched)) else out.shape[:1]
+    if n != (trace.size,):
+        raise AssertionError(f"tapestry.vmap: the batching rule of {prim.name} returned a "
+                             f"result of shape {np.shape(out)} for a batch of {trace.size} "
+                             "(a bug in the rule; please report it).")
+    return Batched(out, trace)
+
+
+class VmapFallbackWarning(UserWarning):
+    """An operation ran once per item under ``tapestry.vmap``."""
+
+
+# --- shape and dtype queries: answered for one item -------------------------------------
+def _probe(x):
+    if x.__class__ is Batched:
+        return np.broadcast_to(np.zeros((), x.dtype), x.shape)
+    if x.__class__ in (list, tuple):
+        return x.__class__(_probe(v) for v in x)
+    return x
+
+
+def _query(func, args, kwargs):
+    return func(*[_probe(a) for a in args], **{k: _probe(v) for k, v in kwargs.items()})
+
+
+_QUERIES = {f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
+                                np.iscomplexobj, np.isrealobj, np.min_scalar_type)
+            if f is not None}
+
+
+#: The classes whose values stand for arrays being transformed (traced for
+#: differentiation, or batched): rule code that must not hand such a value
+#: to NumPy as a constant tests ``x.__class__ in TRACED``.
+TRACED = (Var, Batched)
