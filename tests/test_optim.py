@@ -238,3 +238,15 @@ def test_right_order_with_reused_gradients_or_fresh_params_is_accepted():
         W = W.copy()
         opt.update([W], [np.ones(3)])
     assert np.allclose(W, -3.0)
+
+
+def test_an_optimizer_pickles_and_copies_after_updates():
+    import copy
+    import pickle
+    opt = tp.optim.Adam(lr=0.1)
+    W = np.ones(3)
+    opt.update([W], [np.ones(3)])
+    for clone in (pickle.loads(pickle.dumps(opt)), copy.deepcopy(opt)):
+        V = W.copy()
+        clone.update([V], [np.ones(3)])
+        assert clone.t == 2 and np.allclose(clone.state[0]["m"], opt.state[0]["m"] * 0.9 + 0.1)

@@ -69,6 +69,10 @@ class Optimizer:
         self._paths = None   # leaf paths ("params['W']") of the tree the state belongs to
         self._last = None    # weak references to the last update's (params, grads) leaves
 
+    def __getstate__(self):
+        # Weak references do not pickle, and a copy updates other arrays.
+        return {**self.__dict__, "_last": None}
+
     def _validate(self):
         """Refuse hyperparameters that would give silently wrong steps (nan,
         inf, negative rates, ...); runs at construction and at each update."""
