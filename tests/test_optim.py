@@ -203,6 +203,7 @@ def test_parameters_given_to_the_constructor_point_to_update(first):
     with pytest.raises(TypeError, match="not in the constructor"):
         tp.optim.SGD(first())
     assert tp.optim.SGD(0.1).lr == 0.1 and tp.optim.Adam(np.array(0.5)).lr == 0.5
+    assert tp.optim.Adam(0.1, np.array([0.8, 0.9])).b2 == 0.9      # betas as an array
 
 
 def test_swapped_update_arguments_are_refused_once_they_can_be_told():
@@ -250,3 +251,11 @@ def test_an_optimizer_pickles_and_copies_after_updates():
         V = W.copy()
         clone.update([V], [np.ones(3)])
         assert clone.t == 2 and np.allclose(clone.state[0]["m"], opt.state[0]["m"] * 0.9 + 0.1)
+
+
+def test_a_subclass_taking_a_list_first_is_not_refused():
+    class Layered(tp.optim.SGD):
+        def __init__(self, groups, lr=0.1):
+            super().__init__(lr)
+            self.groups = groups
+    assert Layered([np.ones(2)]).groups[0].shape == (2,)

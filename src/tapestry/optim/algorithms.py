@@ -78,9 +78,11 @@ class Adam(Optimizer):
                  clip_norm=None):
         super().__init__(lr, clip_norm)
         where = f"tapestry.optim.{type(self).__name__}"
-        if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
-            raise TypeError(f"{where}: betas must be a pair (beta1, beta2), got {betas!r}.")
-        self.b1, self.b2 = betas
+        try:
+            self.b1, self.b2 = betas
+        except (TypeError, ValueError):
+            raise TypeError(f"{where}: betas must be a pair (beta1, beta2), "
+                            f"got {betas!r}.") from None
         self.eps, self.weight_decay = eps, weight_decay
         self._validate()
 

@@ -32,7 +32,8 @@ _LEGACY_KEY = re.compile(r"^(\d+)\.(.+)$")   # '0.m': state saved before keys na
 
 
 class Optimizer:
-    """Base class: per-leaf state, created on first use, keyed by leaf position.
+    """Base class: per-leaf state, created on first use, kept by leaf position
+    (saved by leaf path: see :meth:`state_dict`).
 
     ``lr`` is a positive number or a schedule: a callable of the step count
     (0 for the first update, as in optax) returning the rate.  ``clip_norm``
@@ -50,7 +51,7 @@ class Optimizer:
     def __new__(cls, *args, **kwargs):
         # Before __init__ binds its arguments: ``Adam([p], lr=0.1)`` would
         # otherwise fail with "got multiple values for argument 'lr'".
-        if args and _looks_like_params(args[0]):
+        if args and _looks_like_params(args[0]) and _first_parameter(cls) == "lr":
             raise TypeError(
                 f"tapestry.optim.{cls.__name__}: the first argument is the learning rate, "
                 f"got a {type(args[0]).__name__} (parameters?). tapestry's optimizers take "
@@ -278,6 +279,13 @@ def _state_slot(key, paths, n, where):
             return paths.index(path), slot
     raise ValueError(f"{where}: the key {key!r} names no parameter of the saved state "
                      f"({paths if paths is not None else f'{n} leaves'}).")
+
+
+def _first_parameter(cls):
+    """The name of ``cls.__init__``'s first parameter after self (a subclass
+    may take something else first)."""
+    names = list(inspect.signature(cls.__init__).parameters)
+    return names[1] if len(names) > 1 else None
 
 
 def _looks_like_params(x):
