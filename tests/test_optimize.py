@@ -91,15 +91,16 @@ def _issue_objective(x):
     return np.sum((x - np.array([2.0, 3.0])) ** 2)   # with x0 <= 1, x1 <= 2: the optimum is [1, 2]
 
 
-@pytest.mark.parametrize("form", ["pairs", "list", "array", "Bounds", "trees"])
+@pytest.mark.parametrize("form", ["pairs", "list", "zip", "array", "Bounds", "trees"])
 def test_scipy_bounds_read_as_scipy_reads_them(form):
     import scipy.optimize as so
-    bounds = {"pairs": ((0, 1), (0, 2)), "list": [(0, 1), (None, 2)],
-              "array": np.array([[0.0, 1.0], [0.0, 2.0]]),
-              "Bounds": so.Bounds([0, 0], [1, 2]), "trees": None}[form]
+    make = {"pairs": lambda: ((0, 1), (0, 2)), "list": lambda: [(0, 1), (None, 2)],
+            "zip": lambda: zip([0, 0], [1, 2]),
+            "array": lambda: np.array([[0.0, 1.0], [0.0, 2.0]]),
+            "Bounds": lambda: so.Bounds([0, 0], [1, 2]), "trees": lambda: None}[form]
     kw = {"lower": 0.0, "upper": np.array([1.0, 2.0])} if form == "trees" else {}
-    res = minimize(_issue_objective, np.zeros(2), bounds=bounds, **kw)
-    ref = so.minimize(_issue_objective, np.zeros(2), bounds=bounds if bounds is not None
+    res = minimize(_issue_objective, np.zeros(2), bounds=make(), **kw)
+    ref = so.minimize(_issue_objective, np.zeros(2), bounds=make() if form != "trees"
                       else so.Bounds([0, 0], [1, 2]))
     np.testing.assert_allclose(res.x, [1.0, 2.0], atol=1e-8)
     np.testing.assert_allclose(res.x, ref.x, atol=1e-8)

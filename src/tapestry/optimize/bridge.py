@@ -127,10 +127,10 @@ def _is_pair(b):
 
 def _scipy_pairs(bounds, n, where):
     """``minimize``'s SciPy form: one (low, high) per flat parameter."""
-    if isinstance(bounds, (str, bytes, dict)) or not hasattr(bounds, "__len__"):
+    if isinstance(bounds, (str, bytes, dict)) or not hasattr(bounds, "__iter__"):
         seq = None
     else:
-        seq = list(bounds)
+        seq = list(bounds)  # zip(lb, ub) too, as SciPy takes it
     if seq is None or len(seq) != n or not all(map(_is_pair, seq)):
         got = (f"a {type(bounds).__name__} of {len(seq)}" if seq is not None
                else f"a {type(bounds).__name__}")
