@@ -293,3 +293,16 @@ def test_scipy_signal_convolve_matches_scipy_and_differentiates(mode):
         assert onp.allclose(y, sig.convolve(a, b, mode=mode))
     with pytest.raises(NotImplementedError, match="axes"):
         convolve(onp.ones((2, 2)), onp.ones((2, 2)), axes=([0], [0]))
+
+
+@pytest.mark.parametrize("opt, kwargs, match", [
+    (adam, {"step_size": float("inf")}, "step_size must be a finite number > 0"),
+    (adam, {"b1": 1.0}, r"b1 must be a finite number in \[0, 1\)"),
+    (adam, {"eps": float("nan")}, "eps"),
+    (sgd, {"step_size": -0.1}, "step_size"),
+    (sgd, {"mass": float("nan")}, "mass"),
+    (rmsprop, {"gamma": 1.5}, "gamma"),
+    (rmsprop, {"num_iters": -1}, "num_iters")])
+def test_optimizers_refuse_settings_that_would_run_silently_wrong(opt, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        opt(lambda p, i: 2 * p, onp.ones(2), **kwargs)

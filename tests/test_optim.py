@@ -150,3 +150,112 @@ def test_clear_errors():
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         tp.optim.SGD().update([ro], [ro])
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: tp.optim.SGD(lr=np.inf), "lr must be positive and finite"),
+    (lambda: tp.optim.Adam(lr="1e-3"), "lr must be a real number"),
+    (lambda: tp.optim.SGD(momentum=np.nan), "momentum must be a finite number >= 0"),
+    (lambda: tp.optim.SGD(weight_decay=np.inf), "weight_decay"),
+    (lambda: tp.optim.Adam(betas=(0.9, np.nan)), r"betas\[1\] must be .* in \[0, 1\)"),
+    (lambda: tp.optim.AdamW(betas=(-0.1, 0.9)), r"betas\[0\]"),
+    (lambda: tp.optim.Adam(betas=0.9), r"betas must be a pair"),
+    (lambda: tp.optim.Adam(eps=np.nan), "eps must be a finite number > 0"),
+    (lambda: tp.optim.Adam(weight_decay=np.nan), "weight_decay"),
+    (lambda: tp.optim.Adagrad(lr_decay=np.inf), "lr_decay"),
+    (lambda: tp.optim.Adagrad(eps=np.nan), "eps"),
+    (lambda: tp.optim.RMSprop(eps=np.nan), "eps"),
+    (lambda: tp.optim.RMSprop(momentum=np.inf), "momentum"),
+    (lambda: tp.optim.RMSprop(alpha=np.nan), "alpha"),
+    (lambda: tp.optim.SGD(clip_norm=np.nan), "clip_norm must be positive"),
+])
+def test_non_finite_or_out_of_range_hyperparameters_are_refused(make, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        make()
+
+
+def test_hyperparameters_assigned_later_are_checked_at_update():
+    W = np.ones(3)
+    for attr, value, match in [("lr", -0.1, "lr must be positive"),
+                               ("b2", 1.0, r"betas\[1\]"),
+                               ("clip_norm", -1.0, "clip_norm must be positive")]:
+        opt = tp.optim.Adam(lr=0.1, clip_norm=1.0)
+        setattr(opt, attr, value)
+        with pytest.raises(ValueError, match=match):
+            opt.update([W], [np.ones(3)])
+        assert np.array_equal(W, np.ones(3)) and opt.t == 0
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0.0, np.nan])
+def test_clip_by_global_norm_refuses_what_clip_norm_refuses(bad):
+    with pytest.raises(ValueError, match="max_norm must be positive"):
+        tp.optim.clip_by_global_norm([np.array([3.0, 4.0])], bad)
+    with pytest.raises(ValueError, match="clip_norm must be positive"):
+        tp.optim.SGD(clip_norm=bad)
+
+
+@pytest.mark.parametrize("first", [lambda: [np.ones(2)], lambda: {"w": np.ones(2)},
+                                   lambda: np.ones(2), lambda: iter([np.ones(2)])])
+def test_parameters_given_to_the_constructor_point_to_update(first):
+    with pytest.raises(TypeError, match=r"take the parameters in update, not in the "
+                                        r"constructor.*opt.update\(params, grads\)"):
+        tp.optim.Adam(first(), lr=0.1)
+    with pytest.raises(TypeError, match="not in the constructor"):
+        tp.optim.SGD(first())
+    assert tp.optim.SGD(0.1).lr == 0.1 and tp.optim.Adam(np.array(0.5)).lr == 0.5
+    assert tp.optim.Adam(0.1, np.array([0.8, 0.9])).b2 == 0.9      # betas as an array
+
+
+def test_swapped_update_arguments_are_refused_once_they_can_be_told():
+    loss = lambda p: np.sum(p["W"] ** 2)  # noqa: E731
+    params = {"W": np.ones(3)}
+    opt = tp.optim.SGD(lr=0.1)
+    opt.update(tp.grad(loss)(params), params)     # optax's order: the first call cannot tell
+    W0 = params["W"].copy()
+    with pytest.raises(ValueError, match=r"look swapped; tapestry's order is "
+                                         r"update\(params, grads\)"):
+        opt.update(tp.grad(loss)(params), params)
+    assert np.array_equal(params["W"], W0)
+    opt = tp.optim.Adam(lr=0.1)                   # a right first call, then swapped
+    opt.update(params, tp.grad(loss)(params))
+    with pytest.raises(ValueError, match="changed as params: the arguments look swapped"):
+        opt.update(tp.grad(loss)(params), params)
+    with pytest.raises(TypeError, match="optax's update"):
+        opt.update(tp.grad(loss)(params), None, params)
+    g = AxisSparse(0, np.array([1]), np.ones((1, 2)), (4, 2))
+    with pytest.raises(TypeError, match="AxisSparse, a gradient: the arguments look swapped"):
+        tp.optim.SGD().update([g], [np.ones((4, 2))])
+
+
+def test_right_order_with_reused_gradients_or_fresh_params_is_accepted():
+    fixed = [np.ones(3)]
+    W = np.zeros(3)
+    opt = tp.optim.SGD(lr=0.5)
+    for _ in range(3):                              # the same gradient object each step
+        opt.update([W], fixed)
+    assert np.allclose(W, -1.5)
+    opt = tp.optim.SGD(lr=0.5)
+    for _ in range(3):                              # fresh params and fresh gradients
+        W = W.copy()
+        opt.update([W], [np.ones(3)])
+    assert np.allclose(W, -3.0)
+
+
+def test_an_optimizer_pickles_and_copies_after_updates():
+    import copy
+    import pickle
+    opt = tp.optim.Adam(lr=0.1)
+    W = np.ones(3)
+    opt.update([W], [np.ones(3)])
+    for clone in (pickle.loads(pickle.dumps(opt)), copy.deepcopy(opt)):
+        V = W.copy()
+        clone.update([V], [np.ones(3)])
+        assert clone.t == 2 and np.allclose(clone.state[0]["m"], opt.state[0]["m"] * 0.9 + 0.1)
+
+
+def test_a_subclass_taking_a_list_first_is_not_refused():
+    class Layered(tp.optim.SGD):
+        def __init__(self, groups, lr=0.1):
+            super().__init__(lr)
+            self.groups = groups
+    assert Layered([np.ones(2)]).groups[0].shape == (2,)

@@ -1,6 +1,8 @@
 """RMSprop, lr schedules, clipping by global norm (sparse-aware) and
 state_dict round trips: against PyTorch where installed, and against the
 dense path / a NumPy reference always."""
+import re
+
 import numpy as np
 import pytest
 
@@ -150,7 +152,7 @@ def test_load_state_dict_errors():
     opt = tp.optim.Adam(lr=0.1)
     opt.update([np.ones(2), np.ones(2)], [np.ones(2), np.ones(2)])
     other = tp.optim.Adam().load_state_dict(opt.state_dict())
-    with pytest.raises(ValueError, match="loaded state has 2 leaves but params have 1"):
+    with pytest.raises(ValueError, match=re.escape("saved only: ['params[1]']")):
         other.update([np.ones(2)], [np.ones(2)])
     with pytest.raises(ValueError, match="clip_norm must be positive"):
         tp.optim.SGD(clip_norm=0)
@@ -177,3 +179,77 @@ def test_none_gradients_skip_their_parameter():
     opt.update(params, {"a": np.ones(2), "b": None})
     assert np.array_equal(params["b"], np.ones(3)) and not np.allclose(params["a"], 1.0)
     assert opt.state_dict()["n_leaves"] == 2
+
+
+def _nested():
+    return {"layers": [{"b": np.zeros(2), "w": np.ones((2, 2))}]}
+
+
+def _step(opt, params):
+    opt.update(params, tp.tree_util.tree_map(lambda p: np.full_like(p, 0.5), params))
+
+
+def test_state_names_its_class_and_leaves_by_path():
+    opt = tp.optim.Adam(lr=0.1)
+    _step(opt, _nested())
+    sd = opt.state_dict()
+    assert str(sd["optimizer"]) == "Adam"
+    assert list(sd["paths"]) == ["params['layers'][0]['b']", "params['layers'][0]['w']"]
+    assert sd["params['layers'][0]['w'].m"].shape == (2, 2)
+    single = tp.optim.SGD(lr=0.1, momentum=0.9)
+    single.update(np.ones(3), np.ones(3))
+    assert set(single.state_dict()) == {"t", "n_leaves", "optimizer", "paths", "params.buf"}
+
+
+@pytest.mark.parametrize("target,match", [
+    (lambda: tp.optim.SGD(momentum=0.9), "saved by Adam, not SGD; load it into a "
+                                         "tapestry.optim.Adam"),
+    (lambda: tp.optim.AdamW(), "saved by Adam, not AdamW")])
+def test_state_of_another_optimizer_class_is_refused_at_load(target, match):
+    opt = tp.optim.Adam(lr=0.1)
+    _step(opt, _nested())
+    with pytest.raises(ValueError, match=match):
+        target().load_state_dict(opt.state_dict())
+
+
+def test_state_of_other_hyperparameters_or_another_tree_is_refused():
+    opt = tp.optim.SGD(lr=0.1, momentum=0.9)
+    _step(opt, _nested())
+    with pytest.raises(ValueError, match=r"holds 'buf' but this SGD keeps no state"):
+        tp.optim.SGD(lr=0.1).load_state_dict(opt.state_dict())
+    rms = tp.optim.RMSprop()
+    _step(rms, _nested())
+    with pytest.raises(ValueError, match="holds 'square_avg' but this RMSprop keeps "
+                                         "'grad_avg', 'square_avg'"):
+        tp.optim.RMSprop(centered=True).load_state_dict(rms.state_dict())
+    renamed = {"layers": [{"c": np.zeros(2), "w": np.ones((2, 2))}]}
+    other = tp.optim.SGD(momentum=0.9).load_state_dict(opt.state_dict())
+    with pytest.raises(ValueError, match=re.escape("""saved only: ["params['layers'][0]['b']"]""")):
+        _step(other, renamed)
+    wider = {"layers": [{"b": np.zeros(3), "w": np.ones((2, 2))}]}
+    other = tp.optim.SGD(momentum=0.9).load_state_dict(opt.state_dict())
+    with pytest.raises(ValueError, match=re.escape(
+            "state 'buf' of params['layers'][0]['b'] has shape (2,) but the parameter has (3,)")):
+        _step(other, wider)
+    assert np.array_equal(wider["layers"][0]["b"], np.zeros(3))
+
+
+def test_index_keyed_state_still_loads_and_is_checked():
+    params, ref = _nested(), _nested()
+    opt, cont = tp.optim.Adam(lr=0.1), tp.optim.Adam(lr=0.1)
+    for _ in range(2):
+        _step(opt, params)
+        _step(cont, ref)
+    new = opt.state_dict()
+    legacy = {"t": new["t"], "n_leaves": new["n_leaves"]}
+    for k, path in enumerate(new["paths"]):
+        for slot in ("m", "v"):
+            legacy[f"{k}.{slot}"] = new[f"{path}.{slot}"]
+    resumed = tp.optim.Adam(lr=0.1).load_state_dict(legacy)
+    _step(resumed, params)
+    _step(cont, ref)
+    assert all(np.array_equal(a, b) for a, b in zip(tp.tree_util.tree_leaves(params),
+                                                    tp.tree_util.tree_leaves(ref)))
+    with pytest.raises(ValueError, match=r"state of leaf 0 holds 'm', 'v' but this SGD "
+                                         r"keeps 'buf'"):
+        tp.optim.SGD(momentum=0.9).load_state_dict(legacy)

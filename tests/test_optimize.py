@@ -1,6 +1,8 @@
 """tapestry.optimize: pytree parameters through scipy.optimize, checked
 against known optima (an independent Newton solve for logistic regression,
 all ones for Rosenbrock) and against finite-difference-free closed forms."""
+import re
+
 import numpy as np
 import pytest
 
@@ -65,15 +67,62 @@ def test_hessp_is_the_exact_hessian_product():
 def test_bounds_as_pytrees_and_dtypes_kept():
     p0 = {"a": np.zeros(2), "b": np.ones(3, np.float32)}
     f = lambda p: np.sum((p["a"] - 3.0) ** 2) + np.sum((p["b"] + 1.0) ** 2)  # noqa: E731
-    sol, res = minimize(f, p0, method="L-BFGS-B",
-                        bounds=({"a": 0.0, "b": None}, {"a": np.array([2.0, 5.0]), "b": None}))
-    np.testing.assert_allclose(sol["a"], [2.0, 3.0], atol=1e-6)
-    np.testing.assert_allclose(sol["b"], -1.0, atol=1e-5)
-    assert sol["b"].dtype == np.float32
-    with pytest.raises(TypeError, match="pair"):
+    res = minimize(f, p0, method="L-BFGS-B", lower={"a": 0.0, "b": None},
+                   upper={"a": np.array([2.0, 5.0]), "b": None})
+    np.testing.assert_allclose(res.x["a"], [2.0, 3.0], atol=1e-6)
+    np.testing.assert_allclose(res.x["b"], -1.0, atol=1e-5)
+    assert res.x["b"].dtype == np.float32
+    with pytest.raises(TypeError, match=r"one \(low, high\) pair per number in params \(5 "
+                                        r"here.*pass lower=\.\.\. and upper="):
         minimize(f, p0, bounds=[0.0, 1.0])
-    with pytest.raises(ValueError, match="bounds do not match"):
-        minimize(f, p0, method="L-BFGS-B", bounds=({"a": 0.0}, None))
+    with pytest.raises(TypeError, match="A \\(lower, upper\\) pair of pytrees is not read"):
+        minimize(f, p0, bounds=({"a": 0.0, "b": None}, {"a": 2.0, "b": None}))
+    with pytest.raises(ValueError, match="lower= does not match"):
+        minimize(f, p0, method="L-BFGS-B", lower={"a": 0.0})
+    with pytest.raises(TypeError, match="not both"):
+        minimize(f, p0, bounds=[(0, 1)] * 5, lower={"a": 0.0, "b": 0.0})
+    with pytest.raises(ValueError, match=re.escape("bounds of params['a'][1] are [3.0, 2.0]")):
+        minimize(f, p0, lower={"a": np.array([0.0, 3.0]), "b": None}, upper=2.0)
+    with pytest.raises(ValueError, match=re.escape("lower= for params['b'] must be numbers")):
+        minimize(f, p0, lower={"a": 0.0, "b": (0.0, None, 1.0)})
+
+
+def _issue_objective(x):
+    return np.sum((x - np.array([2.0, 3.0])) ** 2)   # with x0 <= 1, x1 <= 2: the optimum is [1, 2]
+
+
+@pytest.mark.parametrize("form", ["pairs", "list", "zip", "array", "Bounds", "trees"])
+def test_scipy_bounds_read_as_scipy_reads_them(form):
+    import scipy.optimize as so
+    make = {"pairs": lambda: ((0, 1), (0, 2)), "list": lambda: [(0, 1), (None, 2)],
+            "zip": lambda: zip([0, 0], [1, 2]),
+            "array": lambda: np.array([[0.0, 1.0], [0.0, 2.0]]),
+            "Bounds": lambda: so.Bounds([0, 0], [1, 2]), "trees": lambda: None}[form]
+    kw = {"lower": 0.0, "upper": np.array([1.0, 2.0])} if form == "trees" else {}
+    res = minimize(_issue_objective, np.zeros(2), bounds=make(), **kw)
+    ref = so.minimize(_issue_objective, np.zeros(2), bounds=make() if form != "trees"
+                      else so.Bounds([0, 0], [1, 2]))
+    np.testing.assert_allclose(res.x, [1.0, 2.0], atol=1e-8)
+    np.testing.assert_allclose(res.x, ref.x, atol=1e-8)
+
+
+def test_ambiguous_or_misordered_scipy_bounds_are_refused():
+    with pytest.raises(ValueError, match="ambiguous"):
+        minimize(_issue_objective, np.zeros(2), bounds=(np.zeros(2), np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match=re.escape("bounds of params[1] are [2.0, 0.0]")):
+        minimize(_issue_objective, np.zeros(2), bounds=[(0, 1), (2, 0)])
+    with pytest.raises(ValueError, match="Bounds have lb"):
+        import scipy.optimize as so
+        minimize(_issue_objective, np.zeros(2), bounds=so.Bounds([0, 0, 0], [1, 1, 1]))
+
+
+@pytest.mark.parametrize("kw,what", [({"bounds": [(0, 1), (0, 2)]}, "bounds"),
+                                     ({"constraints": [{"type": "ineq",
+                                                        "fun": lambda x: 1 - x[0]}]},
+                                      "constraints")])
+def test_bounds_or_constraints_a_method_would_ignore_are_refused(kw, what):
+    with pytest.raises(ValueError, match=f"method 'bfgs' ignores {what}"):
+        minimize(_issue_objective, np.zeros(2), method="BFGS", **kw)
 
 
 def test_callback_receives_the_pytree():
@@ -161,3 +210,67 @@ def test_newton_cg_on_dict_parameters_uses_pytree_hessian_products():
     assert res.nhev > 0
     np.testing.assert_allclose(sol["u"], np.linalg.solve(A, [-1.0, 0.0]), atol=1e-8)
     np.testing.assert_allclose(sol["v"], 1.5, atol=1e-2)   # quartic: flat minimum
+
+
+def _quadratic(p):
+    return np.sum((p["w"] - 1.0) ** 2) + (p["b"] + 2.0) ** 2
+
+
+P0 = {"w": np.zeros(2), "b": np.array(0.0, np.float32)}
+
+
+def test_minimize_returns_one_result_whose_x_is_the_pytree_and_which_unpacks():
+    res = minimize(_quadratic, P0, method="BFGS")
+    assert isinstance(res, tp.optimize.OptimizeResult)
+    assert res.success and res.status == 0 and isinstance(res.message, str)
+    assert res.nit > 0 and res.nfev > 0 and res.njev > 0 and res.hess_inv.shape == (3, 3)
+    np.testing.assert_allclose(res.x["w"], 1.0, atol=1e-6)
+    assert res.x["b"].dtype == np.float32 and np.isclose(res.x["b"], -2.0, atol=1e-5)
+    assert np.isclose(res.fun, 0.0, atol=1e-10)
+    assert res.grad is res.jac and set(res.jac) == {"w", "b"}
+    np.testing.assert_allclose(res.jac["w"], res.scipy.jac[1:], rtol=1e-12)  # b first: sorted
+    np.testing.assert_allclose(res.scipy.x, [-2.0, 1.0, 1.0], atol=1e-5)
+    x, same = res
+    assert x is res.x and same is res
+    assert "success=True" in repr(res)
+    assert minimize(_quadratic, P0, method="Nelder-Mead").jac is None
+
+
+def test_trust_constr_result_grad_is_the_objective_gradient():
+    res = minimize(_quadratic, P0, method="trust-constr")
+    np.testing.assert_allclose(res.grad["w"], res.scipy.grad[1:], rtol=1e-12)
+    np.testing.assert_allclose(res.x["w"], 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [{"jac": True}, {"jac": lambda x: 2 * x},
+                                {"hess": lambda x: 2 * np.eye(2)}, {"hessp": lambda x, v: 2 * v}])
+def test_hand_written_derivatives_are_refused_as_automatic(kw):
+    name = next(iter(kw))
+    with pytest.raises(TypeError, match=f"{name}= is not an argument here: .* from tapestry "
+                                        f"automatically"):
+        minimize(lambda x: np.sum(x ** 2), np.ones(2), method="Newton-CG", **kw)
+
+
+def _decay_fit():
+    t = np.linspace(0, 3, 40)
+    y = 2.0 * np.exp(-1.3 * t)
+    return (lambda p: {"fit": p["A"] * np.exp(-p["k"] * t) - y},
+            {"A": np.array(1.0), "k": np.array(1.0)})
+
+
+def test_least_squares_result_and_its_bounds_forms():
+    import scipy.optimize as so
+    res, p0 = _decay_fit()
+    r = least_squares(res, p0, lower={"A": 0.0, "k": 0.0}, upper={"A": 1.5, "k": None})
+    assert isinstance(r, tp.optimize.OptimizeResult) and np.isclose(r.x["A"], 1.5)
+    np.testing.assert_allclose([r.grad["A"], r.grad["k"]], r.scipy.grad, rtol=1e-12)
+    assert r.jac.shape == (40, 2) and r.fun.shape == (40,)     # SciPy's, flat
+    x, same = r
+    assert x is r.x and same is r
+    for bounds in [([0.0, 0.0], [1.5, np.inf]), so.Bounds([0.0, 0.0], [1.5, np.inf])]:
+        other = least_squares(res, p0, bounds=bounds)          # SciPy's (lb, ub), flat
+        np.testing.assert_allclose([other.x["A"], other.x["k"]], [r.x["A"], r.x["k"]])
+    with pytest.raises(TypeError, match="pass lower=... and upper="):
+        least_squares(res, p0, bounds=({"A": 0.0, "k": 0.0}, {"A": 1.5, "k": None}))
+    with pytest.raises(TypeError, match="jac= is not an argument here"):
+        least_squares(res, p0, jac="3-point")

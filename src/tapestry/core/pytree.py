@@ -285,6 +285,35 @@ def _describe(node):
     return f"{t.__name__}({', '.join(inner)})"
 
 
+def _paths(node, prefix, out):
+    if node is _LEAF:
+        out.append(prefix)
+        return
+    if node is None:
+        return
+    k, t, meta, children = node
+    if k in (_DICT, _ODICT, _DDICT):
+        steps = [f"[{key!r}]" for key in (meta[1] if k == _DDICT else meta)]
+    elif k == _NAMEDTUPLE:
+        steps = [f".{name}" for name in t._fields]
+    elif k == _DATACLASS:
+        steps = [f".{name}" for name in meta[0]]
+    else:  # sequences and registered classes: by position
+        steps = [f"[{i}]" for i in range(len(children))]
+    for step, c in zip(steps, children):
+        _paths(c, prefix + step, out)
+
+
+def leaf_paths(treedef, root=""):
+    """Each leaf's path, in leaf order, written as Python would reach it from
+    ``root``: ``"['w']"``, ``"[0]['b']"``, ``".weight"`` (dataclass and
+    namedtuple fields); a tree that is one leaf gives ``root`` itself.  Used
+    where a message or a saved file must name a leaf readably."""
+    out = []
+    _paths(treedef.node, root, out)
+    return out
+
+
 class TreeDef:
     """How to rebuild a tree from its leaves (compare with ``==``; picklable)."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Optimizer
+from .base import Optimizer, _hyper
 
 
 class SGD(Optimizer):
@@ -26,11 +26,15 @@ class SGD(Optimizer):
     def __init__(self, lr=1e-2, momentum=0.0, weight_decay=0.0, nesterov=False,
                  clip_norm=None):
         super().__init__(lr, clip_norm)
-        if momentum < 0 or weight_decay < 0:
-            raise ValueError("tapestry.optim.SGD: momentum and weight_decay must be >= 0.")
-        if nesterov and momentum == 0:
-            raise ValueError("tapestry.optim.SGD: nesterov=True needs momentum > 0.")
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        self._validate()
+
+    def _validate(self):
+        super()._validate()
+        _hyper("tapestry.optim.SGD", "momentum", self.momentum)
+        _hyper("tapestry.optim.SGD", "weight_decay", self.weight_decay)
+        if self.nesterov and self.momentum == 0:
+            raise ValueError("tapestry.optim.SGD: nesterov=True needs momentum > 0.")
 
     def _init_state(self, p):
         return {"buf": np.zeros_like(p)} if self.momentum else {}
@@ -73,14 +77,22 @@ class Adam(Optimizer):
     def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  clip_norm=None):
         super().__init__(lr, clip_norm)
-        b1, b2 = betas
-        if not (0 <= b1 < 1 and 0 <= b2 < 1):
-            raise ValueError(f"tapestry.optim.{type(self).__name__}: betas must be in "
-                             f"[0, 1), got {betas!r}.")
-        if eps <= 0 or weight_decay < 0:
-            raise ValueError(f"tapestry.optim.{type(self).__name__}: eps must be > 0 "
-                             "and weight_decay >= 0.")
-        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        where = f"tapestry.optim.{type(self).__name__}"
+        try:
+            self.b1, self.b2 = betas
+        except (TypeError, ValueError):
+            raise TypeError(f"{where}: betas must be a pair (beta1, beta2), "
+                            f"got {betas!r}.") from None
+        self.eps, self.weight_decay = eps, weight_decay
+        self._validate()
+
+    def _validate(self):
+        super()._validate()
+        where = f"tapestry.optim.{type(self).__name__}"
+        _hyper(where, "betas[0]", self.b1, below=1.0)
+        _hyper(where, "betas[1]", self.b2, below=1.0)
+        _hyper(where, "eps", self.eps, strict=True)
+        _hyper(where, "weight_decay", self.weight_decay)
 
     def _init_state(self, p):
         return {"m": np.zeros_like(p), "v": np.zeros_like(p)}
@@ -130,11 +142,17 @@ class Adagrad(Optimizer):
     def __init__(self, lr=1e-2, eps=1e-10, initial_accumulator_value=0.0,
                  weight_decay=0.0, lr_decay=0.0, clip_norm=None):
         super().__init__(lr, clip_norm)
-        if eps <= 0 or weight_decay < 0 or lr_decay < 0 or initial_accumulator_value < 0:
-            raise ValueError("tapestry.optim.Adagrad: eps must be > 0; weight_decay, "
-                             "lr_decay and initial_accumulator_value >= 0.")
         self.eps, self.weight_decay, self.lr_decay = eps, weight_decay, lr_decay
         self.init_acc = initial_accumulator_value
+        self._validate()
+
+    def _validate(self):
+        super()._validate()
+        where = "tapestry.optim.Adagrad"
+        _hyper(where, "eps", self.eps, strict=True)
+        _hyper(where, "weight_decay", self.weight_decay)
+        _hyper(where, "lr_decay", self.lr_decay)
+        _hyper(where, "initial_accumulator_value", self.init_acc)
 
     def _init_state(self, p):
         return {"sum": np.full_like(p, self.init_acc)}
@@ -166,13 +184,17 @@ class RMSprop(Optimizer):
     def __init__(self, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
                  centered=False, clip_norm=None):
         super().__init__(lr, clip_norm)
-        if not 0 <= alpha < 1:
-            raise ValueError(f"tapestry.optim.RMSprop: alpha must be in [0, 1), got {alpha!r}.")
-        if eps <= 0 or weight_decay < 0 or momentum < 0:
-            raise ValueError("tapestry.optim.RMSprop: eps must be > 0; weight_decay and "
-                             "momentum >= 0.")
         self.alpha, self.eps, self.weight_decay = alpha, eps, weight_decay
         self.momentum, self.centered = momentum, centered
+        self._validate()
+
+    def _validate(self):
+        super()._validate()
+        where = "tapestry.optim.RMSprop"
+        _hyper(where, "alpha", self.alpha, below=1.0)
+        _hyper(where, "eps", self.eps, strict=True)
+        _hyper(where, "weight_decay", self.weight_decay)
+        _hyper(where, "momentum", self.momentum)
 
     def _init_state(self, p):
         st = {"square_avg": np.zeros_like(p)}

@@ -8,17 +8,32 @@ the parameter and of the optimizer state are read and written: the update
 costs O(|S|), whatever the parameter's size.  Clipping by global norm keeps
 that: a sparse gradient's norm is its coalesced values' norm, and clipping
 scales the values without densifying.
+
+Mistakes refused rather than run: parameters passed to the constructor
+(PyTorch's habit), ``update(grads, params)`` (optax's order) once it can be
+told, hyperparameters that are not finite or out of range (checked at
+construction and again at each update, so a value assigned later is checked
+too), and a saved state loaded into another optimizer class or another
+parameter tree.
 """
 from __future__ import annotations
 
+import inspect
+import re
+import weakref
+
 import numpy as np
 
-from ..core.pytree import flatten_up_to, tree_flatten
+from ..core.pytree import flatten_up_to, leaf_paths, tree_flatten
 from ..sparse import AxisSparse
+
+_META_KEYS = ("t", "n_leaves", "optimizer", "paths")
+_LEGACY_KEY = re.compile(r"^(\d+)\.(.+)$")   # '0.m': state saved before keys named paths
 
 
 class Optimizer:
-    """Base class: per-leaf state, created on first use, keyed by leaf position.
+    """Base class: per-leaf state, created on first use, kept by leaf position
+    (saved by leaf path: see :meth:`state_dict`).
 
     ``lr`` is a positive number or a schedule: a callable of the step count
     (0 for the first update, as in optax) returning the rate.  ``clip_norm``
@@ -27,30 +42,62 @@ class Optimizer:
 
     Subclasses implement ``_dense(p, g, state)`` and ``_sparse(p, key, g_rows,
     state)`` where ``key`` selects the touched slices (unique indices) and
-    ``g_rows`` are the gradient's values there.  ``self.t`` is the number of
-    ``update`` calls so far (1 during the first); ``self.lr`` is the rate of
-    the current step.
+    ``g_rows`` are the gradient's values there, and ``_validate()`` checking
+    their hyperparameters (after ``super()._validate()``).  ``self.t`` is the
+    number of ``update`` calls so far (1 during the first); ``self.lr`` is
+    the rate of the current step.
     """
+
+    def __new__(cls, *args, **kwargs):
+        # Before __init__ binds its arguments: ``Adam([p], lr=0.1)`` would
+        # otherwise fail with "got multiple values for argument 'lr'".
+        if args and _looks_like_params(args[0]) and _first_parameter(cls) == "lr":
+            raise TypeError(
+                f"tapestry.optim.{cls.__name__}: the first argument is the learning rate, "
+                f"got a {type(args[0]).__name__} (parameters?). tapestry's optimizers take "
+                f"the parameters in update, not in the constructor: opt = "
+                f"tapestry.optim.{cls.__name__}(lr=...), then opt.update(params, grads) "
+                "at each step.")
+        return super().__new__(cls)
 
     def __init__(self, lr, clip_norm=None):
         self.schedule = lr if callable(lr) else None
-        if self.schedule is None and not lr > 0:
-            raise ValueError(f"tapestry.optim: lr must be positive or a schedule "
-                             f"(callable of the step), got {lr!r}.")
-        if clip_norm is not None and not clip_norm > 0:
-            raise ValueError(f"tapestry.optim: clip_norm must be positive, got {clip_norm!r}.")
         self.lr = lr if self.schedule is None else None
         self.clip_norm = clip_norm
         self.t = 0
         self.state: list = []
         self._treedef = None
+        self._paths = None   # leaf paths ("params['W']") of the tree the state belongs to
+        self._last = None    # weak references to the last update's (params, grads) leaves
 
-    def update(self, params, grads):
+    def __getstate__(self):
+        # Weak references do not pickle, and a copy updates other arrays.
+        return {**self.__dict__, "_last": None}
+
+    def _validate(self):
+        """Refuse hyperparameters that would give silently wrong steps (nan,
+        inf, negative rates, ...); runs at construction and at each update."""
+        where = f"tapestry.optim.{type(self).__name__}"
+        if self.schedule is None:
+            lr = _real(where, "lr", self.lr, extra=" or a schedule (a callable of the step)")
+            if not (lr > 0 and np.isfinite(lr)):
+                raise ValueError(f"{where}: lr must be positive and finite or a schedule "
+                                 f"(a callable of the step), got {self.lr!r}.")
+        if self.clip_norm is not None:
+            _check_max_norm(where, "clip_norm", self.clip_norm)
+
+    def update(self, params, grads, *extra):
         """Apply one step to ``params`` (a pytree of float arrays, modified in
         place) given ``grads`` (same structure; dense or sparse leaves;
         ``None`` leaves skip their parameter)."""
-        p_leaves, g_leaves = self._check(params, grads)
-        g_leaves = [_prepared(g, p) for p, g in zip(p_leaves, g_leaves)]
+        if extra:
+            raise TypeError(f"tapestry.optim.{type(self).__name__}.update takes (params, "
+                            f"grads), got {2 + len(extra)} arguments; optax's "
+                            "update(grads, state, params) does not apply: the optimizer "
+                            "keeps its own state and updates params in place.")
+        self._validate()
+        p_leaves, g_raw = self._check(params, grads)
+        g_leaves = [_prepared(g, p) for p, g in zip(p_leaves, g_raw)]
         if self.clip_norm is not None:
             g_leaves = _clipped(g_leaves, self.clip_norm)[0]
         if self.schedule is not None:
@@ -65,6 +112,7 @@ class Optimizer:
                 self._sparse(p, g.key(), g.values, self.state[k])
             else:
                 self._dense(p, g, self.state[k])
+        self._last = ([_ref(p) for p in p_leaves], [_ref(g) for g in g_raw])
         return params
 
     def _scheduled_lr(self, step):
@@ -91,16 +139,16 @@ class Optimizer:
                 raise ValueError(f"tapestry.optim.{name}.update: grads have "
                                  f"{len(g_leaves)} leaves but params have {len(p_leaves)}"
                                  f" ({g_td} vs {p_td}); pass the gradient of the same "
-                                 "pytree.") from None
+                                 "pytree, in the order update(params, grads).") from None
         for p, g in zip(p_leaves, g_leaves):
             if g is not None:
                 _check_param(p, g, name)
+        self._check_order(p_leaves, g_leaves)
         if self._treedef is None:
-            if self.state and len(self.state) != len(p_leaves):
-                raise ValueError(f"tapestry.optim.{name}.update: the loaded state has "
-                                 f"{len(self.state)} leaves but params have "
-                                 f"{len(p_leaves)}.")
-            self._treedef = p_td
+            paths = leaf_paths(p_td, "params")
+            if self.state:
+                self._check_loaded(p_leaves, paths)
+            self._treedef, self._paths = p_td, paths
             self.state = self.state or [None] * len(p_leaves)
         elif p_td != self._treedef:
             raise ValueError(f"tapestry.optim.{name}.update: params "
@@ -108,35 +156,188 @@ class Optimizer:
                              "optimizer per parameter pytree.")
         return p_leaves, g_leaves
 
+    def _check_order(self, p_leaves, g_leaves):
+        """Refuse ``update(grads, params)`` where the previous call tells:
+        the "grads" are the very arrays updated as parameters last time, or
+        the "grads" are last call's "grads" objects again while every
+        "params" array is new (parameters persist, gradients are fresh)."""
+        if self._last is None or len(self._last[0]) != len(p_leaves):
+            return
+        prev_p, prev_g = self._last
+        name = type(self).__name__
+        order = ("tapestry's order is update(params, grads) (optax's update takes grads "
+                 "first; PyTorch's step() reads .grad)")
+        if any(g is not None and _deref(r) is g for r, g in zip(prev_p, g_leaves)):
+            raise ValueError(f"tapestry.optim.{name}.update: the arrays passed as grads "
+                             "are the ones the previous update changed as params: the "
+                             f"arguments look swapped; {order}.")
+        given = [(r, g) for r, g in zip(prev_g, g_leaves) if g is not None]
+        if (given and all(_deref(r) is g for r, g in given)
+                and not any(_deref(r) is p for r, p in zip(prev_p, p_leaves))):
+            raise ValueError(f"tapestry.optim.{name}.update: grads are the same array "
+                             "objects as in the previous update while every params array "
+                             f"is new: the arguments look swapped; {order}. (Meant it? "
+                             "Pass a copy of the gradients.)")
+
     def _init_state(self, p):
         return {}
 
     # --- saving and restoring ---------------------------------------------
     def state_dict(self):
         """The optimizer's state as a flat ``{name: array}`` dict, ready for
-        ``np.savez(path, **opt.state_dict())`` (arrays are copies)."""
-        out = {"t": np.array(self.t), "n_leaves": np.array(len(self.state))}
+        ``np.savez(path, **opt.state_dict())`` (arrays are copies).
+
+        Keys: ``"t"`` (steps taken), ``"n_leaves"``, ``"optimizer"`` (the
+        class name), ``"paths"`` (each parameter's path, in leaf order) and
+        one ``"<path>.<slot>"`` per state array, the path written as Python
+        reaches the leaf from ``params``: ``"params['W'].m"``,
+        ``"params['layers'][0]['b'].buf"``, ``"params.m"`` for a single array."""
+        out = {"t": np.array(self.t), "n_leaves": np.array(len(self.state)),
+               "optimizer": np.array(type(self).__name__)}
+        if self._paths is not None or not self.state:
+            out["paths"] = np.array(self._paths or [], dtype=str)
         for k, st in enumerate(self.state):
-            for name, arr in (st or {}).items():
-                out[f"{k}.{name}"] = np.array(arr, copy=True)
+            prefix = self._paths[k] if self._paths is not None else str(k)
+            for slot, arr in (st or {}).items():
+                out[f"{prefix}.{slot}"] = np.array(arr, copy=True)
         return out
 
     def load_state_dict(self, d):
-        """Restore a :meth:`state_dict` (a dict or ``np.load``'s result).  The
-        next ``update`` must pass a parameter pytree with as many leaves."""
+        """Restore a :meth:`state_dict` (a dict or ``np.load``'s result).  It
+        must come from the same optimizer class with hyperparameters that keep
+        the same state (e.g. momentum on or off); the next ``update`` checks
+        that its params have the saved paths and shapes.  State saved with
+        index keys (``"0.m"``) still loads, checked by leaf count."""
+        name = type(self).__name__
+        where = f"tapestry.optim.{name}.load_state_dict"
         if "t" not in d or "n_leaves" not in d:
-            raise ValueError(f"tapestry.optim.{type(self).__name__}.load_state_dict: not "
-                             "an optimizer state (keys 't' and 'n_leaves' are missing).")
-        state = [None] * int(d["n_leaves"])
+            raise ValueError(f"{where}: not an optimizer state (keys 't' and 'n_leaves' "
+                             "are missing).")
+        saved_by = str(d["optimizer"]) if "optimizer" in d else None
+        if saved_by is not None and saved_by != name:
+            raise ValueError(f"{where}: the state was saved by {saved_by}, not {name}; "
+                             f"load it into a tapestry.optim.{saved_by}.")
+        n = int(d["n_leaves"])
+        paths = [str(p) for p in d["paths"]] if "paths" in d else None
+        if paths is not None and len(paths) != n:
+            raise ValueError(f"{where}: 'paths' has {len(paths)} entries but 'n_leaves' "
+                             f"is {n}; the state is damaged.")
+        state = [None] * n
         for key in d:
-            if key in ("t", "n_leaves"):
-                continue
-            k, name = key.split(".", 1)
-            if state[int(k)] is None:
-                state[int(k)] = {}
-            state[int(k)][name] = np.array(d[key], copy=True)
-        self.t, self.state, self._treedef = int(d["t"]), state, None
+            if key not in _META_KEYS:
+                k, slot = _state_slot(key, paths, n, where)
+                state[k] = state[k] or {}
+                state[k][slot] = np.array(d[key], copy=True)
+        self._check_slots(state, paths, where)
+        self.t, self.state = int(d["t"]), state
+        self._treedef, self._paths, self._last = None, paths, None
         return self
+
+    def _check_slots(self, state, paths, where):
+        """Every leaf's saved slots are the ones this optimizer keeps."""
+        expected = sorted(self._init_state(np.zeros(0)))
+        for k, st in enumerate(state):
+            if st is not None and sorted(st) != expected:
+                leaf = paths[k] if paths is not None else f"leaf {k}"
+                keeps = ", ".join(map(repr, expected)) or "no state"
+                raise ValueError(f"{where}: the state of {leaf} holds "
+                                 f"{', '.join(map(repr, sorted(st)))} but this "
+                                 f"{type(self).__name__} keeps {keeps}; make the optimizer "
+                                 "with the hyperparameters the state was saved with "
+                                 "(momentum, centered, ...).")
+
+    def _check_loaded(self, p_leaves, paths):
+        """The first update after loading: the params are the tree the state
+        was saved for (same leaf paths and shapes)."""
+        where = f"tapestry.optim.{type(self).__name__}.update"
+        if self._paths is not None and self._paths != paths:
+            missing = [p for p in self._paths if p not in paths]
+            new = [p for p in paths if p not in self._paths]
+            raise ValueError(f"{where}: the loaded state was saved for params with leaves "
+                             f"{self._paths}, these params have {paths} (saved only: "
+                             f"{missing}, new: {new}); pass the same parameter tree.")
+        if len(self.state) != len(p_leaves):
+            raise ValueError(f"{where}: the loaded state has {len(self.state)} leaves but "
+                             f"params have {len(p_leaves)}.")
+        for k, (p, st) in enumerate(zip(p_leaves, self.state)):
+            for slot, arr in (st or {}).items():
+                if arr.shape != p.shape:
+                    raise ValueError(f"{where}: the loaded state {slot!r} of {paths[k]} has "
+                                     f"shape {arr.shape} but the parameter has {p.shape}.")
+
+
+def _state_slot(key, paths, n, where):
+    """(leaf index, slot name) of a saved state key."""
+    legacy = _LEGACY_KEY.match(key) if paths is None else None
+    if legacy:
+        k, slot = int(legacy.group(1)), legacy.group(2)
+        if k < n:
+            return k, slot
+    elif paths is not None and "." in key:
+        path, slot = key.rsplit(".", 1)
+        if path in paths:
+            return paths.index(path), slot
+    raise ValueError(f"{where}: the key {key!r} names no parameter of the saved state "
+                     f"({paths if paths is not None else f'{n} leaves'}).")
+
+
+def _first_parameter(cls):
+    """The name of ``cls.__init__``'s first parameter after self (a subclass
+    may take something else first)."""
+    names = list(inspect.signature(cls.__init__).parameters)
+    return names[1] if len(names) > 1 else None
+
+
+def _looks_like_params(x):
+    """A container or iterator where a learning rate was expected."""
+    if isinstance(x, np.ndarray):
+        return x.ndim > 0
+    return isinstance(x, (list, tuple, dict, set)) or inspect.isgenerator(x) or (
+        hasattr(x, "__next__") and not callable(x))
+
+
+def _real(where, name, value, extra=""):
+    """``value`` as a float; TypeError naming ``name`` unless a real scalar."""
+    try:
+        a = np.asarray(value)
+        real = a.ndim == 0 and a.dtype.kind in "iuf"
+    except (TypeError, ValueError):
+        real = False
+    if not real or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be a real number{extra}, got {value!r}.")
+    return float(value)
+
+
+def _hyper(where, name, value, low=0.0, strict=False, below=None):
+    """Refuse ``value`` unless finite and >= ``low`` (> when ``strict``) and
+    < ``below`` when given; ``name`` is named in the message."""
+    v = _real(where, name, value)
+    ok = np.isfinite(v) and (v > low if strict else v >= low) and (below is None or v < below)
+    if not ok:
+        rule = (f"in [{low:g}, {below:g})" if below is not None
+                else f"{'>' if strict else '>='} {low:g}")
+        raise ValueError(f"{where}: {name} must be a finite number {rule}, got {value!r}.")
+    return v
+
+
+def _check_max_norm(where, name, value):
+    """A clipping norm: > 0 (inf: no clipping); a negative one would flip
+    the gradients' sign, nan would make them nan."""
+    v = _real(where, name, value)
+    if not v > 0:
+        raise ValueError(f"{where}: {name} must be positive, got {value!r}.")
+    return v
+
+
+def _ref(x):
+    try:
+        return weakref.ref(x)
+    except TypeError:  # floats, AxisSparse (slots): never compared by identity
+        return None
+
+
+def _deref(r):
+    return None if r is None else r()
 
 
 def _prepared(g, p):
@@ -168,6 +369,7 @@ def clip_by_global_norm(grads, max_norm):
     ``max_norm / (norm + 1e-6)`` when their global L2 norm exceeds
     ``max_norm`` (PyTorch's ``clip_grad_norm_`` rule).  ``AxisSparse`` leaves
     are coalesced and scaled in place of their values: never densified."""
+    _check_max_norm("tapestry.optim.clip_by_global_norm", "max_norm", max_norm)
     leaves, td = tree_flatten(grads)
     leaves = [g.coalesce() if isinstance(g, AxisSparse)
               else (None if g is None else np.asarray(g)) for g in leaves]
@@ -176,6 +378,10 @@ def clip_by_global_norm(grads, max_norm):
 
 
 def _check_param(p, g, name):
+    if isinstance(p, AxisSparse):
+        raise TypeError(f"tapestry.optim.{name}.update: a parameter is an AxisSparse, "
+                        "a gradient: the arguments look swapped; tapestry's order is "
+                        "update(params, grads).")
     if type(p) is not np.ndarray or p.dtype.kind != "f":
         raise TypeError(f"tapestry.optim.{name}: parameters must be float NumPy arrays "
                         f"(updated in place), got {type(p).__name__}"
