@@ -12,6 +12,7 @@ import functools
 import numpy as np
 
 from .forward import TangentRecorder, forward_sweep
+from .batched import Batched
 from .pytree import tree_flatten
 from .tracing import assemble, jac_setup, lower, trace
 from .var import Var, unwrap_all
@@ -37,7 +38,7 @@ def _tangent_leaves(t, td, x_leaves):
                          f"primal {len(x_leaves)}; give tangents the primals' structure.")
     out = []
     for (i, x), ti in zip(x_leaves, leaves):
-        if ti.__class__ is not Var:
+        if ti.__class__ is not Var and ti.__class__ is not Batched:
             ti = np.asarray(ti)
             if ti.dtype != np.result_type(x):
                 ti = ti.astype(np.result_type(x))

@@ -339,6 +339,9 @@ def batched_call(prim, args, kwargs, trace=None):
             raw.append(a)
             flags.append(False)
     rule = prim.batch
+    if nested and getattr(rule, "takes_batched_keys", False):
+        nested = False  # the rule finds batched values inside its key itself
+        flags = [f or _holds(a, trace) for f, a in zip(flags, args)]
     if rule is not None and not nested and not _holds(kwargs, trace):
         out = rule(prim, raw, flags, kwargs)
         if out is not NotImplemented:
@@ -349,6 +352,15 @@ def batched_call(prim, args, kwargs, trace=None):
             # an elementwise ufunc without a rule (a comparison, floor) broadcasts
             return _wrap(elementwise(prim.fun, raw, flags, kwargs), trace, prim)
     return _loop(prim, args, kwargs, trace)
+
+
+def batched_above(key, level):
+    """Whether the tuple ``key`` holds a batched value of a level above
+    ``level`` (an index array batched by a vmap inside that tape's trace)."""
+    for k in key:
+        if k.__class__ is Batched and k._trace.level > level:
+            return True
+    return False
 
 
 def _holds(x, trace):

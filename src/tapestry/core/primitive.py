@@ -21,7 +21,7 @@ import numpy as np
 from . import batching
 from .batching import shape_of  # noqa: F401  (rule modules import it from here)
 from .backward import Negated
-from .batched import Batched, batched_call, top_batch
+from .batched import Batched, batched_above, batched_call, top_batch
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
 from .var import Var, innermost_tape
 
@@ -223,7 +223,8 @@ class Primitive:
                 rules = self._rules01 or self._rules_of(active)
             else:
                 ta, raw = a._tape, (a._value, b)
-                if b.__class__ is Batched and b._trace.level > ta.level:
+                if b.__class__ is Batched and b._trace.level > ta.level or \
+                        b.__class__ is tuple and batched_above(b, ta.level):  # x[j], j batched
                     return batched_call(self, (a, b), _NO_KWARGS)
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
@@ -235,7 +236,8 @@ class Primitive:
                 return batched_call(self, (a, b), _NO_KWARGS)
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)
-        elif a.__class__ is Batched or b.__class__ is Batched:
+        elif a.__class__ is Batched or b.__class__ is Batched or \
+                b.__class__ is tuple and batched_above(b, 0):
             return batched_call(self, (a, b), _NO_KWARGS)
         else:
             return self.call_positional(a, b)

@@ -138,13 +138,42 @@ def _advanced_adjacent(key):
 
 
 def _batch_getitem(prim, args, batched, kwargs):
-    """``x[key]`` for a batched ``x``: the key gains a leading ``:`` (a key
-    batched itself is a gather: tapestry.vmap's rule)."""
+    """``x[key]`` for a batched ``x``: the key gains a leading ``:``.  A key
+    holding one batched index array (``u[j]`` with ``j`` per item, under
+    tapestry.vmap) is one gather: on an unbatched ``x`` the index array is
+    used whole and its batch axis moved to the front; on a batched ``x``,
+    an index in first place is paired with the item number."""
     x, key = args
     key = key if type(key) is tuple else (key,)
-    if any(batched[1:]) or not _advanced_adjacent(key):
+    if not any(batched[1:]):
+        if not _advanced_adjacent(key):
+            return NotImplemented
+        return prim(x, (slice(None),) + key)
+    return _batch_gather(prim, x, batched[0], key)
+
+
+_batch_getitem.takes_batched_keys = True
+
+
+def _batch_gather(prim, x, x_batched, key):
+    """The batched-index case of :func:`_batch_getitem` (``NotImplemented``
+    outside it: several index arrays, integers or ``...`` beside it)."""
+    from ..core.batched import Batched
+    found = [j for j, k in enumerate(key) if k.__class__ is Batched]
+    if len(found) != 1 or any(type(k) is not slice for j, k in enumerate(key) if j != found[0]):
         return NotImplemented
-    return prim(x, (slice(None),) + key)
+    p = found[0]
+    idx = key[p]._value  # the batch axis first
+    if idx.dtype.kind not in "iu":
+        return NotImplemented  # a boolean mask selects a different count per item
+    if not x_batched:
+        out = prim(x, key[:p] + (idx,) + key[p + 1:])
+        return out if p == 0 else np.moveaxis(out, p, 0)
+    if p != 0:
+        return NotImplemented
+    n = shape_of(idx)[0]
+    items = np.arange(n).reshape((n,) + (1,) * (len(shape_of(idx)) - 1))
+    return prim(x, (items, idx) + key[1:])
 
 
 getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, linear_in=(0,),

@@ -1,0 +1,209 @@
+"""tapestry.vmap: JAX's semantics (in_axes / out_axes / axis_size over
+pytrees, nesting), every composition with the differentiation transforms in
+both orders checked against a loop over the items, and the refusals
+(Python reading a batched value, mismatched batch sizes, escaped values).
+
+Every op of the sweep tables is checked under vmap as well
+(tests/sweep.py ``check_vmap``)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.core.batched import FALLBACKS, EscapedBatchError, VmapFallbackWarning
+
+rng = np.random.default_rng(7)
+
+
+def loop(f, in_axes, args):
+    """The reference: ``f`` per item, results stacked on axis 0."""
+    n = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
+    outs = [f(*[a if ax is None else np.take(a, i, axis=ax) for a, ax in zip(args, in_axes)])
+            for i in range(n)]
+    return tp.tree_map(lambda *xs: np.stack(xs), *outs)
+
+
+def close(a, b, tol=1e-10):
+    la, ta = tp.tree_flatten(a)
+    lb, tb = tp.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        assert np.shape(x) == np.shape(y), (np.shape(x), np.shape(y))
+        np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+
+
+def mlp(params, x):
+    h = np.tanh(params["W1"] @ x + params["b1"])
+    return np.sum((params["W2"] @ h) ** 2) + 0.1 * np.sum(np.log1p(np.exp(h)))
+
+
+PARAMS = {"W1": rng.standard_normal((5, 3)), "b1": rng.standard_normal(5),
+          "W2": rng.standard_normal((2, 5))}
+X = rng.standard_normal((4, 3))
+
+
+# --- semantics -----------------------------------------------------------------------
+@pytest.mark.parametrize("in_axes", [0, 1, -1, -2])
+def test_in_axes_anywhere(in_axes):
+    a = rng.standard_normal((3, 4, 2))[..., 0] if in_axes in (0, -2) else rng.standard_normal((3, 4))
+    f = lambda x: np.sin(x) * np.sum(x)  # noqa: E731
+    close(tp.vmap(f, in_axes=in_axes)(a), loop(f, (in_axes,), (a,)))
+
+
+def test_pytree_in_axes_and_none():
+    f = lambda p, x: mlp(p, x)  # noqa: E731
+    close(tp.vmap(f, in_axes=(None, 0))(PARAMS, X), loop(f, (None, 0), (PARAMS, X)))
+    stacked = tp.tree_map(lambda a: np.stack([a, 2 * a]), PARAMS)
+    got = tp.vmap(f, in_axes=({"W1": 0, "b1": 0, "W2": 0}, None))(stacked, X[0])
+    want = np.stack([mlp(PARAMS, X[0]), mlp(tp.tree_map(lambda a: 2 * a, PARAMS), X[0])])
+    close(got, want)
+
+
+def test_out_axes_and_unbatched_outputs():
+    A = rng.standard_normal((3, 4))
+    f = lambda x: (np.outer(x, x), np.float64(2.0))  # noqa: E731
+    got = tp.vmap(f, out_axes=(2, 0))(A)
+    close(got[0], np.moveaxis(np.stack([np.outer(a, a) for a in A]), 0, 2))
+    close(got[1], np.full(3, 2.0))
+    assert got[1].flags.writeable
+    with pytest.raises(ValueError, match="out_axes is None"):
+        tp.vmap(lambda x: np.sum(x), out_axes=None)(A)
+    close(tp.vmap(lambda x: (np.sum(x), 1.0), out_axes=(0, None))(A)[1], 1.0)
+
+
+def test_nested_vmap_composes_batch_dimensions():
+    B = rng.standard_normal((2, 3, 4))
+    f = lambda x, w: np.tanh(x * w).sum()  # noqa: E731
+    w = rng.standard_normal(4)
+    got = tp.vmap(tp.vmap(f, in_axes=(0, None)), in_axes=(0, None))(B, w)
+    close(got, np.array([[f(x, w) for x in b] for b in B]))
+    got = tp.vmap(tp.vmap(f, in_axes=(1, None)), in_axes=(0, None))(B, w[:3])
+    close(got, np.array([[f(B[i, :, j], w[:3]) for j in range(4)] for i in range(2)]))
+
+
+def test_axis_size_and_mismatched_sizes():
+    out = tp.vmap(lambda c: c * 2.0, in_axes=None, axis_size=3)(np.float64(1.5))
+    close(out, np.full(3, 3.0))
+    with pytest.raises(ValueError, match="axis_size="):
+        tp.vmap(lambda c: c, in_axes=None)(1.0)
+    with pytest.raises(ValueError, match=r"argument 0: 3, argument 1: 4"):
+        tp.vmap(lambda a, b: a + b)(np.zeros(3), np.zeros(4))
+    with pytest.raises(ValueError, match="in_axes has 1 entries"):
+        tp.vmap(lambda a, b: a + b, in_axes=(0,))(np.zeros(3), np.zeros(3))
+    with pytest.raises(ValueError, match="no such axis"):
+        tp.vmap(lambda a: a, in_axes=2)(np.zeros((3, 3)))
+
+
+# --- refusals ----------------------------------------------------------------------
+@pytest.mark.parametrize("read", [lambda x: 1.0 if np.sum(x) > 0 else 2.0,
+                                  lambda x: float(np.sum(x)),
+                                  lambda x: int(x[0]),
+                                  lambda x: np.asarray(x),
+                                  lambda x: range(10)[np.argmax(x)]])
+def test_python_reading_a_batched_value_raises(read):
+    with pytest.raises(TypeError, match="tapestry.vmap.*np.where"):
+        tp.vmap(read)(X)
+
+
+def test_np_where_is_the_way():
+    f = lambda x: np.where(np.sum(x) > 0, x, -x)  # noqa: E731
+    close(tp.vmap(f)(X), loop(f, (0,), (X,)))
+
+
+def test_a_batched_value_that_escapes_raises():
+    kept = []
+    tp.vmap(lambda x: kept.append(x) or np.sum(x))(X)
+    with pytest.raises(EscapedBatchError, match="escaped"):
+        np.sin(kept[0])
+
+
+def test_fallback_loops_are_counted_and_warned_once():
+    f = lambda x: np.linalg.det(np.outer(x, x) + np.eye(3))  # noqa: E731
+    before = sum(FALLBACKS.values())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tp.vmap(f)(X)
+    close(got, loop(f, (0,), (X,)))
+    assert sum(FALLBACKS.values()) > before
+    assert all(issubclass(w.category, VmapFallbackWarning) for w in caught)
+
+
+# --- composition with every transform, both orders ------------------------------------
+def test_per_example_gradients():
+    g = tp.grad(mlp)
+    close(tp.vmap(g, in_axes=(None, 0))(PARAMS, X), loop(g, (None, 0), (PARAMS, X)))
+
+
+def test_grad_of_vmap():
+    f = lambda p: np.sum(tp.vmap(mlp, in_axes=(None, 0))(p, X))  # noqa: E731
+    want = tp.tree_map(lambda *gs: sum(gs), *[tp.grad(mlp)(PARAMS, x) for x in X])
+    close(tp.grad(f)(PARAMS), want)
+    close(tp.grad(lambda x: np.sum(tp.vmap(np.sin)(x) ** 2))(X), 2 * np.sin(X) * np.cos(X))
+
+
+@pytest.mark.parametrize("jac", [tp.jacfwd, tp.jacrev, tp.hessian])
+def test_jacobians_inside_and_outside(jac):
+    f = lambda w, x: np.sin(x * w) * np.sum(w ** 2)  # noqa: E731
+    if jac is tp.hessian:
+        f = lambda w, x: np.sum(np.sin(x * w) ** 2) * np.sum(w)  # noqa: E731
+    w = rng.standard_normal(3)
+    inside = tp.vmap(jac(f), in_axes=(None, 0))(w, X)
+    close(inside, loop(jac(f), (None, 0), (w, X)))
+    outside = jac(lambda w: tp.vmap(f, in_axes=(None, 0))(w, X))(w)
+    close(outside, jac(lambda w: np.stack([f(w, x) for x in X]))(w))
+
+
+def test_jvp_and_vjp_both_orders():
+    f = lambda x: np.tanh(x) * np.sum(x ** 2)  # noqa: E731
+    T = rng.standard_normal(X.shape)
+    inside = tp.vmap(lambda x, t: tp.jvp(f, (x,), (t,)))(X, T)
+    close(inside, loop(lambda x, t: tp.jvp(f, (x,), (t,)), (0, 0), (X, T)))
+    outside = tp.jvp(tp.vmap(f), (X,), (T,))
+    close(outside, inside)
+    ct = rng.standard_normal(X.shape)
+    pb_in = tp.vmap(lambda x, c: tp.vjp(f, x)[1](c))(X, ct)
+    close(pb_in, loop(lambda x, c: tp.vjp(f, x)[1](c), (0, 0), (X, ct)))
+    close(tp.vjp(tp.vmap(f), X)[1](ct), pb_in)
+
+
+def test_custom_vjp_and_checkpoint_under_vmap():
+    @tp.custom_vjp
+    def softplus(x):
+        return np.log1p(np.exp(x))
+
+    def fwd(x):
+        return softplus(x), x
+
+    def bwd(x, g):
+        return (g / (1 + np.exp(-x)),)
+
+    softplus.defvjp(fwd, bwd)
+    f = lambda x: np.sum(softplus(x) ** 2)  # noqa: E731
+    close(tp.vmap(f)(X), loop(f, (0,), (X,)))
+    close(tp.vmap(tp.grad(f))(X), loop(tp.grad(f), (0,), (X,)))
+    close(tp.grad(lambda x: np.sum(tp.vmap(f)(x)))(X), loop(tp.grad(f), (0,), (X,)))
+    c = lambda x: np.sum(tp.checkpoint(lambda y: np.sin(y) ** 2)(x))  # noqa: E731
+    close(tp.vmap(tp.grad(c))(X), loop(tp.grad(c), (0,), (X,)))
+
+
+def test_float32_stays_float32():
+    x32 = X.astype(np.float32)
+    out = tp.vmap(tp.grad(lambda x: np.sum(np.sin(x) * 2.0)))(x32)
+    assert out.dtype == np.float32
+
+
+def test_against_jax_per_example_gradients():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+
+    def loss(p, x, y, m):
+        h = m.tanh(p["W1"] @ x + p["b1"])
+        return m.sum((p["W2"] @ h - y) ** 2)
+
+    Y = rng.standard_normal((4, 2))
+    ours = tp.vmap(tp.grad(lambda p, x, y: loss(p, x, y, np)), in_axes=(None, 0, 0))(PARAMS, X, Y)
+    theirs = jax.vmap(jax.grad(lambda p, x, y: loss(p, x, y, jnp)), in_axes=(None, 0, 0))(
+        PARAMS, X, Y)
+    close(ours, tp.tree_map(np.asarray, dict(theirs)))
