@@ -1,4 +1,5 @@
-"""autograd's differential operators, each a few lines over ``tapestry.vjp``.
+"""autograd's differential operators, each a few lines over ``tapestry.vjp``
+(reverse mode) or ``tapestry.jvp`` (forward mode: ``make_jvp``, ``deriv``).
 
 Every derivative comes from tapestry's engine and rules; this module only
 translates calling conventions (``argnum``, ``make_vjp``'s ``(vjp, ans)``
@@ -9,17 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.api import vjp as _tp_vjp
+from ..core.api_forward import jvp as _tp_jvp
 from ..core.custom import checkpoint as _tp_checkpoint
 from ..core.var import unwrap_all
 from ..core.pytree import tree_flatten, tree_map
 from ..core.var import Var
 from .wrap_util import unary_to_nary
-
-_FORWARD = ("autograd's forward mode ({}) is not part of tapestry.autograd: "
-            "tapestry is reverse mode. Use tapestry.jvp once it is available "
-            "(it is being added), or a reverse-mode operator (grad, jacobian, "
-            "make_vjp, elementwise_grad) instead.")
-
 
 def _dense(x):
     return x.todense() if hasattr(x, "todense") else x
@@ -208,12 +204,45 @@ def grad_named(fun, argname):
     return grad(fun, names.index(argname))
 
 
-def make_jvp(fun, argnum=0):
-    raise NotImplementedError(_FORWARD.format("make_jvp"))
+def _tangent_like(g, x):
+    """autograd takes any numeric tangent (``np.ones(n, int)``): integer and
+    bool leaves become the primal's float dtype; everything else goes to
+    ``tapestry.jvp`` as given, which checks structure, shapes and dtypes."""
+    x_leaves, x_td = tree_flatten(x)
+    if x_td.is_leaf():
+        g_leaves = [g]
+    else:
+        g_leaves, g_td = tree_flatten(g)
+        if g_td != x_td:
+            return g
+    out = []
+    for gl, xl in zip(g_leaves, x_leaves):
+        if gl.__class__ is not Var and np.result_type(gl).kind in "biu":
+            gl = np.asarray(gl, np.result_type(unwrap_all(xl)))
+        out.append(gl)
+    return out[0] if x_td.is_leaf() else x_td.unflatten(out)
 
 
-def deriv(fun, argnum=0):
-    raise NotImplementedError(_FORWARD.format("deriv"))
+def make_jvp_unary(fun, x):
+    """autograd's ``make_jvp``: ``jvp(g)`` is ``(fun(x), J g)``, forward mode
+    (``tapestry.jvp``; each call traces ``fun`` once, as autograd's does)."""
+    def jvp(g):
+        return _tp_jvp(fun, (x,), (_tangent_like(g, x),))
+    return jvp
+
+
+make_jvp = unary_to_nary(make_jvp_unary)
+make_jvp.__doc__ = ("``make_jvp(fun, argnum)(*args)`` is ``jvp``; ``jvp(g)`` is "
+                    "``(ans, J g)`` (forward mode).")
+
+
+@unary_to_nary
+def deriv(fun, x):
+    """The JVP with a tangent of ones (autograd's ``deriv``): for a scalar
+    ``x``, ``fun``'s derivative; for an array, the sum of the Jacobian's
+    columns (each output's derivative for an elementwise ``fun``)."""
+    ones = tree_map(lambda a: np.ones(np.shape(a), np.result_type(unwrap_all(a))), x)
+    return make_jvp_unary(fun, x)(ones)[1]
 
 
 def holomorphic_grad(fun, argnum=0):
