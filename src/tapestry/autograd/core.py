@@ -2,7 +2,10 @@
 (unary forms)."""
 from __future__ import annotations
 
-from .differential_operators import make_jvp_unary as make_jvp  # noqa: F401
-from .differential_operators import make_vjp_unary as make_vjp  # noqa: F401
-from .extend import (def_linear, defjvp, defjvp_argnum, defjvp_argnums,  # noqa: F401
-                     defvjp, defvjp_argnum, primitive, vspace)
+from .differential_operators import make_jvp_unary as make_jvp
+from .differential_operators import make_vjp_unary as make_vjp
+from .extend import (def_linear, defjvp, defjvp_argnum, defjvp_argnums, defvjp,
+                     defvjp_argnum, primitive, vspace)
+
+__all__ = ["make_vjp", "make_jvp", "defvjp", "defvjp_argnum", "defjvp", "defjvp_argnum",
+           "defjvp_argnums", "def_linear", "primitive", "vspace"]
