@@ -378,3 +378,21 @@ def test_errors_inside_hessian_name_it(name):
         t(lambda x: "loss")(*args)
     with pytest.raises(TypeError, match=rf"tapestry\.{name}: argument 0 has dtype int"):
         t(lambda x: np.sum(x))(*[np.ones(2, int)] * len(args))
+
+
+def test_pullback_results_do_not_alias_the_callers_cotangent():
+    ct = np.ones(3)
+    for f in (lambda x: x, lambda x: x + 0.5, lambda x: {"a": x}["a"][:]):
+        _, pb = tp.vjp(f, np.arange(3.0))
+        g, = pb(ct)
+        assert not np.shares_memory(g, ct)
+        g += 1.0  # an in-place update of the gradient leaves ct alone
+        np.testing.assert_array_equal(ct, np.ones(3))
+
+
+def test_register_pytree_node_refuses_non_functions_at_registration():
+    class Box:
+        pass
+    with pytest.raises(TypeError, match=r"register_pytree_node\(Box\): unflatten must be a "
+                                        "function"):
+        tu.register_pytree_node(Box, lambda b: ((), None), None)

@@ -159,7 +159,28 @@ class _Pullback:
         paths = leaf_paths(self.out_td)
         pairs = [(k, _as_cotangent(c, self.values[k], _output_name(paths[k]), "vjp"))
                  for k, c in enumerate(leaves)]
-        return collect(self.records, self.sweep(pairs), False)
+        return _unaliased(collect(self.records, self.sweep(pairs), False),
+                          [c for _, c in pairs])
+
+
+def _root(a):
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _unaliased(grads, given):
+    """``grads`` with every leaf that is (a view of) one of the caller's
+    cotangent arrays ``given`` copied: a rule that passes its cotangent on
+    unchanged (``x + c``, the identity) would otherwise hand back the
+    caller's own array, and updating one would change the other."""
+    roots = {id(_root(c)) for c in given if isinstance(c, np.ndarray)}
+    if not roots:
+        return grads
+
+    def own(g):
+        return g.copy() if isinstance(g, np.ndarray) and id(_root(g)) in roots else g
+    return tree_map(own, grads)
 
 
 def _output_name(path):

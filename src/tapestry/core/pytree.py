@@ -84,6 +84,10 @@ def register_pytree_node(cls, flatten, unflatten):
     if cls in _CUSTOM_RULES or cls in (tuple, list, dict, OrderedDict, defaultdict):
         raise ValueError(f"tapestry.tree_util.register_pytree_node: {cls.__name__} is "
                          "already a pytree container.")
+    for what, fn in (("flatten", flatten), ("unflatten", unflatten)):
+        if not callable(fn):
+            raise TypeError(f"tapestry.tree_util.register_pytree_node({cls.__name__}): "
+                            f"{what} must be a function, got {type(fn).__name__}.")
     _CUSTOM_RULES[cls] = (flatten, unflatten)
     _KIND[cls] = _CUSTOM
     return cls
