@@ -396,3 +396,27 @@ def test_register_pytree_node_refuses_non_functions_at_registration():
     with pytest.raises(TypeError, match=r"register_pytree_node\(Box\): unflatten must be a "
                                         "function"):
         tu.register_pytree_node(Box, lambda b: ((), None), None)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hessian_blocks_through_the_reverse_over_reverse_fallback(dtype):
+    """Complex intermediates (an FFT) send hessian to reverse over reverse:
+    the blocks, their nesting and their dtype are the same as forward over reverse."""
+    def h(a, b):
+        z = np.fft.fft(np.concatenate([a, b]))
+        return np.sum(np.abs(z) ** 2 * np.arange(5.0)) + np.sum(a) ** 2 * np.sum(b ** 3)
+    a, b = rng.standard_normal(2).astype(dtype), rng.standard_normal(3).astype(dtype)
+    H = tp.hessian(h, argnums=(0, 1))(a, b)
+    args = (a.astype(np.float64), b.astype(np.float64))
+    for i in range(2):
+        for j in range(2):
+            assert H[i][j].dtype == dtype and H[i][j].shape == args[i].shape + args[j].shape
+            np.testing.assert_allclose(H[i][j], _fd_hessian_block(h, args, i, j),
+                                       rtol=1e-4 if dtype == np.float32 else 1e-6, atol=1e-4)
+
+
+def test_unravel_refuses_a_complex_vector_for_real_leaves():
+    _, unravel = tp.ravel_pytree({"a": np.ones(2), "b": np.ones(1, np.float32)})
+    assert unravel(np.arange(3.0))["b"].dtype == np.float32  # real: cast, as before
+    with pytest.raises(TypeError, match="complex vector for a tree with real leaves"):
+        unravel(np.ones(3) * 1j)

@@ -561,6 +561,10 @@ def ravel_pytree(tree):
         if np.shape(v) != (ends[-1] if ends else 0,):
             raise ValueError(f"tapestry.ravel_pytree: unravel expects a vector of shape "
                              f"({ends[-1] if ends else 0},), got {np.shape(v)}.")
+        if np.result_type(v).kind == "c" and any(dt.kind != "c" for dt in dtypes):
+            raise TypeError("tapestry.ravel_pytree: unravel was given a complex vector for "
+                            "a tree with real leaves; casting would drop the imaginary "
+                            "part. Pass np.real(v), or ravel a complex tree.")
         out, start = [], 0
         for end, shape, dt in zip(ends, shapes, dtypes):
             piece = np.reshape(v[start:end], shape)
