@@ -466,7 +466,8 @@ def structure_mismatch(expected, got, what_expected, what_got):
 
 def _up_to(node, x, out, where, loose):
     """Leaves of ``x`` cut at ``node``'s leaves (``x`` may go deeper there).
-    With ``loose``, a list may stand for a tuple and the other way round."""
+    With ``loose``, a list may stand for a tuple (or a namedtuple) and the
+    other way round."""
     if node is _LEAF:
         out.append(x)
         return
@@ -475,7 +476,8 @@ def _up_to(node, x, out, where, loose):
             raise TreeMismatch(where, "None", f"a {type(x).__name__}")
         return
     k, t, meta, children = node
-    if type(x) is not t and not (loose and k == _SEQ and type(x) in (list, tuple)):
+    if type(x) is not t and not (loose and k in (_SEQ, _NAMEDTUPLE)
+                                 and type(x) in (list, tuple)):
         raise TreeMismatch(where, _summary(node), f"a {type(x).__name__}")
     xmeta, xchildren = _parts(k, t, x)
     xnode = (k, t, xmeta, [_LEAF] * len(xchildren))
