@@ -105,7 +105,7 @@ def _cotangent_leaves(ct, out_td, opname):
 
 
 def _as_cotangent(c, value, where, opname):
-    """Cotangent ``c`` for an output leaf (``where`` names it): any
+    """Cotangent ``c`` for an output leaf (``where()`` names it): any
     array-like, cast to the output's dtype; the shape must match."""
     dt = np.result_type(unwrap_all(value))
     if c.__class__ is Var or hasattr(c, "todense"):
@@ -116,17 +116,17 @@ def _as_cotangent(c, value, where, opname):
     else:
         arr = np.asarray(c)
         if arr.dtype.kind not in "biufc":
-            raise TypeError(f"tapestry.{opname}: the cotangent of {where} has dtype "
+            raise TypeError(f"tapestry.{opname}: the cotangent of {where()} has dtype "
                             f"{arr.dtype} (a {type(c).__name__}); give a number or "
                             "numeric array.")
         if arr.dtype.kind == "c" and dt.kind != "c":
             raise TypeError(f"tapestry.{opname}: complex cotangent for the real output "
-                            f"{where}.")
+                            f"{where()}.")
         if arr.dtype != dt and dt.kind in "fc":
             arr = arr.astype(dt)
     if np.shape(arr) != np.shape(value):
         raise ValueError(f"tapestry.{opname}: cotangent shape {np.shape(arr)} does not "
-                         f"match output shape {np.shape(value)} ({where}).")
+                         f"match output shape {np.shape(value)} ({where()}).")
     return arr
 
 
@@ -156,11 +156,18 @@ class _Pullback:
 
     def __call__(self, ct):
         leaves = _cotangent_leaves(ct, self.out_td, "vjp")
-        paths = leaf_paths(self.out_td)
-        pairs = [(k, _as_cotangent(c, self.values[k], _output_name(paths[k]), "vjp"))
+        pairs = [(k, _as_cotangent(c, self.values[k], self._namer(k), "vjp"))
                  for k, c in enumerate(leaves)]
-        return _unaliased(collect(self.records, self.sweep(pairs), False),
-                          [c for _, c in pairs])
+        cts = self.sweep(pairs)
+        _unalias(cts, self.records, [c for _, c in pairs])
+        return collect(self.records, cts, False)
+
+    def _namer(self, k):
+        """Names output leaf ``k`` in an error (the path is found only then)."""
+        def name():
+            path = leaf_paths(self.out_td)[k]
+            return f"output leaf {path}" if path else "the output"
+        return name
 
 
 def _root(a):
@@ -169,22 +176,17 @@ def _root(a):
     return a
 
 
-def _unaliased(grads, given):
-    """``grads`` with every leaf that is (a view of) one of the caller's
-    cotangent arrays ``given`` copied: a rule that passes its cotangent on
-    unchanged (``x + c``, the identity) would otherwise hand back the
-    caller's own array, and updating one would change the other."""
+def _unalias(cts, records, given):
+    """Copy each input cotangent in ``cts`` that is (a view of) one of the
+    caller's cotangent arrays ``given``: a rule that passes its cotangent on
+    unchanged (``x + c``, the identity) would otherwise hand the caller's
+    own array back as the gradient, and updating one would change the other."""
     roots = {id(_root(c)) for c in given if isinstance(c, np.ndarray)}
-    if not roots:
-        return grads
-
-    def own(g):
-        return g.copy() if isinstance(g, np.ndarray) and id(_root(g)) in roots else g
-    return tree_map(own, grads)
-
-
-def _output_name(path):
-    return f"output leaf {path}" if path else "the output"
+    for _, rec in records:
+        for i, _ in rec:
+            c = cts[i]
+            if isinstance(c, np.ndarray) and id(_root(c)) in roots:
+                cts[i] = c.copy()
 
 
 def vjp(f, *primals, has_aux=False):

@@ -46,17 +46,30 @@ def tangent_leaves(t, td, x_leaves, opname, label):
                 "alone); " + structure_mismatch(td, ttd, "the primal", "the tangent")
                 + ". Build tangents with the primal's structure, e.g. "
                 "tapestry.tree_map(np.ones_like, primal).")
-    paths = leaf_paths(td)
-    return [_as_tangent(ti, x, opname, label + (f" at {p}" if p else ""))
-            for (_, x), ti, p in zip(x_leaves, leaves, paths)]
+    return [_as_tangent(ti, x, opname, label, td, j)
+            for j, ((_, x), ti) in enumerate(zip(x_leaves, leaves))]
 
 
-def _as_tangent(t, x, opname, where):
-    """Tangent ``t`` of primal leaf ``x``: same shape, compatible dtype."""
+def _as_tangent(t, x, opname, label, td, j):
+    """Tangent ``t`` of primal leaf ``x`` (leaf ``j`` of ``td``, named in
+    errors): same shape, compatible dtype."""
     want = np.result_type(unwrap_all(x))
     if t.__class__ is not Var:
         t = np.asarray(t)
     got = np.result_type(unwrap_all(t))
+    if got.kind != want.kind or want.kind not in "fc" or np.shape(t) != np.shape(x):
+        _refuse_tangent(t, x, got, want, opname, label + _at(td, j))
+    if got != want:  # another precision of the same kind
+        t = t.astype(want)
+    return t
+
+
+def _at(td, j):
+    path = leaf_paths(td)[j]
+    return f" at {path}" if path else ""
+
+
+def _refuse_tangent(t, x, got, want, opname, where):
     if got.kind != want.kind or want.kind not in "fc":
         kind = "a complex" if want.kind == "c" else "a float"
         raise TypeError(
@@ -65,13 +78,9 @@ def _as_tangent(t, x, opname, where):
             + (" (casting it would drop its imaginary part)"
                if got.kind == "c" else "")
             + f". Pass e.g. np.ones_like(primal) or tangent.astype({want.name!r}).")
-    if np.shape(t) != np.shape(x):
-        raise ValueError(f"tapestry.{opname}: tangent shape {np.shape(t)} does not match "
-                         f"primal shape {np.shape(x)} ({where}); a tangent has its "
-                         "primal's shape.")
-    if got != want:  # another precision of the same kind
-        t = t.astype(want)
-    return t
+    raise ValueError(f"tapestry.{opname}: tangent shape {np.shape(t)} does not match "
+                     f"primal shape {np.shape(x)} ({where}); a tangent has its "
+                     "primal's shape.")
 
 
 def _labels(n, what="the tangent of argument {}"):
