@@ -420,3 +420,15 @@ def test_unravel_refuses_a_complex_vector_for_real_leaves():
     assert unravel(np.arange(3.0))["b"].dtype == np.float32  # real: cast, as before
     with pytest.raises(TypeError, match="complex vector for a tree with real leaves"):
         unravel(np.ones(3) * 1j)
+
+
+def test_autograd_operators_name_themselves_in_errors():
+    import tapestry.autograd as ag
+    with pytest.raises(TypeError, match=r"tapestry\.autograd\.grad: argument 0 has dtype int"):
+        ag.grad(lambda x: np.sum(x))(np.ones(2, int))
+    with pytest.raises(ValueError, match=r"tapestry\.autograd\.make_jvp: tangent shape"):
+        ag.make_jvp(np.sin)(np.ones(2))(np.ones(3))
+    vjp, _ = ag.make_vjp(lambda x: {"a": x})(np.ones(2))
+    with pytest.raises(ValueError, match=r"tapestry\.autograd\.make_vjp: the cotangent does "
+                                         r"not have the output's tree structure"):
+        vjp({"b": np.ones(2)})

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.api import vjp as _tp_vjp
-from ..core.api_forward import jvp as _tp_jvp
+from ..core.api import _vjp as _tp_vjp
+from ..core.api_forward import forward_jvp as _tp_jvp
 from ..core.custom import checkpoint as _tp_checkpoint
 from ..core.var import unwrap_all
 from ..core.pytree import tree_flatten, tree_map
@@ -33,9 +33,11 @@ def _as_cotangent(c, like):
     return c.reshape(np.shape(like)) if c.size == np.size(unwrap_all(like)) else c
 
 
-def make_vjp_unary(fun, x):
-    """``(vjp, ans)`` of one-argument ``fun`` at ``x`` (autograd's order)."""
-    ans, pullback = _tp_vjp(fun, x)
+def make_vjp_unary(fun, x, opname="autograd.make_vjp", keep=True):
+    """``(vjp, ans)`` of one-argument ``fun`` at ``x`` (autograd's order).
+    ``opname`` is the operator errors name; ``keep=False`` for a ``vjp``
+    used before the operator returns (no copies of ``x``, see tapestry.vjp)."""
+    ans, pullback = _tp_vjp(fun, (x,), False, opname, keep)
     ans_leaves, ans_td = tree_flatten(ans)
 
     def vjp(g):
@@ -72,14 +74,14 @@ def grad(fun, x):
     arguments as `fun`, but returns the gradient instead. The function `fun`
     should be scalar-valued (a real output of size 1, any shape). The gradient
     has the same type as the argument."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.grad", False)
     return vjp(_scalar_ones(ans, "grad"))
 
 
 @unary_to_nary
 def value_and_grad(fun, x):
     """``(fun(x), grad(fun)(x))`` with one forward pass."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.value_and_grad", False)
     return ans, vjp(_scalar_ones(ans, "value_and_grad"))
 
 
@@ -91,7 +93,7 @@ def grad_and_aux(fun, x):
     def scalar(x):
         value, out["aux"] = fun(x)
         return value
-    vjp, ans = make_vjp_unary(scalar, x)
+    vjp, ans = make_vjp_unary(scalar, x, "autograd.grad_and_aux", False)
     return vjp(_scalar_ones(ans, "grad_and_aux")), unwrap_aux(out["aux"])
 
 
@@ -103,7 +105,7 @@ def unwrap_aux(aux):
 def elementwise_grad(fun, x):
     """The sum of the Jacobian's rows: the gradient of ``sum(fun(x))``; for
     an elementwise ``fun`` that is each output's derivative."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.elementwise_grad", False)
     if np.iscomplexobj(unwrap_all(ans)):
         raise TypeError("tapestry.autograd.elementwise_grad: the output is complex; "
                         "elementwise_grad is for real outputs.")
@@ -114,7 +116,7 @@ def elementwise_grad(fun, x):
 def jacobian(fun, x):
     """The Jacobian, shape ``out.shape + in.shape``, one reverse pass per
     output element."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.jacobian", False)
     out_shape, in_shape = np.shape(ans), np.shape(x)
     plain = np.asarray(unwrap_all(ans))
     rows = []
@@ -136,7 +138,7 @@ def hessian(fun, argnum=0):
 def make_hvp(fun, x):
     """``(hvp, grad_value)``: ``hvp(v)`` is the Hessian of scalar ``fun``
     at ``x`` times ``v`` (reverse over reverse)."""
-    return make_vjp_unary(grad(fun), x)
+    return make_vjp_unary(grad(fun), x, "autograd.make_hvp")
 
 
 def hessian_tensor_product(fun, argnum=0):
@@ -223,11 +225,12 @@ def _tangent_like(g, x):
     return out[0] if x_td.is_leaf() else x_td.unflatten(out)
 
 
-def make_jvp_unary(fun, x):
+def make_jvp_unary(fun, x, opname="autograd.make_jvp"):
     """autograd's ``make_jvp``: ``jvp(g)`` is ``(fun(x), J g)``, forward mode
     (``tapestry.jvp``; each call traces ``fun`` once, as autograd's does)."""
     def jvp(g):
-        return _tp_jvp(fun, (x,), (_tangent_like(g, x),))
+        return _tp_jvp(fun, (x,), (_tangent_like(g, x),), False, opname,
+                       ["the tangent"])
     return jvp
 
 
@@ -242,7 +245,7 @@ def deriv(fun, x):
     ``x``, ``fun``'s derivative; for an array, the sum of the Jacobian's
     columns (each output's derivative for an elementwise ``fun``)."""
     ones = tree_map(lambda a: np.ones(np.shape(a), np.result_type(unwrap_all(a))), x)
-    return make_jvp_unary(fun, x)(ones)[1]
+    return make_jvp_unary(fun, x, "autograd.deriv")(ones)[1]
 
 
 def holomorphic_grad(fun, argnum=0):

@@ -133,9 +133,10 @@ def _as_cotangent(c, value, where, opname):
 class _Pullback:
     """``vjp``'s pullback: reusable; sweeps only the outputs given a cotangent."""
 
-    def __init__(self, tape, records, out_leaves, out_td, values):
+    def __init__(self, tape, records, out_leaves, out_td, values, opname="vjp"):
         self.tape, self.records = tape, records
         self.out_leaves, self.out_td, self.values = out_leaves, out_td, values
+        self.opname = opname  # the transform errors name
 
     def sweep(self, pairs):
         """Cotangents by tape position for ``(output leaf, cotangent)`` pairs."""
@@ -155,8 +156,8 @@ class _Pullback:
         return collect(self.records, self.sweep([(k, c)]), False, sparse=False)
 
     def __call__(self, ct):
-        leaves = _cotangent_leaves(ct, self.out_td, "vjp")
-        pairs = [(k, _as_cotangent(c, self.values[k], self._namer(k), "vjp"))
+        leaves = _cotangent_leaves(ct, self.out_td, self.opname)
+        pairs = [(k, _as_cotangent(c, self.values[k], self._namer(k), self.opname))
                  for k, c in enumerate(leaves)]
         cts = self.sweep(pairs)
         _unalias(cts, self.records, [c for _, c in pairs])
@@ -206,7 +207,7 @@ def _vjp(f, primals, has_aux, opname, keep):
     tape, records, out_leaves, out_td, aux = trace(f, primals, opname, has_aux, keep=keep)
     values = [lower(v, tape) for v in out_leaves]
     y = out_td.unflatten([own_output(v) for v in values] if keep else values)
-    pullback = _Pullback(tape, records, out_leaves, out_td, values)
+    pullback = _Pullback(tape, records, out_leaves, out_td, values, opname)
     return (y, pullback, aux) if has_aux else (y, pullback)
 
 
