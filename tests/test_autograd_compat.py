@@ -104,10 +104,161 @@ def test_checkpoint_gives_the_same_gradient():
     assert onp.allclose(ag.grad(ag.checkpoint(f))(x), ag.grad(f)(x))
 
 
-@pytest.mark.parametrize("name", ["make_jvp", "deriv"])
-def test_forward_mode_is_refused_pointing_to_jvp(name):
-    with pytest.raises(NotImplementedError, match="jvp"):
-        getattr(ag, name)(np.sin)(1.0)
+# --- forward mode: make_jvp, deriv, defjvp, def_linear ---------------------------------
+def _real_autograd():
+    """HIPS autograd itself, where it is installed (not this package)."""
+    real = pytest.importorskip("autograd")
+    if real is ag or "tapestry" in (getattr(real, "__file__", "") or ""):
+        pytest.skip("autograd resolves to tapestry.autograd here")
+    import autograd.numpy as anp
+    return real, anp
+
+
+def _fwd_cases(npm):
+    """(fun, argnum, args, tangent) with functions written against ``npm``."""
+    x = onp.array([0.3, -1.2, 2.0])
+    y = onp.array([[0.5, 1.5, -0.7], [1.1, 0.2, 0.9]])
+    return [
+        (lambda x: npm.sin(x) * x ** 2, 0, (x,), onp.array([1.0, -2.0, 0.5])),
+        (lambda x, y: npm.tanh(y @ x), 1, (x, y), onp.ones((2, 3))),
+        (lambda x, y: npm.sum(npm.exp(y) * x), (0, 1), (x, y), (x[::-1].copy(), y * 2)),
+        (lambda x: npm.cumsum(x) * npm.prod(x), 0, (x,), onp.arange(3.0)),
+        (lambda s: npm.log1p(s ** 2), 0, (0.7,), 1.0),
+        (lambda x: npm.sin(x), 0, (x,), onp.ones(3, int)),  # autograd takes int tangents
+    ]
+
+
+@pytest.mark.parametrize("k", range(6))
+def test_make_jvp_matches_hips_autograd(k):
+    real, anp = _real_autograd()
+    fun, argnum, args, v = _fwd_cases(np)[k]
+    rfun = _fwd_cases(anp)[k][0]
+    ans, t = ag.make_jvp(fun, argnum)(*args)(v)
+    rans, rt = real.make_jvp(rfun, argnum)(*args)(v)
+    for a, b in zip(tp.tree_leaves((ans, t)), tp.tree_leaves((rans, rt))):
+        onp.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("k", [0, 3, 4])
+def test_deriv_matches_hips_autograd(k):
+    real, anp = _real_autograd()
+    fun, argnum, args, _ = _fwd_cases(np)[k]
+    got = ag.deriv(fun, argnum)(*args)
+    want = real.deriv(_fwd_cases(anp)[k][0], argnum)(*args)
+    for a, b in zip(tp.tree_leaves(got), tp.tree_leaves(want)):
+        onp.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_make_jvp_and_deriv_against_finite_differences():
+    x = RNG.standard_normal(4)
+    f = lambda x: np.sin(x) * np.sum(x ** 2)  # noqa: E731
+    v = RNG.standard_normal(4)
+    ans, t = ag.make_jvp(f)(x)(v)
+    eps = 1e-6
+    onp.testing.assert_allclose(t, (f(x + eps * v) - f(x - eps * v)) / (2 * eps), rtol=1e-6)
+    onp.testing.assert_allclose(ans, f(x))
+    onp.testing.assert_allclose(ag.deriv(np.tanh)(x), 1 - onp.tanh(x) ** 2)
+    with pytest.raises(ValueError, match=r"tangent shape \(3,\)"):
+        ag.make_jvp(f)(x)(onp.ones(3))
+
+
+def test_defjvp_only_primitive_works_in_both_modes():
+    from tapestry.autograd.extend import defjvp
+
+    @primitive
+    def cube(x, k):
+        return k * x ** 3
+
+    defjvp(cube, lambda g, ans, x, k: 3 * k * x ** 2 * g, None)
+    x = RNG.standard_normal(3)
+    onp.testing.assert_allclose(ag.make_jvp(cube)(x, 2.0)(onp.ones(3))[1], 6 * x ** 2)
+    onp.testing.assert_allclose(ag.grad(lambda x: np.sum(cube(x, 2.0)))(x), 6 * x ** 2)
+    assert ag.grad(cube, 1)(1.5, 2.0) == 0.0  # None: a zero derivative
+    check_grads(lambda x: cube(x, 2.0), (x,), order=2)  # reverse, second order
+    onp.testing.assert_allclose(tp.hessian(lambda x: np.sum(cube(x, 2.0)))(x),
+                                onp.diag(12 * x))
+
+
+def test_def_linear_and_same_push_tangents_through_the_primitive():
+    from tapestry.autograd.extend import def_linear, defjvp, defvjp
+
+    @primitive
+    def scale(x, k):
+        return x * k
+
+    def_linear(scale)
+    x = RNG.standard_normal(3)
+    onp.testing.assert_allclose(ag.make_jvp(scale)(x, 3.0)(onp.ones(3))[1], 3.0)
+    onp.testing.assert_allclose(ag.make_jvp(scale, 1)(x, 3.0)(1.0)[1], x)
+    onp.testing.assert_allclose(ag.grad(lambda k: np.sum(scale(x, k)))(3.0), onp.sum(x))
+    assert 0 in scale.prim.linear_in and 5 in scale.prim.linear_in
+
+    @primitive
+    def colsum(x, axis=None):
+        return onp.sum(x, axis=axis)  # plain NumPy inside: a primitive's body
+
+    defjvp(colsum, "same")
+    defvjp(colsum, lambda ans, x, axis=None: lambda g: onp.broadcast_to(
+        onp.expand_dims(g, axis), x.shape) if axis is not None else onp.broadcast_to(g, x.shape))
+    a = RNG.standard_normal((2, 3))
+    t = RNG.standard_normal((2, 3))
+    onp.testing.assert_allclose(ag.make_jvp(lambda a: colsum(a, axis=0))(a)(t)[1], t.sum(0))
+    assert colsum.prim.linear_in == (0,)
+
+
+def test_defjvp_argnum_and_argnums():
+    from tapestry.autograd.extend import defjvp_argnum, defjvp_argnums
+
+    @primitive
+    def mul(a, b):
+        return a * b
+
+    defjvp_argnum(mul, lambda i, g, ans, args, kwargs: g * args[1 - i])
+    assert ag.make_jvp(mul, (0, 1))(2.0, 3.0)((1.0, 1.0))[1] == 5.0
+    assert ag.grad(mul, 1)(2.0, 3.0) == 2.0
+
+    @primitive
+    def mul2(a, b):
+        return a * b
+
+    defjvp_argnums(mul2, lambda argnums, gs, ans, args, kwargs: sum(
+        g * args[1 - i] for i, g in zip(argnums, gs)))
+    assert ag.make_jvp(mul2, (0, 1))(2.0, 3.0)((1.0, 2.0))[1] == 7.0
+    assert ag.grad(mul2, 0)(2.0, 3.0) == 3.0
+
+
+def test_defjvp_matches_hips_autograd():
+    real, anp = _real_autograd()
+    from autograd.extend import defjvp as rdefjvp
+    from autograd.extend import primitive as rprimitive
+    from tapestry.autograd.extend import defjvp
+
+    def body(x, y):
+        return onp.sin(x) * y
+
+    rf, tf = rprimitive(body), primitive(body)
+    rules = (lambda g, ans, x, y: g * anp.cos(x) * y, lambda g, ans, x, y: g * anp.sin(x))
+    rdefjvp(rf, *rules)
+    defjvp(tf, lambda g, ans, x, y: g * np.cos(x) * y, lambda g, ans, x, y: g * np.sin(x))
+    x, y, v = RNG.standard_normal(3), RNG.standard_normal(3), RNG.standard_normal(3)
+    for argnum in (0, 1):
+        onp.testing.assert_allclose(ag.make_jvp(tf, argnum)(x, y)(v)[1],
+                                    real.make_jvp(rf, argnum)(x, y)(v)[1], rtol=1e-12)
+
+
+def test_check_grads_fwd_mode_runs_and_catches_a_wrong_jvp():
+    from tapestry.autograd.extend import defjvp
+    from tapestry.autograd.test_util import check_grads as agc
+
+    agc(lambda x: np.sum(np.sin(x) * x), modes=["fwd", "rev"], order=2)(RNG.standard_normal(3))
+
+    @primitive
+    def wrong(x):
+        return x ** 2
+
+    defjvp(wrong, lambda g, ans, x: 3 * x * g)  # should be 2 x g
+    with pytest.raises(AssertionError):
+        agc(wrong, modes=["fwd"], order=1)(RNG.standard_normal(3))
 
 
 def test_primitive_defvjp_first_and_second_order():

@@ -141,7 +141,7 @@ def test_tree_map_over_several_trees_and_is_leaf():
     n = tp.tree_map(lambda t: len(t), {"p": (1.0, 2.0), "q": (3.0,)},
                     is_leaf=lambda t: isinstance(t, tuple))
     assert n == {"p": 2, "q": 1}
-    with pytest.raises(ValueError, match="trees differ"):
+    with pytest.raises(ValueError, match="differ at the root"):
         tp.tree_map(lambda u, v: u, {"x": 1.0}, {"z": 1.0})
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from .core.api import vjp
 from .core.pytree import tree_flatten
+from .core.tracing import normalize_argnums
 
 __all__ = ["check_grads"]
 
@@ -101,8 +102,8 @@ def check_grads(f, args, argnums=None, eps=1e-6, rtol=1e-5, atol=1e-6,
     args = tuple(args)
     if argnums is None:
         argnums = tuple(i for i, a in enumerate(args) if _differentiable(a))
-    elif isinstance(argnums, int):
-        argnums = (argnums,)
+    else:
+        argnums = normalize_argnums(argnums, len(args), "testing.check_grads")[1]
     rng = np.random.default_rng(seed)
     if _low_precision([l for a in argnums for l in tree_flatten(args[a])[0]]):
         rtol, atol = max(rtol, 2e-3), max(atol, 2e-3)

@@ -7,8 +7,8 @@
     from tapestry.autograd import grad
 
 A thin layer: every derivative comes from tapestry's engine and rules
-(``tapestry.vjp``); these functions only translate autograd's calling
-conventions.  Forward mode (``make_jvp``, ``deriv``) is not provided.
+(``tapestry.vjp``, and ``tapestry.jvp`` for forward mode: ``make_jvp``,
+``deriv``); these functions only translate autograd's calling conventions.
 See docs/porting.md.
 """
 from .builtins import dict, isinstance, list, tuple, type  # noqa: A004,F401

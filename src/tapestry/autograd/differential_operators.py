@@ -1,4 +1,5 @@
-"""autograd's differential operators, each a few lines over ``tapestry.vjp``.
+"""autograd's differential operators, each a few lines over ``tapestry.vjp``
+(reverse mode) or ``tapestry.jvp`` (forward mode: ``make_jvp``, ``deriv``).
 
 Every derivative comes from tapestry's engine and rules; this module only
 translates calling conventions (``argnum``, ``make_vjp``'s ``(vjp, ans)``
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.api import vjp as _tp_vjp
+from ..core.api import _vjp as _tp_vjp
+from ..core.api_forward import forward_jvp as _tp_jvp
 from ..core.custom import checkpoint as _tp_checkpoint
 from ..core.var import unwrap_all
 from ..core.pytree import tree_flatten, tree_map
@@ -20,12 +22,6 @@ __all__ = ["make_vjp", "grad", "value_and_grad", "grad_and_aux", "elementwise_gr
            "hessian_vector_product", "tensor_jacobian_product", "vector_jacobian_product",
            "make_ggnvp", "checkpoint", "multigrad_dict", "grad_named", "make_jvp", "deriv",
            "holomorphic_grad"]
-
-_FORWARD = ("autograd's forward mode ({}) is not part of tapestry.autograd: "
-            "tapestry is reverse mode. Use tapestry.jvp once it is available "
-            "(it is being added), or a reverse-mode operator (grad, jacobian, "
-            "make_vjp, elementwise_grad) instead.")
-
 
 def _dense(x):
     return x.todense() if hasattr(x, "todense") else x
@@ -43,9 +39,11 @@ def _as_cotangent(c, like):
     return c.reshape(np.shape(like)) if c.size == np.size(unwrap_all(like)) else c
 
 
-def make_vjp_unary(fun, x):
-    """``(vjp, ans)`` of one-argument ``fun`` at ``x`` (autograd's order)."""
-    ans, pullback = _tp_vjp(fun, x)
+def make_vjp_unary(fun, x, opname="autograd.make_vjp", keep=True):
+    """``(vjp, ans)`` of one-argument ``fun`` at ``x`` (autograd's order).
+    ``opname`` is the operator errors name; ``keep=False`` for a ``vjp``
+    used before the operator returns (no copies of ``x``, see tapestry.vjp)."""
+    ans, pullback = _tp_vjp(fun, (x,), False, opname, keep)
     ans_leaves, ans_td = tree_flatten(ans)
 
     def vjp(g):
@@ -82,14 +80,14 @@ def grad(fun, x):
     arguments as `fun`, but returns the gradient instead. The function `fun`
     should be scalar-valued (a real output of size 1, any shape). The gradient
     has the same type as the argument."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.grad", False)
     return vjp(_scalar_ones(ans, "grad"))
 
 
 @unary_to_nary
 def value_and_grad(fun, x):
     """``(fun(x), grad(fun)(x))`` with one forward pass."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.value_and_grad", False)
     return ans, vjp(_scalar_ones(ans, "value_and_grad"))
 
 
@@ -101,7 +99,7 @@ def grad_and_aux(fun, x):
     def scalar(x):
         value, out["aux"] = fun(x)
         return value
-    vjp, ans = make_vjp_unary(scalar, x)
+    vjp, ans = make_vjp_unary(scalar, x, "autograd.grad_and_aux", False)
     return vjp(_scalar_ones(ans, "grad_and_aux")), unwrap_aux(out["aux"])
 
 
@@ -113,7 +111,7 @@ def unwrap_aux(aux):
 def elementwise_grad(fun, x):
     """The sum of the Jacobian's rows: the gradient of ``sum(fun(x))``; for
     an elementwise ``fun`` that is each output's derivative."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.elementwise_grad", False)
     if np.iscomplexobj(unwrap_all(ans)):
         raise TypeError("tapestry.autograd.elementwise_grad: the output is complex; "
                         "elementwise_grad is for real outputs.")
@@ -124,7 +122,7 @@ def elementwise_grad(fun, x):
 def jacobian(fun, x):
     """The Jacobian, shape ``out.shape + in.shape``, one reverse pass per
     output element."""
-    vjp, ans = make_vjp_unary(fun, x)
+    vjp, ans = make_vjp_unary(fun, x, "autograd.jacobian", False)
     out_shape, in_shape = np.shape(ans), np.shape(x)
     plain = np.asarray(unwrap_all(ans))
     rows = []
@@ -146,7 +144,7 @@ def hessian(fun, argnum=0):
 def make_hvp(fun, x):
     """``(hvp, grad_value)``: ``hvp(v)`` is the Hessian of scalar ``fun``
     at ``x`` times ``v`` (reverse over reverse)."""
-    return make_vjp_unary(grad(fun), x)
+    return make_vjp_unary(grad(fun), x, "autograd.make_hvp")
 
 
 def hessian_tensor_product(fun, argnum=0):
@@ -214,12 +212,46 @@ def grad_named(fun, argname):
     return grad(fun, names.index(argname))
 
 
-def make_jvp(fun, argnum=0):
-    raise NotImplementedError(_FORWARD.format("make_jvp"))
+def _tangent_like(g, x):
+    """autograd takes any numeric tangent (``np.ones(n, int)``): integer and
+    bool leaves become the primal's float dtype; everything else goes to
+    ``tapestry.jvp`` as given, which checks structure, shapes and dtypes."""
+    x_leaves, x_td = tree_flatten(x)
+    if x_td.is_leaf():
+        g_leaves = [g]
+    else:
+        g_leaves, g_td = tree_flatten(g)
+        if g_td != x_td:
+            return g
+    out = []
+    for gl, xl in zip(g_leaves, x_leaves):
+        if gl.__class__ is not Var and np.result_type(gl).kind in "biu":
+            gl = np.asarray(gl, np.result_type(unwrap_all(xl)))
+        out.append(gl)
+    return out[0] if x_td.is_leaf() else x_td.unflatten(out)
 
 
-def deriv(fun, argnum=0):
-    raise NotImplementedError(_FORWARD.format("deriv"))
+def make_jvp_unary(fun, x, opname="autograd.make_jvp"):
+    """autograd's ``make_jvp``: ``jvp(g)`` is ``(fun(x), J g)``, forward mode
+    (``tapestry.jvp``; each call traces ``fun`` once, as autograd's does)."""
+    def jvp(g):
+        return _tp_jvp(fun, (x,), (_tangent_like(g, x),), False, opname,
+                       ["the tangent"])
+    return jvp
+
+
+make_jvp = unary_to_nary(make_jvp_unary)
+make_jvp.__doc__ = ("``make_jvp(fun, argnum)(*args)`` is ``jvp``; ``jvp(g)`` is "
+                    "``(ans, J g)`` (forward mode).")
+
+
+@unary_to_nary
+def deriv(fun, x):
+    """The JVP with a tangent of ones (autograd's ``deriv``): for a scalar
+    ``x``, ``fun``'s derivative; for an array, the sum of the Jacobian's
+    columns (each output's derivative for an elementwise ``fun``)."""
+    ones = tree_map(lambda a: np.ones(np.shape(a), np.result_type(unwrap_all(a))), x)
+    return make_jvp_unary(fun, x, "autograd.deriv")(ones)[1]
 
 
 def holomorphic_grad(fun, argnum=0):

@@ -1,12 +1,14 @@
-"""autograd's ``test_util`` (``check_grads``, ``combo_check``, ...) in
-reverse mode, so tests written for autograd run against tapestry.
+"""autograd's ``test_util`` (``check_grads``, ``combo_check``, ...), so
+tests written for autograd run against tapestry.
 
 ``check_grads(f, modes, order)(*args)`` compares ``<u, J v>`` from central
 finite differences with ``<J^T u, v>`` from the VJP for random ``u`` and
 ``v`` (complex values are compared through their real and imaginary parts,
 with autograd's convention that a cotangent is conjugated), then checks
-the VJP itself the same way up to ``order``.  Forward mode is not provided:
-``"fwd"`` in ``modes`` is skipped (the default is reverse only).
+the VJP itself the same way up to ``order``.  ``"fwd"`` in ``modes``
+checks ``make_jvp`` against finite differences the same way.  The default
+is ``["rev"]`` (autograd's is both): tapestry's forward mode refuses
+complex values, which autograd's tests often use.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import numpy as np
 
 from ..core.var import unwrap_all
 from ..core.pytree import tree_flatten
-from .differential_operators import make_vjp_unary
+from .differential_operators import make_jvp_unary, make_vjp_unary
 from .wrap_util import get_name, unary_to_nary
 
 __all__ = ["check_grads", "check_vjp", "check_equivalent", "combo_check", "scalar_close",
@@ -90,6 +92,12 @@ def check_vjp(f, x):
         f"analytic: {exact}\nnumeric:  {numeric}")
 
 
+def check_jvp(f, x):
+    """``make_jvp``'s tangent against central differences, in a random direction."""
+    x_v = _randn_like(x)
+    check_equivalent(make_jvp_unary(f, x)(x_v)[1], _numerical_jvp(f, x, x_v))
+
+
 def check_equivalent(x, y):
     assert _signature(x) == _signature(y), f"VSpace mismatch:\nx: {x}\ny: {y}"
     v = _randn_like(x)
@@ -101,6 +109,13 @@ def check_grads(f, x, modes=None, order=2):
     """Check ``f``'s reverse-mode derivatives at ``x`` up to ``order``."""
     modes = ["rev"] if modes is None else modes
     assert all(m in ("fwd", "rev") for m in modes)
+    if "fwd" in modes:
+        check_jvp(f, x)
+        if order > 1:
+            def jvp_f(x, v):
+                return make_jvp_unary(f, x)(v)[1]
+            jvp_f.__name__ = f"jvp_{get_name(f)}"
+            check_grads(jvp_f, (0, 1), modes, order=order - 1)(x, _randn_like(x))
     if "rev" not in modes:
         return
     check_vjp(f, x)

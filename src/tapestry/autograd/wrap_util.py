@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 __all__ = ["unary_to_nary", "get_name"]
 
 
 def _with_args(args, argnum, x):
     """``args`` with position ``argnum`` (or each of a tuple) replaced by ``x``."""
     args = list(args)
-    if isinstance(argnum, int):
+    if _single(argnum):
         args[argnum] = x
     else:
         for i, xi in zip(argnum, x):
             args[i] = xi
     return tuple(args)
+
+
+def _single(argnum):
+    """One argument number (a Python or NumPy integer) or several; a bool or
+    float is refused (``argnum=True`` would silently mean argument 1)."""
+    if isinstance(argnum, (bool, np.bool_)) or isinstance(argnum, float):
+        raise TypeError(f"tapestry.autograd: argnum must be an int or a tuple of ints, "
+                        f"got {argnum!r} ({type(argnum).__name__}).")
+    return isinstance(argnum, (int, np.integer))
 
 
 def unary_to_nary(unary_operator):
@@ -24,12 +35,14 @@ def unary_to_nary(unary_operator):
     (a tuple ``argnum`` makes ``x`` the tuple of those arguments)."""
     @functools.wraps(unary_operator)
     def nary_operator(fun, argnum=0, *op_args, **op_kwargs):
+        _single(argnum)  # refuse a bad argnum when the operator is made
+
         @functools.wraps(fun)
         def nary_f(*args, **kwargs):
             def unary_f(x):
                 return fun(*_with_args(args, argnum, x), **kwargs)
             unary_f.__name__ = get_name(fun)
-            x = args[argnum] if isinstance(argnum, int) else tuple(args[i] for i in argnum)
+            x = args[argnum] if _single(argnum) else tuple(args[i] for i in argnum)
             return unary_operator(unary_f, x, *op_args, **op_kwargs)
         op, name = unary_operator.__name__, get_name(fun)
         nary_f.__name__ = f"{op}_of_{name}_wrt_argnum_{argnum}"

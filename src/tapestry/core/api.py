@@ -9,15 +9,16 @@ import functools
 
 import numpy as np
 
-from .api_forward import jacfwd, jvp
+from .api_forward import forward_jacobian, forward_jvp
 from .backward import backward_sweep
 from .batched import Batched
 from .forward import ForwardComplexError
-from .pytree import tree_flatten, tree_map
+from .pytree import (TreeMismatch, leaf_paths, match_up_to, tree_flatten, tree_map,
+                     tree_structure)
 from .tape import open_tape
 from .tracing import (assemble, check_scalar_output, collect, jac_setup, lower,
-                      normalize_argnums, output_node, select_args, split_aux, trace,
-                      trace_inputs)
+                      normalize_argnums, output_node, own_output, select_args,
+                      split_argnums, split_aux, trace, trace_inputs)
 from .var import Var, unwrap_all
 
 
@@ -27,6 +28,8 @@ def stop_gradient(x):
 
 
 def _value_and_grad(f, argnums, has_aux, sparse, opname):
+    split_argnums(argnums, opname)  # a bad argnums is refused here, not at the call
+
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         single, nums = normalize_argnums(argnums, len(args), opname)
@@ -84,62 +87,57 @@ def grad(f, argnums=0, has_aux=False, sparse="auto"):
     return grad_f
 
 
-def _cotangent_leaves(ct, out_td, n):
-    """``ct``'s leaves matched to the output's, walking the output's
-    structure, so an array-like leaf given as a list stays one leaf."""
-    if n == 1 and out_td.unflatten([0]) == 0:  # a bare array output
+def _cotangent_leaves(ct, out_td, opname):
+    """``ct``'s leaves matched to the output's by key and position (an
+    array-like leaf given as a list stays one leaf; a list may stand for a
+    tuple): a missing, extra or renamed key is refused, naming its path."""
+    if out_td.is_leaf():  # a bare array output
         return [ct]
-    acc = [None] * n
     try:
-        _match(out_td.unflatten(list(range(n))), ct, acc)
-    except (KeyError, IndexError, TypeError, AttributeError) as e:
-        raise ValueError("tapestry.vjp: the cotangent must have the structure of the "
-                         f"output ({out_td}); matching it failed at {e!r}.") from None
-    return acc
+        return match_up_to(out_td, ct, loose=True)
+    except TreeMismatch as e:
+        where, expected, got = e.args
+        raise ValueError(
+            f"tapestry.{opname}: the cotangent does not have the output's tree structure; "
+            f"they differ at {where or 'the root'}: {expected} in the output, {got} in "
+            f"the cotangent. Output: {out_td!r}; cotangent: {tree_structure(ct)!r}. "
+            "Give the cotangent the output's structure, e.g. "
+            "tapestry.tree_map(np.ones_like, y).") from None
 
 
-def _match(pos, ct, acc):
-    if pos is None:
-        return
-    if type(pos) is int:
-        acc[pos] = ct
-    elif isinstance(pos, dict):
-        for k in pos:
-            _match(pos[k], ct[k], acc)
-    elif isinstance(pos, (list, tuple)):
-        if len(pos) != len(ct):
-            raise IndexError(f"length {len(ct)} for {len(pos)}")
-        for p, c in zip(pos, ct):
-            _match(p, c, acc)
-    else:  # dataclasses and other registered nodes: same leaf order
-        for p, c in zip(tree_flatten(pos)[0], tree_flatten(ct)[0]):
-            acc[p] = c
-
-
-def _as_cotangent(c, value, k):
-    """Cotangent ``c`` for output leaf ``k``: any array-like, cast to the
-    output's dtype; the shape must match."""
+def _as_cotangent(c, value, where, opname):
+    """Cotangent ``c`` for an output leaf (``where()`` names it): any
+    array-like, cast to the output's dtype; the shape must match."""
+    dt = np.result_type(unwrap_all(value))
     if c.__class__ is Var or c.__class__ is Batched or hasattr(c, "todense"):
         arr = c
+        if c.__class__ is Var and np.result_type(unwrap_all(c)) != dt and \
+                np.result_type(unwrap_all(c)).kind == dt.kind:
+            arr = c.astype(dt)  # traced: the cast a plain cotangent gets, below
     else:
         arr = np.asarray(c)
-        dt = np.result_type(unwrap_all(value))
+        if arr.dtype.kind not in "biufc":
+            raise TypeError(f"tapestry.{opname}: the cotangent of {where()} has dtype "
+                            f"{arr.dtype} (a {type(c).__name__}); give a number or "
+                            "numeric array.")
         if arr.dtype.kind == "c" and dt.kind != "c":
-            raise TypeError(f"tapestry.vjp: complex cotangent for the real output {k}.")
+            raise TypeError(f"tapestry.{opname}: complex cotangent for the real output "
+                            f"{where()}.")
         if arr.dtype != dt and dt.kind in "fc":
             arr = arr.astype(dt)
     if np.shape(arr) != np.shape(value):
-        raise ValueError(f"tapestry.vjp: cotangent shape {np.shape(arr)} does not "
-                         f"match output shape {np.shape(value)} (output leaf {k}).")
+        raise ValueError(f"tapestry.{opname}: cotangent shape {np.shape(arr)} does not "
+                         f"match output shape {np.shape(value)} ({where()}).")
     return arr
 
 
 class _Pullback:
     """``vjp``'s pullback: reusable; sweeps only the outputs given a cotangent."""
 
-    def __init__(self, tape, records, out_leaves, out_td, values):
+    def __init__(self, tape, records, out_leaves, out_td, values, opname="vjp"):
         self.tape, self.records = tape, records
         self.out_leaves, self.out_td, self.values = out_leaves, out_td, values
+        self.opname = opname  # the transform errors name
 
     def sweep(self, pairs):
         """Cotangents by tape position for ``(output leaf, cotangent)`` pairs."""
@@ -157,21 +155,58 @@ class _Pullback:
         return collect(self.records, self.sweep([(k, c)]), False, sparse=False)
 
     def __call__(self, ct):
-        n = len(self.out_leaves)
-        leaves = _cotangent_leaves(ct, self.out_td, n)
-        pairs = [(k, _as_cotangent(c, self.values[k], k)) for k, c in enumerate(leaves)]
-        return collect(self.records, self.sweep(pairs), False)
+        leaves = _cotangent_leaves(ct, self.out_td, self.opname)
+        pairs = [(k, _as_cotangent(c, self.values[k], self._namer(k), self.opname))
+                 for k, c in enumerate(leaves)]
+        cts = self.sweep(pairs)
+        _unalias(cts, self.records, [c for _, c in pairs])
+        return collect(self.records, cts, False)
+
+    def _namer(self, k):
+        """Names output leaf ``k`` in an error (the path is found only then)."""
+        def name():
+            path = leaf_paths(self.out_td)[k]
+            return f"output leaf {path}" if path else "the output"
+        return name
+
+
+def _root(a):
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _unalias(cts, records, given):
+    """Copy each input cotangent in ``cts`` that is (a view of) one of the
+    caller's cotangent arrays ``given``: a rule that passes its cotangent on
+    unchanged (``x + c``, the identity) would otherwise hand the caller's
+    own array back as the gradient, and updating one would change the other."""
+    roots = {id(_root(c)) for c in given if isinstance(c, np.ndarray)}
+    for _, rec in records:
+        for i, _ in rec:
+            c = cts[i]
+            if isinstance(c, np.ndarray) and id(_root(c)) in roots:
+                cts[i] = c.copy()
 
 
 def vjp(f, *primals, has_aux=False):
     """Return ``(f(*primals), pullback)`` (and ``aux`` with ``has_aux``);
     ``pullback(ct)`` gives one cotangent per primal and may be called many
-    times.  ``ct`` has the output's structure; its leaves may be any
-    array-like (Python floats, lists) and are cast to the output's dtype."""
-    tape, records, out_leaves, out_td, aux = trace(f, primals, "vjp", has_aux)
+    times.  ``ct`` has the output's structure (checked: the same keys and
+    shapes); its leaves may be any array-like (Python floats, lists) and are
+    cast to the output's dtype.  The pullback keeps the point it was built
+    at: the caller's arrays are copied into the trace, so updating them in
+    place later does not move it."""
+    return _vjp(f, primals, has_aux, "vjp", keep=True)
+
+
+def _vjp(f, primals, has_aux, opname, keep):
+    """:func:`vjp` for the transform called ``opname``; ``keep=False`` for a
+    pullback used before the transform returns (no copies needed)."""
+    tape, records, out_leaves, out_td, aux = trace(f, primals, opname, has_aux, keep=keep)
     values = [lower(v, tape) for v in out_leaves]
-    y = out_td.unflatten(values)
-    pullback = _Pullback(tape, records, out_leaves, out_td, values)
+    y = out_td.unflatten([own_output(v) for v in values] if keep else values)
+    pullback = _Pullback(tape, records, out_leaves, out_td, values, opname)
     return (y, pullback, aux) if has_aux else (y, pullback)
 
 
@@ -194,13 +229,20 @@ def jacrev(f, argnums=0, has_aux=False):
     """The Jacobian by reverse mode: one backward sweep per output element,
     so it is the cheaper one when outputs are fewer than inputs.  Same
     structure as :func:`jacfwd`.  ``tapestry.jacobian`` is this function."""
+    return _jacrev(f, argnums, has_aux, "jacrev")
+
+
+def _jacrev(f, argnums, has_aux, opname):
+    """:func:`jacrev` for the transform called ``opname`` (errors name it)."""
+    split_argnums(argnums, opname)
+
     @functools.wraps(f)
     def jacrev_f(*args, **kwargs):
-        single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, "jacrev")
-        tape, records, out_leaves, out_td, aux = trace(g, sel, "jacrev", has_aux)
+        single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, opname)
+        tape, records, out_leaves, out_td, aux = trace(g, sel, opname, has_aux)
         pb = _Pullback(tape, records, out_leaves, out_td,
                        [lower(v, tape) for v in out_leaves])
-        _refuse_real_to_complex(records, pb.values, "jacrev")
+        _refuse_real_to_complex(records, pb.values, opname)
         blocks = []
         for k, y in enumerate(pb.values):
             ys, dt = np.shape(y), np.result_type(unwrap_all(y))
@@ -243,8 +285,9 @@ def hessian(f, argnums=0, has_aux=False):
     for tuple ``argnums`` a tuple of tuples.  A function with complex
     intermediates (an FFT, ``exp(1j x)``) takes reverse over reverse:
     forward mode does not handle complex values yet."""
-    fwd = jacfwd(jacrev(f, argnums, has_aux), argnums, has_aux)
-    rev = jacrev(jacrev(f, argnums, has_aux), argnums, has_aux)
+    fwd = forward_jacobian(_jacrev(f, argnums, has_aux, "hessian"), argnums, has_aux,
+                           "hessian")
+    rev = _jacrev(_jacrev(f, argnums, has_aux, "hessian"), argnums, has_aux, "hessian")
 
     @functools.wraps(f)
     def hessian_f(*args, **kwargs):
@@ -273,25 +316,42 @@ def hessian_vector_product(f, argnums=0):
     like the differentiated arguments; a tuple of them for tuple
     ``argnums``), forward over reverse: one gradient traced, one tangent
     pushed through it.  The Hessian is never formed."""
+    name = "hessian_vector_product"
+    gradf = _value_and_grad(f, argnums, False, False, name)
+
     def hvp(*args, **kwargs):
+        if not args:
+            raise TypeError(f"tapestry.{name}: call hvp(*args, v) with the function's "
+                            "arguments and then the vector v.")
         *args, v = args
-        single, nums = normalize_argnums(argnums, len(args), "hessian_vector_product")
-        gradf = grad(f, argnums, sparse=False)
+        single, nums = normalize_argnums(argnums, len(args), name)
 
         def g(*sel):
             full = list(args)
             for a, s in zip(nums, sel):
                 full[a] = s
-            return gradf(*full, **kwargs)
-        tangents = (v,) if single else tuple(v)
+            return gradf(*full, **kwargs)[1]
+        tangents = (v,) if single else _as_vectors(v, nums, name)
         primals = [args[a] for a in nums]
+        labels = [f"v (for argument {a})" for a in nums]
         try:
-            return jvp(g, primals, tangents)[1]
+            return forward_jvp(g, primals, tangents, False, name, labels)[1]
         except ForwardComplexError:  # complex intermediates: reverse over reverse
-            _require_real_inputs(primals, "hessian_vector_product")
-            cts = vjp(g, *primals)[1](v if single else tuple(v))  # Hᵀv = Hv
+            _require_real_inputs(primals, name)
+            cts = _vjp(g, primals, False, name, keep=False)[1](
+                v if single else tuple(v))  # Hᵀv = Hv
             return cts[0] if single else cts
     return hvp
+
+
+def _as_vectors(v, nums, opname):
+    """``v`` for tuple ``argnums``: one vector per differentiated argument."""
+    if not isinstance(v, (tuple, list)) or len(v) != len(nums):
+        raise ValueError(f"tapestry.{opname}: with argnums={tuple(nums)}, v must be a "
+                         f"tuple of {len(nums)} vectors (one per argument), got "
+                         f"{type(v).__name__}"
+                         + (f" of length {len(v)}." if isinstance(v, (tuple, list)) else "."))
+    return tuple(v)
 
 
 def elementwise_grad(f, argnums=0):
@@ -299,11 +359,14 @@ def elementwise_grad(f, argnums=0):
     a cotangent of ones, i.e. the derivative of each output element with
     respect to its own input element when ``f`` acts elementwise (for other
     ``f``, the gradient of ``sum(f)``)."""
+    split_argnums(argnums, "elementwise_grad")
+
     @functools.wraps(f)
     def elementwise_grad_f(*args, **kwargs):
         single, nums = normalize_argnums(argnums, len(args), "elementwise_grad")
         uniq = list(dict.fromkeys(nums))
-        y, pullback = vjp(select_args(f, args, uniq, kwargs), *[args[a] for a in uniq])
+        y, pullback = _vjp(select_args(f, args, uniq, kwargs), [args[a] for a in uniq],
+                           False, "elementwise_grad", keep=False)
         ones = tree_map(lambda l: np.ones(np.shape(l), np.result_type(unwrap_all(l))), y)
         g = pullback(ones)
         return g[uniq.index(nums[0])] if single else tuple(g[uniq.index(a)] for a in nums)

@@ -13,40 +13,79 @@ import numpy as np
 
 from .forward import TangentRecorder, forward_sweep
 from .batched import Batched
-from .pytree import tree_flatten
-from .tracing import assemble, jac_setup, lower, trace
+from .pytree import leaf_paths, structure_mismatch, tree_flatten
+from .tracing import assemble, jac_setup, lower, own_output, split_argnums, trace
 from .var import Var, unwrap_all
 
 
 class _Recorder(TangentRecorder):
     """A jvp tape's node list that knows the input tangents."""
 
-    __slots__ = ("primal_tangents",)
+    __slots__ = ("primal_tangents", "opname", "labels")
 
     def seed(self, records):
-        for (td, rec), t in zip(records, self.primal_tangents):
-            for (i, x), ti in zip(rec, _tangent_leaves(t, td, x_leaves=rec)):
+        for (td, rec), t, label in zip(records, self.primal_tangents, self.labels):
+            for (i, x), ti in zip(rec, tangent_leaves(t, td, rec, self.opname, label)):
                 self.tangents[i] = ti
 
 
-def _tangent_leaves(t, td, x_leaves):
-    leaves, ttd = tree_flatten(t)
-    if len(leaves) != len(x_leaves) and len(x_leaves) == 1:
+def tangent_leaves(t, td, x_leaves, opname, label):
+    """The leaves of tangent ``t`` for a primal of structure ``td`` whose
+    leaves are ``x_leaves`` (``(tape position, value)`` pairs), each checked
+    as JAX checks them: the same tree structure (a list or any array-like
+    may stand for an array primal), the same shape, and a float tangent for a
+    float primal (complex for complex), cast to the primal's precision.
+    ``label`` names the argument in errors ("the tangent of argument 0")."""
+    if td.is_leaf():
         leaves = [t]  # an array-like tangent for an array primal
-    if len(leaves) != len(x_leaves):
-        raise ValueError(f"tapestry.jvp: the tangent has {len(leaves)} leaves, the "
-                         f"primal {len(x_leaves)}; give tangents the primals' structure.")
-    out = []
-    for (i, x), ti in zip(x_leaves, leaves):
-        if ti.__class__ is not Var and ti.__class__ is not Batched:
-            ti = np.asarray(ti)
-            if ti.dtype != np.result_type(x):
-                ti = ti.astype(np.result_type(x))
-        if np.shape(ti) != np.shape(x):
-            raise ValueError(f"tapestry.jvp: tangent shape {np.shape(ti)} does not match "
-                             f"primal shape {np.shape(x)}.")
-        out.append(ti)
-    return out
+    else:
+        leaves, ttd = tree_flatten(t)
+        if ttd != td:
+            raise ValueError(
+                f"tapestry.{opname}: {label} does not have its primal's tree structure "
+                "(tangents are matched to primals by key and position, never by order "
+                "alone); " + structure_mismatch(td, ttd, "the primal", "the tangent")
+                + ". Build tangents with the primal's structure, e.g. "
+                "tapestry.tree_map(np.ones_like, primal).")
+    return [_as_tangent(ti, x, opname, label, td, j)
+            for j, ((_, x), ti) in enumerate(zip(x_leaves, leaves))]
+
+
+def _as_tangent(t, x, opname, label, td, j):
+    """Tangent ``t`` of primal leaf ``x`` (leaf ``j`` of ``td``, named in
+    errors): same shape, compatible dtype."""
+    want = np.result_type(unwrap_all(x))
+    if t.__class__ is not Var and t.__class__ is not Batched:
+        t = np.asarray(t)
+    got = np.result_type(unwrap_all(t))
+    if got.kind != want.kind or want.kind not in "fc" or np.shape(t) != np.shape(x):
+        _refuse_tangent(t, x, got, want, opname, label + _at(td, j))
+    if got != want:  # another precision of the same kind
+        t = t.astype(want)
+    return t
+
+
+def _at(td, j):
+    path = leaf_paths(td)[j]
+    return f" at {path}" if path else ""
+
+
+def _refuse_tangent(t, x, got, want, opname, where):
+    if got.kind != want.kind or want.kind not in "fc":
+        kind = "a complex" if want.kind == "c" else "a float"
+        raise TypeError(
+            f"tapestry.{opname}: {where} has dtype {got}, its primal {want}; a tangent "
+            f"of a {want} primal must be {kind} array"
+            + (" (casting it would drop its imaginary part)"
+               if got.kind == "c" else "")
+            + f". Pass e.g. np.ones_like(primal) or tangent.astype({want.name!r}).")
+    raise ValueError(f"tapestry.{opname}: tangent shape {np.shape(t)} does not match "
+                     f"primal shape {np.shape(x)} ({where}); a tangent has its "
+                     "primal's shape.")
+
+
+def _labels(n, what="the tangent of argument {}"):
+    return [what.format(k) for k in range(n)]
 
 
 def _out_tangent(v, value, tape, tangents, batch=None):
@@ -62,26 +101,35 @@ def _out_tangent(v, value, tape, tangents, batch=None):
 def jvp(f, primals, tangents, has_aux=False):
     """Forward mode: ``(f(*primals), J v)`` for tangents ``v`` (JAX's jvp).
 
-    ``primals`` and ``tangents`` are tuples of pytrees of the same structure;
+    ``primals`` and ``tangents`` are tuples of pytrees of the same structure
+    (checked: the same keys, shapes, and float tangents for float primals);
     the output tangent has the output's.  The tangent of each operation is
     computed as it runs, so no intermediate is kept.
     """
-    primals, tangents = _as_tuple(primals, "primals"), _as_tuple(tangents, "tangents")
+    return forward_jvp(f, primals, tangents, has_aux, "jvp")
+
+
+def forward_jvp(f, primals, tangents, has_aux, opname, labels=None):
+    """:func:`jvp` for the transform called ``opname`` (errors name it);
+    ``labels`` name each tangent in errors."""
+    primals = _as_tuple(primals, "primals", opname)
+    tangents = _as_tuple(tangents, "tangents", opname)
     if len(primals) != len(tangents):
-        raise ValueError(f"tapestry.jvp: {len(primals)} primals but {len(tangents)} "
+        raise ValueError(f"tapestry.{opname}: {len(primals)} primals but {len(tangents)} "
                          "tangents; give one tangent per primal.")
     nodes = _Recorder()
-    nodes.primal_tangents = tangents
-    tape, _, out_leaves, out_td, aux = trace(f, primals, "jvp", has_aux, nodes)
+    nodes.primal_tangents, nodes.opname = tangents, opname
+    nodes.labels = labels or _labels(len(primals))
+    tape, _, out_leaves, out_td, aux = trace(f, primals, opname, has_aux, nodes)
     values = [lower(v, tape) for v in out_leaves]
     touts = [_out_tangent(v, x, tape, nodes.tangents) for v, x in zip(out_leaves, values)]
     y, ty = out_td.unflatten(values), out_td.unflatten(touts)
     return (y, ty, aux) if has_aux else (y, ty)
 
 
-def _as_tuple(xs, what):
+def _as_tuple(xs, what, opname):
     if not isinstance(xs, (tuple, list)):
-        raise TypeError(f"tapestry.jvp: {what} must be a tuple (or list) with one entry "
+        raise TypeError(f"tapestry.{opname}: {what} must be a tuple (or list) with one entry "
                         f"per argument of the function, got {type(xs).__name__}.")
     return tuple(xs)
 
@@ -118,18 +166,23 @@ class _Linearized:
             raise ValueError(f"tapestry.linearize: f_jvp takes {len(self.records)} "
                              f"tangents, got {len(tangents)}.")
         seeds = {}
-        for (td, rec), t in zip(self.records, tangents):
-            for (i, _), ti in zip(rec, _tangent_leaves(t, td, rec)):
+        for k, ((td, rec), t) in enumerate(zip(self.records, tangents)):
+            label = f"the tangent of argument {k} (given to f_jvp)"
+            for (i, _), ti in zip(rec, tangent_leaves(t, td, rec, "linearize", label)):
                 seeds[i] = ti
         return self.out_td.unflatten(self.push_leaves(seeds))
 
 
 def linearize(f, *primals, has_aux=False):
     """``(f(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the JVP at
-    ``primals``; the trace is kept, so each call costs one tangent sweep."""
-    tape, records, out_leaves, out_td, aux = trace(f, primals, "linearize", has_aux)
+    ``primals``; the trace is kept, so each call costs one tangent sweep.
+    ``f_jvp`` keeps the point it was built at: the caller's arrays are
+    copied into the trace, so updating them in place later (an optimizer
+    step) does not move it."""
+    tape, records, out_leaves, out_td, aux = trace(f, primals, "linearize", has_aux,
+                                                   keep=True)
     lin = _Linearized(tape, records, out_leaves, out_td)
-    y = out_td.unflatten(lin.values)
+    y = out_td.unflatten([own_output(v) for v in lin.values])
     return (y, lin, aux) if has_aux else (y, lin)
 
 
@@ -165,10 +218,17 @@ def jacfwd(f, argnums=0, has_aux=False):
     holding the input's structure (a tuple of them for tuple ``argnums``)
     with blocks of shape ``out_leaf.shape + in_leaf.shape``.
     """
+    return forward_jacobian(f, argnums, has_aux, "jacfwd")
+
+
+def forward_jacobian(f, argnums, has_aux, opname):
+    """:func:`jacfwd` for the transform called ``opname`` (errors name it)."""
+    split_argnums(argnums, opname)  # a bad argnums is refused here, not at the call
+
     @functools.wraps(f)
     def jacfwd_f(*args, **kwargs):
-        single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, "jacfwd")
-        tape, records, out_leaves, out_td, aux = trace(g, sel, "jacfwd", has_aux)
+        single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, opname)
+        tape, records, out_leaves, out_td, aux = trace(g, sel, opname, has_aux)
         lin = _Linearized(tape, records, out_leaves, out_td)
         blocks = [dict() for _ in out_leaves]
         chunk = max(1, _BATCH_ELEMENTS // lin.largest())
@@ -181,4 +241,3 @@ def jacfwd(f, argnums=0, has_aux=False):
         jac = assemble(nums, uniq, records, out_td, blocks, single)
         return (jac, aux) if has_aux else jac
     return jacfwd_f
-

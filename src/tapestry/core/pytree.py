@@ -84,6 +84,10 @@ def register_pytree_node(cls, flatten, unflatten):
     if cls in _CUSTOM_RULES or cls in (tuple, list, dict, OrderedDict, defaultdict):
         raise ValueError(f"tapestry.tree_util.register_pytree_node: {cls.__name__} is "
                          "already a pytree container.")
+    for what, fn in (("flatten", flatten), ("unflatten", unflatten)):
+        if not callable(fn):
+            raise TypeError(f"tapestry.tree_util.register_pytree_node({cls.__name__}): "
+                            f"{what} must be a function, got {type(fn).__name__}.")
     _CUSTOM_RULES[cls] = (flatten, unflatten)
     _KIND[cls] = _CUSTOM
     return cls
@@ -109,7 +113,8 @@ def register_dataclass(cls, data_fields=None, meta_fields=None):
     elif data_fields is None or meta_fields is None:
         raise TypeError("tapestry.tree_util.register_dataclass: give both data_fields "
                         "and meta_fields, or neither.")
-    data_fields, meta_fields = tuple(data_fields), tuple(meta_fields)
+    data_fields, meta_fields = _field_names(data_fields), _field_names(meta_fields)
+    _check_fields(cls, data_fields, meta_fields)
 
     def flatten(x):
         return ([getattr(x, n) for n in data_fields],
@@ -120,6 +125,40 @@ def register_dataclass(cls, data_fields=None, meta_fields=None):
 
     register_pytree_node(cls, flatten, unflatten)
     return cls
+
+
+def _field_names(names):
+    if isinstance(names, str):  # "ab" would be two one-letter fields
+        return (names,)
+    return tuple(names)
+
+
+def _check_fields(cls, data_fields, meta_fields):
+    """Refuse at registration what would fail (or silently lose a field) at
+    the first flatten: every name a string, no name twice, and for a
+    dataclass exactly its ``init`` fields (JAX checks the same)."""
+    where = "tapestry.tree_util.register_dataclass"
+    names = data_fields + meta_fields
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"{where}({cls.__name__}): field names must be strings, got "
+                            f"{n!r}.")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{where}({cls.__name__}): {twice} listed more than once; each "
+                         "field is either a data field or a meta field.")
+    if not dataclasses.is_dataclass(cls):
+        return
+    init = [f.name for f in dataclasses.fields(cls) if f.init]
+    missing = [n for n in init if n not in names]
+    unknown = [n for n in names if n not in init]
+    if missing or unknown:
+        raise ValueError(
+            f"{where}({cls.__name__}): data_fields and meta_fields must list every "
+            f"init field of the dataclass, and only those ({init}). "
+            + (f"Missing: {missing}. " if missing else "")
+            + (f"Not init fields of {cls.__name__}: {unknown}. " if unknown else "")
+            + "Add each field to data_fields (differentiated) or meta_fields (static).")
 
 
 def _dict_keys(x):
@@ -291,16 +330,7 @@ def _paths(node, prefix, out):
         return
     if node is None:
         return
-    k, t, meta, children = node
-    if k in (_DICT, _ODICT, _DDICT):
-        steps = [f"[{key!r}]" for key in (meta[1] if k == _DDICT else meta)]
-    elif k == _NAMEDTUPLE:
-        steps = [f".{name}" for name in t._fields]
-    elif k == _DATACLASS:
-        steps = [f".{name}" for name in meta[0]]
-    else:  # sequences and registered classes: by position
-        steps = [f"[{i}]" for i in range(len(children))]
-    for step, c in zip(steps, children):
+    for step, c in zip(_child_keys(node), node[3]):
         _paths(c, prefix + step, out)
 
 
@@ -332,6 +362,10 @@ class TreeDef:
     @property
     def num_leaves(self):
         return self.n_leaves
+
+    def is_leaf(self):
+        """Whether the whole tree is one leaf (a bare array or number)."""
+        return self.node is _LEAF
 
     def unflatten(self, leaves):
         if type(leaves) is not list and type(leaves) is not tuple:
@@ -375,33 +409,111 @@ def tree_structure(tree, is_leaf=None):
     return tree_flatten(tree, is_leaf)[1]
 
 
-def _up_to(node, x, out, where):
-    """Leaves of ``x`` cut at ``node``'s leaves (``x`` may go deeper there)."""
+def _child_keys(node):
+    """Path steps to ``node``'s children, written as JAX writes key paths:
+    ``[0]`` (sequences), ``['w']`` (dicts), ``.name`` (dataclasses and
+    namedtuples), ``[i]`` (flattened children of registered classes)."""
+    k, t, meta, children = node
+    if k in (_DICT, _ODICT):
+        return [f"[{key!r}]" for key in meta]
+    if k == _DDICT:
+        return [f"[{key!r}]" for key in meta[1]]
+    if k == _DATACLASS:
+        return [f".{n}" for n in meta[0]]
+    if k == _NAMEDTUPLE:
+        return [f".{n}" for n in t._fields]
+    return [f"[{i}]" for i in range(len(children))]
+
+
+def _summary(node):
+    """One node, without its children: what a mismatch message shows."""
+    if node is None:
+        return "None"
+    if node is _LEAF:
+        return "a leaf"
+    k, t, meta, children = node
+    if k in (_DICT, _ODICT, _DDICT):
+        keys = list(meta[1] if k == _DDICT else meta)
+        return f"a {t.__name__} with keys {keys}"
+    if k == _DATACLASS:
+        return f"a {t.__name__} with fields {list(meta[0])}"
+    if k == _CUSTOM:
+        return f"a {t.__name__} with {len(children)} children (aux data {meta!r})"
+    return f"a {t.__name__} of length {len(children)}"
+
+
+def _first_difference(a, b, where):
+    """``(path, summary in a, summary in b)`` where nodes ``a`` and ``b``
+    first differ, or ``None`` if the structures are equal."""
+    if a is _LEAF or b is _LEAF or a is None or b is None:
+        return None if a is b else (where, _summary(a), _summary(b))
+    if a[1] is not b[1] or len(a[3]) != len(b[3]) or not _meta_equal(a[2], b[2]):
+        return (where, _summary(a), _summary(b))
+    for key, x, y in zip(_child_keys(a), a[3], b[3]):
+        d = _first_difference(x, y, where + key)
+        if d is not None:
+            return d
+    return None
+
+
+def structure_mismatch(expected, got, what_expected, what_got):
+    """A sentence saying where tree structures ``expected`` and ``got``
+    (TreeDefs) first differ and what each holds there, then both structures;
+    ``None`` if they are equal."""
+    d = _first_difference(expected.node, got.node, "")
+    if d is None:
+        return None
+    where, e, g = d
+    return (f"they differ at {where or 'the root'}: {e} in {what_expected}, {g} in "
+            f"{what_got}. {what_expected[0].upper() + what_expected[1:]}: {expected!r}; "
+            f"{what_got}: {got!r}")
+
+
+def _up_to(node, x, out, where, loose):
+    """Leaves of ``x`` cut at ``node``'s leaves (``x`` may go deeper there).
+    With ``loose``, a list may stand for a tuple (or a namedtuple) and the
+    other way round."""
     if node is _LEAF:
         out.append(x)
         return
     if node is None:
         if x is not None:
-            raise ValueError(f"tapestry.tree_map: expected None at {where}, got "
-                             f"{type(x).__name__}.")
+            raise TreeMismatch(where, "None", f"a {type(x).__name__}")
         return
     k, t, meta, children = node
-    if type(x) is not t:
-        raise ValueError(f"tapestry.tree_map: trees differ at {where}: {t.__name__} in "
-                         f"the first tree, {type(x).__name__} in another.")
+    if type(x) is not t and not (loose and k in (_SEQ, _NAMEDTUPLE)
+                                 and type(x) in (list, tuple)):
+        raise TreeMismatch(where, _summary(node), f"a {type(x).__name__}")
     xmeta, xchildren = _parts(k, t, x)
+    xnode = (k, t, xmeta, [_LEAF] * len(xchildren))
     if len(xchildren) != len(children) or not _meta_equal(meta, xmeta):
-        raise ValueError(f"tapestry.tree_map: trees differ at {where}: {meta!r} in the "
-                         f"first tree, {xmeta!r} in another.")
-    for i, (c, xc) in enumerate(zip(children, xchildren)):
-        _up_to(c, xc, out, f"{where}[{i}]")
+        raise TreeMismatch(where, _summary(node), _summary(xnode))
+    for key, c, xc in zip(_child_keys(node), children, xchildren):
+        _up_to(c, xc, out, where + key, loose)
+
+
+class TreeMismatch(ValueError):
+    """A tree that does not have the expected structure: ``args`` are
+    ``(path, what the structure has there, what the tree has there)``."""
+
+
+def match_up_to(treedef, tree, loose=False):
+    """:func:`flatten_up_to` raising :class:`TreeMismatch` (so a caller can
+    word its own error); ``loose`` lets lists and tuples stand for each other."""
+    out = []
+    _up_to(treedef.node, tree, out, "", loose)
+    return out
 
 
 def flatten_up_to(treedef, tree):
     """The subtrees of ``tree`` at ``treedef``'s leaf positions."""
-    out = []
-    _up_to(treedef.node, tree, out, "root")
-    return out
+    try:
+        return match_up_to(treedef, tree)
+    except TreeMismatch as e:
+        where, first, other = e.args
+        raise ValueError(f"tapestry.tree_util.flatten_up_to: the tree differs from "
+                         f"{treedef!r} at {where or 'the root'}: {first} expected, "
+                         f"{other} given.") from None
 
 
 def tree_map(f, tree, *rest, is_leaf=None):
@@ -409,9 +521,20 @@ def tree_map(f, tree, *rest, is_leaf=None):
     (the others may hold whole subtrees where ``tree`` has leaves)."""
     leaves, td = tree_flatten(tree, is_leaf)
     others = []
-    for r in rest:
+    for n, r in enumerate(rest, 2):
         rl, rtd = tree_flatten(r)
-        others.append(rl if rtd == td else flatten_up_to(td, r))
+        if rtd == td:
+            others.append(rl)
+            continue
+        try:
+            out = match_up_to(td, r)
+        except TreeMismatch as e:
+            where, first, other = e.args
+            raise ValueError(
+                f"tapestry.tree_map: tree {n} does not have the first tree's structure; "
+                f"they differ at {where or 'the root'}: {first} in the first tree, "
+                f"{other} in tree {n}. First tree: {td!r}; tree {n}: {rtd!r}.") from None
+        others.append(out)
     return td.unflatten([f(*xs) for xs in zip(leaves, *others)])
 
 
@@ -445,6 +568,10 @@ def ravel_pytree(tree):
         if np.shape(v) != (ends[-1] if ends else 0,):
             raise ValueError(f"tapestry.ravel_pytree: unravel expects a vector of shape "
                              f"({ends[-1] if ends else 0},), got {np.shape(v)}.")
+        if np.result_type(v).kind == "c" and any(dt.kind != "c" for dt in dtypes):
+            raise TypeError("tapestry.ravel_pytree: unravel was given a complex vector for "
+                            "a tree with real leaves; casting would drop the imaginary "
+                            "part. Pass np.real(v), or ravel a complex tree.")
         out, start = [], 0
         for end, shape, dt in zip(ends, shapes, dtypes):
             piece = np.reshape(v[start:end], shape)

@@ -16,9 +16,35 @@ from .tape import open_tape
 from .var import Var, new_leaf, unwrap_all
 
 
+def as_argnum(a, opname, argnums=None):
+    """``a`` as a Python int: Python and NumPy integers are accepted; a bool
+    (``argnums=True`` would silently mean argument 1) or a float is refused."""
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+        shown = a if argnums is None else argnums
+        raise TypeError(f"tapestry.{opname}: argnums must be an int or a tuple of ints, "
+                        f"got {shown!r} ({type(a).__name__}); pass argnums=0 or "
+                        "argnums=(0, 1).")
+    return int(a)
+
+
+def split_argnums(argnums, opname):
+    """``(single, nums)``: whether ``argnums`` is one int, and the ints."""
+    if isinstance(argnums, (int, np.integer)) or isinstance(argnums, (bool, np.bool_)):
+        return True, (as_argnum(argnums, opname),)
+    if isinstance(argnums, np.ndarray) and argnums.ndim == 0:
+        return True, (as_argnum(argnums.item(), opname),)
+    try:
+        nums = tuple(argnums)
+    except TypeError:
+        as_argnum(argnums, opname)  # raises, naming the type
+        raise
+    return False, tuple(as_argnum(a, opname, argnums) for a in nums)
+
+
 def normalize_argnums(argnums, nargs, opname):
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
+    """``(single, nums)`` with every argnum checked against ``nargs`` and
+    made non-negative."""
+    single, nums = split_argnums(argnums, opname)
     for a in nums:
         if not -nargs <= a < nargs:
             raise ValueError(f"tapestry.{opname}: argnums={argnums!r} but the "
@@ -54,11 +80,13 @@ def check_leaf(x, opname, argnum):
     return x
 
 
-def trace_inputs(tape, args, nums, opname):
+def trace_inputs(tape, args, nums, opname, keep=False):
     """Replace args[nums] by traced leaves; return new args and leaf records.
 
     A repeated argnum (``argnums=(0, 0)``) is traced once and its record
-    shared, so every position gets the same gradient."""
+    shared, so every position gets the same gradient.  With ``keep`` (a
+    trace that outlives the call: ``vjp``'s pullback, ``linearize``'s
+    ``f_jvp``) the caller's arrays are copied in, see :func:`own_input`."""
     args = list(args)
     by_num = {}  # argnum -> (treedef, [(index, primal), ...])
     for a in nums:
@@ -67,12 +95,38 @@ def trace_inputs(tape, args, nums, opname):
         leaves, td = tree_flatten(args[a])
         traced, rec = [], []
         for x in leaves:
-            v = new_leaf(tape, check_leaf(x, opname, a))
+            x = check_leaf(x, opname, a)
+            v = new_leaf(tape, own_input(x) if keep else x)
             rec.append((v._index, v._value))
             traced.append(v)
         args[a] = td.unflatten(traced)
         by_num[a] = (td, rec)
     return args, [by_num[a] for a in nums]
+
+
+def own_input(x):
+    """The value a kept trace holds for the caller's leaf ``x``: a copy of a
+    NumPy array that could change under it.  Rules keep references to their
+    inputs (``sin``'s rule reads ``x``), so without it ``x += lr * g`` (what
+    tapestry.optim does to parameters) after ``vjp`` or ``linearize`` would
+    move the point the pullback or ``f_jvp`` differentiates at; JAX's arrays
+    are immutable, so there it cannot happen.  Only ``vjp`` and
+    ``linearize`` copy: every other transform is done with its trace before
+    it returns.  An array that is read-only and owns its memory is kept as
+    it is (nothing can write to it); scalars are immutable."""
+    if type(x) is np.ndarray and (x.flags.writeable or x.base is not None):
+        return x.copy()
+    return x
+
+
+def own_output(y):
+    """An output leaf returned by a transform whose trace is kept: a copy,
+    since the trace holds the same array (``exp``'s and ``tanh``'s rules read
+    their result), and ``y *= 2`` by the caller must not change the
+    derivative."""
+    if type(y) is np.ndarray:
+        return y.copy()
+    return y
 
 
 _F8 = np.dtype(np.float64)
@@ -93,10 +147,25 @@ def cast_like(ct, x, sparse="auto"):
         ct = ct.todense(dt)
     if ct is None:
         return np.zeros_like(unwrap_all(x)) if x.__class__ not in (Var, Batched) else x * 0.0
+    if ct.__class__ is Var or ct.__class__ is Batched:  # traced: grad in jvp, hessian, ...
+        return _cast_traced(ct, x)
     if type(ct) is np.ndarray or isinstance(ct, np.generic):
         dt = np.result_type(x)
         if ct.dtype != dt or ct.shape != np.shape(x) or type(ct) is not np.ndarray:
             ct = np.asarray(ct, dtype=dt).reshape(np.shape(x))
+    return ct
+
+
+def _cast_traced(ct, x):
+    """A traced cotangent gets the cast a plain one gets, as a traced
+    ``astype``: the gradient of a float32 input stays float32 at every
+    nesting level (hessian, grad inside jvp), not float64 wherever a float64
+    constant met it."""
+    dt = np.result_type(unwrap_all(x))
+    if np.result_type(unwrap_all(ct)) != dt:
+        ct = ct.astype(dt)
+    if np.shape(ct) != np.shape(x) and np.size(ct) == np.size(x):
+        ct = np.reshape(ct, np.shape(x))
     return ct
 
 
@@ -163,13 +232,15 @@ def lower(v, tape):
     return v._value if v.__class__ is Var and v._tape is tape else v
 
 
-def trace(f, primals, opname, has_aux, nodes=None):
+def trace(f, primals, opname, has_aux, nodes=None, keep=False):
     """Trace ``f(*primals)`` on a new tape (whose node list is ``nodes`` if
-    given); return ``(tape, records, out_leaves, out_td, aux)``."""
+    given); return ``(tape, records, out_leaves, out_td, aux)``.  ``keep``:
+    the trace outlives the call, see :func:`trace_inputs`."""
     with open_tape() as tape:
         if nodes is not None:
             tape.nodes = nodes
-        targs, records = trace_inputs(tape, primals, tuple(range(len(primals))), opname)
+        targs, records = trace_inputs(tape, primals, tuple(range(len(primals))), opname,
+                                      keep)
         if nodes is not None:
             nodes.seed(records)
         out = f(*targs)
