@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 
+from .batched import BatchedConversionError, rule_per_item
 from .tape import LEAF
 
 
@@ -102,14 +103,21 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
             nodes[i] = consumed
         parents, rules, ans, args, kwargs, _ = node
         if rules.__class__ is JointRule:  # one call yields every parent's cotangent
-            rules = [_const(c) for c in rules.fn(g, ans, *args, **kwargs)]
+            try:
+                joint = rules.fn(g, ans, *args, **kwargs)
+            except BatchedConversionError:  # the rule reads values in Python: per item
+                joint = rule_per_item(rules.fn, g, ans, args, kwargs)
+            rules = [_const(c) for c in joint]
             args, kwargs = (), {}
         # One parent is the common case: unrolled, without the zip.  Its store
         # block is the loop's below, repeated on purpose (one loop for both
         # measured W5 ~4-12% slower per op); change both together.
         if len(parents) == 1:
             rule = rules[0]
-            c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
+            try:
+                c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
+            except BatchedConversionError:  # the rule reads values in Python: per item
+                c = rule_per_item(rule, g, ans, args, kwargs)
             if c is not None:
                 p = parents[0]
                 prev = cts[p]
@@ -124,7 +132,10 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
                     cts[p] = accumulate(prev, c, p, owned)
             continue
         for p, rule in zip(parents, rules):
-            c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
+            try:
+                c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
+            except BatchedConversionError:
+                c = rule_per_item(rule, g, ans, args, kwargs)
             if c is None:
                 continue
             prev = cts[p]

@@ -150,7 +150,7 @@ class Batched:
     def __array_function__(self, func, types, args, kwargs):
         if _var_on_top(args, kwargs):
             return dispatch_function(func, args, kwargs)
-        query = _QUERIES.get(func)
+        query = _QUERIES.get(func) or _REDUCTIONS.get(func)
         if query is not None:
             return query(func, args, kwargs)
         impl = FUNCTIONS.get(func)
@@ -363,6 +363,19 @@ def batched_above(key, level):
     return False
 
 
+def rule_per_item(rule, g, ans, args, kwargs):
+    """A differentiation rule that read a batched value in Python (a branch
+    on NaNs, a conversion), run once per item of the highest batch among
+    its inputs, results stacked: rules need not be written for vmap."""
+    trace = top_batch((g, ans, args), kwargs)
+    if trace is None:
+        raise
+    per = [rule(*_item((g, ans) + tuple(args), i, trace), **_item(kwargs, i, trace))
+           for i in range(trace.size)]
+    name = getattr(rule, "__qualname__", "a rule")
+    return _combine(per, trace, f"the rule {name}")
+
+
 def _holds(x, trace):
     """Whether ``x`` (an argument, a container, kwargs) holds a value batched by ``trace``."""
     c = x.__class__
@@ -459,6 +472,41 @@ def _probe(x):
 def _query(func, args, kwargs):
     return func(*[_probe(a) for a in args], **{k: _probe(v) for k, v in kwargs.items()})
 
+
+def _axis_reduction(func, args, kwargs):
+    """A constant reduction (``np.any``, ``np.argmax``, ...) of one batched
+    array: its ``axis`` shifted past the batch axis, one call.  Without an
+    axis it reduces the whole item (``argmax``: the flat index in it)."""
+    a, rest = args[0], args[1:]
+    if a.__class__ is not Batched or rest or set(kwargs) - {"axis", "keepdims"} \
+            or _holds(kwargs, a._trace) or top_batch(args, kwargs) is not a._trace:
+        return batched_call(_Plain(func), args, kwargs)
+    v, nd, axis = a._value, a.ndim, kwargs.get("axis")
+    kw = dict(kwargs)
+    if axis is None:
+        if func in (np.argmax, np.argmin):
+            v = np.reshape(v, (shape_batch(v), -1))
+            kw["axis"] = 1
+            if kw.pop("keepdims", False):
+                return _batched_call_plain(func, args, kwargs)
+        else:
+            kw["axis"] = tuple(range(1, nd + 1))
+    else:
+        from .batching import shift_axes
+        kw["axis"] = shift_axes(axis, nd)
+    return Batched(func(v, **kw), a._trace)
+
+
+def shape_batch(v):
+    return np.shape(v)[0] if v.__class__ is not Batched else v.shape[0]
+
+
+def _batched_call_plain(func, args, kwargs):
+    return batched_call(_Plain(func), args, kwargs)
+
+
+_REDUCTIONS = {f: _axis_reduction for f in (np.any, np.all, np.argmax, np.argmin,
+                                            np.count_nonzero)}
 
 _QUERIES = {f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
                                 np.iscomplexobj, np.isrealobj, np.min_scalar_type)

@@ -201,7 +201,7 @@ def _extremum_vjp(g, ans, a, axis, keepdims):
 @declares_rules
 def extremum_primitive(np_fun, name):
     return Primitive(lambda a, axis, keepdims: np_fun(a, axis=axis, keepdims=keepdims), name,
-                     vjps=(_extremum_vjp,))
+                     batch=batch_reduce, vjps=(_extremum_vjp,))
 
 
 _max, _min = extremum_primitive(np.max, "max"), extremum_primitive(np.min, "min")
