@@ -478,13 +478,14 @@ def _axis_reduction(func, args, kwargs):
     array: its ``axis`` shifted past the batch axis, one call.  Without an
     axis it reduces the whole item (``argmax``: the flat index in it)."""
     a, rest = args[0], args[1:]
-    if a.__class__ is not Batched or rest or set(kwargs) - {"axis", "keepdims"} \
+    if a.__class__ is not Batched or rest or set(kwargs) - {"axis", "keepdims", "kind", "stable"} \
             or _holds(kwargs, a._trace) or top_batch(args, kwargs) is not a._trace:
         return batched_call(_Plain(func), args, kwargs)
-    v, nd, axis = a._value, a.ndim, kwargs.get("axis")
+    v, nd = a._value, a.ndim
+    axis = kwargs.get("axis", -1 if func is np.argsort else None)
     kw = dict(kwargs)
     if axis is None:
-        if func in (np.argmax, np.argmin):
+        if func in (np.argmax, np.argmin, np.argsort):
             v = np.reshape(v, (shape_batch(v), -1))
             kw["axis"] = 1
             if kw.pop("keepdims", False):
@@ -506,7 +507,7 @@ def _batched_call_plain(func, args, kwargs):
 
 
 _REDUCTIONS = {f: _axis_reduction for f in (np.any, np.all, np.argmax, np.argmin,
-                                            np.count_nonzero)}
+                                            np.argsort, np.count_nonzero)}
 
 _QUERIES = {f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
                                 np.iscomplexobj, np.isrealobj, np.min_scalar_type)

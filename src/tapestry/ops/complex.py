@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import batching
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
 from .elementwise import _over_nonzero, absolute, is_complex
@@ -37,10 +38,11 @@ def _as_complex_vjp(g, ans, x, dtype):
     return real_part(g) if np.iscomplexobj(g) else g
 
 
-real_part = Primitive(np.real, "real", vjps=(_real_vjp,))
-imag_part = Primitive(np.imag, "imag",
+real_part = Primitive(np.real, "real", vjps=(_real_vjp,), batch=batching.elementwise)
+imag_part = Primitive(np.imag, "imag", batch=batching.elementwise,
                       vjps=(lambda g, ans, z: as_complex(real_cotangent(g), np.result_type(z)) * -1j,))
-as_complex = Primitive(_as_complex_fwd, "astype(complex)", vjps=(_as_complex_vjp,))
+as_complex = Primitive(_as_complex_fwd, "astype(complex)", vjps=(_as_complex_vjp,),
+                       batch=batching.elementwise)
 
 
 #: |z|: np.absolute's primitive (ops/elementwise.py), whose rule is
@@ -81,7 +83,8 @@ def _angle_rule(g, ans, z, deg):
     return c * (180 / np.pi) if deg else c
 
 
-_angle = Primitive(lambda z, deg: np.angle(z, deg), "angle", vjps=(_angle_rule,))
+_angle = Primitive(lambda z, deg: np.angle(z, deg), "angle", vjps=(_angle_rule,),
+                   batch=batching.elementwise)
 
 
 @implements(np.angle)

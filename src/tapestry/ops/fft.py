@@ -63,7 +63,16 @@ def _c2c_vjp(g, ans, x, s, axes, norm, inverse):
     return match_input(_fit(ct, axes, _in_sizes(x, axes)), x)
 
 
-_c2c = Primitive(_c2c_fwd, "fft", vjps=(_c2c_vjp,))
+def _batch_fft(prim, args, batched, kwargs):
+    """Every transform takes ``(x, s, axes, ...)`` with ``axes`` already
+    non-negative: one further right on a batched ``x``."""
+    if any(batched[1:]):
+        return NotImplemented
+    x, s, axes, *rest = args
+    return prim(x, s, tuple(a + 1 for a in axes), *rest)
+
+
+_c2c = Primitive(_c2c_fwd, "fft", vjps=(_c2c_vjp,), batch=_batch_fft)
 
 
 # --- real to half spectrum -----------------------------------------------------------
@@ -77,7 +86,7 @@ def _r2c_vjp(g, ans, x, s, axes, norm):
     return match_input(_fit(ct, axes, _in_sizes(x, axes)), x)
 
 
-_r2c = Primitive(_r2c_fwd, "rfft", vjps=(_r2c_vjp,))
+_r2c = Primitive(_r2c_fwd, "rfft", vjps=(_r2c_vjp,), batch=_batch_fft)
 
 
 # --- half spectrum to real -----------------------------------------------------------
@@ -106,7 +115,7 @@ def _c2r_vjp(g, ans, z, s, axes, norm):
     return match_input(_fit(half, axes, _in_sizes(z, axes)), z)
 
 
-_c2r = Primitive(_c2r_fwd, "irfft", vjps=(_c2r_vjp,))
+_c2r = Primitive(_c2r_fwd, "irfft", vjps=(_c2r_vjp,), batch=_batch_fft)
 
 
 # --- NumPy's signatures -----------------------------------------------------------------

@@ -23,6 +23,7 @@ import operator
 
 import numpy as np
 
+from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
 from ..core.batched import TRACED
@@ -362,7 +363,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
         else y.astype(want)
 
 
-where_ = Primitive(np.where, "where", vjps=(
+where_ = Primitive(np.where, "where", batch=batching.elementwise, vjps=(
     None,  # the condition is piecewise constant
     # 0.0, not 0.0 * g: the branch not taken gets an exact zero even where
     # g is inf or nan (the masked-NaN idiom np.where(ok, f(x), 0.0))

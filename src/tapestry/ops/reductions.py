@@ -173,6 +173,7 @@ def _prod_vjp(g, ans, a, axis, keepdims):
 
 
 _prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepdims), "prod",
+                  batch=batch_reduce,
                   vjps=(_prod_vjp,))
 
 
@@ -269,9 +270,11 @@ def _std_vjp(g, ans, a, axis, ddof, keepdims):
 
 
 _var = Primitive(lambda a, axis, ddof, keepdims:
-                 np.var(a, axis=axis, ddof=ddof, keepdims=keepdims), "var", vjps=(_var_vjp,))
+                 np.var(a, axis=axis, ddof=ddof, keepdims=keepdims), "var", vjps=(_var_vjp,),
+                 batch=batch_reduce)
 _std = Primitive(lambda a, axis, ddof, keepdims:
-                 np.std(a, axis=axis, ddof=ddof, keepdims=keepdims), "std", vjps=(_std_vjp,))
+                 np.std(a, axis=axis, ddof=ddof, keepdims=keepdims), "std", vjps=(_std_vjp,),
+                 batch=batch_reduce)
 
 
 def _moment_entry(prim, name):
@@ -296,8 +299,19 @@ def _reverse_cumsum(g, axis):
     return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
 
 
-_cumsum = Primitive(lambda a, axis: np.cumsum(a, axis=axis), "cumsum",
-                    vjps=(lambda g, ans, a, axis: _reverse_cumsum(g, axis),))
+def batch_scan(prim, args, batched, kwargs):
+    """Batching rule of a scan ``prim(a, axis)``: the axis shifts one right;
+    ``None`` (the flattened item) scans each item's own ravel."""
+    a, axis = args
+    if not batched[0]:
+        return NotImplemented
+    if axis is None:
+        return prim(np.reshape(a, (batching.shape_of(a)[0], -1)), 1)
+    return prim(a, batching.shift_axis(axis, batching.item_ndim(a, True)))
+
+
+_cumsum = Primitive(lambda a, axis: np.cumsum(a, axis=axis), "cumsum", batch=batch_scan,
+                    linear_in=(0,), vjps=(lambda g, ans, a, axis: _reverse_cumsum(g, axis),))
 
 
 def _cumprod_vjp(g, ans, a, axis):
@@ -318,7 +332,8 @@ def _cumprod_vjp(g, ans, a, axis):
     return np.where(zero, np.where(first, at_first, 0.0), regular)
 
 
-_cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod", vjps=(_cumprod_vjp,))
+_cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod", batch=batch_scan,
+                     vjps=(_cumprod_vjp,))
 
 
 def _scan_entry(prim, name):
@@ -368,7 +383,19 @@ def _lse_vjp_b(g, ans, a, b, axis, keepdims):
     return unbroadcast(expand_reduced(g, np.shape(w), axis, keepdims) * w, np.shape(b))
 
 
-_logsumexp = Primitive(_logsumexp_fwd, "logsumexp", vjps=(_lse_vjp_a, _lse_vjp_b))
+def _batch_logsumexp(prim, args, batched, kwargs):
+    """``logsumexp(a, b, axis, keepdims)``: the axes shift one right; ``b``
+    batched with ``a`` or absent."""
+    a, b, axis, keepdims = args
+    if not batched[0] or (b is not None and not batched[1]):
+        return NotImplemented
+    if b is not None:
+        b = batching.expand_item(b, batching.item_ndim(a, True))
+    return prim(a, b, batching.shift_axes(axis, batching.item_ndim(a, True)), keepdims)
+
+
+_logsumexp = Primitive(_logsumexp_fwd, "logsumexp", batch=_batch_logsumexp,
+                       vjps=(_lse_vjp_a, _lse_vjp_b))
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):

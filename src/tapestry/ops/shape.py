@@ -170,7 +170,17 @@ def _concat_vjp(i, g, ans, args, kwargs):
     return g[(slice(None),) * axis + (slice(start, stop),)]
 
 
+def _batch_join(prim, args, batched, kwargs):
+    """concatenate / stack: unbatched operands broadcast along the batch,
+    the axis shifts one right (for stack, relative to the stacked result)."""
+    n = batching.batch_size(args, batched)
+    nd = batching.item_ndim(args[0], batched[0]) + (1 if prim is _stack else 0)
+    xs = [x if b else np.broadcast_to(x, (n,) + tuple(shape_of(x))) for x, b in zip(args, batched)]
+    return prim(*xs, axis=batching.shift_axis(kwargs["axis"], nd))
+
+
 _concatenate = Primitive(lambda *xs, axis: np.concatenate(xs, axis=axis), "concatenate",
+                         batch=_batch_join,
                          vjp_argnum=_concat_vjp)
 
 
@@ -194,7 +204,8 @@ def _stack_vjp(i, g, ans, args, kwargs):
     return g[(slice(None),) * kwargs["axis"] + (i,)]
 
 
-_stack = Primitive(lambda *xs, axis: np.stack(xs, axis=axis), "stack", vjp_argnum=_stack_vjp)
+_stack = Primitive(lambda *xs, axis: np.stack(xs, axis=axis), "stack", vjp_argnum=_stack_vjp,
+                   batch=_batch_join)
 
 
 @implements(np.stack)
@@ -375,9 +386,17 @@ def _pad_vjp(g, ans, array, pad_width, constant_values):
     return g[tuple(slice(lo, lo + n) for (lo, _), n in zip(pad_width, np.shape(array)))]
 
 
+def _batch_pad(prim, args, batched, kwargs):
+    """Constant padding of a batched array: nothing added along the batch."""
+    a, pad_width, constant_values = args
+    if any(batched[1:]) or np.ndim(constant_values) != 0:
+        return NotImplemented
+    return prim(a, ((0, 0),) + tuple(tuple(p) for p in pad_width), constant_values)
+
+
 _pad = Primitive(lambda a, pad_width, constant_values:
                  np.pad(a, pad_width, mode="constant", constant_values=constant_values),
-                 "pad", vjps=(_pad_vjp,))
+                 "pad", vjps=(_pad_vjp,), batch=_batch_pad)
 
 
 #: Modes whose padding copies input entries: a gather along each axis.

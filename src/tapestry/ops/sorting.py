@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import batching
+
 from ..core.primitive import Primitive, implements
 from ..core.var import reject_out, unwrap_all
 
@@ -23,8 +25,19 @@ def _inverse_permutation(idx, axis):
 
 
 # ā = ḡ gathered by the inverse permutation (a permutation's transpose).
+def _batch_take_along(prim, args, batched, kwargs):
+    """take_along_axis with a batched array or index: the other broadcast
+    along the batch, the axis shifted one right."""
+    a, idx, axis = args
+    n = batching.batch_size(args[:2], batched[:2])
+    nd = batching.item_ndim(a, batched[0])
+    a = a if batched[0] else np.broadcast_to(a, (n,) + tuple(batching.shape_of(a)))
+    idx = idx if batched[1] else np.broadcast_to(idx, (n,) + tuple(np.shape(idx)))
+    return prim(a, idx, batching.shift_axis(axis, nd))
+
+
 _gather = Primitive(lambda a, idx, axis: np.take_along_axis(a, idx, axis), "sort",
-                    vjps=(lambda g, ans, a, idx, axis: np.take_along_axis(
+                    batch=_batch_take_along, vjps=(lambda g, ans, a, idx, axis: np.take_along_axis(
                         g, _inverse_permutation(idx, axis), axis),))
 
 
