@@ -15,8 +15,8 @@ from .forward import ForwardComplexError
 from .pytree import tree_flatten, tree_map
 from .tape import open_tape
 from .tracing import (assemble, check_scalar_output, collect, jac_setup, lower,
-                      normalize_argnums, output_node, select_args, split_aux, trace,
-                      trace_inputs)
+                      normalize_argnums, output_node, returned, select_args, split_aux,
+                      trace, trace_inputs)
 from .var import Var, unwrap_all
 
 
@@ -40,7 +40,7 @@ def _value_and_grad(f, argnums, has_aux, sparse, opname):
             value, aux, cts = _sweep_scalar(tape, out, has_aux, opname)
         finally:
             tape.close(keep=False)
-        grads = collect(records, cts, single, sparse)
+        grads = collect(records, cts, single, sparse, tape, opname)
         return ((value, aux), grads) if has_aux else (value, grads)
     return value_and_grad_f
 
@@ -50,6 +50,7 @@ def _sweep_scalar(tape, out, has_aux, opname):
     tape from it: ``(value, aux, cotangents by tape position)``."""
     out, aux = split_aux(out, tape, has_aux, opname, "scalar_output")
     value, dtype = check_scalar_output(out, tape, opname)
+    returned(value, tape, opname)
     idx = output_node(out, tape)
     if idx is None:
         return value, aux, [None] * len(tape.nodes)
@@ -155,13 +156,13 @@ class _Pullback:
 
     def leaf(self, k, c):
         """The input cotangents (a list, one per primal) for output leaf ``k``."""
-        return collect(self.records, self.sweep([(k, c)]), False, sparse=False)
+        return collect(self.records, self.sweep([(k, c)]), False, False, self.tape, "vjp")
 
     def __call__(self, ct):
         n = len(self.out_leaves)
         leaves = _cotangent_leaves(ct, self.out_td, n)
         pairs = [(k, _as_cotangent(c, self.values[k], k)) for k, c in enumerate(leaves)]
-        return collect(self.records, self.sweep(pairs), False)
+        return collect(self.records, self.sweep(pairs), False, "auto", self.tape, "vjp")
 
 
 def vjp(f, *primals, has_aux=False):
@@ -200,7 +201,7 @@ def jacrev(f, argnums=0, has_aux=False):
         single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, "jacrev")
         tape, records, out_leaves, out_td, aux = trace(g, sel, "jacrev", has_aux)
         pb = _Pullback(tape, records, out_leaves, out_td,
-                       [lower(v, tape) for v in out_leaves])
+                       [lower(v, tape, "jacrev") for v in out_leaves])
         _refuse_real_to_complex(records, pb.values, "jacrev")
         blocks = []
         for k, y in enumerate(pb.values):

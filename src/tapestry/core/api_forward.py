@@ -13,7 +13,7 @@ import numpy as np
 
 from .forward import TangentRecorder, forward_sweep
 from .pytree import tree_flatten
-from .tracing import assemble, jac_setup, lower, trace
+from .tracing import assemble, jac_setup, lower, returned, trace
 from .var import Var, unwrap_all
 
 
@@ -48,8 +48,10 @@ def _tangent_leaves(t, td, x_leaves):
     return out
 
 
-def _out_tangent(v, value, tape, tangents, batch=None):
+def _out_tangent(v, value, tape, tangents, batch=None, opname="jvp"):
     t = tangents[v._index] if v.__class__ is Var and v._tape is tape else None
+    if t.__class__ is Var:
+        returned(t, tape, opname)
     if t is None:
         lead = () if batch is None else (batch,)
         return np.zeros(lead + np.shape(value), np.result_type(unwrap_all(value)))
@@ -72,7 +74,7 @@ def jvp(f, primals, tangents, has_aux=False):
     nodes = _Recorder()
     nodes.primal_tangents = tangents
     tape, _, out_leaves, out_td, aux = trace(f, primals, "jvp", has_aux, nodes)
-    values = [lower(v, tape) for v in out_leaves]
+    values = [lower(v, tape, "jvp") for v in out_leaves]
     touts = [_out_tangent(v, x, tape, nodes.tangents) for v, x in zip(out_leaves, values)]
     y, ty = out_td.unflatten(values), out_td.unflatten(touts)
     return (y, ty, aux) if has_aux else (y, ty)
@@ -88,10 +90,11 @@ def _as_tuple(xs, what):
 class _Linearized:
     """``f_jvp`` of :func:`linearize`: pushes tangents through a kept tape."""
 
-    def __init__(self, tape, records, out_leaves, out_td):
+    def __init__(self, tape, records, out_leaves, out_td, opname="linearize"):
         self.tape, self.records = tape, records
         self.out_leaves, self.out_td = out_leaves, out_td
-        self.values = [lower(v, tape) for v in out_leaves]
+        self.opname = opname
+        self.values = [lower(v, tape, opname) for v in out_leaves]
 
     def push_leaves(self, seeds, batch=None):
         """Output tangent leaves for ``{tape position: tangent}`` (tangents
@@ -100,7 +103,7 @@ class _Linearized:
         for i, t in seeds.items():
             tangents[i] = t
         forward_sweep(self.tape.nodes, tangents, batch=batch)
-        return [_out_tangent(v, x, self.tape, tangents, batch)
+        return [_out_tangent(v, x, self.tape, tangents, batch, self.opname)
                 for v, x in zip(self.out_leaves, self.values)]
 
     def largest(self):
@@ -168,7 +171,7 @@ def jacfwd(f, argnums=0, has_aux=False):
     def jacfwd_f(*args, **kwargs):
         single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, "jacfwd")
         tape, records, out_leaves, out_td, aux = trace(g, sel, "jacfwd", has_aux)
-        lin = _Linearized(tape, records, out_leaves, out_td)
+        lin = _Linearized(tape, records, out_leaves, out_td, "jacfwd")
         blocks = [dict() for _ in out_leaves]
         chunk = max(1, _BATCH_ELEMENTS // lin.largest())
         for u, (td, rec) in enumerate(records):

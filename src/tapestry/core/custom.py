@@ -13,7 +13,7 @@ from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
 from .pytree import (_DATACLASS, _DDICT, _DICT, _LEAF, _ODICT, _SEQ, _meta_equal, _parts,
                      tree_flatten)
-from .var import Var, innermost_tape
+from .var import Var, innermost_tape, traced_from
 
 
 def _signature(fun):
@@ -42,17 +42,6 @@ def _positional(kind, name, sig, args, kwargs):
                         f"arguments ({sorted(bound.kwargs)}); {kind} functions need "
                         "every argument to have a position.")
     return bound.args
-
-
-def _traced_from(leaves, level, allowed=()):
-    """The first leaf traced on a tape of ``level`` or higher (other than
-    the ``allowed`` tapes), or ``None``.  Values of lower tapes are
-    constants of an enclosing differentiation (nesting); one of ``level``
-    or above inside a custom rule came from a closure, not an argument."""
-    for x in leaves:
-        if x.__class__ is Var and x._tape.level >= level and x._tape not in allowed:
-            return x
-    return None
 
 
 def _closure_error(kind, name, fix=""):
@@ -225,7 +214,7 @@ class custom_vjp:
         """``fun`` on constant arguments; a traced output then came from a
         closure, which the rule cannot differentiate (JAX refuses it too)."""
         out = self.fun(*args)
-        if self.fwd is not None and _traced_from(tree_flatten(out)[0], 0) is not None:
+        if self.fwd is not None and traced_from(tree_flatten(out)[0], 0) is not None:
             raise _closure_error("custom_vjp", self._name(),
                                  " (and return its cotangent from bwd)")
         return out
@@ -253,7 +242,7 @@ class custom_vjp:
                             f"{type(pair).__name__}.")
         out, residuals = pair
         out_leaves, out_td = tree_flatten(out)
-        if _traced_from(out_leaves + tree_flatten(residuals)[0], top.level) is not None:
+        if traced_from(out_leaves + tree_flatten(residuals)[0], top.level) is not None:
             raise _closure_error("custom_vjp", self._name(),
                                  " (and return its cotangent from bwd)")
         n_out = len(out_leaves)
@@ -323,7 +312,7 @@ class custom_vjp:
                 f"tapestry.custom_vjp: the backward rule of {self._name()} returned "
                 f"a cotangent of dtype {dt} for {what} (dtype {np.result_type(_unwrapped(p))}); "
                 "cotangents are float (or complex) arrays.")
-        if _traced_from([ct], level, allowed) is not None:
+        if traced_from([ct], level, allowed) is not None:
             raise _closure_error("custom_vjp", self._name(),
                                  " (and return its cotangent from bwd); its backward "
                                  f"rule returned a traced value for {what}")
@@ -391,7 +380,7 @@ def _checkpoint_call(f, leaves, td, top):
         return f(*a, **kw)
     out = f_raw(*[raw[k] for k in live])
     out_leaves, out_td = tree_flatten(out)
-    if _traced_from(out_leaves, top.level) is not None:  # a closure over a traced value
+    if traced_from(out_leaves, top.level) is not None:  # a closure over a traced value
         with rng.replay(snapshot, leaves):
             a, kw = td.unflatten(leaves)
             return f(*a, **kw)
@@ -456,7 +445,7 @@ class custom_jvp:
         top = innermost_tape(leaves)
         if top is None:
             out = self.fun(*args)
-            if self.jvp is not None and _traced_from(tree_flatten(out)[0], 0) is not None:
+            if self.jvp is not None and traced_from(tree_flatten(out)[0], 0) is not None:
                 raise _closure_error("custom_jvp", self._name())
             return out
         if self.jvp is None:
@@ -468,7 +457,7 @@ class custom_jvp:
             raw[k] = leaves[k]._value
         out = self.fun(*td.unflatten(raw))
         out_leaves, out_td = tree_flatten(out)
-        if _traced_from(out_leaves, top.level) is not None:
+        if traced_from(out_leaves, top.level) is not None:
             raise _closure_error("custom_jvp", self._name())
         tangent_of = _CustomTangent(self, raw, td, active, len(out_leaves), top.level)
 
@@ -511,7 +500,7 @@ class _CustomTangent:
         if len(leaves) != self.n_out:
             raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj._name()} returned "
                              f"{len(leaves)} tangent leaves for {self.n_out} outputs.")
-        if _traced_from(leaves, self.level, _tapes_of(ts)) is not None:
+        if traced_from(leaves, self.level, _tapes_of(ts)) is not None:
             raise _closure_error("custom_jvp", self.cj._name(),
                                  "; its rule returned a tangent traced through it")
         return leaves[0] if self.n_out == 1 else list(leaves)

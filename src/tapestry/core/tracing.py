@@ -11,8 +11,34 @@ from __future__ import annotations
 import numpy as np
 
 from .pytree import tree_flatten, tree_map
-from .tape import open_tape
+from .tape import ClosedNodes, open_tape
 from .var import Var, new_leaf, unwrap_all
+
+
+class LeakedTracerError(TypeError):
+    """A transformation was about to return a traced value (a ``Var``)
+    instead of a number: something inside recorded on a tape it does not
+    own (a custom rule or a parallel ``f`` closing over a value being
+    differentiated).  Returning it would hand the caller an object that
+    is not an array, with its derivative silently lost."""
+
+
+def returned(x, tape, opname):
+    """``x``, a leaf about to be returned by ``tape``'s transformation,
+    after checking that it is not traced at ``tape``'s level or above (nor
+    on a finished tape).  A value traced on an *enclosing* tape that is
+    still recording is legitimate: ``grad`` nested in a function being
+    differentiated returns those."""
+    if x.__class__ is Var and (x._tape.level >= tape.level
+                               or x._tape.nodes.__class__ is ClosedNodes):
+        raise LeakedTracerError(
+            f"tapestry.{opname}: the result holds a traced value instead of an array: a "
+            "value being differentiated reached it other than through the arguments "
+            "(a custom_vjp / custom_jvp / parallel_map function reading it from a "
+            "closure, a global or an attribute, or a custom rule returning traced "
+            "values), so its derivative would be lost. Pass that value to the "
+            "function as an argument.")
+    return x
 
 
 def normalize_argnums(argnums, nargs, opname):
@@ -99,10 +125,15 @@ def cast_like(ct, x, sparse="auto"):
     return ct
 
 
-def collect(records, cts, single, sparse="auto"):
+def collect(records, cts, single, sparse="auto", tape=None, opname="grad"):
+    """The gradients (one tree per record) from cotangents by tape position;
+    with ``tape``, each is checked not to be a value traced there."""
     grads = []
     for td, rec in records:
-        grads.append(td.unflatten([cast_like(cts[i], x, sparse) for i, x in rec]))
+        leaves = [cast_like(cts[i], x, sparse) for i, x in rec]
+        if tape is not None:
+            leaves = [returned(g, tape, opname) for g in leaves]
+        grads.append(td.unflatten(leaves))
     return grads[0] if single else tuple(grads)
 
 
@@ -154,12 +185,15 @@ def split_aux(out, tape, has_aux, opname, what):
         raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
                         f"return a pair ({what}, aux).")
     out, aux = out
-    return out, tree_map(lambda v: lower(v, tape), aux)
+    return out, tree_map(lambda v: lower(v, tape, opname), aux)
 
 
-def lower(v, tape):
-    """Drop one tracing level (``tape``'s) from an output leaf."""
-    return v._value if v.__class__ is Var and v._tape is tape else v
+def lower(v, tape, opname="vjp"):
+    """Drop one tracing level (``tape``'s) from an output leaf; what is
+    left must not be traced there (:func:`returned`)."""
+    if v.__class__ is Var:
+        return returned(v._value if v._tape is tape else v, tape, opname)
+    return v
 
 
 def trace(f, primals, opname, has_aux, nodes=None):
