@@ -146,3 +146,13 @@ def test_a_traced_value_reaching_the_output_raises_at_the_boundary():
         tp.vjp(lambda x: (x, escaped[0]), np.ones(2))
     with pytest.raises(LeakedTracerError, match=r"jvp: the result holds a traced value"):
         tp.jvp(lambda x: (x, escaped[0]), (np.ones(2),), (np.ones(2),))
+
+
+def test_pullbacks_and_linear_maps_may_themselves_be_differentiated():
+    # a traced cotangent (tangent) legitimately gives traced results: the
+    # boundary check must not refuse them
+    _, pb = tp.vjp(lambda h: np.tanh(h @ W0), H0)
+    J = tp.jacobian(lambda h: np.tanh(h @ W0))(H0)
+    np.testing.assert_allclose(tp.jacobian(lambda u: pb(u)[0])(np.ones(3)), J.T)
+    _, f_jvp = tp.linearize(lambda h: np.tanh(h @ W0), H0)
+    np.testing.assert_allclose(tp.jacobian(f_jvp)(np.ones(3)), J)

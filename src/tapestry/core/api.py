@@ -16,7 +16,7 @@ from .pytree import tree_flatten, tree_map
 from .tape import open_tape
 from .tracing import (assemble, check_scalar_output, collect, jac_setup, lower,
                       normalize_argnums, output_node, returned, select_args, split_aux,
-                      trace, trace_inputs)
+                      tapes_of, trace, trace_inputs)
 from .var import Var, unwrap_all
 
 
@@ -162,7 +162,8 @@ class _Pullback:
         n = len(self.out_leaves)
         leaves = _cotangent_leaves(ct, self.out_td, n)
         pairs = [(k, _as_cotangent(c, self.values[k], k)) for k, c in enumerate(leaves)]
-        return collect(self.records, self.sweep(pairs), False, "auto", self.tape, "vjp")
+        return collect(self.records, self.sweep(pairs), False, "auto", self.tape, "vjp",
+                       tapes_of(c for _, c in pairs))
 
 
 def vjp(f, *primals, has_aux=False):

@@ -13,7 +13,7 @@ import numpy as np
 
 from .forward import TangentRecorder, forward_sweep
 from .pytree import tree_flatten
-from .tracing import assemble, jac_setup, lower, returned, trace
+from .tracing import assemble, jac_setup, lower, returned, tapes_of, trace
 from .var import Var, unwrap_all
 
 
@@ -48,10 +48,10 @@ def _tangent_leaves(t, td, x_leaves):
     return out
 
 
-def _out_tangent(v, value, tape, tangents, batch=None, opname="jvp"):
+def _out_tangent(v, value, tape, tangents, batch=None, opname="jvp", allowed=()):
     t = tangents[v._index] if v.__class__ is Var and v._tape is tape else None
     if t.__class__ is Var:
-        returned(t, tape, opname)
+        returned(t, tape, opname, allowed)
     if t is None:
         lead = () if batch is None else (batch,)
         return np.zeros(lead + np.shape(value), np.result_type(unwrap_all(value)))
@@ -75,7 +75,9 @@ def jvp(f, primals, tangents, has_aux=False):
     nodes.primal_tangents = tangents
     tape, _, out_leaves, out_td, aux = trace(f, primals, "jvp", has_aux, nodes)
     values = [lower(v, tape, "jvp") for v in out_leaves]
-    touts = [_out_tangent(v, x, tape, nodes.tangents) for v, x in zip(out_leaves, values)]
+    allowed = tapes_of(tree_flatten(list(tangents))[0])
+    touts = [_out_tangent(v, x, tape, nodes.tangents, None, "jvp", allowed)
+             for v, x in zip(out_leaves, values)]
     y, ty = out_td.unflatten(values), out_td.unflatten(touts)
     return (y, ty, aux) if has_aux else (y, ty)
 
@@ -103,7 +105,8 @@ class _Linearized:
         for i, t in seeds.items():
             tangents[i] = t
         forward_sweep(self.tape.nodes, tangents, batch=batch)
-        return [_out_tangent(v, x, self.tape, tangents, batch, self.opname)
+        allowed = tapes_of(seeds.values())  # traced tangents: f_jvp is differentiated
+        return [_out_tangent(v, x, self.tape, tangents, batch, self.opname, allowed)
                 for v, x in zip(self.out_leaves, self.values)]
 
     def largest(self):

@@ -52,7 +52,7 @@ def _closure_error(kind, name, fix=""):
         f"derivative cannot be computed. Pass the value to {name} as an argument{fix}.")
 
 
-def _dense(g):
+def dense_cotangent(g):
     """A sparse cotangent (``tapestry.sparse``) as the dense array that user
     rules expect (they may hand it to numba, torch or np.asarray)."""
     return g.todense() if hasattr(g, "todense") else g
@@ -254,7 +254,7 @@ class custom_vjp:
             if n_out == 1:
                 g = [g]
             g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
-                 else c if sparse_ok else _dense(c) for a, c in zip(ans, g)]
+                 else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
             cts = self.bwd(*nondiff_vals, residuals, out_td.unflatten(g))
             flat = self._check_cotangents(cts, primals, top.level, _tapes_of(g))
             return [flat[k] for k in active]

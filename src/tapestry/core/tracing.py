@@ -23,14 +23,16 @@ class LeakedTracerError(TypeError):
     is not an array, with its derivative silently lost."""
 
 
-def returned(x, tape, opname):
+def returned(x, tape, opname, allowed=()):
     """``x``, a leaf about to be returned by ``tape``'s transformation,
     after checking that it is not traced at ``tape``'s level or above (nor
     on a finished tape).  A value traced on an *enclosing* tape that is
     still recording is legitimate: ``grad`` nested in a function being
-    differentiated returns those."""
-    if x.__class__ is Var and (x._tape.level >= tape.level
-                               or x._tape.nodes.__class__ is ClosedNodes):
+    differentiated returns those.  So are values of the ``allowed`` tapes:
+    those of traced cotangents or tangents handed to a pullback or a
+    linearized map, which is then itself being differentiated."""
+    if x.__class__ is Var and x._tape not in allowed and (
+            x._tape.level >= tape.level or x._tape.nodes.__class__ is ClosedNodes):
         raise LeakedTracerError(
             f"tapestry.{opname}: the result holds a traced value instead of an array: a "
             "value being differentiated reached it other than through the arguments "
@@ -125,14 +127,15 @@ def cast_like(ct, x, sparse="auto"):
     return ct
 
 
-def collect(records, cts, single, sparse="auto", tape=None, opname="grad"):
+def collect(records, cts, single, sparse="auto", tape=None, opname="grad", allowed=()):
     """The gradients (one tree per record) from cotangents by tape position;
-    with ``tape``, each is checked not to be a value traced there."""
+    with ``tape``, each is checked not to be a value traced there
+    (:func:`returned`)."""
     grads = []
     for td, rec in records:
         leaves = [cast_like(cts[i], x, sparse) for i, x in rec]
         if tape is not None:
-            leaves = [returned(g, tape, opname) for g in leaves]
+            leaves = [returned(g, tape, opname, allowed) for g in leaves]
         grads.append(td.unflatten(leaves))
     return grads[0] if single else tuple(grads)
 
@@ -186,6 +189,11 @@ def split_aux(out, tape, has_aux, opname, what):
                         f"return a pair ({what}, aux).")
     out, aux = out
     return out, tree_map(lambda v: lower(v, tape, opname), aux)
+
+
+def tapes_of(xs):
+    """The tapes of the traced values among ``xs``."""
+    return {x._tape for x in xs if x.__class__ is Var}
 
 
 def lower(v, tape, opname="vjp"):
