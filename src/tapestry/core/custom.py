@@ -11,8 +11,7 @@ from . import rng
 from .api import vjp
 from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
-from .pytree import (_DATACLASS, _DDICT, _DICT, _LEAF, _ODICT, _SEQ, _meta_equal, _parts,
-                     tree_flatten)
+from .pytree import StructureMismatch, leaf_paths, match_leaves, tree_flatten
 from .var import Var, innermost_tape, traced_from
 
 
@@ -60,67 +59,6 @@ def dense_cotangent(g):
 
 def _tapes_of(tree):
     return {x._tape for x in tree_flatten(tree)[0] if x.__class__ is Var}
-
-
-class _StructureMismatch(ValueError):
-    """Where a backward rule's cotangent differs from its argument."""
-
-    def __init__(self, where, expected, got):
-        super().__init__(where, expected, got)
-        self.where, self.expected, self.got = where, expected, got
-
-
-def _n_leaves(node):
-    if node is None:
-        return 0
-    if node is _LEAF:
-        return 1
-    return sum(_n_leaves(c) for c in node[3])
-
-
-def _child_key(k, meta, i):
-    if k == _DATACLASS:
-        return f".{meta[0][i]}"
-    if k in (_DICT, _ODICT):
-        return f"[{meta[i]!r}]"
-    if k == _DDICT:
-        return f"[{meta[1][i]!r}]"
-    return f"[{i}]"
-
-
-def _match_cotangent(node, c, where, out):
-    """Append the leaves of cotangent ``c`` to ``out``, walking the primal's
-    tree ``node`` (a TreeDef node): ``c`` must have the same containers and
-    keys; ``None`` stands for a zero subtree.  Never by position alone: a
-    dict with other keys is an error, not a relabelling."""
-    if c is None:
-        out.extend([None] * _n_leaves(node))
-        return
-    if node is _LEAF:
-        c_node = tree_flatten(c)[1].node
-        if c_node is not _LEAF:
-            raise _StructureMismatch(where, "an array", f"a {type(c).__name__}")
-        out.append(c)
-        return
-    if node is None:
-        raise _StructureMismatch(where, "None", f"a {type(c).__name__}")
-    k, t, meta, children = node
-    if type(c) is not t:
-        raise _StructureMismatch(where, f"a {t.__name__}", f"a {type(c).__name__}")
-    c_meta, c_children = _parts(k, t, c)
-    if k in (_DICT, _ODICT, _DDICT):
-        keys = list(meta[1] if k == _DDICT else meta)
-        c_keys = list(c_meta[1] if k == _DDICT else c_meta)
-        if sorted(map(repr, keys)) != sorted(map(repr, c_keys)):
-            raise _StructureMismatch(where, f"keys {keys}", f"keys {c_keys}")
-    elif len(c_children) != len(children):
-        raise _StructureMismatch(where, f"a {t.__name__} of length {len(children)}",
-                                 f"length {len(c_children)}")
-    elif k != _SEQ and not _meta_equal(meta, c_meta):
-        raise _StructureMismatch(where, f"{t.__name__} with {meta!r}",
-                                 f"{t.__name__} with {c_meta!r}")
-    for i, (child, cc) in enumerate(zip(children, c_children)):
-        _match_cotangent(child, cc, where + _child_key(k, meta, i), out)
 
 
 class custom_vjp:
@@ -283,8 +221,8 @@ class custom_vjp:
         for (i, (p_leaves, p_td)), c in zip(primals, cts):
             c_leaves = []
             try:
-                _match_cotangent(p_td.node, c, "", c_leaves)
-            except _StructureMismatch as e:
+                match_leaves(p_td.node, c, "", c_leaves)
+            except StructureMismatch as e:
                 at = f" at {e.where}" if e.where else ""
                 raise ValueError(
                     f"tapestry.custom_vjp: the backward rule of {self._name()} returned a "
@@ -292,7 +230,7 @@ class custom_vjp:
                     f"expected {e.expected}, got {e.got} (argument structure {p_td}). "
                     "Return the argument's structure, with None for zero parts."
                 ) from None
-            paths = _leaf_paths(p_td.node, "")
+            paths = leaf_paths(p_td.node, "")
             for p, ct, where in zip(p_leaves, c_leaves, paths):
                 if ct is not None:
                     self._check_leaf(i, where, p, ct, level, allowed)
@@ -322,19 +260,6 @@ def _unwrapped(x):
     while x.__class__ is Var:
         x = x._value
     return x.dtype if hasattr(x, "todense") else x
-
-
-def _leaf_paths(node, where):
-    """Key paths of ``node``'s leaves, in leaf order (for error messages)."""
-    if node is None:
-        return []
-    if node is _LEAF:
-        return [where]
-    k, _, meta, children = node
-    out = []
-    for i, c in enumerate(children):
-        out.extend(_leaf_paths(c, where + _child_key(k, meta, i)))
-    return out
 
 
 def checkpoint(f):
@@ -459,7 +384,7 @@ class custom_jvp:
         out_leaves, out_td = tree_flatten(out)
         if traced_from(out_leaves, top.level) is not None:
             raise _closure_error("custom_jvp", self._name())
-        tangent_of = _CustomTangent(self, raw, td, active, len(out_leaves), top.level)
+        tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level)
 
         def custom_jvp_pullback(g, ans):
             return tangent_of.pullback(g, ans)
@@ -484,8 +409,9 @@ def _zero_tangent(x):
 class _CustomTangent:
     """The rule of one custom_jvp call: its tangent map and the transpose."""
 
-    def __init__(self, cj, raw, td, active, n_out, level):
-        self.cj, self.raw, self.td, self.active, self.n_out = cj, raw, td, active, n_out
+    def __init__(self, cj, raw, td, active, out_leaves, out_td, level):
+        self.cj, self.raw, self.td, self.active = cj, raw, td, active
+        self.out_leaves, self.out_td, self.n_out = out_leaves, out_td, len(out_leaves)
         self.level = level
 
     def tangent(self, ts):
@@ -496,10 +422,17 @@ class _CustomTangent:
                 full[k] = t
         primals = tuple(self.td.unflatten(self.raw))
         _, t_out = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
-        leaves = tree_flatten(t_out)[0]
-        if len(leaves) != self.n_out:
+        leaves = []
+        try:
+            match_leaves(self.out_td.node, t_out, "", leaves)
+        except StructureMismatch as e:
+            at = f" at {e.where}" if e.where else ""
             raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj._name()} returned "
-                             f"{len(leaves)} tangent leaves for {self.n_out} outputs.")
+                             f"a tangent whose structure does not match the output{at}: "
+                             f"expected {e.expected}, got {e.got} (output structure "
+                             f"{self.out_td}).") from None
+        leaves = [np.zeros(shape_of(a), dtype_of(a)) if t is None else t
+                  for a, t in zip(self.out_leaves, leaves)]
         if traced_from(leaves, self.level, _tapes_of(ts)) is not None:
             raise _closure_error("custom_jvp", self.cj._name(),
                                  "; its rule returned a tangent traced through it")
