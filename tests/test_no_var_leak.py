@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tapestry as tp
-from tapestry.core.tracing import LeakedTracerError
+from tapestry import LeakedTracerError
 from tapestry.core.var import Var
 
 rng = np.random.default_rng(7)
