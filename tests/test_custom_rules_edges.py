@@ -199,6 +199,24 @@ def test_checkpoint_differentiates_through_a_closure(argnums):
     check_grads(_ck_closure_loss, (W0, H0), order=2)
 
 
+class _Layer:
+    def __init__(self, W):
+        self.W = W
+
+    def block(self, h):  # reads the weight through self: no closure cell to see
+        return np.tanh(h @ self.W)
+
+
+@pytest.mark.parametrize("argnums", [0, (0, 1)])
+def test_checkpoint_differentiates_through_an_attribute(argnums):
+    def loss(W, h):
+        return np.sum(tp.checkpoint(_Layer(W).block)(h) ** 2)
+    got = tp.grad(loss, argnums)(W0, H0)
+    ref = tp.grad(lambda W, h: np.sum(np.tanh(h @ W) ** 2), argnums)(W0, H0)
+    for a, b in zip(tp.tree_flatten(got)[0], tp.tree_flatten(ref)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
 def test_checkpoint_closure_under_vjp_jacrev_and_forward_mode():
     f = functools.partial(_ck_closure_loss)
     _, pb = tp.vjp(f, W0, H0)

@@ -286,6 +286,26 @@ def checkpoint(f):
     return checkpointed
 
 
+def _captures_traced(f, level):
+    """Whether ``f``'s closure cells (or a ``functools.partial``'s bound
+    arguments) visibly hold a value traced at ``level`` or above.  Lets a
+    checkpoint over such a closure skip the plain run that would otherwise
+    reveal it (a cheap look, not a proof: the output check stays)."""
+    held = []
+    while isinstance(f, functools.partial):
+        held += [f.args, f.keywords]
+        f = f.func
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    try:
+        return traced_from(tree_flatten(held)[0], level) is not None
+    except Exception:  # noqa: BLE001  (an object that does not flatten: look no further)
+        return False
+
+
 def _checkpoint_call(f, leaves, td, top):
     """Run ``f`` on the plain values of ``top``'s leaves and record one node
     whose rule reruns it under ``vjp``; fall back to an ordinary traced call
@@ -295,6 +315,9 @@ def _checkpoint_call(f, leaves, td, top):
     raw = list(leaves)
     for k in live:
         raw[k] = leaves[k]._value
+    if _captures_traced(f, top.level):  # known before running: record it as it is
+        a, kw = td.unflatten(leaves)
+        return f(*a, **kw)
     snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
 
     def f_raw(*xs):
