@@ -165,22 +165,3 @@ def test_newton_cg_on_dict_parameters_uses_pytree_hessian_products():
     assert res.nhev > 0
     np.testing.assert_allclose(sol["u"], np.linalg.solve(A, [-1.0, 0.0]), atol=1e-8)
     np.testing.assert_allclose(sol["v"], 1.5, atol=1e-2)   # quartic: flat minimum
-
-
-@pytest.mark.parametrize("how", ["closure", "args", "least_squares", "nelder-mead"])
-def test_objective_over_a_differentiated_value_is_refused_by_name(how):
-    def outer(a):
-        if how == "closure":
-            sol, _ = minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2))
-        elif how == "args":
-            sol, _ = minimize(lambda x, a: np.sum((x - a) ** 2), np.zeros(2), args=(a,))
-        elif how == "nelder-mead":
-            sol, _ = minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2),
-                              method="Nelder-Mead")
-        else:
-            sol, _ = least_squares(lambda x: x - a, np.zeros(2))
-        return np.sum(sol)
-    with pytest.raises(TypeError, match=r"tapestry.optimize.\w+: the objective depends "
-                                        r"on a value that is being differentiated"):
-        tp.grad(outer)(np.ones(2))
-    np.testing.assert_allclose(outer(np.ones(2)), 2.0, atol=1e-4)  # untraced: fine

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from .forward import TangentRecorder, forward_sweep
-from .pytree import _LEAF, StructureMismatch, match_leaves, tree_flatten
+from .pytree import tree_flatten
 from .tracing import assemble, jac_setup, lower, returned, tapes_of, trace
 from .var import Var, unwrap_all
 
@@ -29,24 +29,14 @@ class _Recorder(TangentRecorder):
 
 
 def _tangent_leaves(t, td, x_leaves):
-    """``t``'s leaves matched to the primal's (structure ``td``) by key,
-    never by position alone: a dict tangent with other keys is an error."""
-    if td.node is _LEAF:
-        leaves = [t]  # an array-like tangent (a list of floats) for an array primal
-    else:
-        leaves = []
-        try:
-            match_leaves(td.node, t, "", leaves)
-        except StructureMismatch as e:
-            at = f" at {e.where}" if e.where else ""
-            raise ValueError(f"tapestry.jvp: the tangent's structure does not match the "
-                             f"primal's{at}: expected {e.expected}, got {e.got} (primal "
-                             f"structure {td}); give tangents the primals' structure."
-                             ) from None
+    leaves, ttd = tree_flatten(t)
+    if len(leaves) != len(x_leaves) and len(x_leaves) == 1:
+        leaves = [t]  # an array-like tangent for an array primal
+    if len(leaves) != len(x_leaves):
+        raise ValueError(f"tapestry.jvp: the tangent has {len(leaves)} leaves, the "
+                         f"primal {len(x_leaves)}; give tangents the primals' structure.")
     out = []
     for (i, x), ti in zip(x_leaves, leaves):
-        if ti is None:  # a zero subtree
-            ti = np.zeros(np.shape(x), np.result_type(x))
         if ti.__class__ is not Var:
             ti = np.asarray(ti)
             if ti.dtype != np.result_type(x):

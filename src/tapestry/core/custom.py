@@ -11,7 +11,7 @@ from . import rng
 from .api import vjp
 from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
-from .pytree import StructureMismatch, leaf_paths, match_leaves, tree_flatten
+from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
 from .var import Var, innermost_tape, traced_from
 
 
@@ -230,7 +230,7 @@ class custom_vjp:
                     f"expected {e.expected}, got {e.got} (argument structure {p_td}). "
                     "Return the argument's structure, with None for zero parts."
                 ) from None
-            paths = leaf_paths(p_td.node, "")
+            paths = _key_paths(p_td.node, "")
             for p, ct, where in zip(p_leaves, c_leaves, paths):
                 if ct is not None:
                     self._check_leaf(i, where, p, ct, level, allowed)
@@ -469,3 +469,16 @@ class _CustomTangent:
             return list(pb(g))
         g = [np.zeros(shape_of(a), dtype_of(a)) if c is None else c for a, c in zip(ans, g)]
         return list(pb(g))
+
+
+def _key_paths(node, where):
+    """Key paths of ``node``'s leaves, in leaf order (for error messages)."""
+    if node is None:
+        return []
+    if node is _LEAF:
+        return [where]
+    k, _, meta, children = node
+    out = []
+    for i, c in enumerate(children):
+        out.extend(_key_paths(c, where + child_key(k, meta, i)))
+    return out

@@ -385,7 +385,8 @@ def _n_leaves(node):
     return sum(_n_leaves(c) for c in node[3])
 
 
-def _child_key(k, meta, i):
+def child_key(k, meta, i):
+    """How child ``i`` of a node of kind ``k`` is reached: ``['w']``, ``[0]``, ``.name``."""
     if k == _DATACLASS:
         return f".{meta[0][i]}"
     if k in (_DICT, _ODICT):
@@ -428,20 +429,7 @@ def match_leaves(node, c, where, out):
         raise StructureMismatch(where, f"{t.__name__} with {meta!r}",
                                  f"{t.__name__} with {c_meta!r}")
     for i, (child, cc) in enumerate(zip(children, c_children)):
-        match_leaves(child, cc, where + _child_key(k, meta, i), out)
-
-
-def leaf_paths(node, where):
-    """Key paths of ``node``'s leaves, in leaf order (for error messages)."""
-    if node is None:
-        return []
-    if node is _LEAF:
-        return [where]
-    k, _, meta, children = node
-    out = []
-    for i, c in enumerate(children):
-        out.extend(leaf_paths(c, where + _child_key(k, meta, i)))
-    return out
+        match_leaves(child, cc, where + child_key(k, meta, i), out)
 
 
 def flatten_up_to(treedef, tree):
