@@ -102,6 +102,7 @@ TRANSFORMS = {
     "jvp": lambda f, W, h: tp.jvp(f, (W, h), (np.ones_like(W), np.ones_like(h))),
     "linearize": _linearize,
     "hessian": lambda f, W, h: tp.hessian(f, 1)(W, h),
+    "hessian_all": lambda f, W, h: tp.hessian(f, (0, 1))(W, h),
     "hvp": lambda f, W, h: tp.hessian_vector_product(f, (0, 1))(W, h, (W, h)),
     "elementwise_grad": lambda f, W, h: tp.elementwise_grad(f, (0, 1))(W, h),
     "grad_of_grad": lambda f, W, h: tp.grad(lambda W: np.sum(tp.grad(f, 1)(W, h)))(W),
