@@ -20,6 +20,7 @@ from .core.custom import checkpoint, custom_jvp, custom_vjp  # noqa: E402
 from .core.pytree import (ravel_pytree, tree_flatten, tree_leaves, tree_map,  # noqa: E402
                           tree_structure, tree_unflatten)
 from .core.tape import EscapedTracerError  # noqa: E402
+from .core.tracing import LeakedTracerError  # noqa: E402
 from .core.var import Var  # noqa: E402
 from .core.registry import freeze as _freeze_registries  # noqa: E402
 from .kernels import kernel  # noqa: E402
@@ -36,7 +37,7 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
     "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad", "vmap",
     "stop_gradient", "custom_vjp", "custom_jvp", "checkpoint", "tree_flatten", "tree_unflatten",
-    "tree_map", "Var", "EscapedTracerError", "testing", "debug",
+    "tree_map", "Var", "EscapedTracerError", "LeakedTracerError", "testing", "debug",
     # pytrees
     "tree_util", "tree_leaves", "tree_structure", "ravel_pytree",
     # sparse gradients

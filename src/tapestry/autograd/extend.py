@@ -5,7 +5,8 @@ x, y: lambda g: ...)``, called with the forward result and the arguments,
 returning the map from output cotangent to input cotangent.  tapestry's rules
 take everything at once, ``rule(g, ans, *args, **kwargs)``; each maker is
 wrapped as such a rule on a :class:`tapestry.core.primitive.Primitive`, so
-the engine records and runs it like its own.  A maker written with NumPy
+the engine records and runs it like its own (its ``g`` is always dense, as in
+autograd: a sparse cotangent is expanded first).  A maker written with NumPy
 functions stays differentiable (higher orders), as in autograd.
 
 Forward mode (``make_jvp``, ``deriv``, tapestry's ``jvp``) needs no second
@@ -26,6 +27,7 @@ import numpy as np
 from .core_bridge import Primitive
 from ..core.api import vjp as _tp_vjp
 from ..core.primitive import dtype_of, shape_of
+from ..core.custom import dense_cotangent as _dense
 from ..core.var import Var
 
 __all__ = ["primitive", "defvjp", "defvjp_argnum", "defvjp_argnums", "defjvp",
@@ -107,7 +109,7 @@ def _prim(fun):
 def _rule(maker):
     if maker is None:  # autograd: None declares a zero derivative
         return lambda g, ans, *args, **kwargs: None
-    return lambda g, ans, *args, **kwargs: maker(ans, *args, **kwargs)(g)
+    return lambda g, ans, *args, **kwargs: maker(ans, *args, **kwargs)(_dense(g))
 
 
 def defvjp(fun, *makers, argnums=None):
@@ -123,7 +125,7 @@ def defvjp(fun, *makers, argnums=None):
 def defvjp_argnum(fun, maker):
     """One maker for every argument: ``maker(argnum, ans, args, kwargs)``."""
     p = _prim(fun)
-    p.vjp_argnum = lambda i, g, ans, args, kwargs: maker(i, ans, args, kwargs)(g)
+    p.vjp_argnum = lambda i, g, ans, args, kwargs: maker(i, ans, args, kwargs)(_dense(g))
     p._rebuild()
     return fun
 
@@ -132,7 +134,8 @@ def defvjp_argnums(fun, maker):
     """One maker for all arguments at once: ``maker(argnums, ans, args,
     kwargs)`` returns ``g -> tuple of cotangents`` (called per argument)."""
     p = _prim(fun)
-    p.vjp_argnum = lambda i, g, ans, args, kwargs: maker((i,), ans, args, kwargs)(g)[0]
+    p.vjp_argnum = lambda i, g, ans, args, kwargs: maker((i,), ans, args, kwargs)(
+        _dense(g))[0]
     p._rebuild()
     return fun
 

@@ -17,8 +17,9 @@ from .pytree import (TreeMismatch, leaf_paths, match_up_to, tree_flatten, tree_m
                      tree_structure)
 from .tape import open_tape
 from .tracing import (assemble, check_scalar_output, collect, jac_setup, lower,
-                      normalize_argnums, output_node, own_output, select_args,
-                      split_argnums, split_aux, trace, trace_inputs)
+                      normalize_argnums, output_node, own_output, returned,
+                      select_args, split_argnums, split_aux, tapes_of, trace,
+                      trace_inputs)
 from .var import Var, unwrap_all
 
 
@@ -44,7 +45,7 @@ def _value_and_grad(f, argnums, has_aux, sparse, opname):
             value, aux, cts = _sweep_scalar(tape, out, has_aux, opname)
         finally:
             tape.close(keep=False)
-        grads = collect(records, cts, single, sparse)
+        grads = collect(records, cts, single, sparse, tape, opname)
         return ((value, aux), grads) if has_aux else (value, grads)
     return value_and_grad_f
 
@@ -54,6 +55,7 @@ def _sweep_scalar(tape, out, has_aux, opname):
     tape from it: ``(value, aux, cotangents by tape position)``."""
     out, aux = split_aux(out, tape, has_aux, opname, "scalar_output")
     value, dtype = check_scalar_output(out, tape, opname)
+    returned(value, tape, opname)
     idx = output_node(out, tape)
     if idx is None:
         return value, aux, [None] * len(tape.nodes)
@@ -152,7 +154,7 @@ class _Pullback:
 
     def leaf(self, k, c):
         """The input cotangents (a list, one per primal) for output leaf ``k``."""
-        return collect(self.records, self.sweep([(k, c)]), False, sparse=False)
+        return collect(self.records, self.sweep([(k, c)]), False, False, self.tape, "vjp")
 
     def __call__(self, ct):
         leaves = _cotangent_leaves(ct, self.out_td, self.opname)
@@ -160,7 +162,8 @@ class _Pullback:
                  for k, c in enumerate(leaves)]
         cts = self.sweep(pairs)
         _unalias(cts, self.records, [c for _, c in pairs])
-        return collect(self.records, cts, False)
+        return collect(self.records, cts, False, "auto", self.tape, self.opname,
+                       tapes_of(c for _, c in pairs))
 
     def _namer(self, k):
         """Names output leaf ``k`` in an error (the path is found only then)."""
@@ -204,7 +207,7 @@ def _vjp(f, primals, has_aux, opname, keep):
     """:func:`vjp` for the transform called ``opname``; ``keep=False`` for a
     pullback used before the transform returns (no copies needed)."""
     tape, records, out_leaves, out_td, aux = trace(f, primals, opname, has_aux, keep=keep)
-    values = [lower(v, tape) for v in out_leaves]
+    values = [lower(v, tape, opname) for v in out_leaves]
     y = out_td.unflatten([own_output(v) for v in values] if keep else values)
     pullback = _Pullback(tape, records, out_leaves, out_td, values, opname)
     return (y, pullback, aux) if has_aux else (y, pullback)
@@ -241,7 +244,7 @@ def _jacrev(f, argnums, has_aux, opname):
         single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, opname)
         tape, records, out_leaves, out_td, aux = trace(g, sel, opname, has_aux)
         pb = _Pullback(tape, records, out_leaves, out_td,
-                       [lower(v, tape) for v in out_leaves])
+                       [lower(v, tape, opname) for v in out_leaves])
         _refuse_real_to_complex(records, pb.values, opname)
         blocks = []
         for k, y in enumerate(pb.values):

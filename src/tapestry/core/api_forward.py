@@ -14,7 +14,8 @@ import numpy as np
 from .forward import TangentRecorder, forward_sweep
 from .batched import Batched
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
-from .tracing import assemble, jac_setup, lower, own_output, split_argnums, trace
+from .tracing import (assemble, jac_setup, lower, own_output, returned, split_argnums,
+                      tapes_of, trace)
 from .var import Var, unwrap_all
 
 
@@ -88,8 +89,10 @@ def _labels(n, what="the tangent of argument {}"):
     return [what.format(k) for k in range(n)]
 
 
-def _out_tangent(v, value, tape, tangents, batch=None):
+def _out_tangent(v, value, tape, tangents, batch=None, opname="jvp", allowed=()):
     t = tangents[v._index] if v.__class__ is Var and v._tape is tape else None
+    if t.__class__ is Var:
+        returned(t, tape, opname, allowed)
     if t is None:
         lead = () if batch is None else (batch,)
         return np.zeros(lead + np.shape(value), np.result_type(unwrap_all(value)))
@@ -121,8 +124,10 @@ def forward_jvp(f, primals, tangents, has_aux, opname, labels=None):
     nodes.primal_tangents, nodes.opname = tangents, opname
     nodes.labels = labels or _labels(len(primals))
     tape, _, out_leaves, out_td, aux = trace(f, primals, opname, has_aux, nodes)
-    values = [lower(v, tape) for v in out_leaves]
-    touts = [_out_tangent(v, x, tape, nodes.tangents) for v, x in zip(out_leaves, values)]
+    values = [lower(v, tape, opname) for v in out_leaves]
+    allowed = tapes_of(tree_flatten(list(tangents))[0])
+    touts = [_out_tangent(v, x, tape, nodes.tangents, None, opname, allowed)
+             for v, x in zip(out_leaves, values)]
     y, ty = out_td.unflatten(values), out_td.unflatten(touts)
     return (y, ty, aux) if has_aux else (y, ty)
 
@@ -137,10 +142,11 @@ def _as_tuple(xs, what, opname):
 class _Linearized:
     """``f_jvp`` of :func:`linearize`: pushes tangents through a kept tape."""
 
-    def __init__(self, tape, records, out_leaves, out_td):
+    def __init__(self, tape, records, out_leaves, out_td, opname="linearize"):
         self.tape, self.records = tape, records
         self.out_leaves, self.out_td = out_leaves, out_td
-        self.values = [lower(v, tape) for v in out_leaves]
+        self.opname = opname
+        self.values = [lower(v, tape, opname) for v in out_leaves]
 
     def push_leaves(self, seeds, batch=None):
         """Output tangent leaves for ``{tape position: tangent}`` (tangents
@@ -149,7 +155,8 @@ class _Linearized:
         for i, t in seeds.items():
             tangents[i] = t
         forward_sweep(self.tape.nodes, tangents, batch=batch)
-        return [_out_tangent(v, x, self.tape, tangents, batch)
+        allowed = tapes_of(seeds.values())  # traced tangents: f_jvp is differentiated
+        return [_out_tangent(v, x, self.tape, tangents, batch, self.opname, allowed)
                 for v, x in zip(self.out_leaves, self.values)]
 
     def largest(self):
@@ -229,7 +236,7 @@ def forward_jacobian(f, argnums, has_aux, opname):
     def jacfwd_f(*args, **kwargs):
         single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, opname)
         tape, records, out_leaves, out_td, aux = trace(g, sel, opname, has_aux)
-        lin = _Linearized(tape, records, out_leaves, out_td)
+        lin = _Linearized(tape, records, out_leaves, out_td, opname)
         blocks = [dict() for _ in out_leaves]
         chunk = max(1, _BATCH_ELEMENTS // lin.largest())
         for u, (td, rec) in enumerate(records):

@@ -7,11 +7,58 @@ import inspect
 
 import numpy as np
 
+from . import rng
 from .api import vjp
 from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
-from .pytree import tree_flatten
-from .var import Var, innermost_tape
+from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
+from .var import Var, innermost_tape, traced_from
+
+
+def _signature(fun):
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):  # builtins without a signature
+        return None
+
+
+def _positional(kind, name, sig, args, kwargs):
+    """``args`` with keyword arguments (and then defaults) bound to positions,
+    so that rules see every argument in one place (custom_vjp and custom_jvp
+    share this, so both accept the same calls)."""
+    if not kwargs:
+        return args
+    if sig is None:
+        raise TypeError(f"tapestry.{kind}: {name} has no signature to bind keyword "
+                        "arguments to; pass them positionally.")
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"tapestry.{kind}: {name}: {e}") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(f"tapestry.{kind}: {name} takes keyword-only or **kwargs "
+                        f"arguments ({sorted(bound.kwargs)}); {kind} functions need "
+                        "every argument to have a position.")
+    return bound.args
+
+
+def _closure_error(kind, name, fix=""):
+    return TypeError(
+        f"tapestry.{kind}: {name} uses a value that is being differentiated but is not "
+        "one of its arguments (it reads it from a closure, a global or an attribute). "
+        "Its custom rule gives derivatives for its arguments only, so that value's "
+        f"derivative cannot be computed. Pass the value to {name} as an argument{fix}.")
+
+
+def dense_cotangent(g):
+    """A sparse cotangent (``tapestry.sparse``) as the dense array that user
+    rules expect (they may hand it to numba, torch or np.asarray)."""
+    return g.todense() if hasattr(g, "todense") else g
+
+
+def _tapes_of(tree):
+    return {x._tape for x in tree_flatten(tree)[0] if x.__class__ is Var}
 
 
 class custom_vjp:
@@ -26,7 +73,8 @@ class custom_vjp:
         f.defvjp(f_fwd, f_bwd)
 
     Arguments and outputs may be pytrees; ``bwd`` returns one cotangent
-    pytree (or ``None`` for zero) per positional argument.  Keyword
+    pytree (or ``None`` for zero) per positional argument, with that
+    argument's structure (``None`` also stands for a zero subtree).  Keyword
     arguments are bound to their positions first (with them, defaults are
     filled in), so
     ``fwd`` receives them positionally and ``bwd`` returns one cotangent for
@@ -35,26 +83,32 @@ class custom_vjp:
     arguments that are not differentiated (flags, callables): ``bwd`` is
     then called as ``bwd(*nondiff_args, residuals, out_bar)`` and returns
     cotangents for the other arguments only.  The rule runs only when an
-    argument is being differentiated; a cotangent of the wrong shape or
-    structure is an error naming the function and the argument.
+    argument is being differentiated; a cotangent of the wrong shape,
+    dtype or structure is an error naming the function, the argument and
+    the key path.
+
+    ``out_bar`` is dense (plain arrays) unless ``sparse_cotangents=True``:
+    then an output read through gathers (``f(x)[0]``) may hand ``bwd`` a
+    ``tapestry.AxisSparse``.  The function must not use a value being
+    differentiated other than through its arguments (a closure over one is
+    an error: its rule could not give that value's gradient).
     """
 
-    def __new__(cls, fun=None, nondiff_argnums=()):
+    def __new__(cls, fun=None, nondiff_argnums=(), sparse_cotangents=False):
         if fun is None:  # custom_vjp(nondiff_argnums=...) used as a decorator
-            return functools.partial(cls, nondiff_argnums=nondiff_argnums)
+            return functools.partial(cls, nondiff_argnums=nondiff_argnums,
+                                     sparse_cotangents=sparse_cotangents)
         return super().__new__(cls)
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), sparse_cotangents=False):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.fwd = None
         self.bwd = None
+        self.sparse_cotangents = bool(sparse_cotangents)
         self.nondiff_argnums = tuple(sorted(set(
             (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums)))
-        try:
-            self._signature = inspect.signature(fun)
-        except (TypeError, ValueError):  # builtins without a signature
-            self._signature = None
+        self._signature = _signature(fun)
 
     def defvjp(self, fwd, bwd):
         if not (callable(fwd) and callable(bwd)):
@@ -67,25 +121,7 @@ class custom_vjp:
         return getattr(self, "__name__", repr(self.fun))
 
     def _positional(self, args, kwargs):
-        """``args`` with keyword arguments (and then defaults) bound to positions."""
-        if not kwargs:
-            return args
-        sig = self._signature
-        if sig is None:
-            if kwargs:
-                raise TypeError(f"tapestry.custom_vjp: {self._name()} has no signature "
-                                "to bind keyword arguments to; pass them positionally.")
-            return args
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"tapestry.custom_vjp: {self._name()}: {e}") from None
-        bound.apply_defaults()
-        if bound.kwargs:
-            raise TypeError(f"tapestry.custom_vjp: {self._name()} takes keyword-only or "
-                            f"**kwargs arguments ({sorted(bound.kwargs)}); custom_vjp "
-                            "functions need every argument to have a position.")
-        return bound.args
+        return _positional("custom_vjp", self._name(), self._signature, args, kwargs)
 
     def _arg_name(self, i):
         if self._signature is not None:
@@ -105,12 +141,21 @@ class custom_vjp:
         leaves, td = tree_flatten([args[i] for i in diff])
         top = innermost_tape(leaves if not nondiff else tree_flatten(list(args))[0])
         if top is None:
-            return self.fun(*args)
+            return self._call_constant(args)
         if self.fwd is None:
             raise TypeError(f"tapestry.custom_vjp: {self._name()} has no rule; "
                             "call .defvjp(fwd, bwd) before differentiating it.")
         self._check_nondiff_constant(args, top)
         return self._record(args, diff, leaves, td, top)
+
+    def _call_constant(self, args):
+        """``fun`` on constant arguments; a traced output then came from a
+        closure, which the rule cannot differentiate (JAX refuses it too)."""
+        out = self.fun(*args)
+        if self.fwd is not None and traced_from(tree_flatten(out)[0], 0) is not None:
+            raise _closure_error("custom_vjp", self._name(),
+                                 " (and return its cotangent from bwd)")
+        return out
 
     def _check_nondiff_constant(self, args, top):
         for i in self.nondiff_argnums:
@@ -135,16 +180,21 @@ class custom_vjp:
                             f"{type(pair).__name__}.")
         out, residuals = pair
         out_leaves, out_td = tree_flatten(out)
+        if traced_from(out_leaves + tree_flatten(residuals)[0], top.level) is not None:
+            raise _closure_error("custom_vjp", self._name(),
+                                 " (and return its cotangent from bwd)")
         n_out = len(out_leaves)
         nondiff_vals = [args[i] for i in self.nondiff_argnums]
         primals = [(i, tree_flatten(full[i])) for i in diff]
+        sparse_ok = self.sparse_cotangents
 
         def custom_pullback(g, ans):
             if n_out == 1:
                 g = [g]
-            g = [np.zeros_like(a) if c is None else c for a, c in zip(ans, g)]
+            g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
+                 else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
             cts = self.bwd(*nondiff_vals, residuals, out_td.unflatten(g))
-            flat = self._check_cotangents(cts, primals)
+            flat = self._check_cotangents(cts, primals, top.level, _tapes_of(g))
             return [flat[k] for k in active]
 
         parents = [leaves[k]._index for k in active]
@@ -156,9 +206,10 @@ class custom_vjp:
             outs = record(top, ans, parents, JointRule(custom_pullback), (), {}, n_out)
         return out_td.unflatten(list(outs))
 
-    def _check_cotangents(self, cts, primals):
+    def _check_cotangents(self, cts, primals, level, allowed):
         """Flat cotangent leaves of the differentiated arguments, checked
-        against the primals' structures and shapes."""
+        against the primals' structures (containers and keys, not just the
+        leaf count), shapes and dtypes."""
         if not isinstance(cts, tuple):  # a list is one cotangent (of a list argument)
             cts = (cts,)
         if len(cts) != len(primals):
@@ -168,59 +219,137 @@ class custom_vjp:
                              "cotangent (or None) per argument not in nondiff_argnums.")
         flat = []
         for (i, (p_leaves, p_td)), c in zip(primals, cts):
-            if c is None:
-                flat.extend([None] * len(p_leaves))
-                continue
-            c_leaves, c_td = tree_flatten(c)
-            if len(c_leaves) != len(p_leaves):
+            c_leaves = []
+            try:
+                match_leaves(p_td.node, c, "", c_leaves)
+            except StructureMismatch as e:
+                at = f" at {e.where}" if e.where else ""
                 raise ValueError(
-                    f"tapestry.custom_vjp: the backward rule of {self._name()} returned "
-                    f"a cotangent of structure {c_td} for {self._arg_name(i)}, whose "
-                    f"structure is {p_td}.")
-            for k, (p, ct) in enumerate(zip(p_leaves, c_leaves)):
-                if ct is not None and np.shape(ct) != np.shape(p):
-                    where = "" if len(p_leaves) == 1 else f" (leaf {k})"
-                    raise ValueError(
-                        f"tapestry.custom_vjp: the backward rule of {self._name()} returned "
-                        f"a cotangent of shape {np.shape(ct)} for {self._arg_name(i)}"
-                        f"{where}, whose shape is {np.shape(p)}.")
+                    f"tapestry.custom_vjp: the backward rule of {self._name()} returned a "
+                    f"cotangent whose structure does not match {self._arg_name(i)}{at}: "
+                    f"expected {e.expected}, got {e.got} (argument structure {p_td}). "
+                    "Return the argument's structure, with None for zero parts."
+                ) from None
+            paths = _key_paths(p_td.node, "")
+            for p, ct, where in zip(p_leaves, c_leaves, paths):
+                if ct is not None:
+                    self._check_leaf(i, where, p, ct, level, allowed)
             flat.extend(c_leaves)
         return flat
+
+    def _check_leaf(self, i, where, p, ct, level, allowed):
+        what = f"{self._arg_name(i)}{f' at {where}' if where else ''}"
+        if np.shape(ct) != np.shape(p):
+            raise ValueError(
+                f"tapestry.custom_vjp: the backward rule of {self._name()} returned "
+                f"a cotangent of shape {np.shape(ct)} for {what}, whose shape is "
+                f"{np.shape(p)}.")
+        dt = np.result_type(_unwrapped(ct))
+        if dt.kind not in "iufc":
+            raise TypeError(
+                f"tapestry.custom_vjp: the backward rule of {self._name()} returned "
+                f"a cotangent of dtype {dt} for {what} (dtype {np.result_type(_unwrapped(p))}); "
+                "cotangents are float (or complex) arrays.")
+        if traced_from([ct], level, allowed) is not None:
+            raise _closure_error("custom_vjp", self._name(),
+                                 " (and return its cotangent from bwd); its backward "
+                                 f"rule returned a traced value for {what}")
+
+
+def _unwrapped(x):
+    while x.__class__ is Var:
+        x = x._value
+    return x.dtype if hasattr(x, "todense") else x
 
 
 def checkpoint(f):
     """``f`` that stores only its inputs; its backward pass reruns ``f`` on a
     child tape.  Trades one extra forward for the memory of intermediates.
-    The rerun sees the random numbers of the first run: NumPy's global
-    state and any generator among the arguments are replayed
-    (:mod:`tapestry.core.rng`; a generator captured in a closure is not)."""
-    from . import rng
 
-    def fwd(*args):
-        snapshot = rng.capture(args)  # the recompute must draw the same numbers
-        return f(*args), (args, snapshot)
+    Only traced (differentiated) leaves of the arguments are replaced in the
+    rerun; everything else -- ints, bools, strings, callables, index arrays,
+    constants -- is passed through as it was (static, as in JAX).  A call
+    whose ``f`` reads a value being differentiated from a closure is
+    recorded as an ordinary call instead (exact derivatives, including the
+    closed-over value's, but no memory saved for that call; pass such
+    values as arguments to checkpoint them).  The rerun sees the random
+    numbers of the first run: NumPy's global state and any generator among
+    the arguments are replayed (:mod:`tapestry.core.rng`; a generator
+    captured in a closure is not)."""
+    @functools.wraps(f)
+    def checkpointed(*args, **kwargs):
+        leaves, td = tree_flatten((args, kwargs))
+        top = innermost_tape(leaves)
+        if top is None:
+            return f(*args, **kwargs)
+        return _checkpoint_call(f, leaves, td, top)
+    return checkpointed
 
-    def bwd(res, g):
-        args, snapshot = res
-        live = [k for k, a in enumerate(args) if not rng.generators(a)]  # generators: fixed
 
-        def f_live(*xs):
-            full = list(args)
-            for k, x in zip(live, xs):
-                full[k] = x
-            return f(*full)
-        with rng.replay(snapshot, args):
-            _, pullback = vjp(f_live, *[args[k] for k in live])
-        cts = pullback(g)
-        cts = cts if isinstance(cts, tuple) else (cts,)
-        out = [None] * len(args)
-        for k, c in zip(live, cts):
-            out[k] = c
-        return tuple(out)
+def _captures_traced(f, level):
+    """Whether ``f``'s closure cells (or a ``functools.partial``'s bound
+    arguments) visibly hold a value traced at ``level`` or above.  Lets a
+    checkpoint over such a closure skip the plain run that would otherwise
+    reveal it (a cheap look, not a proof: the output check stays)."""
+    held = []
+    while isinstance(f, functools.partial):
+        held += [f.args, f.keywords]
+        f = f.func
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    try:
+        return traced_from(tree_flatten(held)[0], level) is not None
+    except Exception:  # noqa: BLE001  (an object that does not flatten: look no further)
+        return False
 
-    c = custom_vjp(f)
-    c.defvjp(fwd, bwd)
-    return c
+
+def _checkpoint_call(f, leaves, td, top):
+    """Run ``f`` on the plain values of ``top``'s leaves and record one node
+    whose rule reruns it under ``vjp``; fall back to an ordinary traced call
+    when the output shows that ``f`` read a traced value of ``top`` (or of an
+    inner tape) other than through its arguments."""
+    live = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
+    raw = list(leaves)
+    for k in live:
+        raw[k] = leaves[k]._value
+    if _captures_traced(f, top.level):  # known before running: record it as it is
+        a, kw = td.unflatten(leaves)
+        return f(*a, **kw)
+    snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
+
+    def f_raw(*xs):
+        full = list(raw)
+        for k, x in zip(live, xs):
+            full[k] = x
+        a, kw = td.unflatten(full)
+        return f(*a, **kw)
+    out = f_raw(*[raw[k] for k in live])
+    out_leaves, out_td = tree_flatten(out)
+    if traced_from(out_leaves, top.level) is not None:  # a closure over a traced value
+        with rng.replay(snapshot, leaves):
+            a, kw = td.unflatten(leaves)
+            return f(*a, **kw)
+    n_out = len(out_leaves)
+
+    def checkpoint_pullback(g, ans):
+        if n_out == 1:
+            g = [g]
+        g = [np.zeros(shape_of(a), dtype_of(a)) if c is None else c for a, c in zip(ans, g)]
+        with rng.replay(snapshot, leaves):
+            _, pullback = vjp(f_raw, *[raw[k] for k in live])
+        return list(pullback(out_td.unflatten(g)))
+
+    parents = [leaves[k]._index for k in live]
+    ans = tuple(out_leaves)
+    if n_out == 1:
+        outs = (record(top, ans[0], parents, JointRule(
+            lambda g, a: checkpoint_pullback(g, (a,))), (), {}),)
+    else:
+        outs = record(top, ans, parents, JointRule(checkpoint_pullback), (), {}, n_out)
+    return out_td.unflatten(list(outs))
 
 
 class custom_jvp:
@@ -237,34 +366,48 @@ class custom_jvp:
     Forward mode calls the rule; reverse mode transposes it (the map
     ``tangents -> tangent_out`` is linear, so its VJP is the reverse rule),
     so ``grad``, ``jvp`` and Hessians all use it.  Tangents of arguments
-    that are not differentiated are passed as zeros.
+    that are not differentiated are passed as zeros; arguments that are not
+    numbers or arrays (strings, callables, ``None``) are static and get the
+    tangent ``None``.  Keyword arguments are bound to their positions, as
+    for ``custom_vjp``.  The function must not use a value being
+    differentiated other than through its arguments (its rule could not
+    give that value's derivative): that is an error.
     """
 
     def __init__(self, fun):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.jvp = None
+        self._signature = _signature(fun)
 
     def defjvp(self, jvp):
         self.jvp = jvp
         return jvp
 
-    def __call__(self, *args):
+    def _name(self):
+        return getattr(self, "__name__", repr(self.fun))
+
+    def __call__(self, *args, **kwargs):
+        args = _positional("custom_jvp", self._name(), self._signature, args, kwargs)
         leaves, td = tree_flatten(list(args))
-        top = None
-        for x in leaves:
-            if x.__class__ is Var and (top is None or x._tape.level > top.level):
-                top = x._tape
+        top = innermost_tape(leaves)
         if top is None:
-            return self.fun(*args)
+            out = self.fun(*args)
+            if self.jvp is not None and traced_from(tree_flatten(out)[0], 0) is not None:
+                raise _closure_error("custom_jvp", self._name())
+            return out
         if self.jvp is None:
-            raise TypeError(f"tapestry.custom_jvp: {self.__name__} has no rule; "
+            raise TypeError(f"tapestry.custom_jvp: {self._name()} has no rule; "
                             "define it with @f.defjvp before differentiating it.")
         active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
-        raw = [x._value if k in active else x for k, x in enumerate(leaves)]
+        raw = list(leaves)
+        for k in active:
+            raw[k] = leaves[k]._value
         out = self.fun(*td.unflatten(raw))
         out_leaves, out_td = tree_flatten(out)
-        tangent_of = _CustomTangent(self, raw, td, active, len(out_leaves))
+        if traced_from(out_leaves, top.level) is not None:
+            raise _closure_error("custom_jvp", self._name())
+        tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level)
 
         def custom_jvp_pullback(g, ans):
             return tangent_of.pullback(g, ans)
@@ -278,24 +421,44 @@ class custom_jvp:
         return out_td.unflatten(outs)
 
 
+def _zero_tangent(x):
+    """The tangent of an argument leaf that is not differentiated: zeros for
+    numbers and arrays, ``None`` for static leaves (strings, callables)."""
+    if x.__class__ is Var or isinstance(x, (np.ndarray, np.generic, int, float, complex)):
+        return np.zeros(shape_of(x), dtype_of(x))
+    return None
+
+
 class _CustomTangent:
     """The rule of one custom_jvp call: its tangent map and the transpose."""
 
-    def __init__(self, cj, raw, td, active, n_out):
-        self.cj, self.raw, self.td, self.active, self.n_out = cj, raw, td, active, n_out
+    def __init__(self, cj, raw, td, active, out_leaves, out_td, level):
+        self.cj, self.raw, self.td, self.active = cj, raw, td, active
+        self.out_leaves, self.out_td, self.n_out = out_leaves, out_td, len(out_leaves)
+        self.level = level
 
     def tangent(self, ts):
         """Output tangent(s) for active-leaf tangents ``ts`` (None: zero)."""
-        full = [np.zeros(shape_of(x), dtype_of(x)) for x in self.raw]
+        full = [_zero_tangent(x) for x in self.raw]
         for k, t in zip(self.active, ts):
             if t is not None:
                 full[k] = t
         primals = tuple(self.td.unflatten(self.raw))
         _, t_out = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
-        leaves = tree_flatten(t_out)[0]
-        if len(leaves) != self.n_out:
-            raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj.__name__} returned "
-                             f"{len(leaves)} tangent leaves for {self.n_out} outputs.")
+        leaves = []
+        try:
+            match_leaves(self.out_td.node, t_out, "", leaves)
+        except StructureMismatch as e:
+            at = f" at {e.where}" if e.where else ""
+            raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj._name()} returned "
+                             f"a tangent whose structure does not match the output{at}: "
+                             f"expected {e.expected}, got {e.got} (output structure "
+                             f"{self.out_td}).") from None
+        leaves = [np.zeros(shape_of(a), dtype_of(a)) if t is None else t
+                  for a, t in zip(self.out_leaves, leaves)]
+        if traced_from(leaves, self.level, _tapes_of(ts)) is not None:
+            raise _closure_error("custom_jvp", self.cj._name(),
+                                 "; its rule returned a tangent traced through it")
         return leaves[0] if self.n_out == 1 else list(leaves)
 
     def pullback(self, g, ans):
@@ -306,3 +469,16 @@ class _CustomTangent:
             return list(pb(g))
         g = [np.zeros(shape_of(a), dtype_of(a)) if c is None else c for a, c in zip(ans, g)]
         return list(pb(g))
+
+
+def _key_paths(node, where):
+    """Key paths of ``node``'s leaves, in leaf order (for error messages)."""
+    if node is None:
+        return []
+    if node is _LEAF:
+        return [where]
+    k, _, meta, children = node
+    out = []
+    for i, c in enumerate(children):
+        out.extend(_key_paths(c, where + child_key(k, meta, i)))
+    return out

@@ -505,6 +505,70 @@ def match_up_to(treedef, tree, loose=False):
     return out
 
 
+class StructureMismatch(ValueError):
+    """Where a tree (a cotangent, a tangent) differs from the tree it must
+    match: ``where`` is the key path, ``expected`` and ``got`` say how."""
+
+    def __init__(self, where, expected, got):
+        super().__init__(where, expected, got)
+        self.where, self.expected, self.got = where, expected, got
+
+
+def _n_leaves(node):
+    if node is None:
+        return 0
+    if node is _LEAF:
+        return 1
+    return sum(_n_leaves(c) for c in node[3])
+
+
+def child_key(k, meta, i):
+    """How child ``i`` of a node of kind ``k`` is reached: ``['w']``, ``[0]``, ``.name``."""
+    if k == _DATACLASS:
+        return f".{meta[0][i]}"
+    if k in (_DICT, _ODICT):
+        return f"[{meta[i]!r}]"
+    if k == _DDICT:
+        return f"[{meta[1][i]!r}]"
+    return f"[{i}]"
+
+
+def match_leaves(node, c, where, out):
+    """Append the leaves of ``c`` (a cotangent or tangent) to ``out``,
+    walking the tree ``node`` (a TreeDef's ``.node``) that it must match:
+    same containers and keys; ``None`` stands for a zero subtree (its
+    leaves are appended as ``None``).  Never by position alone: a dict with
+    other keys is an error (:class:`StructureMismatch`), not a relabelling."""
+    if c is None:
+        out.extend([None] * _n_leaves(node))
+        return
+    if node is _LEAF:
+        c_node = tree_flatten(c)[1].node
+        if c_node is not _LEAF:
+            raise StructureMismatch(where, "an array", f"a {type(c).__name__}")
+        out.append(c)
+        return
+    if node is None:
+        raise StructureMismatch(where, "None", f"a {type(c).__name__}")
+    k, t, meta, children = node
+    if type(c) is not t and not (k == _SEQ and type(c) in (list, tuple)):
+        raise StructureMismatch(where, f"a {t.__name__}", f"a {type(c).__name__}")
+    c_meta, c_children = _parts(k, t, c)  # a list for a tuple: the same sequence
+    if k in (_DICT, _ODICT, _DDICT):
+        keys = list(meta[1] if k == _DDICT else meta)
+        c_keys = list(c_meta[1] if k == _DDICT else c_meta)
+        if sorted(map(repr, keys)) != sorted(map(repr, c_keys)):
+            raise StructureMismatch(where, f"keys {keys}", f"keys {c_keys}")
+    elif len(c_children) != len(children):
+        raise StructureMismatch(where, f"a {t.__name__} of length {len(children)}",
+                                 f"length {len(c_children)}")
+    elif k != _SEQ and not _meta_equal(meta, c_meta):
+        raise StructureMismatch(where, f"{t.__name__} with {meta!r}",
+                                 f"{t.__name__} with {c_meta!r}")
+    for i, (child, cc) in enumerate(zip(children, c_children)):
+        match_leaves(child, cc, where + child_key(k, meta, i), out)
+
+
 def flatten_up_to(treedef, tree):
     """The subtrees of ``tree`` at ``treedef``'s leaf positions."""
     try:

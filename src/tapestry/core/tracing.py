@@ -12,7 +12,7 @@ import numpy as np
 
 from .batched import Batched
 from .pytree import tree_flatten, tree_map
-from .tape import open_tape
+from .tape import ClosedNodes, open_tape
 from .var import Var, new_leaf, unwrap_all
 
 
@@ -169,10 +169,16 @@ def _cast_traced(ct, x):
     return ct
 
 
-def collect(records, cts, single, sparse="auto"):
+def collect(records, cts, single, sparse="auto", tape=None, opname="grad", allowed=()):
+    """The gradients (one tree per record) from cotangents by tape position;
+    with ``tape``, each is checked not to be a value traced there
+    (:func:`returned`)."""
     grads = []
     for td, rec in records:
-        grads.append(td.unflatten([cast_like(cts[i], x, sparse) for i, x in rec]))
+        leaves = [cast_like(cts[i], x, sparse) for i, x in rec]
+        if tape is not None:
+            leaves = [returned(g, tape, opname, allowed) for g in leaves]
+        grads.append(td.unflatten(leaves))
     return grads[0] if single else tuple(grads)
 
 
@@ -224,12 +230,15 @@ def split_aux(out, tape, has_aux, opname, what):
         raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
                         f"return a pair ({what}, aux).")
     out, aux = out
-    return out, tree_map(lambda v: lower(v, tape), aux)
+    return out, tree_map(lambda v: lower(v, tape, opname), aux)
 
 
-def lower(v, tape):
-    """Drop one tracing level (``tape``'s) from an output leaf."""
-    return v._value if v.__class__ is Var and v._tape is tape else v
+def lower(v, tape, opname="vjp"):
+    """Drop one tracing level (``tape``'s) from an output leaf; what is
+    left must not be traced there (:func:`returned`)."""
+    if v.__class__ is Var:
+        return returned(v._value if v._tape is tape else v, tape, opname)
+    return v
 
 
 def trace(f, primals, opname, has_aux, nodes=None, keep=False):
@@ -294,3 +303,36 @@ def jac_setup(f, argnums, args, kwargs, opname):
     uniq = list(dict.fromkeys(nums))  # a repeated argnum is one input
     return single, nums, uniq, select_args(f, args, uniq, kwargs), [args[a] for a in uniq]
 
+
+# --- nothing traced leaves a transformation ------------------------------------
+class LeakedTracerError(TypeError):
+    """A transformation was about to return a traced value (a ``Var``)
+    instead of a number: something inside recorded on a tape it does not
+    own (a custom rule or a parallel ``f`` closing over a value being
+    differentiated).  Returning it would hand the caller an object that
+    is not an array, with its derivative silently lost."""
+
+
+def returned(x, tape, opname, allowed=()):
+    """``x``, a leaf about to be returned by ``tape``'s transformation,
+    after checking that it is not traced at ``tape``'s level or above (nor
+    on a finished tape).  A value traced on an *enclosing* tape that is
+    still recording is legitimate: ``grad`` nested in a function being
+    differentiated returns those.  So are values of the ``allowed`` tapes:
+    those of traced cotangents or tangents handed to a pullback or a
+    linearized map, which is then itself being differentiated."""
+    if x.__class__ is Var and x._tape not in allowed and (
+            x._tape.level >= tape.level or x._tape.nodes.__class__ is ClosedNodes):
+        raise LeakedTracerError(
+            f"tapestry.{opname}: the result holds a traced value instead of an array: a "
+            "value being differentiated reached it other than through the arguments "
+            "(a custom_vjp / custom_jvp / parallel_map function reading it from a "
+            "closure, a global or an attribute, or a custom rule returning traced "
+            "values), so its derivative would be lost. Pass that value to the "
+            "function as an argument.")
+    return x
+
+
+def tapes_of(xs):
+    """The tapes of the traced values among ``xs``."""
+    return {x._tape for x in xs if x.__class__ is Var}

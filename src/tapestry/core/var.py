@@ -220,6 +220,18 @@ def new_leaf(tape, value):
     return Var(value, tape, len(nodes) - 1)
 
 
+def traced_from(xs, level, allowed=()):
+    """The first of ``xs`` traced on a tape of ``level`` or higher (other
+    than the ``allowed`` tapes), or ``None``.  Values of lower tapes are
+    constants of an enclosing differentiation (nesting); inside a custom
+    rule or a parallel ``f``, one of ``level`` or above did not come in
+    through the arguments but from a closure, a global or an attribute."""
+    for x in xs:
+        if x.__class__ is Var and x._tape.level >= level and x._tape not in allowed:
+            return x
+    return None
+
+
 def innermost_tape(xs):
     """The tape that records an operation on ``xs``: the one with the
     highest level among the traced values (``None`` if none is traced).

@@ -13,6 +13,7 @@ import numpy as np
 from ..core.api import hessian_vector_product, jacobian, value_and_grad
 from ..core.api_forward import jacfwd
 from ..core.pytree import flatten_up_to, leaf_paths, ravel_pytree, tree_flatten
+from ..core.var import Var
 
 # Methods that use a Hessian-vector product (``hessp``) / need the full Hessian
 # / use no derivative at all (they get the value alone: no gradient computed).
@@ -231,11 +232,26 @@ def _flat_bounds(where, params, n, bounds, lower, upper, so, scipy_form):
     return bounds if isinstance(bounds, so.Bounds) else so.Bounds(lb, ub)
 
 
+def _untraced(tree, where):
+    """``tree``, refused if it holds traced values: the objective then reads
+    a value being differentiated (through ``args`` or a closure), and the
+    solver itself has no derivative to give it."""
+    if any(isinstance(x, Var) for x in tree_flatten(tree)[0]):
+        raise TypeError(
+            f"tapestry.optimize.{where}: the objective depends on a value that is being "
+            "differentiated (passed in args or read from a closure), but the solution "
+            "of the optimization is not differentiable by tracing SciPy. Pass "
+            "tapestry.stop_gradient(value) to optimize at a fixed value, or give the "
+            "solution its derivative with tapestry.custom_vjp (implicit function "
+            "theorem: see tapestry.autograd.misc.fixed_points).")
+    return tree
+
+
 def _objective(fun, unravel, args):
     vg = value_and_grad(lambda p: fun(p, *args), sparse=False)
 
     def fun_and_jac(x):
-        value, g = vg(unravel(x))
+        value, g = _untraced(vg(unravel(x)), "minimize")
         return float(value), _flat64(g)
     return fun_and_jac
 
@@ -312,7 +328,7 @@ def _check_method_takes(m, what, methods):
 
 
 def _value_only(fun, unravel, args):
-    return lambda x: float(np.asarray(fun(unravel(x), *args)))
+    return lambda x: float(np.asarray(_untraced(fun(unravel(x), *args), "minimize")))
 
 
 def _constraints(constraints, unravel):
@@ -387,7 +403,7 @@ def least_squares(residuals, params, args=(), bounds=None, jac_mode="auto", *,
         leaves = tree_flatten(residuals(unravel(x), *args))[0]
         return np.concatenate([np.ravel(r) for r in leaves])
 
-    n_out = _flat64(residuals(unravel(x0), *args)).size
+    n_out = _flat64(_untraced(residuals(unravel(x0), *args), "least_squares")).size
     jac = _residual_jacobian(flat_residuals, x0.size, n_out, jac_mode)
     b = _flat_bounds("least_squares", params, x0.size, bounds, lower, upper, so, _scipy_lb_ub)
     if b is not None:

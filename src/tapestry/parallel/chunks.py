@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.primitive import shape_of
 from ..core.pytree import tree_flatten
-from ..core.var import Var, innermost_tape
+from ..core.var import Var, innermost_tape, traced_from
 from .work import Task
 
 #: Default number of chunks: enough to balance 2-16 workers, few enough
@@ -98,6 +98,23 @@ class Plan:
         self.shared_active = [act(x) for x in self.shared_leaves]
         self.shared_values = [low(x) for x in self.shared_leaves]
         self.inline = any(x.__class__ is Var for x in flat + self.shared_values)
+
+    def check_outputs(self, leaves, serial):
+        """Refuse outputs traced at this call's level or above: ``f`` read a
+        value being differentiated from a closure, a global or an
+        attribute, so its derivative would be lost (or, off the caller's
+        thread, recorded out of order).  With nothing to differentiate
+        among the arguments, a serial call is ordinary tracing and fine."""
+        if self.top is None and serial:
+            return
+        level = 0 if self.top is None else self.top.level
+        if traced_from(leaves, level) is not None:
+            raise TypeError(
+                f"tapestry.{self.opname}: f uses a value that is being differentiated "
+                "but is not among its items or shared arguments (it reads it from a "
+                "closure, a global or an attribute), so its derivative cannot be "
+                f"computed. Pass it as a shared argument: {self.opname}(f, items, value) "
+                "calls f(item, value).")
 
     # --- the tape side ----------------------------------------------------------------
     def parents(self):

@@ -50,6 +50,7 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
         outs = run_chunks(ex, map_chunk_values, tasks, "parallel_map", progress, timeout)
         if differentiate:
             outs, kept = [r[0] for r in outs], [r[1] for r in outs]
+    plan.check_outputs(tree_flatten(outs)[0], isinstance(ex, SerialExecutor))
     layout = _Layout(plan, bounds, outs)
     if not differentiate:
         return layout.result

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core.backward import JointRule
 from ..core.primitive import record
+from ..core.pytree import tree_flatten
 from .chunks import Plan, add_in_order, chunk_bounds
 from .executors import SerialExecutor, get_executor
 from .runner import run_chunks
@@ -43,6 +44,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     differentiate = plan.top is not None
     tasks = plan.tasks(f, bounds, differentiate)
     results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress, timeout)
+    plan.check_outputs(tree_flatten(results)[0], isinstance(ex, SerialExecutor))
     value = add_in_order([r[0] for r in results])
     if not differentiate:
         return value

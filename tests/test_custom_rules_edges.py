@@ -1,0 +1,346 @@
+"""Edge cases of the custom-rule extension points: custom_vjp / custom_jvp /
+checkpoint over closures, backward rules checked by structure (not by
+position), static non-float arguments, dense cotangents for user rules."""
+import functools
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.testing import check_grads
+
+rng = np.random.default_rng(5)
+W0 = rng.standard_normal((3, 3))
+H0 = rng.standard_normal(3)
+
+
+def _plain_loss(W, h):
+    return np.sum(np.tanh(h @ W))
+
+
+# --- 1. custom_vjp over a closure ---------------------------------------------------
+def _closure_vjp_loss(W, h):
+    @tp.custom_vjp
+    def f(h):
+        return np.tanh(h @ W)
+
+    def f_fwd(h):
+        y = np.tanh(h @ W)
+        return y, (y,)
+
+    def f_bwd(res, g):
+        (y,) = res
+        return ((g * (1 - y ** 2)) @ W.T,)
+    f.defvjp(f_fwd, f_bwd)
+    return np.sum(f(h))
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_custom_vjp_closing_over_a_differentiated_value_is_refused(argnums):
+    if argnums == 1:  # W is a constant here: the rule covers everything
+        g = tp.grad(_closure_vjp_loss, argnums)(W0, H0)
+        np.testing.assert_allclose(g, tp.grad(_plain_loss, 1)(W0, H0), rtol=1e-12)
+        return
+    with pytest.raises(TypeError, match=r"custom_vjp: f uses a value .*not one of its "
+                                        r"arguments.*Pass the value to f as an argument"):
+        tp.grad(_closure_vjp_loss, argnums)(W0, H0)
+
+
+def test_custom_vjp_whose_bwd_alone_closes_over_a_traced_value_is_refused():
+    def loss(W, h):
+        @tp.custom_vjp
+        def f(h):
+            return h * 2.0
+        f.defvjp(lambda h: (h * 2.0, None), lambda r, g: (g * np.sum(W),))
+        return np.sum(f(h))
+    with pytest.raises(TypeError, match="backward rule returned a traced value"):
+        tp.grad(loss, (0, 1))(W0, H0)
+
+
+def test_custom_vjp_closing_over_an_outer_level_value_nests():
+    # W belongs to the outer differentiation: the inner rule's arithmetic on
+    # it is recorded there, which is exactly d/dW of the inner gradient.
+    def outer(W):
+        return np.sum(tp.grad(lambda h: _closure_vjp_loss(W, h))(H0) ** 2)
+
+    def outer_plain(W):
+        return np.sum(tp.grad(lambda h: _plain_loss(W, h))(H0) ** 2)
+    np.testing.assert_allclose(tp.grad(outer)(W0), tp.grad(outer_plain)(W0), rtol=1e-10)
+    check_grads(outer, (W0,))
+
+
+# --- 3. backward structure checked by key path --------------------------------------
+def _dict_rule(ct_of):
+    @tp.custom_vjp
+    def f(p):
+        return p["w"] * p["x"]
+    f.defvjp(lambda p: (f(p), p), lambda p, g: (ct_of(p, g),))
+    return f
+
+
+def test_bwd_dict_with_other_keys_is_an_error_not_applied_by_position():
+    f = _dict_rule(lambda p, g: {"x": g * p["w"], "y": g * p["x"]})
+    p = {"w": np.ones(2), "x": np.full(2, 3.0)}
+    with pytest.raises(ValueError, match=r"f returned a cotangent whose structure does "
+                                         r"not match argument 0 \('p'\).*keys \['w', 'x'\]"
+                                         r".*keys \['x', 'y'\]"):
+        tp.grad(lambda p: np.sum(f(p)))(p)
+
+
+def test_bwd_mismatch_names_the_key_path():
+    @tp.custom_vjp
+    def f(x, p):
+        return x * p["a"]["w"]
+    f.defvjp(lambda x, p: (f(x, p), p),
+             lambda p, g: (None, {"a": {"w": g, "v": g}}))
+    p = {"a": {"w": np.ones(2)}}
+    with pytest.raises(ValueError, match=r"argument 1 \('p'\) at \['a'\]: expected keys "
+                                         r"\['w'\], got keys \['v', 'w'\]"):
+        tp.grad(lambda p: np.sum(f(np.ones(2), p)))(p)
+    f.defvjp(lambda x, p: (f(x, p), p), lambda p, g: (None, {"a": [g]}))
+    with pytest.raises(ValueError, match=r"at \['a'\]: expected a dict, got a list"):
+        tp.grad(lambda p: np.sum(f(np.ones(2), p)))(p)
+
+
+def test_bwd_tuple_length_and_leaf_shape_and_dtype_are_checked():
+    @tp.custom_vjp
+    def f(t):
+        return t[0] * t[1]
+    x = (np.ones(2), np.full(2, 2.0))
+    f.defvjp(lambda t: (f(t), t), lambda t, g: ((g * t[1],),))
+    with pytest.raises(ValueError, match=r"expected a tuple of length 2, got length 1"):
+        tp.grad(lambda t: np.sum(f(t)))(x)
+    f.defvjp(lambda t: (f(t), t), lambda t, g: ((g * t[1], np.ones(3)),))
+    with pytest.raises(ValueError, match=r"shape \(3,\) for argument 0 \('t'\) at \[1\]"):
+        tp.grad(lambda t: np.sum(f(t)))(x)
+    f.defvjp(lambda t: (f(t), t), lambda t, g: ((g * t[1], g > 0),))
+    with pytest.raises(TypeError, match=r"dtype bool for argument 0 \('t'\) at \[1\]"):
+        tp.grad(lambda t: np.sum(f(t)))(x)
+
+
+def test_bwd_none_stands_for_a_zero_subtree():
+    f = _dict_rule(lambda p, g: {"w": None, "x": g * p["w"]})
+    p = {"w": np.full(2, 2.0), "x": np.full(2, 3.0)}
+    g = tp.grad(lambda p: np.sum(f(p)))(p)
+    np.testing.assert_array_equal(g["w"], 0.0)
+    np.testing.assert_array_equal(g["x"], 2.0)
+
+
+# --- 11. checkpoint: non-float arguments are static -----------------------------------
+def _power(x, n):
+    return np.sum(x ** n)
+
+
+def _flagged(x, flag):
+    return np.sum(np.sin(x)) if flag else np.sum(x)
+
+
+def _named(x, s):
+    return np.sum(x) * len(s)
+
+
+def _applied(x, fn):
+    return np.sum(fn(x))
+
+
+def _gathered(x, idx):
+    return np.sum(x[idx] ** 2)
+
+
+def _mixed(p, x):
+    return np.sum(x ** p["n"] * p["scale"]) if p["on"] else np.sum(x)
+
+
+@pytest.mark.parametrize("f, extra", [
+    (_power, 3), (_flagged, True), (_named, "abc"), (_applied, np.tanh),
+    (_gathered, np.array([0, 2, 2])), (_gathered, [1, 0]),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_checkpoint_passes_non_float_arguments_through(f, extra, dtype):
+    x = rng.standard_normal(3).astype(dtype)
+    ck = tp.checkpoint(f)
+    ref = tp.grad(f)(x, extra)
+    got = tp.grad(ck)(x, extra)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    check_grads(lambda x: ck(x, extra), (x,))
+
+
+def test_checkpoint_mixed_pytree_argument_and_keyword():
+    x = rng.standard_normal(4) ** 2 + 0.5
+    p = {"n": 2, "on": True, "scale": 1.5}
+    ck = tp.checkpoint(_mixed)
+    ref = tp.grad(lambda x, s: _mixed(dict(p, scale=s), x), (0, 1))(x, 1.5)
+    got = tp.grad(lambda x, s: ck(dict(p, scale=s), x=x), (0, 1))(x, 1.5)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)
+    check_grads(lambda x: ck(p, x), (x,), order=2)
+
+
+# --- 12. checkpoint and custom_jvp over closures --------------------------------------
+def _ck_closure_loss(W, h):
+    block = tp.checkpoint(lambda h: np.tanh(h @ W))
+    return np.sum(block(block(h)) ** 2)
+
+
+def _ck_plain_loss(W, h):
+    def block(h):
+        return np.tanh(h @ W)
+    return np.sum(block(block(h)) ** 2)
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_checkpoint_differentiates_through_a_closure(argnums):
+    got = tp.grad(_ck_closure_loss, argnums)(W0, H0)
+    ref = tp.grad(_ck_plain_loss, argnums)(W0, H0)
+    for a, b in zip(tp.tree_flatten(got)[0], tp.tree_flatten(ref)[0]):
+        assert type(a) is np.ndarray
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    check_grads(_ck_closure_loss, (W0, H0), order=2)
+
+
+class _Layer:
+    def __init__(self, W):
+        self.W = W
+
+    def block(self, h):  # reads the weight through self: no closure cell to see
+        return np.tanh(h @ self.W)
+
+
+@pytest.mark.parametrize("argnums", [0, (0, 1)])
+def test_checkpoint_differentiates_through_an_attribute(argnums):
+    def loss(W, h):
+        return np.sum(tp.checkpoint(_Layer(W).block)(h) ** 2)
+    got = tp.grad(loss, argnums)(W0, H0)
+    ref = tp.grad(lambda W, h: np.sum(np.tanh(h @ W) ** 2), argnums)(W0, H0)
+    for a, b in zip(tp.tree_flatten(got)[0], tp.tree_flatten(ref)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_checkpoint_closure_under_vjp_jacrev_and_forward_mode():
+    f = functools.partial(_ck_closure_loss)
+    _, pb = tp.vjp(f, W0, H0)
+    _, pb_ref = tp.vjp(_ck_plain_loss, W0, H0)
+    for a, b in zip(pb(1.0), pb_ref(1.0)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    np.testing.assert_allclose(tp.jacrev(f)(W0, H0), tp.jacrev(_ck_plain_loss)(W0, H0))
+    np.testing.assert_allclose(tp.hessian(f, 1)(W0, H0), tp.hessian(_ck_plain_loss, 1)(W0, H0),
+                               rtol=1e-10)
+    t = tp.jvp(lambda W: f(W, H0), (W0,), (np.ones_like(W0),))[1]
+    t_ref = tp.jvp(lambda W: _ck_plain_loss(W, H0), (W0,), (np.ones_like(W0),))[1]
+    np.testing.assert_allclose(t, t_ref, rtol=1e-12)
+
+
+def _cjvp_closure_loss(W, h):
+    @tp.custom_jvp
+    def f(h):
+        return np.sum(np.tanh(h @ W))
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (h,), (th,) = primals, tangents
+        y = np.tanh(h @ W)
+        return np.sum(y), np.sum((1 - y ** 2) * (th @ W))
+    return f(h)
+
+
+@pytest.mark.parametrize("how", ["grad", "jvp"])
+def test_custom_jvp_closing_over_a_differentiated_value_is_refused(how):
+    match = r"custom_jvp: f uses a value .*Pass the value to f as an argument"
+    with pytest.raises(TypeError, match=match):
+        if how == "grad":
+            tp.grad(_cjvp_closure_loss, (0, 1))(W0, H0)
+        else:
+            tp.jvp(_cjvp_closure_loss, (W0, H0), (W0, H0))
+    with pytest.raises(TypeError, match=match):  # W traced, h constant
+        tp.grad(_cjvp_closure_loss, 0)(W0, H0)
+    g = tp.grad(_cjvp_closure_loss, 1)(W0, H0)  # W constant: the rule covers it
+    np.testing.assert_allclose(g, tp.grad(_plain_loss, 1)(W0, H0), rtol=1e-12)
+
+
+# --- 13. dense cotangents for custom rules --------------------------------------------
+def _recording_identity(seen, **options):
+    @tp.custom_vjp(**options)
+    def f(x):
+        return x * 2.0
+    f.defvjp(lambda x: (x * 2.0, None), lambda r, g: (seen.append(g) or g * 2.0,))
+    return f
+
+
+@pytest.mark.parametrize("index", [0, np.array([0, 2]), slice(1, None)])
+def test_custom_vjp_rule_gets_dense_cotangents(index):
+    seen = []
+    f = _recording_identity(seen)
+    g = tp.grad(lambda x: np.sum(f(x)[index]), sparse=False)(np.ones(4))
+    assert [type(s) for s in seen] == [np.ndarray]
+    expected = np.zeros(4)
+    np.add.at(expected, np.arange(4)[index], 2.0)
+    np.testing.assert_array_equal(g, expected)
+
+
+def test_custom_vjp_sparse_cotangents_opt_in():
+    seen = []
+    f = _recording_identity(seen, sparse_cotangents=True)
+    g = tp.grad(lambda x: f(x)[0], sparse=False)(np.ones(4))
+    assert hasattr(seen[0], "todense")  # an AxisSparse, as asked for
+    np.testing.assert_array_equal(g, [2.0, 0, 0, 0])
+
+
+# --- 15. custom_jvp: static arguments and keywords like custom_vjp --------------------
+@tp.custom_jvp
+def scaled_apply(x, fn, name, scale=2.0):
+    return scale * fn(x) * len(name)
+
+
+@scaled_apply.defjvp
+def _scaled_apply_jvp(primals, tangents):
+    x, fn, name, *scale = primals  # defaults are bound only when keywords are given
+    tx, tfn, tname, *tscale = tangents
+    scale, tscale = (scale[0], tscale[0]) if scale else (2.0, 0.0)
+    assert tfn is None and tname is None  # static: no tangent
+    dfn = tp.grad(lambda t: np.sum(fn(t)))  # elementwise fn
+    return (scaled_apply(x, fn, name, scale),
+            (scale * dfn(x) * tx + tscale * fn(x)) * len(name))
+
+
+def test_custom_jvp_static_arguments_and_keywords():
+    x = rng.standard_normal(3)
+    ref = 3.0 * (1 - np.tanh(x) ** 2) * 2
+    g = tp.grad(lambda x: np.sum(scaled_apply(x, np.tanh, "ab", scale=3.0)))(x)
+    np.testing.assert_allclose(g, ref, rtol=1e-12)
+    g = tp.grad(lambda x: np.sum(scaled_apply(x, name="ab", fn=np.tanh, scale=3.0)))(x)
+    np.testing.assert_allclose(g, ref, rtol=1e-12)
+    _, t = tp.jvp(lambda x, s: scaled_apply(x, np.tanh, "ab", scale=s), (x, 3.0),
+                  (np.ones(3), 1.0))
+    np.testing.assert_allclose(t, ref + np.tanh(x) * 2, rtol=1e-12)
+    check_grads(lambda x, s: np.sum(scaled_apply(x, np.sin, "abc", scale=s)), (x, 1.5))
+    check_grads(lambda x: np.sum(scaled_apply(x, np.sin, "abc")), (x.astype(np.float32),))
+
+
+def test_custom_jvp_keyword_only_refused_like_custom_vjp():
+    @tp.custom_jvp
+    def f(x, *, k):
+        return x * k
+    f.defjvp(lambda p, t: (f(*p), t[0]))
+    with pytest.raises(TypeError, match="custom_jvp: f takes keyword-only"):
+        tp.grad(lambda x: np.sum(f(x, k=2.0)))(np.ones(2))
+
+
+# --- the same class elsewhere: custom_jvp tangents matched by key, not by position ---
+def test_custom_jvp_tangent_output_matched_by_key():
+    @tp.custom_jvp
+    def two(x):
+        return {"a": x * 2.0, "b": x * 3.0}
+
+    @two.defjvp
+    def two_jvp(p, t):
+        return two(*p), {"b": t[0] * 3.0, "c": t[0] * 2.0}
+    with pytest.raises(ValueError, match=r"custom_jvp: the rule of two returned a tangent "
+                                         r"whose structure does not match the output.*"
+                                         r"keys \['a', 'b'\], got keys \['b', 'c'\]"):
+        tp.grad(lambda x: np.sum(two(x)["a"]))(np.ones(2))
+
+    @two.defjvp
+    def two_jvp_ok(p, t):
+        return two(*p), {"b": t[0] * 3.0, "a": None}  # None: a zero tangent
+    np.testing.assert_array_equal(tp.grad(lambda x: np.sum(two(x)["b"]))(np.ones(2)), 3.0)
