@@ -63,12 +63,12 @@ BENCHES = {
                 "W6's model item by item: parallel_sum over 1,000 one-group items"),
     "w2": Bench("benchmarks.w2_kernels:main",
                 "index-notation kernels Linear, Dist, Laplace (784x1024 and 784x256 float32)"),
+    "w8": Bench("benchmarks.w8_per_example:main",
+                "vmap: per-example gradients (MLP 784-256-10), W7 and W4 written per item"),
 }
 
 #: Workloads of benchmarks/README.md without a module yet: named in the help.
-PLANNED = {
-    "w8": "per-example gradients (vmap): not implemented yet",
-}
+PLANNED: dict = {}
 
 
 def _load(target):
