@@ -281,41 +281,42 @@ class _Plain:
 
 
 # --- finding the level that handles a call -------------------------------------------
-def _levels_in(x, found):
-    """Collect (level, kind) of every traced or batched value in ``x``
-    (looking inside lists, tuples and dicts)."""
+def _top(x, best):
+    """``best`` (``(level, value)`` or None) updated with the traced or
+    batched values in ``x`` (looking inside lists, tuples and dicts)."""
     c = x.__class__
     if c is Batched:
-        found.append((x._trace.level, x))
+        level = x._trace.level
     elif c is Var:
-        found.append((x._tape.level, x))
-    elif c in (list, tuple):
+        level = x._tape.level
+    elif c is list or c is tuple:
         for v in x:
-            _levels_in(v, found)
+            best = _top(v, best)
+        return best
     elif c is dict:
         for v in x.values():
-            _levels_in(v, found)
+            best = _top(v, best)
+        return best
+    else:
+        return best
+    return (level, x) if best is None or level > best[0] else best
 
 
 def top_batch(args, kwargs=None):
     """The :class:`BatchTrace` that must handle a call on ``args``: the
     highest-level batched argument's, unless a traced array (``Var``) has a
     higher level still (``None`` then, and when nothing is batched)."""
-    found = []
-    _levels_in(args, found)
+    best = _top(args, None)
     if kwargs:
-        _levels_in(kwargs, found)
-    if not found:
+        best = _top(kwargs, best)
+    if best is None or best[1].__class__ is not Batched:
         return None
-    level, top = max(found, key=lambda lv: lv[0])
-    return top._trace if top.__class__ is Batched else None
+    return best[1]._trace
 
 
 def _var_on_top(args, kwargs):
-    found = []
-    _levels_in(args, found)
-    _levels_in(kwargs, found)
-    return bool(found) and max(found, key=lambda lv: lv[0])[1].__class__ is Var
+    best = _top(kwargs, _top(args, None)) if kwargs else _top(args, None)
+    return best is not None and best[1].__class__ is Var
 
 
 # --- one operation on batched arguments -------------------------------------------------

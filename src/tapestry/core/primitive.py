@@ -196,7 +196,7 @@ class Primitive:
     def _call1(self, a):
         if a.__class__ is not Var:
             if a.__class__ is Batched:
-                return batched_call(self, (a,), _NO_KWARGS)
+                return batched_call(self, (a,), _NO_KWARGS, a._trace)
             return self.call_positional(a)
         tape = a._tape
         try:

@@ -140,7 +140,7 @@ class AxisSparse:
         idx = self.indices
         if self.coalesced or idx.size <= 1:
             return None
-        if idx.size <= 1024:  # small: Python's dict beats a handful of NumPy calls
+        if idx.size <= 48:  # small: a dict beats NumPy (measured: 64 -> even, 1000 -> 4.5x slower)
             lst = idx.tolist()
             seen = {}
             ranks = []
