@@ -192,25 +192,11 @@ def test_no_two_primitives_share_a_name():
     level anywhere in tapestry, and every one in the registries, has a
     name of its own (two objects with one name are one function
     differentiated twice)."""
-    import importlib
-    import pkgutil
+    from tapestry.coverage.table import primitives
 
-    from tapestry.core.primitive import Primitive
-    from tapestry.core.registry import FUNCTIONS, UFUNCS, run_loaders
-
-    run_loaders()
-    found = {id(p): p for p in list(UFUNCS.values()) + list(FUNCTIONS.values())
-             if isinstance(p, Primitive)}
-    for info in pkgutil.walk_packages(tp.__path__, "tapestry."):
-        if info.name.startswith("tapestry.autograd"):
-            continue  # HIPS autograd's names over the same primitives
-        try:
-            module = importlib.import_module(info.name)
-        except ImportError:
-            continue  # an optional extra
-        found.update((id(v), v) for v in vars(module).values() if isinstance(v, Primitive))
+    found = primitives()
     sites = {}
-    for p in found.values():
+    for p in found:
         sites.setdefault(p.name, set()).add(f"{p.module}:{p.line}")
     twice = {n: s for n, s in sites.items() if len(s) > 1}
-    assert len(found) > 50 and not twice, twice
+    assert len(found) > 300 and not twice, twice

@@ -222,6 +222,7 @@ def markdown(table=None):
     lines.append("")
     for prefix, entries in table.items():
         lines += _section(prefix, entries)
+    lines += batching_section()
     _, plain = public_functions()
     lines += ["### Without dispatch", "",
               "NumPy does not hand traced arrays to these (they take shapes, files or "
@@ -231,6 +232,48 @@ def markdown(table=None):
     lines += [f"- `{p}`: " + ", ".join(f"`{n}`" for n in names)
               for p, names in plain.items() if names]
     return "\n".join(lines + ["", END]) + "\n"
+
+
+def primitives():
+    """Every :class:`~tapestry.core.primitive.Primitive` tapestry declares:
+    those in the registries and those defined at module level (the ones
+    entry points call), found once each."""
+    import importlib
+    import pkgutil
+
+    import tapestry
+    from ..core.primitive import Primitive
+    found = {id(p): p for p in list(UFUNCS.values()) + list(FUNCTIONS.values())
+             if isinstance(p, Primitive)}
+    for info in pkgutil.walk_packages(tapestry.__path__, "tapestry."):
+        if info.name.startswith(("tapestry.autograd", "tapestry.examples")):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:
+            continue  # an optional extra
+        found.update((id(v), v) for v in vars(module).values() if isinstance(v, Primitive))
+    return sorted(found.values(), key=lambda p: (p.module, p.name))
+
+
+def batching_section():
+    """The primitives without a batching rule: under ``tapestry.vmap`` they
+    run once per item (correct, slower; docs/vmap.md)."""
+    run_loaders()
+    prims = primitives()
+    loop = [p for p in prims if p.batch is None]
+    by = {}
+    for p in loop:
+        by.setdefault(p.module.removeprefix("tapestry."), []).append(p.name)
+    lines = ["### Batching (`tapestry.vmap`)", "",
+             f"{len(prims) - len(loop)} of {len(prims)} primitives declare a batching rule "
+             "(one NumPy call for the whole batch; elementwise ufuncs get theirs derived). "
+             "Functions built from primitives batch through them. These primitives have "
+             "none, so under `vmap` they run once per item (correct, slower, counted in "
+             "`tapestry.core.batched.FALLBACKS`):", ""]
+    lines += [f"- `{m}`: " + ", ".join(f"`{n}`" for n in sorted(set(names)))
+              for m, names in sorted(by.items())]
+    return lines + [""]
 
 
 def replace_section(text, section):
