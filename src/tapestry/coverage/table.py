@@ -243,6 +243,7 @@ def primitives():
 
     import tapestry
     from ..core.primitive import Primitive
+    run_loaders()  # scipy.special's rules load on first use
     found = {id(p): p for p in list(UFUNCS.values()) + list(FUNCTIONS.values())
              if isinstance(p, Primitive)}
     for info in pkgutil.walk_packages(tapestry.__path__, "tapestry."):
