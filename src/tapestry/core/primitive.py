@@ -223,8 +223,7 @@ class Primitive:
                 rules = self._rules01 or self._rules_of(active)
             else:
                 ta, raw = a._tape, (a._value, b)
-                if b.__class__ is Batched and b._trace.level > ta.level or \
-                        b.__class__ is tuple and batched_above(b, ta.level):  # x[j], j batched
+                if b.__class__ is Batched and b._trace.level > ta.level:
                     return batched_call(self, (a, b), _NO_KWARGS)
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)

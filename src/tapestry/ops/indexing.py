@@ -25,8 +25,8 @@ import numpy as np
 
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
-from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED
+from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from ..core.batched import TRACED, batched_above, batched_call
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype
 
@@ -179,7 +179,15 @@ def _batch_gather(prim, x, x_batched, key):
 
 getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, linear_in=(0,),
                     batch=_batch_getitem, vjps=(_getitem_vjp,))
-implements(operator.getitem)(lambda x, key: getitem(x, _key_tuple(key)))
+@implements(operator.getitem)
+def _getitem_entry(x, key):
+    """``x[key]``.  A key holding an index batched by a vmap above ``x``'s
+    tape (``u[j]``, ``u`` differentiated, ``j`` per item) goes to the batch
+    first: the primitive's fast path looks only at ``x``."""
+    key = _key_tuple(key)
+    if x.__class__ is Var and batched_above(key, x._tape.level):
+        return batched_call(getitem, (x, key), {})
+    return getitem(x, key)
 
 def _batch_scatter_add(prim, args, batched, kwargs):
     g, key, shape = args
