@@ -207,3 +207,40 @@ def test_against_jax_per_example_gradients():
     theirs = jax.vmap(jax.grad(lambda p, x, y: loss(p, x, y, jnp)), in_axes=(None, 0, 0))(
         PARAMS, X, Y)
     close(ours, tp.tree_map(np.asarray, dict(theirs)))
+
+
+def test_custom_jvp_and_linearize_both_orders():
+    @tp.custom_jvp
+    def logcosh(x):
+        return np.log(np.cosh(x))
+
+    @logcosh.defjvp
+    def logcosh_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return logcosh(x), np.tanh(x) * t
+
+    f = lambda x: np.sum(logcosh(x) * x)  # noqa: E731
+    close(tp.vmap(tp.grad(f))(X), loop(tp.grad(f), (0,), (X,)))
+    close(tp.grad(lambda x: np.sum(tp.vmap(f)(x)))(X), loop(tp.grad(f), (0,), (X,)))
+    T = rng.standard_normal(X.shape)
+    lin = lambda x, t: tp.linearize(f, x)[1](t)  # noqa: E731
+    close(tp.vmap(lin)(X, T), loop(lin, (0, 0), (X, T)))
+
+
+def test_sparse_gathers_under_vmap_both_orders():
+    W = rng.standard_normal((50, 3))
+    idx = np.array([[1, 4], [4, 7], [0, 1], [9, 9]])
+    f = lambda W, i: np.sum(np.tanh(W[i]) ** 2)  # noqa: E731
+    per_item = tp.vmap(tp.grad(f), in_axes=(None, 0))(W, idx)
+    close(per_item, loop(tp.grad(f), (None, 0), (W, idx)))
+    total = tp.grad(lambda W: np.sum(tp.vmap(f, in_axes=(None, 0))(W, idx)))(W)
+    dense = total.todense() if hasattr(total, "todense") else total
+    close(dense, sum(loop(tp.grad(f), (None, 0), (W, idx))))
+
+
+def test_vmap_of_a_function_with_static_python_branches_on_shape():
+    def f(x):
+        if x.ndim == 1 and len(x) > 2:  # shapes are the same for every item
+            return np.sum(x[:2])
+        return np.sum(x)
+    close(tp.vmap(f)(X), X[:, :2].sum(axis=1))

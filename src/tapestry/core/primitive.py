@@ -305,7 +305,8 @@ def _reentering(prim, fun):
     declared rules, and ``fun`` itself only sees plain values."""
     def forward(*args, **kwargs):
         for a in args:
-            if a.__class__ is Var or a.__class__ is Batched:
+            if a.__class__ is Var or a.__class__ is Batched or \
+                    a.__class__ is tuple and batched_above(a, 0):  # x[j], j batched
                 return prim._call(args, kwargs)
         return fun(*args, **kwargs)
     forward.__name__ = getattr(fun, "__name__", "forward")
