@@ -162,16 +162,16 @@ class Batched:
         return batched_call(_Plain(func), args, kwargs)
 
     # --- operators ------------------------------------------------------------
-    def __add__(self, o): return FAST_UFUNCS[np.add](self, o)
-    def __radd__(self, o): return FAST_UFUNCS[np.add](o, self)
-    def __sub__(self, o): return FAST_UFUNCS[np.subtract](self, o)
-    def __rsub__(self, o): return FAST_UFUNCS[np.subtract](o, self)
-    def __mul__(self, o): return FAST_UFUNCS[np.multiply](self, o)
-    def __rmul__(self, o): return FAST_UFUNCS[np.multiply](o, self)
-    def __truediv__(self, o): return FAST_UFUNCS[np.true_divide](self, o)
-    def __rtruediv__(self, o): return FAST_UFUNCS[np.true_divide](o, self)
-    def __pow__(self, o): return FAST_UFUNCS[np.power](self, o)
-    def __rpow__(self, o): return FAST_UFUNCS[np.power](o, self)
+    def __add__(self, o): return _binary(np.add, self, o)
+    def __radd__(self, o): return _binary(np.add, o, self)
+    def __sub__(self, o): return _binary(np.subtract, self, o)
+    def __rsub__(self, o): return _binary(np.subtract, o, self)
+    def __mul__(self, o): return _binary(np.multiply, self, o)
+    def __rmul__(self, o): return _binary(np.multiply, o, self)
+    def __truediv__(self, o): return _binary(np.true_divide, self, o)
+    def __rtruediv__(self, o): return _binary(np.true_divide, o, self)
+    def __pow__(self, o): return _binary(np.power, self, o)
+    def __rpow__(self, o): return _binary(np.power, o, self)
     def __matmul__(self, o): return FAST_UFUNCS[np.matmul](self, o)
     def __rmatmul__(self, o): return FAST_UFUNCS[np.matmul](o, self)
     def __neg__(self): return FAST_UFUNCS[np.negative](self)
@@ -262,6 +262,28 @@ def _entry(func, impl, args, kwargs, plain=None):
         return batched_call(plain, args, kwargs, trace)
     finally:
         active.discard(key)
+
+
+_SCALARS = (float, int, np.float64, np.float32)
+
+
+def _binary(ufunc, a, b):
+    """An arithmetic operator on a batched value: with a Python scalar, or
+    with a value of the same batch whose items have as many axes, the
+    arrays broadcast exactly as the items do, so the primitive runs on them
+    directly (the general path costs ~5 us more per operation)."""
+    prim = FAST_UFUNCS[ufunc]
+    ca, cb = a.__class__, b.__class__
+    if ca is Batched:
+        trace = a._trace
+        if trace.open:
+            if cb in _SCALARS:
+                return Batched(prim._call2(a._value, b), trace)
+            if cb is Batched and b._trace is trace and a._value.ndim == b._value.ndim:
+                return Batched(prim._call2(a._value, b._value), trace)
+    elif cb is Batched and ca in _SCALARS and b._trace.open:
+        return Batched(prim._call2(a, b._value), b._trace)
+    return prim(a, b)
 
 
 class _Plain:
