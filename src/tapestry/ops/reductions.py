@@ -192,7 +192,8 @@ def _extremum_vjp(g, ans, a, axis, keepdims):
     shape = np.shape(a)
     ans_e = np.reshape(ans, _kept_shape(shape, axis))
     hit = a == ans_e
-    if np.isnan(unwrap_all(ans)).any():
+    plain = unwrap_all(ans)
+    if plain.__class__ in TRACED or np.isnan(plain).any():  # batched: no branch per item
         hit = hit | (np.isnan(a) & np.isnan(ans_e))
     count = np.sum(hit, axis=_axes(axis, len(shape)), keepdims=True)
     weight = (hit / np.maximum(count, 1)).astype(np.result_type(ans), copy=False)
