@@ -95,9 +95,12 @@ class Batched:
 
     # --- Python reading the value: no single answer -------------------------
     def __array__(self, dtype=None, copy=None):
-        raise BatchedConversionError("tapestry.vmap: cannot convert a batched value to a NumPy array "
-                        "(np.asarray / np.array / a library that converts its inputs). "
-                        + _HELP_CONTROL)
+        raise BatchedConversionError(
+            "tapestry.vmap: cannot convert a batched value to a NumPy array (np.asarray / "
+            "np.array / a library that converts its inputs, or a plain NumPy array indexed "
+            "with a batched index, W[i]: NumPy does not hand indexing to tapestry when the "
+            "array is plain: index a value tapestry sees, e.g. one being differentiated, or "
+            "select with a one-hot product, (np.arange(n) == i) @ W, or np.where). " + _HELP_CONTROL)
 
     def __bool__(self):
         raise BatchedConversionError("tapestry.vmap: the truth value of a batched value (an if, "
