@@ -193,22 +193,6 @@ def test_float32_stays_float32():
     assert out.dtype == np.float32
 
 
-def test_against_jax_per_example_gradients():
-    jax = pytest.importorskip("jax")
-    import jax.numpy as jnp
-    jax.config.update("jax_enable_x64", True)
-
-    def loss(p, x, y, m):
-        h = m.tanh(p["W1"] @ x + p["b1"])
-        return m.sum((p["W2"] @ h - y) ** 2)
-
-    Y = rng.standard_normal((4, 2))
-    ours = tp.vmap(tp.grad(lambda p, x, y: loss(p, x, y, np)), in_axes=(None, 0, 0))(PARAMS, X, Y)
-    theirs = jax.vmap(jax.grad(lambda p, x, y: loss(p, x, y, jnp)), in_axes=(None, 0, 0))(
-        PARAMS, X, Y)
-    close(ours, tp.tree_map(np.asarray, dict(theirs)))
-
-
 def test_custom_jvp_and_linearize_both_orders():
     @tp.custom_jvp
     def logcosh(x):
