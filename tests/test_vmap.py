@@ -228,3 +228,14 @@ def test_vmap_of_a_function_with_static_python_branches_on_shape():
             return np.sum(x[:2])
         return np.sum(x)
     close(tp.vmap(f)(X), X[:, :2].sum(axis=1))
+
+
+def test_hvp_elementwise_grad_and_parallel_sum_under_vmap():
+    g = lambda x: tp.hessian_vector_product(lambda x: np.sum(np.sin(x) ** 3))(x, np.ones(3))  # noqa: E731
+    close(tp.vmap(g)(X), loop(g, (0,), (X,)))
+    e = tp.elementwise_grad(lambda x: np.tanh(x) * x)
+    close(tp.vmap(e)(X), loop(e, (0,), (X,)))
+    items = [1.0, 2.0, 3.0]
+    s = lambda x: tp.parallel_sum(lambda a, x: np.sum(np.sin(a * x)), items, x)  # noqa: E731
+    close(tp.vmap(s)(X), loop(s, (0,), (X,)))
+    close(tp.vmap(tp.grad(s))(X), loop(tp.grad(s), (0,), (X,)))
