@@ -21,7 +21,7 @@ import numpy as np
 from . import batching
 from .backward import Negated
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
-from .var import Var, innermost_tape
+from .var import Var, innermost_tape, refuse_masked
 
 
 
@@ -218,12 +218,16 @@ class Primitive:
                 parents, active = (a._index, b._index), (0, 1)
                 rules = self._rules01 or self._rules_of(active)
             else:
+                if b.__class__ is not np.ndarray and isinstance(b, _MASKED):
+                    refuse_masked(b, self.name)
                 ta, raw = a._tape, (a._value, b)
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
             if a.__class__ is complex:  # complex.__mul__(np.float64) gives a Python complex
                 a = np.complex128(a)
+            elif a.__class__ is not np.ndarray and isinstance(a, _MASKED):
+                refuse_masked(a, self.name)
             ta, raw = b._tape, (a, b._value)
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)
@@ -251,6 +255,8 @@ class Primitive:
                 raw[i] = a._value
                 parents.append(a._index)
                 active.append(i)
+            elif isinstance(a, _MASKED):
+                refuse_masked(a, self.name)
         rules = self._rules_of(active)
         for k, v in kwargs.items():
             if v.__class__ is Var:
@@ -261,6 +267,8 @@ class Primitive:
             ans = self.fun(*raw, **kwargs)
         except (ValueError, TypeError) as e:
             raise _named(self, e) from e
+        if isinstance(ans, _MASKED):  # a masked constant inside a list argument
+            refuse_masked(ans, self.name)
         if self.n_outputs != 1:
             return record(top, ans, parents, rules, raw, kwargs, self.n_outputs, prim=self)
         kept = ans
@@ -270,6 +278,8 @@ class Primitive:
 
 
 _NO_KWARGS = {}
+#: Masked arrays: values that skip masked entries, derivatives that would not.
+_MASKED = np.ma.MaskedArray
 
 
 def _dispatches(fun):

@@ -22,6 +22,22 @@ _HELP_CONVERT = (
     "Converting it to a plain array would silently drop its gradient. "
     "Use tapestry.stop_gradient(x) if a constant is what you want.")
 
+#: Why masked arrays are refused, and what to do instead (shared by the
+#: input check of the transformations and by primitives that meet one as a
+#: constant beside a traced array).
+MASKED_HELP = (
+    "is a NumPy masked array (np.ma.MaskedArray): its values skip the masked "
+    "entries but a derivative would not (the gradient of np.mean over [1, --, 3] "
+    "would give the masked entry a share), so masked arrays are refused. Pass "
+    "plain data: m.filled(0) or m.compressed(), and express the mask as weights "
+    "(np.sum(np.where(mask, 0, x)) / np.sum(~mask), np.average(x, weights=~mask)).")
+
+
+def refuse_masked(x, opname):
+    """Raise if ``x`` is a masked array (a constant met by ``opname``)."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"tapestry: {opname} got an argument that {MASKED_HELP}")
+
 
 class Var:
     """A traced array.  ``_value`` may itself be a ``Var`` of an outer tape
@@ -66,7 +82,9 @@ class Var:
                         "use tapestry.numpy (tnp.logsumexp), tapestry.scipy.linalg "
                         "(for scipy.linalg), tapestry.scipy.special (polygamma, "
                         "multigammaln, logsumexp, softmax, spherical_jn) or "
-                        "tapestry.custom_vjp.")
+                        "tapestry.custom_vjp. np.ma's functions (masked arrays) "
+                        "convert their inputs too: compute on plain data and "
+                        "express the mask as weights, e.g. np.where(mask, 0, x).")
 
     def __format__(self, spec):
         if not spec:
