@@ -18,6 +18,7 @@ named by tapestry, on complex inputs.
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEE
                               Primitive, implements, negate_cotangent, scale_cotangent,
                               shape_of, unbroadcast)
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
-from .common import implements_if, plain_dtype
+from .common import implements_if, near_point, plain_dtype, series
 
 
 def is_complex(x):
@@ -165,9 +166,11 @@ defunary(np.degrees, lambda g, ans, x: g * (180 / np.pi))
 defbinary(np.arctan2,
           lambda g, ans, y, x: g * x / (x * x + y * y),
           lambda g, ans, y, x: -g * y / (x * x + y * y))
+# hypot(x, y) = ||(x, y)||: gradient (x, y) / hypot, and 0 at (0, 0), the
+# subgradient of least norm (as np.linalg.norm and abs; docs/ops.md).
 defbinary(np.hypot,
-          lambda g, ans, x, y: g * x / ans,
-          lambda g, ans, x, y: g * y / ans)
+          lambda g, ans, x, y: g * _over_nonzero(x, ans),
+          lambda g, ans, x, y: g * _over_nonzero(y, ans))
 
 # --- piecewise -----------------------------------------------------------------
 # abs'(0) = 0 (the subgradient of least norm); sign is piecewise constant on
@@ -271,10 +274,17 @@ _astype = Primitive(lambda x, dtype: x.astype(dtype), "astype", vjps=(_astype_ru
 implements("astype")(_astype)
 
 
+# sinc'(x) = sum_{k>=1} c_k x^(2k-1), c_k = (-1)^k 2k pi^(2k) / (2k+1)!: below
+# |x| = 1/4 the 12th term is under 1e-30, so the series is exact in double.
+_SINC_D1 = tuple((-1) ** k * 2 * k * math.pi ** (2 * k) / math.factorial(2 * k + 1)
+                 for k in range(1, 13))
+
+
 def _sinc_rule(g, ans, x):
-    """sinc(x) = sin(pi x) / (pi x);  sinc'(x) = (cos(pi x) - sinc(x)) / x, 0 at 0."""
-    safe = np.where(x == 0, 1.0, x)
-    return g * np.where(x == 0, 0.0, (np.cos(np.pi * x) - ans) / safe)
+    """sinc(x) = sin(pi x) / (pi x);  sinc'(x) = (cos(pi x) - sinc(x)) / x,
+    a series near 0 (sinc''(0) = -pi^2/3, and every order after it)."""
+    return g * near_point(x, 0.0, 0.25, lambda t: t * series(t * t, _SINC_D1),
+                          lambda t: (np.cos(np.pi * t) - np.sinc(t)) / t)
 
 
 _sinc = Primitive(np.sinc, "sinc", vjps=(_sinc_rule,))
@@ -362,11 +372,15 @@ def ldexp(x1, x2, **kwargs):
     return _ldexp(x1, x2)
 
 
+# i1(x) / x = sum_k (x^2/4)^k / (2 k! (k+1)!): for |x| < 1/2 the 10th term is under 1e-30.
+_I1_OVER_X = tuple(1 / (2 * math.factorial(k) * math.factorial(k + 1)) for k in range(10))
+
+
 def _i1_rule(g, ans, x):
-    """i1'(x) = i0(x) - i1(x) / x, which is 1/2 at 0."""
-    safe = np.where(unwrap_all(x) == 0, 1.0, x)
-    d = np.where(unwrap_all(x) == 0, 0.5, np.i0(x) - ans / safe)
-    return g * d
+    """i1'(x) = i0(x) - i1(x) / x, with i1(x) / x a series near 0 (i1'(0) =
+    1/2, and i1's higher derivatives there, i.e. np.i0's)."""
+    return g * (np.i0(x) - near_point(x, 0.0, 0.5, lambda t: series(t * t / 4, _I1_OVER_X),
+                                      lambda t: _i1(t) / t))
 
 
 def _i1_forward(x):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.var import unwrap_all
 from .special_common import define, outputs, real_only, sp, spu
 
 
@@ -67,10 +68,21 @@ def _integer_orders():
     define(sp.k1e, lambda g, ans, x: g * (ans - 0.5 * (sp.k0e(x) + sp.kve(2.0, x))))
 
 
+def _struve_term(v, x):
+    """(x/2)^v / (2 sqrt(pi) Gamma(v + 3/2)), the inhomogeneous term of the
+    Struve recurrences (the order ``v`` is a constant)."""
+    v = unwrap_all(v)
+    return (x / 2) ** v / (2 * np.sqrt(np.pi) * sp.gamma(v + 1.5))
+
+
 def _struve_kelvin():
-    # d/dx (x^v H_v) = x^v H_{v-1}  =>  H_v' = H_{v-1} - v H_v / x (same for L_v)
-    define(sp.struve, None, lambda g, ans, v, x: g * (sp.struve(v - 1, x) - v * ans / x))
-    define(sp.modstruve, None, lambda g, ans, v, x: g * (sp.modstruve(v - 1, x) - v * ans / x))
+    # DLMF 11.4.24, 11.4.26: H_v' = (H_{v-1} - H_{v+1}) / 2 + c_v(x),
+    # L_v' = (L_{v-1} + L_{v+1}) / 2 + c_v(x), c_v(x) = (x/2)^v / (2 sqrt(pi) G(v + 3/2));
+    # no division by x, so finite at x = 0 (H_0'(0) = 2/pi), unlike H_{v-1} - v H_v / x
+    define(sp.struve, None, lambda g, ans, v, x: g * (
+        0.5 * (sp.struve(v - 1, x) - sp.struve(v + 1, x)) + _struve_term(v, x)))
+    define(sp.modstruve, None, lambda g, ans, v, x: g * (
+        0.5 * (sp.modstruve(v - 1, x) + sp.modstruve(v + 1, x)) + _struve_term(v, x)))
     # Kelvin: w = ber + i bei (and ker + i kei) solve w'' = -w'/x + i w
     define(sp.ber, lambda g, ans, x: g * sp.berp(x))
     define(sp.bei, lambda g, ans, x: g * sp.beip(x))

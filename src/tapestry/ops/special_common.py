@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..core.primitive import Primitive, declares_rules, implements
+from .common import series
 from .elementwise import unbroadcasting
 from ..coverage.refused import Refused
 
@@ -83,14 +84,6 @@ def safe(x, at, value=1.0):
     """``x`` with the entries where ``at`` holds replaced by ``value`` (so a
     guarded branch of ``np.where`` stays finite, and so does its derivative)."""
     return np.where(at, value, x)
-
-
-def series(u, coefficients):
-    """sum_k c_k u**k by Horner's rule."""
-    out = coefficients[-1]
-    for c in coefficients[-2::-1]:
-        out = out * u + c
-    return out
 
 
 # exprel'(u) = (u e^u - e^u + 1) / u^2 = sum_n (n+1) u^n / (n+2)!

@@ -1,0 +1,98 @@
+"""Rules at points where the rule's formula is 0/0 or special-cased but the
+derivative exists: each is checked against mpmath (or a known series) at
+the point itself and beside it, to the orders that a rule written as
+``np.where(x == 0, limit, formula)`` would get wrong (its derivative is the
+derivative of a constant there)."""
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.testing import check_grads
+
+mp = pytest.importorskip("mpmath")
+sp = pytest.importorskip("scipy.special")
+
+mp.mp.dps = 30
+
+
+def nth_grad(f, n):
+    for _ in range(n):
+        f = tp.grad(f)
+    return f
+
+
+def assert_orders(ours, exact, points, orders, rel=1e-9, abs_=1e-12):
+    for x in points:
+        for n in orders:
+            want = float(mp.re(mp.diff(exact, mp.mpf(x), n)))
+            got = nth_grad(ours, n)(float(x))
+            assert got == pytest.approx(want, rel=rel, abs=abs_), (x, n, got, want)
+
+
+# name -> (tapestry-side function of x, mpmath function, special point, orders)
+CASES = {
+    "sinc": (np.sinc, lambda t: mp.sinc(mp.pi * t), 0.0, (1, 2, 3)),
+    # i0' = i1, whose rule had the special case: the 4th derivative of i0 is the 3rd of i1
+    "i0": (np.i0, lambda t: mp.besseli(0, t), 0.0, (1, 2, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_higher_derivatives_at_and_beside_the_point(name):
+    f, exact, at, orders = CASES[name]
+    assert_orders(f, exact, [at, at + 1e-3, at - 0.2, at + 0.3, at + 1.7], orders)
+
+
+def test_sinc_second_derivative_at_zero_is_minus_pi_squared_over_three():
+    assert nth_grad(np.sinc, 2)(0.0) == pytest.approx(-np.pi ** 2 / 3, rel=1e-14)
+    assert nth_grad(np.sinc, 4)(0.0) == pytest.approx(np.pi ** 4 / 5, rel=1e-14)
+    # forward over forward: the rule's derivative is the same expression
+    assert tp.jacfwd(tp.jacfwd(np.sinc))(0.0) == pytest.approx(-np.pi ** 2 / 3, rel=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sinc_and_i0_check_grads_through_the_series_branch(dtype):
+    x = np.array([0.0, 1e-4, -0.1, 0.2499, 0.25, 0.6, -2.3], dtype)
+    for f in (np.sinc, np.i0):
+        check_grads(lambda x: np.sum(f(x) ** 2), (x,), order=2)
+        assert tp.grad(lambda x: np.sum(f(x)))(x).dtype == dtype
+    check_grads(lambda x: np.sinc(x), (np.array(0.0, dtype),), order=2)  # 0-d
+
+
+# --- hypot: the norm convention, gradient 0 at (0, 0) -------------------------
+def test_hypot_gradient_at_the_origin_is_zero_like_norm():
+    gx, gy = tp.grad(np.hypot, argnums=(0, 1))(0.0, 0.0)
+    assert (gx, gy) == (0.0, 0.0)
+    nx = tp.grad(lambda v: np.linalg.norm(v))(np.zeros(2))
+    assert np.array_equal(nx, [gx, gy])  # the same convention as np.linalg.norm
+
+
+def test_hypot_squared_at_the_origin_has_the_exact_derivative():
+    g = tp.grad(lambda x, y: np.hypot(x, y) ** 2, argnums=(0, 1))(0.0, 0.0)
+    assert g == (0.0, 0.0)
+    x = np.array([0.0, 0.5, -1.5]), np.array([0.0, -2.0, 0.25])
+    g = tp.grad(lambda x, y: np.sum(np.hypot(x, y) ** 2), argnums=(0, 1))(*x)
+    assert np.allclose(g[0], 2 * x[0]) and np.allclose(g[1], 2 * x[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hypot_check_grads_with_broadcasting(dtype):
+    check_grads(np.hypot, (np.array([[0.5, -1.0, 2.0]], dtype), np.array([[1.5], [-0.3]], dtype)),
+                order=2)
+
+
+# --- Struve functions at x = 0 ----------------------------------------------------
+@pytest.mark.parametrize("v", [0.0, 0.5, 1.0, 2.0, 2.5])
+def test_struve_first_derivative_at_zero_and_beside(v):
+    for f, exact in ((lambda x: sp.struve(v, x), lambda t: mp.struveh(v, t)),
+                     (lambda x: sp.modstruve(v, x), lambda t: mp.struvel(v, t))):
+        assert_orders(f, exact, [0.0, 0.3, 2.0, 7.0], (1,), abs_=1e-10)
+        if v >= 1:  # H_v ~ x^(v+1): its second derivative is finite at 0 too
+            assert_orders(f, exact, [0.0, 0.3, 2.0], (2,), abs_=1e-10)
+    assert tp.grad(lambda x: sp.struve(0.0, x))(0.0) == pytest.approx(2 / np.pi, rel=1e-14)
+
+
+def test_struve_check_grads_with_broadcast_orders():
+    v = np.array([[0.0], [1.0], [2.5]])
+    check_grads(lambda x: sp.struve(v, x) + sp.modstruve(v, x), (np.array([0.2, 1.0, 3.0]),),
+                order=2)
