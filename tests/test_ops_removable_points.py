@@ -14,6 +14,8 @@ sp = pytest.importorskip("scipy.special")
 
 mp.mp.dps = 30
 
+import tapestry.scipy.special as _tss  # noqa: E402  (needs SciPy)
+
 
 def nth_grad(f, n):
     for _ in range(n):
@@ -34,7 +36,37 @@ CASES = {
     "sinc": (np.sinc, lambda t: mp.sinc(mp.pi * t), 0.0, (1, 2, 3)),
     # i0' = i1, whose rule had the special case: the 4th derivative of i0 is the 3rd of i1
     "i0": (np.i0, lambda t: mp.besseli(0, t), 0.0, (1, 2, 3, 4)),
+    # Si' = sin x / x, Shi' = sinh x / x
+    "sici": (lambda x: sp.sici(x)[0], mp.si, 0.0, (1, 2, 3)),
+    "shichi": (lambda x: sp.shichi(x)[0], mp.shi, 0.0, (1, 2, 3)),
+    # spence' = log z / (1 - z), 0/0 at z = 1
+    "spence": (sp.spence, lambda t: mp.polylog(2, 1 - t), 1.0, (1, 2, 3)),
+    # berp' and beip' read berp / x and beip / x
+    "ber": (sp.ber, lambda t: mp.ber(0, t), 0.0, (1, 2, 3, 4)),
+    "bei": (sp.bei, lambda t: mp.bei(0, t), 0.0, (1, 2, 3, 4)),
+    "kelvin": (lambda x: np.real(sp.kelvin(x)[0]) + np.imag(sp.kelvin(x)[0]),
+               lambda t: mp.ber(0, t) + mp.bei(0, t), 0.0, (1, 2, 3)),
+    # integrands (i0 - 1)/x, (1 - j0)/x, -H0/x
+    "it2i0k0": (lambda x: sp.it2i0k0(x)[0],
+                lambda t: mp.quad(lambda u: (mp.besseli(0, u) - 1) / u, [0, t]), 0.0, (1, 2, 3)),
+    "it2j0y0": (lambda x: sp.it2j0y0(x)[0],
+                lambda t: mp.quad(lambda u: (1 - mp.besselj(0, u)) / u, [0, t]), 0.0, (1, 2, 3)),
+    "it2struve0": (sp.it2struve0, lambda t: -mp.quad(lambda u: mp.struveh(0, u) / u, [0, t]),
+                   0.0, (1, 2, 3)),
 }
+
+
+def _spherical(n, sign):
+    """j_n (sign -1) or i_n (sign 1) as x^n / (2n+1)!! 0F1(; n + 3/2; sign x^2/4)."""
+    return lambda t: t ** n / mp.fac2(2 * n + 1) * mp.hyp0f1(n + 1.5, sign * t * t / 4)
+
+
+for _n in (0, 1, 2):
+    # their second-derivative rule had -2 f'/x and n(n+1)/x^2 terms
+    CASES[f"spherical_jn{_n}"] = (lambda x, n=_n: _tss.spherical_jn(n, x), _spherical(_n, -1),
+                                  0.0, (1, 2, 3))
+    CASES[f"spherical_in{_n}"] = (lambda x, n=_n: _tss.spherical_in(n, x), _spherical(_n, 1),
+                                  0.0, (1, 2, 3))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -96,3 +128,19 @@ def test_struve_check_grads_with_broadcast_orders():
     v = np.array([[0.0], [1.0], [2.5]])
     check_grads(lambda x: sp.struve(v, x) + sp.modstruve(v, x), (np.array([0.2, 1.0, 3.0]),),
                 order=2)
+
+
+# --- x log y and the entropies: constant in y where x = 0 -----------------------------
+@pytest.mark.parametrize("f, y0", [(sp.xlogy, 0.0), (sp.xlog1py, -1.0),
+                                   (sp.rel_entr, 0.0), (lambda x, y: sp.kl_div(x, y) - y, 0.0)])
+def test_y_derivative_where_x_is_zero(f, y0):
+    """f(0, y) is constant in y (kl_div(0, y) = y, less y here), so d/dy is 0
+    at x = 0 -- also at y = y0, where x / y was 0/0."""
+    assert tp.grad(f, argnums=1)(0.0, y0) == 0.0
+    x = np.array([0.0, 0.0, 0.7])
+    y = np.array([y0, y0 + 2.0, y0 + 1.5])
+    g = tp.grad(lambda y: np.sum(f(x, y)))(y)
+    assert np.isfinite(g).all() and g[0] == 0.0 and g[1] == 0.0
+    # beside the point, the mixed derivative d/dx (x / y) = 1 / y stays
+    assert tp.grad(tp.grad(sp.xlogy, argnums=1), argnums=0)(0.0, 2.0) == pytest.approx(0.5)
+    check_grads(f, (np.array([0.3, 1.2]), np.array([y0 + 0.4, y0 + 2.0])), order=2)

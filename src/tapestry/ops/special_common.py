@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..core.primitive import Primitive, declares_rules, implements
+from ..core.var import unwrap_all
 from .common import series
 from .elementwise import unbroadcasting
 from ..coverage.refused import Refused
@@ -84,6 +85,13 @@ def safe(x, at, value=1.0):
     """``x`` with the entries where ``at`` holds replaced by ``value`` (so a
     guarded branch of ``np.where`` stays finite, and so does its derivative)."""
     return np.where(at, value, x)
+
+
+def x_over_y(x, y):
+    """x / y, and 0 where both are 0: the y-derivative of x log y (xlogy,
+    rel_entr, kl_div) at x = 0, where the function is constant in y."""
+    both = (unwrap_all(x) == 0) & (unwrap_all(y) == 0)
+    return x / np.where(both, 1.0, y)
 
 
 # exprel'(u) = (u e^u - e^u + 1) / u^2 = sum_n (n+1) u^n / (n+2)!

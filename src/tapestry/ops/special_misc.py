@@ -13,10 +13,15 @@ import math
 
 import numpy as np
 
+from .common import near_point
 from .special_common import (SQRT_2PI, SQRT_PI, define, exprel_d1, log1p_over_d1, outputs,
-                             safe, series, sp)
+                             safe, series, sp, x_over_y)
 
 _DEG = math.pi / 180
+# sinh(x) / x = sum_k x^(2k) / (2k+1)!  (|x| < 1/2: the 10th term is under 1e-25)
+_SINH_OVER_X = tuple(1 / math.factorial(2 * k + 1) for k in range(10))
+# log(1 - u) / u = -sum_k u^k / (k+1)  (|u| < 0.05: the 14th term is under 1e-19)
+_LOG1M_OVER = tuple(-1 / (k + 1) for k in range(14))
 
 
 def _error_functions():
@@ -63,10 +68,11 @@ def _elementary():
     define(sp.exprel, lambda g, ans, x: g * exprel_d1(x))
     # entr = -x log x; kl_div = x log(x/y) - x + y; rel_entr = x log(x/y)
     define(sp.entr, lambda g, ans, x: -g * (np.log(x) + 1))
+    # kl_div(0, y) = y and rel_entr(0, y) = 0 for y >= 0: x / y is 0 at x = 0, y = 0 too
     define(sp.kl_div, lambda g, ans, x, y: g * (np.log(x) - np.log(y)),
-           lambda g, ans, x, y: g * (1 - x / y))
+           lambda g, ans, x, y: g * (1 - x_over_y(x, y)))
     define(sp.rel_entr, lambda g, ans, x, y: g * (np.log(x) - np.log(y) + 1),
-           lambda g, ans, x, y: -g * x / y)
+           lambda g, ans, x, y: -g * x_over_y(x, y))
     # huber(d, r) = r^2/2 for |r| <= d, else d (|r| - d/2)
     define(sp.huber, lambda g, ans, d, r: g * np.where(np.abs(r) <= d, 0.0, np.abs(r) - d),
            lambda g, ans, d, r: g * np.where(np.abs(r) <= d, r, d * np.sign(r)))
@@ -108,11 +114,12 @@ def _exponential_integrals():
     # E_n' = -E_{n-1};  E_0 = e^-x / x, E_0' = -e^-x (x + 1) / x^2
     define(sp.expn, None, lambda g, ans, n, x: -g * np.where(
         n >= 1, sp.expn(np.maximum(n - 1, 0), x), np.exp(-x) * (x + 1) / (x * x)))
-    # Si' = sin x / x (1 at 0), Ci' = cos x / x; Shi' = sinh x / x, Chi' = cosh x / x
-    def over_x(f, at_zero):
-        return lambda a, x: np.where(x == 0, at_zero, f(safe(x, x == 0)) / safe(x, x == 0))
-    define(sp.sici, outputs(over_x(np.sin, 1.0), lambda a, x: np.cos(x) / x))
-    define(sp.shichi, outputs(over_x(np.sinh, 1.0), lambda a, x: np.cosh(x) / x))
+    # Si' = sin x / x = sinc(x / pi), Ci' = cos x / x; Shi' = sinh x / x (a series
+    # near 0, so their third derivatives are right there too), Chi' = cosh x / x
+    define(sp.sici, outputs(lambda a, x: np.sinc(x / math.pi), lambda a, x: np.cos(x) / x))
+    define(sp.shichi, outputs(lambda a, x: near_point(
+        x, 0.0, 0.5, lambda t: series(t * t, _SINH_OVER_X), lambda t: np.sinh(t) / t),
+        lambda a, x: np.cosh(x) / x))
     # fresnel(z) = (S, C): S' = sin(pi z^2/2), C' = cos(pi z^2/2)
     define(sp.fresnel, outputs(lambda a, z: np.sin(math.pi / 2 * z * z),
                                lambda a, z: np.cos(math.pi / 2 * z * z)))
@@ -122,9 +129,11 @@ def _exponential_integrals():
                                    - np.exp(-0.25j * math.pi) / SQRT_PI))
     define(sp.modfresnelm, outputs(lambda a, x: -np.exp(-1j * x * x),
                                    lambda a, x: 2j * x * a[1] - np.exp(0.25j * math.pi) / SQRT_PI))
-    # spence(z) = int_1^z log t / (1 - t) dt: derivative log z / (1 - z), -1 at z = 1
-    define(sp.spence, lambda g, ans, z: g * np.where(
-        z == 1, -1.0, np.log(safe(z, z == 1, 2.0)) / (1 - safe(z, z == 1, 2.0))))
+    # spence(z) = int_1^z log t / (1 - t) dt: derivative log z / (1 - z), with
+    # u = 1 - z a series near z = 1: log(1 - u) / u = -sum_k u^k / (k + 1)
+    define(sp.spence, lambda g, ans, z: g * near_point(
+        z, 1.0, 0.05, lambda t: series(1 - t, _LOG1M_OVER), lambda t: np.log(t) / (1 - t),
+        fill=2.0))
     # Wright omega: w + log w = z, w' = w / (1 + w)
     define(sp.wrightomega, lambda g, ans, z: g * ans / (1 + ans))
 
