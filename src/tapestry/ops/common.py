@@ -62,7 +62,7 @@ def series(u, coefficients):
     return out
 
 
-def near_point(x, at, radius, near, away, fill=1.0):
+def near_point(x, at, radius, near, away, fill=1.0, near_fill=None):
     """``near(x)`` where ``|x - at| < radius``, ``away(x)`` elsewhere.
 
     The rule of a function with a removable singularity at ``at`` (sinc's
@@ -71,7 +71,8 @@ def near_point(x, at, radius, near, away, fill=1.0):
     function's higher derivatives -- are right at and near the point too;
     ``np.where(x == at, limit, ...)`` would give a constant there, whose
     derivative is 0.  Each branch is evaluated only on inputs where it is
-    finite (``at`` for ``near``, ``fill`` for ``away``), so neither sends a
-    NaN through ``np.where``'s derivative."""
+    finite (``near_fill``, by default ``at``, for ``near``; ``fill`` for
+    ``away``), so neither sends a NaN through ``np.where``'s derivative."""
     small = np.abs(unwrap_all(x) - at) < radius
-    return np.where(small, near(np.where(small, x, at)), away(np.where(small, fill, x)))
+    near_in = np.where(small, x, at if near_fill is None else near_fill)
+    return np.where(small, near(near_in), away(np.where(small, fill, x)))
