@@ -72,8 +72,31 @@ for _n in (0, 1, 2):
                                   0.0, (1, 2, 3))
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# functions defined on one side of the point: name -> (f, exact, point, orders, points)
+ONE_SIDED = {
+    # (1 - x^2) P' = ... is 0/0 at x = +-1; P_3 is a polynomial (P_2's third derivative 0 needs
+    # hyp2f1's z-derivative to be 0 where a b = 0, also at z = 1)
+    "lpmv_m0_at_1": (lambda x: sp.lpmv(0, 3.0, x), lambda t: mp.legendre(3, t), 1.0, (1, 2, 3),
+                     [1.0, 0.999, 0.7]),
+    "lpmv_m0_at_-1": (lambda x: sp.lpmv(0, 2.0, x), lambda t: mp.legendre(2, t), -1.0, (1, 2, 3),
+                      [-1.0, -0.999, -0.7]),
+    # ellipkm1(p) = K(1 - p): the general branch divided by 1 - p at p = 1
+    "ellipkm1_at_1": (sp.ellipkm1, lambda t: mp.ellipk(1 - t), 1.0, (1, 2, 3),
+                      [1.0, 1.0005, 0.9995, 0.99, 1.2]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES) + list(ONE_SIDED))
 def test_higher_derivatives_at_and_beside_the_point(name):
+    if name in ONE_SIDED:
+        f, exact, at, orders, points = ONE_SIDED[name]
+        for x in points:  # mpmath's differences from the side where f is defined
+            for n in orders:
+                side = 1 if x <= at and at < 0 else (-1 if x >= at > 0 else 0)
+                want = float(mp.re(mp.diff(exact, mp.mpf(x), n, direction=side)))
+                got = nth_grad(f, n)(float(x))
+                assert got == pytest.approx(want, rel=1e-8, abs=1e-10), (x, n, got, want)
+        return
     f, exact, at, orders = CASES[name]
     assert_orders(f, exact, [at, at + 1e-3, at - 0.2, at + 0.3, at + 0.7], orders)
 
@@ -172,3 +195,13 @@ def test_norms_have_gradient_zero_at_zero(ord):
     check_grads(lambda x: np.linalg.norm(x, ord, axis=axis), (x[1:],))
     check_grads(lambda x: np.linalg.norm(x, ord, axis=axis, keepdims=True),
                 (x[1:].astype(np.float32),))
+
+
+def test_series_branches_keep_higher_derivatives_accurate_past_their_radius():
+    """exprel's and inv_boxcox's rules switch from a series to a formula that
+    cancels near 0: their second and third derivatives just past the switch
+    were off by ~1e-10 (radius 0.01, six terms)."""
+    points = [0.0, 0.009, 0.011, 0.03, 0.19, 0.21, -0.5]
+    assert_orders(sp.exprel, lambda t: mp.hyp1f1(1, 2, t), points, (1, 2, 3), rel=1e-12)
+    assert_orders(lambda lam: sp.inv_boxcox(1.4, lam),
+                  lambda lam: mp.exp(mp.log1p(lam * 1.4) / lam), points[1:], (1, 2, 3), rel=1e-11)

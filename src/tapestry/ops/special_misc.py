@@ -141,8 +141,11 @@ def _exponential_integrals():
 
 
 # K(m) = pi/2 sum a_n m^n, a_n = ((2n)! / (4^n n!^2))^2; E(m) = pi/2 sum a_n m^n / (1 - 2n)
-_DK = tuple(math.pi / 2 * c for c in (1 / 4, 9 / 32, 75 / 256, 1225 / 4096))
-_DE = tuple(math.pi / 2 * c for c in (-1 / 4, -3 / 32, -15 / 256, -175 / 4096))
+# K' = pi/2 sum n a_n m^(n-1), E' = pi/2 sum n a_n m^(n-1) / (1 - 2n): ten terms, so
+# that third derivatives are exact too within the series' radius
+_A = tuple((math.comb(2 * n, n) / 4 ** n) ** 2 for n in range(1, 11))
+_DK = tuple(math.pi / 2 * n * a for n, a in enumerate(_A, 1))
+_DE = tuple(math.pi / 2 * n * a / (1 - 2 * n) for n, a in enumerate(_A, 1))
 
 
 def d_ellipk(m):
@@ -163,10 +166,11 @@ def d_ellipe(m):
 def _elliptic():
     define(sp.ellipk, lambda g, ans, m: g * d_ellipk(m))
     define(sp.ellipe, lambda g, ans, m: g * d_ellipe(m))
-    # ellipkm1(p) = K(1 - p): -K'(1-p), with K(1-p) read from the result
-    define(sp.ellipkm1, lambda g, ans, p: -g * np.where(
-        p > 1 - 1e-3, d_ellipk(1 - p),
-        (sp.ellipe(1 - p) - p * ans) / (2 * safe(p, p > 1 - 1e-3, 0.5) * (1 - p))))
+    # ellipkm1(p) = K(1 - p): -K'(1-p), K's series near p = 1 (m = 0); the general
+    # branch sees p = 0.5 there (1 - p in its denominator: NaN second derivatives)
+    define(sp.ellipkm1, lambda g, ans, p: -g * near_point(
+        p, 1.0, 1e-3, lambda t: d_ellipk(1 - t),
+        lambda t: (sp.ellipe(1 - t) - t * sp.ellipkm1(t)) / (2 * t * (1 - t)), fill=0.5))
     define(sp.ellipkinc, *_incomplete_elliptic(kind=1))
     define(sp.ellipeinc, *_incomplete_elliptic(kind=2))
     # ellipj(u, m) = (sn, cn, dn, am): sn' = cn dn, cn' = -sn dn, dn' = -m sn cn, am' = dn
