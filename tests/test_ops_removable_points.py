@@ -205,3 +205,38 @@ def test_series_branches_keep_higher_derivatives_accurate_past_their_radius():
     assert_orders(sp.exprel, lambda t: mp.hyp1f1(1, 2, t), points, (1, 2, 3), rel=1e-12)
     assert_orders(lambda lam: sp.inv_boxcox(1.4, lam),
                   lambda lam: mp.exp(mp.log1p(lam * 1.4) / lam), points[1:], (1, 2, 3), rel=1e-11)
+
+
+# --- a pole of a Gamma function in the denominator: value 0, derivative finite -------------
+def _rbinom(n, k):
+    return mp.gamma(n + 1) * mp.rgamma(k + 1) * mp.rgamma(n - k + 1)
+
+
+@pytest.mark.parametrize("f, exact, points", [
+    (lambda k: sp.binom(3.3, k), lambda k: _rbinom(3.3, k), [-1.0, -2.0, 5.3, 0.7]),
+    (lambda n: sp.binom(n, 4.3), lambda n: _rbinom(n, 4.3), [3.3, 2.3, 6.0]),
+    (lambda z: sp.poch(z, 1.7), lambda z: mp.gamma(z + 1.7) * mp.rgamma(z), [0.0, -1.0, 0.6]),
+    (lambda a: sp.beta(a, 1.5), lambda a: mp.gamma(a) * mp.gamma(1.5) * mp.rgamma(a + 1.5),
+     [-1.5, -2.5, 0.7]),
+], ids=["binom_k", "binom_n", "poch_z", "beta_a"])
+def test_gamma_ratios_at_a_pole_of_the_denominator(f, exact, points):
+    """binom, poch and beta are 0 where a Gamma in their denominator has a pole;
+    value * (psi - psi) was 0 * inf there."""
+    assert_orders(f, exact, points, (1, 2), rel=1e-8)
+
+
+def test_tklmbda_is_flat_outside_its_support():
+    """For lambda > 0 the support is [-1/lambda, 1/lambda]: outside, the CDF is 0
+    or 1 in a neighbourhood, so both derivatives are 0 (d/dx was 1/Q'(1) = 1)."""
+    for x in (0.8, -0.8):
+        assert tp.grad(sp.tklmbda, argnums=(0, 1))(x, 2.0) == (0.0, 0.0)
+    check_grads(sp.tklmbda, (np.array([0.2, -0.3]), np.array([2.0, 0.4])))
+
+
+def test_chndtrinc_has_no_derivative_where_it_has_no_solution():
+    """p above chndtr(x, k, 0): no nc >= 0 solves chndtr(x, k, nc) = p and SciPy
+    returns a bound; the implicit-function derivative there was a made-up number."""
+    assert sp.chndtr(0.5, 2.0, 0.0) < 0.9
+    assert np.isnan(tp.grad(lambda p: sp.chndtrinc(0.5, 2.0, p))(0.9))
+    assert np.isnan(tp.grad(lambda x: sp.chndtrinc(x, 2.0, 0.9))(0.5))
+    assert np.isfinite(tp.grad(lambda p: sp.chndtrinc(5.0, 2.0, p))(0.4))
