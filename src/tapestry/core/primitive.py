@@ -218,7 +218,7 @@ class Primitive:
                 parents, active = (a._index, b._index), (0, 1)
                 rules = self._rules01 or self._rules_of(active)
             else:
-                if b.__class__ is not np.ndarray and isinstance(b, _MASKED):
+                if b.__class__ not in _UNMASKED and isinstance(b, _MASKED):
                     refuse_masked(b, self.name)
                 ta, raw = a._tape, (a._value, b)
                 parents, active = (a._index,), (0,)
@@ -226,7 +226,7 @@ class Primitive:
         elif b.__class__ is Var:
             if a.__class__ is complex:  # complex.__mul__(np.float64) gives a Python complex
                 a = np.complex128(a)
-            elif a.__class__ is not np.ndarray and isinstance(a, _MASKED):
+            elif a.__class__ not in _UNMASKED and isinstance(a, _MASKED):
                 refuse_masked(a, self.name)
             ta, raw = b._tape, (a, b._value)
             parents, active = (b._index,), (1,)
@@ -280,6 +280,8 @@ class Primitive:
 _NO_KWARGS = {}
 #: Masked arrays: values that skip masked entries, derivatives that would not.
 _MASKED = np.ma.MaskedArray
+#: Constant types checked without isinstance on the hot path.
+_UNMASKED = frozenset({float, int, np.ndarray, np.float64, np.float32})
 
 
 def _dispatches(fun):
