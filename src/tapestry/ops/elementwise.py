@@ -36,11 +36,39 @@ def is_complex(x):
     return isinstance(x, complex) if dt is None else dt.kind == "c"
 
 
-def _over_nonzero(num, den):
-    """``num / den`` where ``den != 0`` and 0 where it is (real ``den``):
-    the least-norm subgradient of abs/angle/sign at the origin."""
+def _where_nonzero(num, den):
+    """``num / den`` where ``den != 0`` and 0 where it is (real ``den``)."""
     zero = den == 0
     return np.where(zero, 0.0, num / np.where(zero, 1.0, den))
+
+
+def _nan_at_zero(den, coefficient):
+    """``coefficient(safe den)``, NaN where ``den == 0``: the derivative of a
+    subgradient choice at the origin, which does not exist.  ``hypot(x, y)**2``
+    has second derivative 2 at 0, but hypot's gradient x / hypot has no
+    derivative there, and the cotangent reaching it (2 hypot = 0) would hide
+    the 0 * inf: NaN whatever the cotangent, not a silent 0.  The rules
+    multiply ``g`` by it, so forward mode's transposition keeps the NaN."""
+    bad = unwrap_all(den) == 0
+    if not np.any(bad):
+        return coefficient(den)
+    return np.where(bad, np.nan, coefficient(np.where(bad, 1.0, den)))
+
+
+def _ratio_num_rule(g, ans, num, den):
+    return unbroadcast(g * _nan_at_zero(den, lambda d: 1 / d), shape_of(num))
+
+
+def _ratio_den_rule(g, ans, num, den):
+    return unbroadcast(-g * _nan_at_zero(den, lambda d: num / (d * d)), shape_of(den))
+
+
+#: ``num / den``, 0 where ``den == 0`` (real ``den``): the least-norm subgradient
+#: of abs, angle, hypot and the norms at the origin.  A primitive so that its own
+#: derivative there is NaN (see ``_undefined_at_zero``) rather than the 0 of
+#: ``np.where``'s constant branch.
+_over_nonzero = Primitive(_where_nonzero, "gradient of a norm-like function",
+                          vjps=(_ratio_num_rule, _ratio_den_rule))
 
 
 def unbroadcasting(rule, i):
@@ -301,7 +329,7 @@ def sign(x, **kwargs):
     if kwargs:
         raise NotImplementedError(f"tapestry: np.sign(..., {', '.join(kwargs)}=...) of a "
                                   "complex traced array is not supported; drop the keywords.")
-    return _over_nonzero(x, np.abs(x))
+    return _where_nonzero(x, np.abs(x))
 
 
 # --- casts and scans --------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ..core import batching
 from ..core.primitive import KEEP_OTHER, Primitive, implements, unbroadcast
 from ..core.var import reject_out, unwrap_all
 from .complex import imag_part, match_input, modulus, real_cotangent, real_part
+from .elementwise import _over_nonzero
 from .linalg_common import _H, _T, _fold_triangle, _gaps
 from .shape import diagonal
 
@@ -454,10 +455,8 @@ def _l2_vjp(g, ans, x, axis, keepdims):
     least norm)."""
     from .reductions import _kept_shape, expand_reduced
     n = np.reshape(ans, _kept_shape(np.shape(x), axis))
-    safe = np.where(n == 0, 1.0, n)
     xc = np.conjugate(x) if np.iscomplexobj(x) else x
-    return expand_reduced(real_cotangent(g), np.shape(x), axis, keepdims) * \
-        np.where(n == 0, 0.0, xc / safe)
+    return expand_reduced(real_cotangent(g), np.shape(x), axis, keepdims) * _over_nonzero(xc, n)
 
 
 _l2 = Primitive(_l2_fwd, "linalg.norm", vjps=(_l2_vjp,))
