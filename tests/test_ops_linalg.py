@@ -493,3 +493,8 @@ def test_det_third_derivative_at_an_invertible_matrix():
 def test_slogdet_at_a_singular_matrix_is_refused_by_name():
     with pytest.raises(np.linalg.LinAlgError, match="slogdet has no derivative at a singular"):
         tp.grad(lambda a: np.linalg.slogdet(a)[1])(np.diag([1.0, 0.0]))
+
+
+def test_det_third_derivative_at_a_singular_matrix_is_refused_by_name():
+    with pytest.raises(np.linalg.LinAlgError, match="third and higher derivatives of np.linalg.det"):
+        tp.jacobian(tp.hessian(np.linalg.det))(np.diag([1.0, 0.0]))

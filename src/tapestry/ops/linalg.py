@@ -339,7 +339,14 @@ def _cofactor_vjp(g, ans, a):
 
 
 def _cofactor_vjp_traced(g, a):
-    inv_t = _T(np.linalg.inv(a))
+    try:
+        inv_t = _T(np.linalg.inv(a))
+    except np.linalg.LinAlgError as e:
+        raise np.linalg.LinAlgError(
+            "tapestry: third and higher derivatives of np.linalg.det are computed "
+            "through inv, which fails at this singular matrix (first and second "
+            "derivatives are exact there). Perturb the matrix, or write det as a "
+            "polynomial in the entries for small matrices.") from e
     pair = np.sum(g * inv_t, axis=(-2, -1), keepdims=True)
     det = np.expand_dims(np.linalg.det(a), (-1, -2))
     return det * (pair * inv_t - inv_t @ _T(g) @ inv_t)
