@@ -509,11 +509,28 @@ def _vector_norm(x, ord, axis, keepdims):
         raise ValueError(f"tapestry: invalid norm order {ord!r} for vectors.")
     if ord < 0:
         return np.sum(ax ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    if ord >= 1 and not np.iscomplexobj(x):
+        return _pnorm(x, float(ord), axis, keepdims)
     # gradient 0 at x = 0, as the other norms (sum(|x|^p)^(1/p) alone gives 0 * inf)
     zero = np.all(unwrap_all(x) == 0, axis=axis, keepdims=True)
     ax = np.where(zero, 1.0, ax)
     out = np.where(zero, 0.0, np.sum(ax ** ord, axis=axis, keepdims=True) ** (1.0 / ord))
     return out if keepdims else np.squeeze(out, axis)
+
+
+def _pnorm_vjp(g, ans, x, p, axis, keepdims):
+    """d ||x||_p = sign(x) (|x| / ||x||_p)^(p-1) dx: 0 at x = 0, as the other
+    norms, with |x| / ||x||_p the ratio whose own derivative is NaN there (the
+    p-norm has no second derivative at 0)."""
+    from .reductions import _kept_shape, expand_reduced
+    n = np.reshape(ans, _kept_shape(np.shape(x), axis))
+    return expand_reduced(g, np.shape(x), axis, keepdims) * np.sign(x) * \
+        _over_nonzero(np.abs(x), n) ** (p - 1)
+
+
+_pnorm = Primitive(lambda x, p, axis, keepdims: np.sum(np.abs(x) ** p, axis=axis,
+                                                       keepdims=keepdims) ** (1.0 / p),
+                   "linalg.norm", vjps=(_pnorm_vjp,))
 
 
 def _matrix_norm(x, ord, axis, keepdims):
