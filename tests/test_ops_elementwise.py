@@ -334,3 +334,15 @@ def test_ufunc_where_is_refused_with_the_np_where_spelling(with_out):
     g = tp.grad(lambda x: np.sum(np.where(mask, np.log(np.where(mask, x, 1.0)), 0.0)))(x)
     assert np.array_equal(g, np.where(mask, 1 / x, 0.0))
     check_grads(lambda x: np.sin(x, where=True), (x,))  # the default mask: every entry
+
+
+@pytest.mark.parametrize("power", [np.power, np.float_power])
+def test_power_mixed_second_derivative_at_zero_exponent(power):
+    """d/dy d/dx x**y = x**(y-1) (1 + y log x): 1/x at y = 0.  The rule's guard
+    against 0 * inf at x = y = 0 froze the exponent for every x at y = 0,
+    which gave x there (and an asymmetric Hessian)."""
+    h = tp.hessian(lambda v: power(v[0], v[1]))(np.array([2.0, 0.0]))
+    assert np.allclose(h, [[0.0, 0.5], [0.5, np.log(2.0) ** 2]])
+    assert tp.grad(lambda v: power(v[0], v[1]))(np.array([0.0, 0.0])).tolist() == [0.0, 0.0]
+    check_grads(lambda x, y: power(x, y), (np.array([2.0, 0.5, 1.5]), np.array([0.0, 0.0, 1.3])),
+                order=2)

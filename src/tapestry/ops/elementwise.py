@@ -127,7 +127,10 @@ defunary(np.conjugate, lambda g, ans, x: np.conjugate(g))
 
 
 def _pow_x(g, ans, x, y):
-    """d/dx x**y = y x**(y-1); 0 for y == 0 (not 0 * inf at x == 0).
+    """d/dx x**y = y x**(y-1); 0 for y == 0 at x == 0 (not 0 * inf).  Only
+    that point is guarded: elsewhere y x**(y-1) stays an expression in y, so
+    the mixed derivative d/dy (y x**(y-1)) = 1/x at y = 0 is right (a guard
+    on y == 0 alone made the exponent a constant there and gave x).
 
     Scalar exponents are written so that NumPy reuses the temporaries
     (``g * x * 2`` allocates one array; ``x**2`` is the common case)."""
@@ -139,7 +142,7 @@ def _pow_x(g, ans, x, y):
         if y == 0:
             return g * 0.0
         return g * x ** (y - 1) * y
-    return g * y * x ** np.where(y == 0, 1, y - 1)
+    return g * y * x ** np.where((y == 0) & (x == 0), 1, y - 1)
 
 
 def _pow_y(g, ans, x, y):
