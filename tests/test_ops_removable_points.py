@@ -258,3 +258,13 @@ def test_second_derivative_through_a_norm_at_zero_is_nan_not_a_silent_zero(f, x)
     assert np.all(np.isnan(tp.jacobian(tp.grad(f))(x)))
     assert np.array_equal(tp.grad(f)(x), np.zeros_like(x))  # the first derivative stays 0
     check_grads(f, (np.array([0.3, -0.5, 1.1][:len(x)]),), order=2)
+
+
+def test_elliprc_principal_value_for_negative_y():
+    """SciPy's R_C(x, y) for y < 0 is Cauchy's principal value, finite and
+    differentiable; the rules' R_D of negative arguments gave NaN there."""
+    for x, y in [(1.0, -1.0), (0.5, -2.0), (2.0, -0.3), (1.0, 2.0)]:
+        gx, gy = tp.grad(sp.elliprc, argnums=(0, 1))(x, y)
+        assert gx == pytest.approx(float(mp.diff(lambda t: mp.elliprc(t, y), x)), rel=1e-9)
+        assert gy == pytest.approx(float(mp.re(mp.diff(lambda t: mp.elliprc(x, t), y))), rel=1e-9)
+    check_grads(sp.elliprc, (np.array([[1.0], [0.5]]), np.array([-1.0, 2.0, -0.3])))

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..core.var import unwrap_all
 from .common import near_point
 from .elementwise import _pow_x as pow_x, _pow_y as pow_y
 from .special_common import (SQRT_2PI, SQRT_PI, define, exprel_d1, log1p_over_d1, outputs,
@@ -184,8 +185,8 @@ def _elliptic():
     define(sp.elliprf, lambda g, ans, x, y, z: -g * sp.elliprd(y, z, x) / 6,
            lambda g, ans, x, y, z: -g * sp.elliprd(z, x, y) / 6,
            lambda g, ans, x, y, z: -g * sp.elliprd(x, y, z) / 6)
-    define(sp.elliprc, lambda g, ans, x, y: -g * sp.elliprd(y, y, x) / 6,
-           lambda g, ans, x, y: -g * sp.elliprd(x, y, y) / 3)
+    define(sp.elliprc, lambda g, ans, x, y: g * _elliprc_d(x, y)[0],
+           lambda g, ans, x, y: g * _elliprc_d(x, y)[1])
     # dR_G/dz = (R_F(x, y, z) - z R_D(x, y, z) / 3) / 4 (and symmetrically)
     define(sp.elliprg,
            lambda g, ans, x, y, z: g * (sp.elliprf(x, y, z) - x * sp.elliprd(y, z, x) / 3) / 4,
@@ -201,6 +202,26 @@ def _elliptic():
             return g * ans * (1 / s - sign * 4 * k * other * d_ellipk(m) / (sp.ellipk(m) * s * s))
         return agm_pullback
     define(sp.agm, agm_rule(1), agm_rule(-1))
+
+
+def _elliprc_d(x, y):
+    """(dR_C/dx, dR_C/dy).  For y > 0: -R_D(y, y, x)/6 and -R_D(x, y, y)/3.  For
+    y < 0, SciPy's value is Cauchy's principal value, R_C(x, y) = s R_C(u, w)
+    with u = x - y, w = -y, s = sqrt(x/u) (DLMF 19.2.20), where R_D of negative
+    arguments is NaN: the derivatives of that identity, by the y > 0 rules."""
+    neg = np.real(unwrap_all(y)) < 0
+    yp = np.where(neg, 1.0, y)
+    dx_pos, dy_pos = -sp.elliprd(yp, yp, x) / 6, -sp.elliprd(x, yp, yp) / 3
+    if not np.any(neg):
+        return dx_pos, dy_pos
+    xn, yn = np.where(neg, x, 1.0), np.where(neg, y, -1.0)
+    u, w = xn - yn, -yn
+    s = np.sqrt(xn / u)
+    rc, d1 = sp.elliprc(u, w), -sp.elliprd(w, w, u) / 6  # d1: dR_C(u, w)/du
+    d2 = -sp.elliprd(u, w, w) / 3                          # dR_C(u, w)/dw
+    dx_neg = w / (2 * s * u * u) * rc + s * d1
+    dy_neg = xn / (2 * s * u * u) * rc - s * (d1 + d2)
+    return np.where(neg, dx_neg, dx_pos), np.where(neg, dy_neg, dy_pos)
 
 
 def _incomplete_elliptic(kind):
