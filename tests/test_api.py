@@ -379,3 +379,40 @@ def test_unregistered_class_leaf_points_to_tree_util():
         pass
     with pytest.raises(TypeError, match="register_pytree_node"):
         tp.grad(lambda p: 1.0)(Params())
+
+
+_MASKED = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+
+
+@pytest.mark.parametrize("transform", [
+    lambda f, m: tp.grad(f)(m),
+    lambda f, m: tp.value_and_grad(f)(m),
+    lambda f, m: tp.vjp(f, m),
+    lambda f, m: tp.jvp(f, (m,), (np.ones(3),)),
+    lambda f, m: tp.jacfwd(f)(m),
+    lambda f, m: tp.jacobian(f)(m),
+    lambda f, m: tp.hessian(f)(m),
+    lambda f, m: tp.grad(lambda d: f(d["w"]))({"w": m}),  # a pytree leaf
+], ids=["grad", "value_and_grad", "vjp", "jvp", "jacfwd", "jacobian", "hessian", "tree"])
+def test_masked_array_input_is_refused_clearly(transform):
+    # np.mean of [1, --, 3] is 2 but its gradient gave the masked entry 1/3.
+    with pytest.raises(TypeError, match=r"masked array.*filled"):
+        transform(np.mean, _MASKED)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x * _MASKED),
+    lambda x: np.sum(_MASKED * x),
+    lambda x: np.sum(x @ np.ma.masked_array(np.eye(3), mask=np.eye(3) == 0)),
+    lambda x: np.dot(x, _MASKED),  # NumPy's value ignores the mask here
+    lambda x: np.sum(np.concatenate([x, _MASKED])),
+    lambda x: np.average(x, weights=_MASKED),
+    lambda x: np.sum(np.ma.masked_where(x > 1.5, x)),
+    lambda x: np.ma.sum(np.ma.masked_array(x, mask=[0, 1, 0])),
+    lambda x: np.sum(tp.parallel_map(lambda xi, m: xi * m, list(x), _MASKED)),
+], ids=["x*m", "m*x", "matmul", "dot", "concatenate", "average", "masked_where",
+        "ma.sum", "parallel_map"])
+def test_masked_array_met_inside_the_function_is_refused(f):
+    x = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"masked array|np\.ma"):
+        tp.grad(f)(x)

@@ -294,3 +294,55 @@ def test_power_of_negative_real_base_with_complex_exponent(ufunc):
 
 # complex-only rules swept above (real/imag: test_ops_shape.py's SWEPT)
 SWEPT |= {np.angle, np.sign, np.real_if_close}
+
+
+# --- Python's divmod and round, ufunc where= ------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_builtin_divmod_on_traced_values(dtype):
+    """divmod(x, y) = (x // y, x % y): the quotient is piecewise constant, the
+    remainder has derivative 1 in x and -floor(x / y) in y."""
+    x = np.array([1.3, 2.6, -0.45, 4.9], dtype)  # away from the jumps of x % y
+    y = np.array([0.7, -0.9, 0.4, 1.7], dtype)
+    check_grads(lambda x, y: divmod(x, y)[1], (x, y))
+    check_grads(lambda y: divmod(2.5, y)[1], (y,))  # __rdivmod__
+    check_grads(lambda x: divmod(x, 0.7)[1], (np.array(1.3, dtype),))  # 0-d
+    gx, gy = tp.grad(lambda x, y: np.sum(divmod(x, y)[1]), argnums=(0, 1))(x, y)
+    assert np.array_equal(gx, np.ones_like(x)) and np.allclose(gy, -np.floor(x / y))
+    q = []
+    tp.grad(lambda x: (q.append(divmod(x, y)[0]), np.sum(x))[1])(x)
+    assert type(q[0]) is np.ndarray and np.array_equal(q[0], x // y)  # a constant
+
+
+@pytest.mark.parametrize("rnd", [
+    lambda x: round(x[0]) * x[1], lambda x: round(x[0], 1) * x[1],
+    lambda x: np.sum(np.round(x) * x), lambda x: np.sum(np.around(x, 1) * x),
+    lambda x: np.sum(x.round() * x),
+], ids=["round", "round_ndigits", "np.round", "np.around", "method"])
+def test_round_is_piecewise_constant(rnd):
+    x = np.array([1.26, 2.71, -0.4])
+    check_grads(rnd, (x,))
+
+
+@pytest.mark.parametrize("with_out", [False, True])
+def test_ufunc_where_is_refused_with_the_np_where_spelling(with_out):
+    x = np.array([1.0, -2.0, 3.0])
+    mask = x > 0
+    kw = {"out": np.zeros(3)} if with_out else {}
+    with pytest.raises(TypeError, match=r"np\.log\(\.\.\., where=\.\.\.\).*np\.where\(mask"):
+        tp.grad(lambda x: np.sum(np.log(x, where=mask, **kw)))(x)
+    # the suggested spelling differentiates, with derivative 0 where masked
+    g = tp.grad(lambda x: np.sum(np.where(mask, np.log(np.where(mask, x, 1.0)), 0.0)))(x)
+    assert np.array_equal(g, np.where(mask, 1 / x, 0.0))
+    check_grads(lambda x: np.sin(x, where=True), (x,))  # the default mask: every entry
+
+
+@pytest.mark.parametrize("power", [np.power, np.float_power])
+def test_power_mixed_second_derivative_at_zero_exponent(power):
+    """d/dy d/dx x**y = x**(y-1) (1 + y log x): 1/x at y = 0.  The rule's guard
+    against 0 * inf at x = y = 0 froze the exponent for every x at y = 0,
+    which gave x there (and an asymmetric Hessian)."""
+    h = tp.hessian(lambda v: power(v[0], v[1]))(np.array([2.0, 0.0]))
+    assert np.allclose(h, [[0.0, 0.5], [0.5, np.log(2.0) ** 2]])
+    assert tp.grad(lambda v: power(v[0], v[1]))(np.array([0.0, 0.0])).tolist() == [0.0, 0.0]
+    check_grads(lambda x, y: power(x, y), (np.array([2.0, 0.5, 1.5]), np.array([0.0, 0.0, 1.3])),
+                order=2)

@@ -418,3 +418,83 @@ SWEPT |= {np.linalg.cond, np.linalg.eig, np.linalg.eigvals, np.linalg.lstsq,
           np.linalg.matrix_norm, np.linalg.matrix_power, np.linalg.pinv, np.linalg.qr,
           np.linalg.svd, np.linalg.svdvals, np.linalg.tensorinv, np.linalg.tensorsolve,
           np.linalg.vector_norm}
+
+
+# --- det's second derivative at and near singular matrices -------------------------------
+def _det_hessian_by_minors(a):
+    """d^2 det / da_ij da_kl = (-1)^(i+j+k'+l') det(a without rows i, k and
+    columns j, l), with k', l' the positions of k, l once row i and column j
+    are gone (0 when i = k or j = l): the analytic value, by brute force."""
+    n = a.shape[0]
+    h = np.zeros((n,) * 4, a.dtype)
+    for i, j, k, l in np.ndindex(n, n, n, n):
+        if k == i or l == j:
+            continue
+        rows = [r for r in range(n) if r not in (i, k)]
+        cols = [c for c in range(n) if c not in (j, l)]
+        minor = np.linalg.det(a[np.ix_(rows, cols)]) if rows else 1.0
+        h[i, j, k, l] = (-1) ** (i + j + k - (k > i) + l - (l > j)) * minor
+    return h
+
+
+def _with_singular_values(s, seed):
+    rng = np.random.default_rng(seed)
+    n = len(s)
+    u = np.linalg.qr(rng.normal(size=(n, n)))[0]
+    v = np.linalg.qr(rng.normal(size=(n, n)))[0]
+    return (u * np.asarray(s, float)) @ v.T
+
+
+@pytest.mark.parametrize("s", [
+    [2.0, 1.0, 0.5, 0.0],          # rank n-1
+    [2.0, 1.0, 0.0, 0.0],          # rank n-2
+    [1.5, 0.0, 0.0, 0.0],          # rank n-3: the Hessian is 0
+    [2.0, 1.3, 0.7, 2.0 / 5e13],   # condition number 5e13
+    [1.0, 0.0], [0.0], [3.0],
+], ids=["rank-1", "rank-2", "rank-3", "cond5e13", "2x2-rank1", "1x1-zero", "1x1"])
+def test_det_hessian_exact_at_singular_matrices(s):
+    a = _with_singular_values(s, seed=len(s))
+    exact = _det_hessian_by_minors(a)
+    assert np.allclose(tp.hessian(np.linalg.det)(a), exact, rtol=0, atol=1e-13)
+    # forward over reverse reads the same rule
+    assert np.allclose(tp.jacfwd(tp.grad(np.linalg.det))(a), exact, rtol=0, atol=1e-13)
+
+
+def test_det_hessian_matches_jax_at_singular_matrices():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    for s in ([2.0, 1.0, 0.0], [2.0, 1.0, 0.5, 0.0], [2.0, 1.3, 0.7, 2.0 / 5e13]):
+        a = _with_singular_values(s, seed=7)
+        ours = tp.hessian(np.linalg.det)(a)
+        assert np.allclose(ours, np.asarray(jax.hessian(jax.numpy.linalg.det)(a)), atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_det_second_order_check_grads_batched_and_singular(dtype):
+    a = np.stack([_with_singular_values([2.0, 1.0, 0.0], 3),
+                  _with_singular_values([1.0, 0.0, 0.0], 4)])
+    if dtype == np.complex128:
+        a = a + 1j * _with_singular_values([1.0, 0.5, 0.2], 5)
+        check_cgrads(lambda a: np.linalg.det(a), [a], order=2)
+    else:
+        check_grads(lambda a: np.linalg.det(a), (a.astype(dtype),), order=2)
+        assert tp.hessian(lambda a: np.linalg.det(a))(a[0].astype(dtype)).dtype == dtype
+
+
+def test_det_third_derivative_at_an_invertible_matrix():
+    a = _with_singular_values([2.0, 1.0, 0.5], 9)
+    third = tp.jacobian(tp.hessian(np.linalg.det))(a)
+    eps, e = 1e-6, np.zeros((3, 3))
+    e[0, 1] = 1.0
+    fd = (tp.hessian(np.linalg.det)(a + eps * e) - tp.hessian(np.linalg.det)(a - eps * e)) / (2 * eps)
+    assert np.allclose(third[..., 0, 1], fd, atol=1e-7)
+
+
+def test_slogdet_at_a_singular_matrix_is_refused_by_name():
+    with pytest.raises(np.linalg.LinAlgError, match="slogdet has no derivative at a singular"):
+        tp.grad(lambda a: np.linalg.slogdet(a)[1])(np.diag([1.0, 0.0]))
+
+
+def test_det_third_derivative_at_a_singular_matrix_is_refused_by_name():
+    with pytest.raises(np.linalg.LinAlgError, match="third and higher derivatives of np.linalg.det"):
+        tp.jacobian(tp.hessian(np.linalg.det))(np.diag([1.0, 0.0]))

@@ -23,7 +23,7 @@ from .batching import shape_of  # noqa: F401  (rule modules import it from here)
 from .backward import Negated
 from .batched import Batched, batched_above, batched_call, top_batch
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
-from .var import Var, innermost_tape
+from .var import Var, innermost_tape, refuse_masked
 
 
 
@@ -222,6 +222,8 @@ class Primitive:
                 parents, active = (a._index, b._index), (0, 1)
                 rules = self._rules01 or self._rules_of(active)
             else:
+                if b.__class__ not in _UNMASKED and isinstance(b, _MASKED):
+                    refuse_masked(b, self.name)
                 ta, raw = a._tape, (a._value, b)
                 if b.__class__ is Batched and b._trace.level > ta.level:
                     return batched_call(self, (a, b), _NO_KWARGS)
@@ -230,6 +232,8 @@ class Primitive:
         elif b.__class__ is Var:
             if a.__class__ is complex:  # complex.__mul__(np.float64) gives a Python complex
                 a = np.complex128(a)
+            elif a.__class__ not in _UNMASKED and isinstance(a, _MASKED):
+                refuse_masked(a, self.name)
             ta, raw = b._tape, (a, b._value)
             if a.__class__ is Batched and a._trace.level > ta.level:
                 return batched_call(self, (a, b), _NO_KWARGS)
@@ -265,6 +269,8 @@ class Primitive:
                 raw[i] = a._value
                 parents.append(a._index)
                 active.append(i)
+            elif isinstance(a, _MASKED):
+                refuse_masked(a, self.name)
         rules = self._rules_of(active)
         for k, v in kwargs.items():
             if v.__class__ is Var:
@@ -275,6 +281,8 @@ class Primitive:
             ans = self.fun(*raw, **kwargs)
         except (ValueError, TypeError) as e:
             raise _named(self, e) from e
+        if isinstance(ans, _MASKED):  # a masked constant inside a list argument
+            refuse_masked(ans, self.name)
         if self.n_outputs != 1:
             return record(top, ans, parents, rules, raw, kwargs, self.n_outputs, prim=self)
         kept = ans
@@ -284,6 +292,10 @@ class Primitive:
 
 
 _NO_KWARGS = {}
+#: Masked arrays: values that skip masked entries, derivatives that would not.
+_MASKED = np.ma.MaskedArray
+#: Constant types checked without isinstance on the hot path.
+_UNMASKED = frozenset({float, int, np.ndarray, np.float64, np.float32})
 
 
 def _dispatches(fun):

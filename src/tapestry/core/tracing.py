@@ -13,7 +13,7 @@ import numpy as np
 from .batched import Batched
 from .pytree import tree_flatten, tree_map
 from .tape import ClosedNodes, open_tape
-from .var import Var, new_leaf, unwrap_all
+from .var import MASKED_HELP, Var, new_leaf, unwrap_all
 
 
 def as_argnum(a, opname, argnums=None):
@@ -55,6 +55,8 @@ def normalize_argnums(argnums, nargs, opname):
 def check_leaf(x, opname, argnum):
     if type(x) is np.ndarray and x.dtype.kind in "fc":  # the common case
         return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"tapestry.{opname}: argument {argnum} {MASKED_HELP}")
     if isinstance(x, np.matrix):
         raise TypeError(f"tapestry.{opname}: argument {argnum} is an np.matrix, whose * "
                         "is a matrix product and whose reductions stay 2-D; pass "

@@ -22,6 +22,22 @@ _HELP_CONVERT = (
     "Converting it to a plain array would silently drop its gradient. "
     "Use tapestry.stop_gradient(x) if a constant is what you want.")
 
+#: Why masked arrays are refused, and what to do instead (shared by the
+#: input check of the transformations and by primitives that meet one as a
+#: constant beside a traced array).
+MASKED_HELP = (
+    "is a NumPy masked array (np.ma.MaskedArray): its values skip the masked "
+    "entries but a derivative would not (the gradient of np.mean over [1, --, 3] "
+    "would give the masked entry a share), so masked arrays are refused. Pass "
+    "plain data: m.filled(0) or m.compressed(), and express the mask as weights "
+    "(np.sum(np.where(mask, 0, x)) / np.sum(~mask), np.average(x, weights=~mask)).")
+
+
+def refuse_masked(x, opname):
+    """Raise if ``x`` is a masked array (a constant met by ``opname``)."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"tapestry: {opname} got an argument that {MASKED_HELP}")
+
 
 class Var:
     """A traced array.  ``_value`` may itself be a ``Var`` of an outer tape
@@ -66,7 +82,9 @@ class Var:
                         "use tapestry.numpy (tnp.logsumexp), tapestry.scipy.linalg "
                         "(for scipy.linalg), tapestry.scipy.special (polygamma, "
                         "multigammaln, logsumexp, softmax, spherical_jn) or "
-                        "tapestry.custom_vjp.")
+                        "tapestry.custom_vjp. np.ma's functions (masked arrays) "
+                        "convert their inputs too: compute on plain data and "
+                        "express the mask as weights, e.g. np.where(mask, 0, x).")
 
     def __format__(self, spec):
         if not spec:
@@ -137,6 +155,14 @@ class Var:
     def __rfloordiv__(self, o): return np.floor_divide(o, self)
     def __mod__(self, o): return np.remainder(self, o)
     def __rmod__(self, o): return np.remainder(o, self)
+    def __divmod__(self, o): return np.divmod(self, o)
+    def __rdivmod__(self, o): return np.divmod(o, self)
+
+    def __round__(self, ndigits=None):
+        # Piecewise constant (derivative 0 almost everywhere): a plain value,
+        # as np.round of a traced array.
+        x = unwrap_all(self)
+        return round(x) if ndigits is None else round(x, ndigits)
     def __lt__(self, o): return np.less(self, o)
     def __le__(self, o): return np.less_equal(self, o)
     def __gt__(self, o): return np.greater(self, o)
@@ -269,6 +295,10 @@ def _lookup_ufunc(ufunc):
 
 
 def dispatch_ufunc(ufunc, method, inputs, kwargs):
+    if "where" in kwargs and method == "__call__" and _traced(inputs):
+        if kwargs["where"] is not True:  # where=True is the default: every entry
+            _refuse_where(ufunc.__name__, "out" in kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k != "where"}
     out = kwargs.get("out")
     if out is not None:
         outs = out if isinstance(out, tuple) else (out,)
@@ -288,6 +318,19 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     owner = "np" if getattr(np, ufunc.__name__, None) is ufunc else "the ufunc"
     name = f"{owner}.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+def _refuse_where(name, with_out):
+    """``np.<name>(x, where=m)`` leaves the entries where ``m`` is False
+    uninitialized, or, with ``out=``, writes the others into ``out`` in
+    place: the result is ``out`` itself, which a traced value cannot be."""
+    what = ("writes into out= in place, and out stays a plain array"
+            if with_out else "leaves the entries where the mask is False uninitialized")
+    raise TypeError(
+        f"tapestry: np.{name}(..., where=...) on a traced array {what}; it cannot be "
+        f"differentiated. Write np.where(mask, np.{name}(np.where(mask, x, safe)), fill) "
+        "instead (safe: any input where the function is finite, so that the masked "
+        "entries' derivative stays 0).")
 
 
 def dispatch_function(func, args, kwargs):

@@ -54,3 +54,27 @@ def axis_slice(ndim, axis, s):
     key = [slice(None)] * ndim
     key[axis] = s
     return tuple(key)
+
+
+def series(u, coefficients):
+    """sum_k c_k u**k by Horner's rule (a traced ``u`` stays traced)."""
+    out = coefficients[-1]
+    for c in coefficients[-2::-1]:
+        out = out * u + c
+    return out
+
+
+def near_point(x, at, radius, near, away, fill=1.0, near_fill=None):
+    """``near(x)`` where ``|x - at| < radius``, ``away(x)`` elsewhere.
+
+    The rule of a function with a removable singularity at ``at`` (sinc's
+    ``(cos(pi x) - sinc(x)) / x`` at 0): ``near`` is a series, which is a
+    differentiable expression, so the rule's own derivatives -- the
+    function's higher derivatives -- are right at and near the point too;
+    ``np.where(x == at, limit, ...)`` would give a constant there, whose
+    derivative is 0.  Each branch is evaluated only on inputs where it is
+    finite (``near_fill``, by default ``at``, for ``near``; ``fill`` for
+    ``away``), so neither sends a NaN through ``np.where``'s derivative."""
+    small = np.abs(unwrap_all(x) - at) < radius
+    near_in = np.where(small, x, at if near_fill is None else near_fill)
+    return np.where(small, near(near_in), away(np.where(small, fill, x)))

@@ -18,6 +18,7 @@ named by tapestry, on complex inputs.
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEE
                               shape_of, unbroadcast)
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
 from ..core.batched import TRACED
-from .common import implements_if, plain_dtype
+from .common import implements_if, near_point, plain_dtype, series
 
 
 def is_complex(x):
@@ -36,11 +37,39 @@ def is_complex(x):
     return isinstance(x, complex) if dt is None else dt.kind == "c"
 
 
-def _over_nonzero(num, den):
-    """``num / den`` where ``den != 0`` and 0 where it is (real ``den``):
-    the least-norm subgradient of abs/angle/sign at the origin."""
+def _where_nonzero(num, den):
+    """``num / den`` where ``den != 0`` and 0 where it is (real ``den``)."""
     zero = den == 0
     return np.where(zero, 0.0, num / np.where(zero, 1.0, den))
+
+
+def _nan_at_zero(den, coefficient):
+    """``coefficient(safe den)``, NaN where ``den == 0``: the derivative of a
+    subgradient choice at the origin, which does not exist.  ``hypot(x, y)**2``
+    has second derivative 2 at 0, but hypot's gradient x / hypot has no
+    derivative there, and the cotangent reaching it (2 hypot = 0) would hide
+    the 0 * inf: NaN whatever the cotangent, not a silent 0.  The rules
+    multiply ``g`` by it, so forward mode's transposition keeps the NaN."""
+    bad = unwrap_all(den) == 0
+    if not np.any(bad):
+        return coefficient(den)
+    return np.where(bad, np.nan, coefficient(np.where(bad, 1.0, den)))
+
+
+def _ratio_num_rule(g, ans, num, den):
+    return unbroadcast(g * _nan_at_zero(den, lambda d: 1 / d), shape_of(num))
+
+
+def _ratio_den_rule(g, ans, num, den):
+    return unbroadcast(-g * _nan_at_zero(den, lambda d: num / (d * d)), shape_of(den))
+
+
+#: ``num / den``, 0 where ``den == 0`` (real ``den``): the least-norm subgradient
+#: of abs, angle, hypot and the norms at the origin.  A primitive so that its own
+#: derivative there is NaN (see ``_undefined_at_zero``) rather than the 0 of
+#: ``np.where``'s constant branch.
+_over_nonzero = Primitive(_where_nonzero, "gradient of a norm-like function",
+                          vjps=(_ratio_num_rule, _ratio_den_rule))
 
 
 def unbroadcasting(rule, i):
@@ -99,7 +128,10 @@ defunary(np.conjugate, lambda g, ans, x: np.conjugate(g))
 
 
 def _pow_x(g, ans, x, y):
-    """d/dx x**y = y x**(y-1); 0 for y == 0 (not 0 * inf at x == 0).
+    """d/dx x**y = y x**(y-1); 0 for y == 0 at x == 0 (not 0 * inf).  Only
+    that point is guarded: elsewhere y x**(y-1) stays an expression in y, so
+    the mixed derivative d/dy (y x**(y-1)) = 1/x at y = 0 is right (a guard
+    on y == 0 alone made the exponent a constant there and gave x).
 
     Scalar exponents are written so that NumPy reuses the temporaries
     (``g * x * 2`` allocates one array; ``x**2`` is the common case)."""
@@ -111,7 +143,7 @@ def _pow_x(g, ans, x, y):
         if y == 0:
             return g * 0.0
         return g * x ** (y - 1) * y
-    return g * y * x ** np.where(y == 0, 1, y - 1)
+    return g * y * x ** np.where((y == 0) & (x == 0), 1, y - 1)
 
 
 def _pow_y(g, ans, x, y):
@@ -166,9 +198,11 @@ defunary(np.degrees, lambda g, ans, x: g * (180 / np.pi))
 defbinary(np.arctan2,
           lambda g, ans, y, x: g * x / (x * x + y * y),
           lambda g, ans, y, x: -g * y / (x * x + y * y))
+# hypot(x, y) = ||(x, y)||: gradient (x, y) / hypot, and 0 at (0, 0), the
+# subgradient of least norm (as np.linalg.norm and abs; docs/ops.md).
 defbinary(np.hypot,
-          lambda g, ans, x, y: g * x / ans,
-          lambda g, ans, x, y: g * y / ans)
+          lambda g, ans, x, y: g * _over_nonzero(x, ans),
+          lambda g, ans, x, y: g * _over_nonzero(y, ans))
 
 # --- piecewise -----------------------------------------------------------------
 # abs'(0) = 0 (the subgradient of least norm); sign is piecewise constant on
@@ -272,10 +306,17 @@ _astype = Primitive(lambda x, dtype: x.astype(dtype), "astype", vjps=(_astype_ru
 implements("astype")(_astype)
 
 
+# sinc'(x) = sum_{k>=1} c_k x^(2k-1), c_k = (-1)^k 2k pi^(2k) / (2k+1)!: below
+# |x| = 1/4 the 12th term is under 1e-30, so the series is exact in double.
+_SINC_D1 = tuple((-1) ** k * 2 * k * math.pi ** (2 * k) / math.factorial(2 * k + 1)
+                 for k in range(1, 13))
+
+
 def _sinc_rule(g, ans, x):
-    """sinc(x) = sin(pi x) / (pi x);  sinc'(x) = (cos(pi x) - sinc(x)) / x, 0 at 0."""
-    safe = np.where(x == 0, 1.0, x)
-    return g * np.where(x == 0, 0.0, (np.cos(np.pi * x) - ans) / safe)
+    """sinc(x) = sin(pi x) / (pi x);  sinc'(x) = (cos(pi x) - sinc(x)) / x,
+    a series near 0 (sinc''(0) = -pi^2/3, and every order after it)."""
+    return g * near_point(x, 0.0, 0.25, lambda t: t * series(t * t, _SINC_D1),
+                          lambda t: (np.cos(np.pi * t) - np.sinc(t)) / t)
 
 
 _sinc = Primitive(np.sinc, "sinc", vjps=(_sinc_rule,))
@@ -292,7 +333,7 @@ def sign(x, **kwargs):
     if kwargs:
         raise NotImplementedError(f"tapestry: np.sign(..., {', '.join(kwargs)}=...) of a "
                                   "complex traced array is not supported; drop the keywords.")
-    return _over_nonzero(x, np.abs(x))
+    return _where_nonzero(x, np.abs(x))
 
 
 # --- casts and scans --------------------------------------------------------------------
@@ -363,11 +404,15 @@ def ldexp(x1, x2, **kwargs):
     return _ldexp(x1, x2)
 
 
+# i1(x) / x = sum_k (x^2/4)^k / (2 k! (k+1)!): for |x| < 1/2 the 10th term is under 1e-30.
+_I1_OVER_X = tuple(1 / (2 * math.factorial(k) * math.factorial(k + 1)) for k in range(10))
+
+
 def _i1_rule(g, ans, x):
-    """i1'(x) = i0(x) - i1(x) / x, which is 1/2 at 0."""
-    safe = np.where(unwrap_all(x) == 0, 1.0, x)
-    d = np.where(unwrap_all(x) == 0, 0.5, np.i0(x) - ans / safe)
-    return g * d
+    """i1'(x) = i0(x) - i1(x) / x, with i1(x) / x a series near 0 (i1'(0) =
+    1/2, and i1's higher derivatives there, i.e. np.i0's)."""
+    return g * (np.i0(x) - near_point(x, 0.0, 0.5, lambda t: series(t * t / 4, _I1_OVER_X),
+                                      lambda t: _i1(t) / t))
 
 
 def _i1_forward(x):

@@ -16,6 +16,7 @@ from ..core import batching
 from ..core.primitive import KEEP_OTHER, Primitive, implements, unbroadcast
 from ..core.var import reject_out, unwrap_all
 from .complex import imag_part, match_input, modulus, real_cotangent, real_part
+from .elementwise import _over_nonzero
 from .linalg_common import _H, _T, _fold_triangle, _gaps
 from .shape import diagonal
 
@@ -279,28 +280,85 @@ _inv = Primitive(np.linalg.inv, "linalg.inv",
                  vjps=(lambda g, ans, a: match_input(-(_T(ans) @ g @ _T(ans)), a),))
 implements(np.linalg.inv)(_inv)
 
-def _cofactor(a, det_a):
+def _svd_cofactor_parts(a):
+    """``(phase, conj(U), s, conj(Vᴴ))`` of ``a = U diag(s) Vᴴ``, where
+    ``phase = det(U) det(Vᴴ)``: in this basis det(a) = phase ∏ s and
+    a⁻ᵀ = conj(U) diag(1/s) conj(Vᴴ), so cofactors become products of
+    singular values, which need no inverse."""
+    u, s, vh = np.linalg.svd(a)
+    return np.linalg.det(u) * np.linalg.det(vh), np.conjugate(u), s, np.conjugate(vh)
+
+
+def _leave_two_out(s):
+    """``p[..., a, b] = ∏_{k ∉ {a, b}} s_k`` for ``a != b`` (0 on the
+    diagonal), from prefix, suffix and running products: no division, so
+    exact with any number of zero singular values."""
+    n = s.shape[-1]
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    prefix = np.concatenate([ones, np.cumprod(s[..., :-1], axis=-1)], axis=-1)  # ∏_{k<a}
+    suffix = np.flip(np.concatenate(
+        [ones, np.cumprod(np.flip(s[..., 1:], -1), axis=-1)], axis=-1), -1)  # ∏_{k>b}
+    later = np.arange(n) > np.arange(n)[:, None]  # k > a
+    run = np.cumprod(np.where(later, np.expand_dims(s, -2), 1), axis=-1)  # ∏_{a<k<=b}
+    inner = np.concatenate([np.ones(s.shape[:-1] + (n, 1), s.dtype), run[..., :-1]], axis=-1)
+    upper = np.expand_dims(prefix, -1) * inner * np.expand_dims(suffix, -2)  # valid for a < b
+    upper = np.where(later, upper, 0)
+    return upper + np.swapaxes(upper, -1, -2)
+
+
+def _cofactor_fwd(a):
     """cof(a) = det(a) a⁻ᵀ, the derivative of det, which exists at singular
-    matrices too.  A plain matrix takes it from the SVD a = U S Vᴴ:
-    cof(a) = det(U) det(Vᴴ) conj(U) diag(∏_{j≠i} s_j) conj(Vᴴ), no inverse;
-    a traced one (higher derivatives) from det(a) a⁻ᵀ, which is
-    differentiable."""
-    if type(a) is not np.ndarray:
-        return np.expand_dims(det_a, (-1, -2)) * _T(np.linalg.inv(a))
+    matrices too: phase conj(U) diag(∏_{j≠i} s_j) conj(Vᴴ), no inverse."""
     if a.shape[-1] == 0:
         return np.zeros_like(a)
-    u, s, vh = np.linalg.svd(a)
+    phase, u, s, vh = _svd_cofactor_parts(a)
     n = s.shape[-1]
     others = np.prod(np.where(np.eye(n, dtype=bool), 1, np.expand_dims(s, -2)), axis=-1)
-    phase = np.linalg.det(u) * np.linalg.det(vh)
-    cof = np.conjugate(u) * np.expand_dims(others, -2) @ np.conjugate(vh)
-    return np.expand_dims(phase, (-1, -2)) * cof
+    return np.expand_dims(phase, (-1, -2)) * (u * np.expand_dims(others, -2) @ vh)
 
 
-# d det(a) = tr(adj(a) da)  =>  ā = ḡ cof(a)  (= ḡ det(a) a⁻ᵀ where a is invertible)
+def _cofactor_vjp(g, ans, a):
+    """The second derivative of det, exact at singular matrices.
+
+    d cof = det [tr(a⁻¹ da) a⁻ᵀ - a⁻ᵀ daᵀ a⁻ᵀ], so ā = det [<ḡ, a⁻ᵀ> a⁻ᵀ -
+    a⁻ᵀ ḡᵀ a⁻ᵀ].  With a⁻ᵀ = Ũ S⁻¹ Ṽ (Ũ = conj U, Ṽ = conj Vᴴ) and
+    K = Ṽ ḡᵀ Ũ this is phase Ũ M Ṽ with M_ab = -K_ab ∏_{k∉{a,b}} s_k
+    (a != b) and M_aa = Σ_{i≠a} K_ii ∏_{k∉{i,a}} s_k: second-order cofactors,
+    no inverse.  A traced ``a`` (third derivatives) takes the formula through
+    inv, which holds where ``a`` is invertible."""
+    if type(a) is not np.ndarray:
+        return _cofactor_vjp_traced(g, a)
+    if a.shape[-1] == 0:
+        return np.zeros_like(a)
+    phase, u, s, vh = _svd_cofactor_parts(a)
+    p = _leave_two_out(s)
+    k = vh @ _T(g) @ u
+    kd = np.diagonal(k, axis1=-2, axis2=-1)
+    m = -k * p + np.eye(s.shape[-1], dtype=s.dtype) * np.expand_dims(np.sum(p * np.expand_dims(kd, -2), -1), -1)
+    return match_input(unbroadcast(np.expand_dims(phase, (-1, -2)) * (u @ m @ vh), np.shape(a)), a)
+
+
+def _cofactor_vjp_traced(g, a):
+    try:
+        inv_t = _T(np.linalg.inv(a))
+    except np.linalg.LinAlgError as e:
+        raise np.linalg.LinAlgError(
+            "tapestry: third and higher derivatives of np.linalg.det are computed "
+            "through inv, which fails at this singular matrix (first and second "
+            "derivatives are exact there). Perturb the matrix, or write det as a "
+            "polynomial in the entries for small matrices.") from e
+    pair = np.sum(g * inv_t, axis=(-2, -1), keepdims=True)
+    det = np.expand_dims(np.linalg.det(a), (-1, -2))
+    return det * (pair * inv_t - inv_t @ _T(g) @ inv_t)
+
+
+_cofactor = Primitive(_cofactor_fwd, "linalg.det's cofactor matrix", vjps=(_cofactor_vjp,))
+
+# d det(a) = tr(adj(a) da)  =>  ā = ḡ cof(a)  (= ḡ det(a) a⁻ᵀ where a is invertible);
+# cof is a primitive with its own exact rule: det's Hessian at singular a too
 _det = Primitive(np.linalg.det, "linalg.det",
                  vjps=(lambda g, ans, a: match_input(
-                     np.expand_dims(g, (-1, -2)) * _cofactor(a, ans), a),))
+                     np.expand_dims(g, (-1, -2)) * _cofactor(a), a),))
 implements(np.linalg.det)(_det)
 
 
@@ -314,7 +372,14 @@ def _slogdet_vjp(g, ans, a):
         coef = coef + imag_part(g_sign * ans[0]) * 1j
     if g_logdet is None and (g_sign is None or not np.iscomplexobj(a)):
         return None
-    return np.expand_dims(coef, (-1, -2)) * _T(np.linalg.inv(a))
+    try:
+        inv = np.linalg.inv(a)
+    except np.linalg.LinAlgError as e:
+        raise np.linalg.LinAlgError(
+            "tapestry: np.linalg.slogdet has no derivative at a singular matrix "
+            "(log|det| = -inf there). Differentiate np.linalg.det instead, whose "
+            "derivatives exist at singular matrices.") from e
+    return np.expand_dims(coef, (-1, -2)) * _T(inv)
 
 
 _slogdet = Primitive(lambda a: tuple(np.linalg.slogdet(a)), "linalg.slogdet", n_outputs=2,
@@ -412,10 +477,8 @@ def _l2_vjp(g, ans, x, axis, keepdims):
     least norm)."""
     from .reductions import _kept_shape, expand_reduced
     n = np.reshape(ans, _kept_shape(np.shape(x), axis))
-    safe = np.where(n == 0, 1.0, n)
     xc = np.conjugate(x) if np.iscomplexobj(x) else x
-    return expand_reduced(real_cotangent(g), np.shape(x), axis, keepdims) * \
-        np.where(n == 0, 0.0, xc / safe)
+    return expand_reduced(real_cotangent(g), np.shape(x), axis, keepdims) * _over_nonzero(xc, n)
 
 
 _l2 = Primitive(_l2_fwd, "linalg.norm", vjps=(_l2_vjp,))
@@ -459,7 +522,30 @@ def _vector_norm(x, ord, axis, keepdims):
         return np.sum(ax, axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
         raise ValueError(f"tapestry: invalid norm order {ord!r} for vectors.")
-    return np.sum(ax ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    if ord < 0:
+        return np.sum(ax ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    if ord >= 1 and not np.iscomplexobj(x):
+        return _pnorm(x, float(ord), axis, keepdims)
+    # gradient 0 at x = 0, as the other norms (sum(|x|^p)^(1/p) alone gives 0 * inf)
+    zero = np.all(unwrap_all(x) == 0, axis=axis, keepdims=True)
+    ax = np.where(zero, 1.0, ax)
+    out = np.where(zero, 0.0, np.sum(ax ** ord, axis=axis, keepdims=True) ** (1.0 / ord))
+    return out if keepdims else np.squeeze(out, axis)
+
+
+def _pnorm_vjp(g, ans, x, p, axis, keepdims):
+    """d ||x||_p = sign(x) (|x| / ||x||_p)^(p-1) dx: 0 at x = 0, as the other
+    norms, with |x| / ||x||_p the ratio whose own derivative is NaN there (the
+    p-norm has no second derivative at 0)."""
+    from .reductions import _kept_shape, expand_reduced
+    n = np.reshape(ans, _kept_shape(np.shape(x), axis))
+    return expand_reduced(g, np.shape(x), axis, keepdims) * np.sign(x) * \
+        _over_nonzero(np.abs(x), n) ** (p - 1)
+
+
+_pnorm = Primitive(lambda x, p, axis, keepdims: np.sum(np.abs(x) ** p, axis=axis,
+                                                       keepdims=keepdims) ** (1.0 / p),
+                   "linalg.norm", vjps=(_pnorm_vjp,))
 
 
 def _matrix_norm(x, ord, axis, keepdims):
@@ -473,8 +559,15 @@ def _matrix_norm(x, ord, axis, keepdims):
         out = ext(col, axis=ext_ax, keepdims=True)
     elif ord in (2, -2, "nuc"):
         from .linalg_decomp import svdvals
-        sv = svdvals(np.moveaxis(x, (r, c), (-2, -1)))
+        m = np.moveaxis(x, (r, c), (-2, -1))
+        # gradient 0 at the zero matrix, as the other norms (not one of its
+        # subgradients u vᴴ that the SVD happens to pick)
+        zero = np.all(unwrap_all(m) == 0, axis=(-2, -1))
+        rows, cols = np.shape(m)[-2:]
+        spread = np.eye(rows, cols) * np.arange(1.0, cols + 1)  # distinct singular values
+        sv = svdvals(np.where(np.expand_dims(zero, (-2, -1)), spread, m))
         val = np.sum(sv, -1) if ord == "nuc" else sv[..., 0 if ord == 2 else -1]
+        val = np.where(zero, 0.0, val)
         out = np.expand_dims(val, (r, c) if r < c else (c, r))
         out = np.reshape(out, tuple(1 if i in axis else n for i, n in enumerate(np.shape(x))))
     else:

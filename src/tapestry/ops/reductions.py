@@ -15,6 +15,7 @@ from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements,
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
 from ..core.batched import TRACED
 from .common import implements_if, plain_dtype
+from .elementwise import _over_nonzero
 
 
 def _axes(axis, ndim):
@@ -263,11 +264,11 @@ def _var_vjp(g, ans, a, axis, ddof, keepdims):
 
 def _std_vjp(g, ans, a, axis, ddof, keepdims):
     """d std / d a = conj(a - mean(a)) / ((n - ddof) std); 0 where std == 0
-    (all entries equal: the subgradient of least norm)."""
+    (all entries equal: the subgradient of least norm, whose own derivative,
+    std's second, is NaN there: see elementwise._over_nonzero)."""
     std_e = np.reshape(ans, _kept_shape(np.shape(a), axis))
-    safe = np.where(std_e == 0, 1.0, std_e) * (_count(np.shape(a), axis) - ddof)
     g, c = _centered_conj(g, a, axis, keepdims)
-    return g * np.where(std_e == 0, 0.0, c / safe)
+    return g * _over_nonzero(c, std_e * (_count(np.shape(a), axis) - ddof))
 
 
 _var = Primitive(lambda a, axis, ddof, keepdims:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core.primitive import Primitive
 from .elementwise import defbinary, defunary
+from .special_common import x_over_y
 
 try:
     import scipy.special as sp
@@ -55,10 +56,12 @@ def register_rules():
     defunary(sp.erfc, lambda g, ans, x: g * (-2 / np.sqrt(np.pi)) * np.exp(-x * x))
     defunary(sp.ndtr, lambda g, ans, x: g * np.exp(-0.5 * x * x) / _SQRT_2PI)
     defunary(sp.log_ndtr, lambda g, ans, x: g * np.exp(-0.5 * x * x - ans) / _SQRT_2PI)
-    # xlogy(x, y) = x log y (0 where x == 0); d/dx = log y, d/dy = x / y
-    defbinary(sp.xlogy, lambda g, ans, x, y: g * np.log(y), lambda g, ans, x, y: g * x / y)
+    # xlogy(x, y) = x log y (0 where x == 0); d/dx = log y, d/dy = x / y (0 at x = 0,
+    # y = 0 too: xlogy(0, y) is 0 for every y)
+    defbinary(sp.xlogy, lambda g, ans, x, y: g * np.log(y),
+              lambda g, ans, x, y: g * x_over_y(x, y))
     defbinary(sp.xlog1py, lambda g, ans, x, y: g * np.log1p(y),
-              lambda g, ans, x, y: g * x / (1 + y))
+              lambda g, ans, x, y: g * x_over_y(x, 1 + y))
     from . import special_bessel, special_gamma, special_misc, special_poly
     for family in (special_gamma, special_bessel, special_misc, special_poly):
         family.register()

@@ -15,6 +15,8 @@ import math
 import numpy as np
 
 from ..core.primitive import Primitive, declares_rules, implements
+from ..core.var import unwrap_all
+from .common import near_point, series
 from .elementwise import unbroadcasting
 from ..coverage.refused import Refused
 
@@ -85,36 +87,35 @@ def safe(x, at, value=1.0):
     return np.where(at, value, x)
 
 
-def series(u, coefficients):
-    """sum_k c_k u**k by Horner's rule."""
-    out = coefficients[-1]
-    for c in coefficients[-2::-1]:
-        out = out * u + c
-    return out
+def x_over_y(x, y):
+    """x / y, and 0 where both are 0: the y-derivative of x log y (xlogy,
+    rel_entr, kl_div) at x = 0, where the function is constant in y."""
+    both = (unwrap_all(x) == 0) & (unwrap_all(y) == 0)
+    return x / np.where(both, 1.0, y)
 
 
 # exprel'(u) = (u e^u - e^u + 1) / u^2 = sum_n (n+1) u^n / (n+2)!
-_EXPREL_D1 = (1 / 2, 1 / 3, 1 / 8, 1 / 30, 1 / 144, 1 / 840)
+# (twelve terms: the rule's own derivatives -- exprel's third and fourth -- stay exact)
+_EXPREL_D1 = tuple((n + 1) / math.factorial(n + 2) for n in range(12))
 
 
 def exprel_d1(u):
     """The derivative of exprel(u) = (e^u - 1)/u, stable at 0: a series for
-    |u| < 0.01 (truncation below 1e-15), ``(e^u - exprel(u)) / u`` elsewhere
-    (cancellation below 1e-13 there)."""
-    small = np.abs(u) < 0.01
-    us = safe(u, small)
-    return np.where(small, series(u, _EXPREL_D1), (np.exp(us) - sp.exprel(us)) / us)
+    |u| < 0.2 (truncation below 1e-18), ``(e^u - exprel(u)) / u`` elsewhere
+    (whose cancellation, and its derivatives', stays below 1e-13 there)."""
+    return near_point(u, 0.0, 0.2, lambda t: series(t, _EXPREL_D1),
+                      lambda t: (np.exp(t) - sp.exprel(t)) / t)
 
 
 # h(v) = log1p(v)/v;  h'(v) = (v/(1+v) - log1p(v)) / v^2 = sum_k (-1)^k k v^(k-1)/(k+1)
-_LOG1P_OVER_D1 = (-1 / 2, 2 / 3, -3 / 4, 4 / 5, -5 / 6, 6 / 7)
+_LOG1P_OVER_D1 = tuple((-1) ** k * k / (k + 1) for k in range(1, 13))
 
 
 def log1p_over_d1(v):
-    """The derivative of log1p(v)/v, stable at 0 (as :func:`exprel_d1`)."""
-    small = np.abs(v) < 0.01
-    vs = safe(v, small)
-    return np.where(small, series(v, _LOG1P_OVER_D1), (vs / (1 + vs) - np.log1p(vs)) / (vs * vs))
+    """The derivative of log1p(v)/v, stable at 0: a series for |v| < 0.05
+    (truncation below 1e-15)."""
+    return near_point(v, 0.0, 0.05, lambda t: series(t, _LOG1P_OVER_D1),
+                      lambda t: (t / (1 + t) - np.log1p(t)) / (t * t))
 
 
 def gamma_density(a, x):

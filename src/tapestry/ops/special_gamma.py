@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from ..core.var import unwrap_all
+
 from .special_common import (SQRT_2PI, ZERO, beta_density, define, exprel_d1,
                              gamma_density, refuse, sp, spu)
 
@@ -33,21 +35,85 @@ def _rgamma_rule(g, ans, x):
     return g * np.where(low, reflected, -sp.rgamma(xh) * psi(xh))
 
 
+# --- at a pole of a Gamma in the denominator --------------------------------------
+# B, binom and poch divide by Gamma functions: where one has a pole the value is 0
+# and the psi form of the derivative, value * (psi - psi), is 0 * inf.  There the
+# derivative is written with 1/Gamma = rgamma, whose rule is exact at its zeros.
+def _pole(z):
+    """Where ``z`` is 0, -1, -2, ... (a pole of Gamma, a zero of rgamma)."""
+    z = np.real(unwrap_all(z))
+    return (z <= 0) & (z == np.floor(z))
+
+
+def _drgamma(x):
+    return _rgamma_rule(1.0, None, x)
+
+
+def _at_poles(pole, general, at_pole, *args):
+    """``at_pole(*args)`` where ``pole``, ``general(*args)`` elsewhere, each on
+    arguments replaced by 0.5 where the other applies (finite either way)."""
+    if not np.any(pole):
+        return general(*args)
+    return np.where(pole, at_pole(*[np.where(pole, a, 0.5) for a in args]),
+                    general(*[np.where(pole, 0.5, a) for a in args]))
+
+
+def _beta_da(a, b):
+    """d/da G(a) G(b) rgamma(a+b) = B (psi(a) - psi(a+b)); at a pole of a + b,
+    G(a) G(b) (psi(a) rgamma(a+b) + rgamma'(a+b))."""
+    return _at_poles(
+        _pole(a + b) & ~_pole(a) & ~_pole(b),
+        lambda a, b: sp.beta(a, b) * (psi(a) - psi(a + b)),
+        lambda a, b: sp.gamma(a) * sp.gamma(b) * (psi(a) * sp.rgamma(a + b) + _drgamma(a + b)),
+        a, b)
+
+
+def _binom_dk(n, k):
+    """d/dk G(n+1) rgamma(k+1) rgamma(n-k+1); binom (psi(n-k+1) - psi(k+1))
+    away from the poles of G(k+1) and G(n-k+1)."""
+    return _at_poles(
+        (_pole(k + 1) | _pole(n - k + 1)) & ~_pole(n + 1),
+        lambda n, k: sp.binom(n, k) * (psi(n - k + 1) - psi(k + 1)),
+        lambda n, k: sp.gamma(n + 1) * (_drgamma(k + 1) * sp.rgamma(n - k + 1)
+                                        - sp.rgamma(k + 1) * _drgamma(n - k + 1)),
+        n, k)
+
+
+def _binom_dn(n, k):
+    """d/dn G(n+1) rgamma(k+1) rgamma(n-k+1) = binom (psi(n+1) - psi(n-k+1))."""
+    return _at_poles(
+        _pole(n - k + 1) & ~_pole(n + 1) & ~_pole(k + 1),
+        lambda n, k: sp.binom(n, k) * (psi(n + 1) - psi(n - k + 1)),
+        lambda n, k: sp.gamma(n + 1) * sp.rgamma(k + 1) * (
+            psi(n + 1) * sp.rgamma(n - k + 1) + _drgamma(n - k + 1)),
+        n, k)
+
+
+def _poch_dz(z, m):
+    """d/dz G(z+m) rgamma(z) = poch (psi(z+m) - psi(z)); at a pole of G(z),
+    G(z+m) (psi(z+m) rgamma(z) + rgamma'(z))."""
+    return _at_poles(
+        _pole(z) & ~_pole(z + m),
+        lambda z, m: sp.poch(z, m) * (psi(z + m) - psi(z)),
+        lambda z, m: sp.gamma(z + m) * (psi(z + m) * sp.rgamma(z) + _drgamma(z)),
+        z, m)
+
+
 def _gamma_family():
     # Gamma' = Gamma psi; loggamma' = psi
     define(sp.gamma, lambda g, ans, x: g * ans * psi(x))
     define(sp.loggamma, lambda g, ans, x: g * psi(x))
     define(sp.rgamma, _rgamma_rule)
     # B(a, b) = G(a)G(b)/G(a+b): dB/da = B (psi(a) - psi(a+b))
-    define(sp.beta, lambda g, ans, a, b: g * ans * (psi(a) - psi(a + b)),
-           lambda g, ans, a, b: g * ans * (psi(b) - psi(a + b)))
+    define(sp.beta, lambda g, ans, a, b: g * _beta_da(a, b),
+           lambda g, ans, a, b: g * _beta_da(b, a))
     define(sp.betaln, lambda g, ans, a, b: g * (psi(a) - psi(a + b)),
            lambda g, ans, a, b: g * (psi(b) - psi(a + b)))
     # binom(n, k) = G(n+1) / (G(k+1) G(n-k+1))
-    define(sp.binom, lambda g, ans, n, k: g * ans * (psi(n + 1) - psi(n - k + 1)),
-           lambda g, ans, n, k: g * ans * (psi(n - k + 1) - psi(k + 1)))
+    define(sp.binom, lambda g, ans, n, k: g * _binom_dn(n, k),
+           lambda g, ans, n, k: g * _binom_dk(n, k))
     # poch(z, m) = G(z+m) / G(z)
-    define(sp.poch, lambda g, ans, z, m: g * ans * (psi(z + m) - psi(z)),
+    define(sp.poch, lambda g, ans, z, m: g * _poch_dz(z, m),
            lambda g, ans, z, m: g * ans * psi(z + m))
     # Hurwitz zeta(x, q) = sum_k (k+q)^-x: d/dq = -x zeta(x+1, q); d/dx has no
     # SciPy function (scipy.special.zeta(x, q) calls the ufunc _zeta).
@@ -106,12 +172,20 @@ def _student_chi2_f():
     define(sp.chndtrix, lambda g, ans, p, k, nc: g / spu._ncx2_pdf(ans, k, nc), None,
            lambda g, ans, p, k, nc: -g * 0.5 * (sp.chndtr(ans, k + 2, nc) - p)
            / spu._ncx2_pdf(ans, k, nc))
-    # chndtrinc solves chndtr(x, k, nc) = p for nc: dnc/dp = 1/(dF/dnc), dnc/dx = -F'(x)/(dF/dnc)
+    # chndtrinc solves chndtr(x, k, nc) = p for nc: dnc/dp = 1/(dF/dnc), dnc/dx = -F'(x)/(dF/dnc).
+    # Where no nc >= 0 solves it (p above chndtr(x, k, 0)) SciPy returns a bound, not
+    # a solution: the implicit derivative would be a made-up number, so it is NaN there.
     def dfdnc(x, k, nc, p):
         return 0.5 * (sp.chndtr(x, k + 2, nc) - p)
+
+    def solved(x, k, nc, p):
+        x, k, nc, p = unwrap_all((x, k, nc, p))
+        return np.isclose(sp.chndtr(x, k, nc), p, rtol=1e-6, atol=1e-12)
     define(sp.chndtrinc,
-           lambda g, ans, x, k, p: -g * spu._ncx2_pdf(x, k, ans) / dfdnc(x, k, ans, p),
-           None, lambda g, ans, x, k, p: g / dfdnc(x, k, ans, p))
+           lambda g, ans, x, k, p: -g * np.where(solved(x, k, ans, p), spu._ncx2_pdf(x, k, ans)
+                                                 / dfdnc(x, k, ans, p), np.nan),
+           None, lambda g, ans, x, k, p: g * np.where(solved(x, k, ans, p),
+                                                      1 / dfdnc(x, k, ans, p), np.nan))
     define(sp.ncfdtri, None, None, None,
            lambda g, ans, d1, d2, nc, p: g / spu._ncf_pdf(ans, d1, d2, nc))
     define(sp.nctdtrit, None, None, lambda g, ans, df, nc, p: g / spu._nct_pdf(ans, df, nc))
@@ -188,8 +262,19 @@ def _tukey_kolmogorov():
     def dq_dlam(p, lam):
         lp, lq = np.log(p), np.log1p(-p)
         return lp * lp * exprel_d1(lam * lp) - lq * lq * exprel_d1(lam * lq)
-    define(sp.tklmbda, lambda g, ans, x, lam: g / q_prime(ans, lam),
-           lambda g, ans, x, lam: -g * dq_dlam(ans, lam) / q_prime(ans, lam))
+    # For l > 0 the support is [-1/l, 1/l]: outside it p is 0 or 1, flat in x and l.
+    def outside(p):
+        return (unwrap_all(p) == 0) | (unwrap_all(p) == 1)
+
+    def tukey_dx(g, ans, x, lam):
+        out = outside(ans)
+        return g * np.where(out, 0.0, 1 / q_prime(np.where(out, 0.5, ans), lam))
+
+    def tukey_dlam(g, ans, x, lam):
+        out = outside(ans)
+        p = np.where(out, 0.5, ans)
+        return -g * np.where(out, 0.0, dq_dlam(p, lam) / q_prime(p, lam))
+    define(sp.tklmbda, tukey_dx, tukey_dlam)
     # Kolmogorov's survival function and Smirnov's: SciPy's own densities
     # (_kolmogp and _smirnovp are the derivatives of the survival functions)
     define(sp.kolmogorov, lambda g, ans, y: g * spu._kolmogp(y))

@@ -13,10 +13,17 @@ import math
 
 import numpy as np
 
+from ..core.var import unwrap_all
+from .common import near_point
+from .elementwise import _pow_x as pow_x, _pow_y as pow_y
 from .special_common import (SQRT_2PI, SQRT_PI, define, exprel_d1, log1p_over_d1, outputs,
-                             safe, series, sp)
+                             safe, series, sp, x_over_y)
 
 _DEG = math.pi / 180
+# sinh(x) / x = sum_k x^(2k) / (2k+1)!  (|x| < 1/2: the 10th term is under 1e-25)
+_SINH_OVER_X = tuple(1 / math.factorial(2 * k + 1) for k in range(10))
+# log(1 - u) / u = -sum_k u^k / (k+1)  (|u| < 0.05: the 14th term is under 1e-19)
+_LOG1M_OVER = tuple(-1 / (k + 1) for k in range(14))
 
 
 def _error_functions():
@@ -57,16 +64,18 @@ def _elementary():
     define(sp.exp10, lambda g, ans, x: g * ans * math.log(10))
     define(sp.cbrt, lambda g, ans, x: g / (3 * ans * ans))
     define(sp.cosm1, lambda g, ans, x: -g * np.sin(x))
-    # powm1 = x^y - 1: d/dx = y x^(y-1), d/dy = x^y log x
-    define(sp.powm1, lambda g, ans, x, y: g * y * x ** (y - 1),
-           lambda g, ans, x, y: g * (ans + 1) * np.log(x))
+    # powm1 = x^y - 1: d/dx = y x^(y-1), d/dy = x^y log x, as np.power's rules
+    # (0 for y = 0 and for d/dy at x = 0, not 0 * inf)
+    define(sp.powm1, lambda g, ans, x, y: pow_x(g, ans, x, y),
+           lambda g, ans, x, y: pow_y(g, ans + 1, x, y))
     define(sp.exprel, lambda g, ans, x: g * exprel_d1(x))
     # entr = -x log x; kl_div = x log(x/y) - x + y; rel_entr = x log(x/y)
     define(sp.entr, lambda g, ans, x: -g * (np.log(x) + 1))
+    # kl_div(0, y) = y and rel_entr(0, y) = 0 for y >= 0: x / y is 0 at x = 0, y = 0 too
     define(sp.kl_div, lambda g, ans, x, y: g * (np.log(x) - np.log(y)),
-           lambda g, ans, x, y: g * (1 - x / y))
+           lambda g, ans, x, y: g * (1 - x_over_y(x, y)))
     define(sp.rel_entr, lambda g, ans, x, y: g * (np.log(x) - np.log(y) + 1),
-           lambda g, ans, x, y: -g * x / y)
+           lambda g, ans, x, y: -g * x_over_y(x, y))
     # huber(d, r) = r^2/2 for |r| <= d, else d (|r| - d/2)
     define(sp.huber, lambda g, ans, d, r: g * np.where(np.abs(r) <= d, 0.0, np.abs(r) - d),
            lambda g, ans, d, r: g * np.where(np.abs(r) <= d, r, d * np.sign(r)))
@@ -108,11 +117,12 @@ def _exponential_integrals():
     # E_n' = -E_{n-1};  E_0 = e^-x / x, E_0' = -e^-x (x + 1) / x^2
     define(sp.expn, None, lambda g, ans, n, x: -g * np.where(
         n >= 1, sp.expn(np.maximum(n - 1, 0), x), np.exp(-x) * (x + 1) / (x * x)))
-    # Si' = sin x / x (1 at 0), Ci' = cos x / x; Shi' = sinh x / x, Chi' = cosh x / x
-    def over_x(f, at_zero):
-        return lambda a, x: np.where(x == 0, at_zero, f(safe(x, x == 0)) / safe(x, x == 0))
-    define(sp.sici, outputs(over_x(np.sin, 1.0), lambda a, x: np.cos(x) / x))
-    define(sp.shichi, outputs(over_x(np.sinh, 1.0), lambda a, x: np.cosh(x) / x))
+    # Si' = sin x / x = sinc(x / pi), Ci' = cos x / x; Shi' = sinh x / x (a series
+    # near 0, so their third derivatives are right there too), Chi' = cosh x / x
+    define(sp.sici, outputs(lambda a, x: np.sinc(x / math.pi), lambda a, x: np.cos(x) / x))
+    define(sp.shichi, outputs(lambda a, x: near_point(
+        x, 0.0, 0.5, lambda t: series(t * t, _SINH_OVER_X), lambda t: np.sinh(t) / t),
+        lambda a, x: np.cosh(x) / x))
     # fresnel(z) = (S, C): S' = sin(pi z^2/2), C' = cos(pi z^2/2)
     define(sp.fresnel, outputs(lambda a, z: np.sin(math.pi / 2 * z * z),
                                lambda a, z: np.cos(math.pi / 2 * z * z)))
@@ -122,16 +132,21 @@ def _exponential_integrals():
                                    - np.exp(-0.25j * math.pi) / SQRT_PI))
     define(sp.modfresnelm, outputs(lambda a, x: -np.exp(-1j * x * x),
                                    lambda a, x: 2j * x * a[1] - np.exp(0.25j * math.pi) / SQRT_PI))
-    # spence(z) = int_1^z log t / (1 - t) dt: derivative log z / (1 - z), -1 at z = 1
-    define(sp.spence, lambda g, ans, z: g * np.where(
-        z == 1, -1.0, np.log(safe(z, z == 1, 2.0)) / (1 - safe(z, z == 1, 2.0))))
+    # spence(z) = int_1^z log t / (1 - t) dt: derivative log z / (1 - z), with
+    # u = 1 - z a series near z = 1: log(1 - u) / u = -sum_k u^k / (k + 1)
+    define(sp.spence, lambda g, ans, z: g * near_point(
+        z, 1.0, 0.05, lambda t: series(1 - t, _LOG1M_OVER), lambda t: np.log(t) / (1 - t),
+        fill=2.0))
     # Wright omega: w + log w = z, w' = w / (1 + w)
     define(sp.wrightomega, lambda g, ans, z: g * ans / (1 + ans))
 
 
 # K(m) = pi/2 sum a_n m^n, a_n = ((2n)! / (4^n n!^2))^2; E(m) = pi/2 sum a_n m^n / (1 - 2n)
-_DK = tuple(math.pi / 2 * c for c in (1 / 4, 9 / 32, 75 / 256, 1225 / 4096))
-_DE = tuple(math.pi / 2 * c for c in (-1 / 4, -3 / 32, -15 / 256, -175 / 4096))
+# K' = pi/2 sum n a_n m^(n-1), E' = pi/2 sum n a_n m^(n-1) / (1 - 2n): ten terms, so
+# that third derivatives are exact too within the series' radius
+_A = tuple((math.comb(2 * n, n) / 4 ** n) ** 2 for n in range(1, 11))
+_DK = tuple(math.pi / 2 * n * a for n, a in enumerate(_A, 1))
+_DE = tuple(math.pi / 2 * n * a / (1 - 2 * n) for n, a in enumerate(_A, 1))
 
 
 def d_ellipk(m):
@@ -152,10 +167,11 @@ def d_ellipe(m):
 def _elliptic():
     define(sp.ellipk, lambda g, ans, m: g * d_ellipk(m))
     define(sp.ellipe, lambda g, ans, m: g * d_ellipe(m))
-    # ellipkm1(p) = K(1 - p): -K'(1-p), with K(1-p) read from the result
-    define(sp.ellipkm1, lambda g, ans, p: -g * np.where(
-        p > 1 - 1e-3, d_ellipk(1 - p),
-        (sp.ellipe(1 - p) - p * ans) / (2 * safe(p, p > 1 - 1e-3, 0.5) * (1 - p))))
+    # ellipkm1(p) = K(1 - p): -K'(1-p), K's series near p = 1 (m = 0); the general
+    # branch sees p = 0.5 there (1 - p in its denominator: NaN second derivatives)
+    define(sp.ellipkm1, lambda g, ans, p: -g * near_point(
+        p, 1.0, 1e-3, lambda t: d_ellipk(1 - t),
+        lambda t: (sp.ellipe(1 - t) - t * sp.ellipkm1(t)) / (2 * t * (1 - t)), fill=0.5))
     define(sp.ellipkinc, *_incomplete_elliptic(kind=1))
     define(sp.ellipeinc, *_incomplete_elliptic(kind=2))
     # ellipj(u, m) = (sn, cn, dn, am): sn' = cn dn, cn' = -sn dn, dn' = -m sn cn, am' = dn
@@ -169,8 +185,8 @@ def _elliptic():
     define(sp.elliprf, lambda g, ans, x, y, z: -g * sp.elliprd(y, z, x) / 6,
            lambda g, ans, x, y, z: -g * sp.elliprd(z, x, y) / 6,
            lambda g, ans, x, y, z: -g * sp.elliprd(x, y, z) / 6)
-    define(sp.elliprc, lambda g, ans, x, y: -g * sp.elliprd(y, y, x) / 6,
-           lambda g, ans, x, y: -g * sp.elliprd(x, y, y) / 3)
+    define(sp.elliprc, lambda g, ans, x, y: g * _elliprc_d(x, y)[0],
+           lambda g, ans, x, y: g * _elliprc_d(x, y)[1])
     # dR_G/dz = (R_F(x, y, z) - z R_D(x, y, z) / 3) / 4 (and symmetrically)
     define(sp.elliprg,
            lambda g, ans, x, y, z: g * (sp.elliprf(x, y, z) - x * sp.elliprd(y, z, x) / 3) / 4,
@@ -188,6 +204,26 @@ def _elliptic():
     define(sp.agm, agm_rule(1), agm_rule(-1))
 
 
+def _elliprc_d(x, y):
+    """(dR_C/dx, dR_C/dy).  For y > 0: -R_D(y, y, x)/6 and -R_D(x, y, y)/3.  For
+    y < 0, SciPy's value is Cauchy's principal value, R_C(x, y) = s R_C(u, w)
+    with u = x - y, w = -y, s = sqrt(x/u) (DLMF 19.2.20), where R_D of negative
+    arguments is NaN: the derivatives of that identity, by the y > 0 rules."""
+    neg = np.real(unwrap_all(y)) < 0
+    yp = np.where(neg, 1.0, y)
+    dx_pos, dy_pos = -sp.elliprd(yp, yp, x) / 6, -sp.elliprd(x, yp, yp) / 3
+    if not np.any(neg):
+        return dx_pos, dy_pos
+    xn, yn = np.where(neg, x, 1.0), np.where(neg, y, -1.0)
+    u, w = xn - yn, -yn
+    s = np.sqrt(xn / u)
+    rc, d1 = sp.elliprc(u, w), -sp.elliprd(w, w, u) / 6  # d1: dR_C(u, w)/du
+    d2 = -sp.elliprd(u, w, w) / 3                          # dR_C(u, w)/dw
+    dx_neg = w / (2 * s * u * u) * rc + s * d1
+    dy_neg = xn / (2 * s * u * u) * rc - s * (d1 + d2)
+    return np.where(neg, dx_neg, dx_pos), np.where(neg, dy_neg, dy_pos)
+
+
 def _incomplete_elliptic(kind):
     """Rules (d/dphi, d/dm) of F(phi|m) (kind 1) or E(phi|m) (kind 2):
     dF/dm = E/(2m(1-m)) - F/(2m) - sin 2phi / (4 (1-m) D), dE/dm = (E - F)/(2m),
@@ -198,18 +234,34 @@ def _incomplete_elliptic(kind):
     def d_phi(g, ans, phi, m):
         return g / delta(phi, m) if kind == 1 else g * delta(phi, m)
 
-    def d_m(g, ans, phi, m):
-        zero = m == 0
-        ms = safe(m, zero, 0.5)
-        f, e = (ans, sp.ellipeinc(phi, ms)) if kind == 1 else (sp.ellipkinc(phi, ms), ans)
+    def general(phi, m):
+        f, e = sp.ellipkinc(phi, m), sp.ellipeinc(phi, m)
         if kind == 1:
-            general = (e / (2 * ms * (1 - ms)) - f / (2 * ms)
-                       - np.sin(2 * phi) / (4 * (1 - ms) * delta(phi, ms)))
-        else:
-            general = (e - f) / (2 * ms)
-        at_zero = (2 * phi - np.sin(2 * phi)) / 8
-        return g * np.where(zero, at_zero if kind == 1 else -at_zero, general)
+            return (e / (2 * m * (1 - m)) - f / (2 * m)
+                    - np.sin(2 * phi) / (4 * (1 - m) * delta(phi, m)))
+        return (e - f) / (2 * m)
+
+    def d_m(g, ans, phi, m):
+        # near m = 0 a series (the formula is 0/0 at 0, and cancels below 0.05)
+        return g * near_point(m, 0.0, 0.05, lambda t: _d_m_series(phi, t, kind),
+                              lambda t: general(phi, t), fill=0.5)
     return d_phi, d_m
+
+
+def _d_m_series(phi, m, kind, terms=16):
+    """d/dm of F(phi|m) = sum_k a_k m^k J_k (kind 1) or E(phi|m) = sum_k b_k m^k J_k
+    (kind 2): a_k = C(2k, k) / 4^k, b_k = a_k / (1 - 2k), J_k = int_0^phi sin^2k,
+    J_k = ((2k-1) J_{k-1} - sin^(2k-1) phi cos phi) / 2k.  For |m| < 0.05 the
+    16th term is under 1e-20."""
+    s, c = np.sin(phi), np.cos(phi)
+    j, s_odd, m_k, total = phi, s, 1.0, 0.0
+    for k in range(1, terms + 1):
+        j = ((2 * k - 1) * j - s_odd * c) / (2 * k)
+        s_odd = s_odd * s * s
+        a = math.comb(2 * k, k) / 4 ** k
+        total = total + k * (a if kind == 1 else a / (1 - 2 * k)) * m_k * j
+        m_k = m_k * m
+    return total
 
 
 def register():

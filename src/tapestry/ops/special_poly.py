@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.var import unwrap_all
 from .special_common import define, outputs, sp
 
 
@@ -60,16 +61,37 @@ def _polynomials():
            lambda g, ans, n, x: g * 2 * n * sp.eval_hermite(np.maximum(n - 1, 0), x))
     define(sp.eval_hermitenorm, None,
            lambda g, ans, n, x: g * n * sp.eval_hermitenorm(np.maximum(n - 1, 0), x))
-    # (1 - x^2) dP_v^m/dx = (v+1) x P_v^m - (v-m+1) P_{v+1}^m
-    define(sp.lpmv, None, None, lambda g, ans, m, v, x:
-           g * ((v + 1) * x * ans - (v - m + 1) * sp.lpmv(m, v + 1, x)) / (1 - x * x))
+    define(sp.lpmv, None, None, lambda g, ans, m, v, x: g * _lpmv_dx(m, v, x))
+
+
+def _lpmv_dx(m, v, x):
+    """dP_v^m/dx.  (1 - x^2) dP_v^m/dx = (v+1) x P_v^m - (v-m+1) P_{v+1}^m is 0/0
+    at x = +-1; for m = 0, P_v(x) = 2F1(-v, v+1; 1; (1-x)/2) gives
+    P_v' = v (v+1)/2 2F1(1-v, v+2; 2; (1-x)/2), finite there (P_v'(1) = v(v+1)/2)
+    and differentiable again.  Each branch sees inputs where it is finite."""
+    m, v = unwrap_all(m), unwrap_all(v)
+    legendre = m == 0
+    xl, xa = np.where(legendre, x, 0.5), np.where(legendre, 0.5, x)
+    at_0 = v * (v + 1) / 2 * sp.hyp2f1(1 - v, v + 2, 2.0, (1 - xl) / 2)
+    general = ((v + 1) * xa * sp.lpmv(m, v, xa) - (v - m + 1) * sp.lpmv(m, v + 1, xa)) \
+        / (1 - xa * xa)
+    return np.where(legendre, at_0, general)
+
+
+def _hyp2f1_dz(a, b, c, z):
+    """d/dz 2F1(a, b; c; z) = a b / c 2F1(a+1, b+1; c+1; z), which is 0 where
+    a b = 0 (2F1 is then the constant 1) even where the shifted series
+    diverges (z = 1): there the shifted function is evaluated at z = 0."""
+    a, b, c = unwrap_all(a), unwrap_all(b), unwrap_all(c)
+    constant = a * b == 0
+    return np.where(constant, 0.0, a * b / c * sp.hyp2f1(a + 1, b + 1, c + 1,
+                                                         np.where(constant, 0.0, z)))
 
 
 def _hypergeometric():
     define(sp.hyp0f1, None, lambda g, ans, b, z: g * sp.hyp0f1(b + 1, z) / b)
     define(sp.hyp1f1, None, None, lambda g, ans, a, b, z: g * a / b * sp.hyp1f1(a + 1, b + 1, z))
-    define(sp.hyp2f1, None, None, None, lambda g, ans, a, b, c, z:
-           g * a * b / c * sp.hyp2f1(a + 1, b + 1, c + 1, z))
+    define(sp.hyp2f1, None, None, None, lambda g, ans, a, b, c, z: g * _hyp2f1_dz(a, b, c, z))
     define(sp.hyperu, None, None, lambda g, ans, a, b, z: -g * a * sp.hyperu(a + 1, b + 1, z))
     # parabolic cylinder: pbdv(v, x) = (D_v, D_v'), D'' = (x^2/4 - v - 1/2) D (pbvv alike);
     # pbwa(a, x) = (W, W'), W'' = (a - x^2/4) W

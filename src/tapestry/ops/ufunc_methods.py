@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import Primitive, implements
-from ..core.var import Var, unwrap_all
+from ..core.var import unwrap_all
 from ..core.batched import TRACED
 from .indexing import dense_scatter
 
@@ -182,7 +182,7 @@ def _in_place_help(ufunc):
 
 def ufunc_at(ufunc, inputs, kwargs):
     """``ufunc.at`` writes into its first argument: refused, with the way out."""
-    if inputs[0].__class__ is Var:
+    if inputs[0].__class__ in TRACED:
         what = "into its first argument, a traced array, which cannot change in place"
     else:
         what = ("a traced value into its first argument, a plain array, which cannot "

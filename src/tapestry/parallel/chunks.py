@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.primitive import shape_of
 from ..core.pytree import tree_flatten
-from ..core.var import Var, innermost_tape, traced_from
+from ..core.var import Var, innermost_tape, refuse_masked, traced_from
 from .work import Task
 
 #: Default number of chunks: enough to balance 2-16 workers, few enough
@@ -76,6 +76,9 @@ class Plan:
             all_items = leaves
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
         self.top = innermost_tape(all_items + self.shared_leaves)
+        if self.top is not None:  # differentiated: a masked constant would be wrong
+            for x in all_items + self.shared_leaves:
+                refuse_masked(x, opname)
         self._lower_all()
 
     def _lower_all(self):

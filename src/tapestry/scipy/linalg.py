@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg as _sla
 
 from ..core.primitive import Primitive
-from ..core.var import Var
+from ..core.batched import TRACED
 from ..ops.complex import match_input
 from ..ops.linalg_common import _H, _T
 
@@ -36,7 +36,7 @@ __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm"]
 
 
 def _traced(*xs):
-    return any(x.__class__ is Var for x in xs)
+    return any(x.__class__ in TRACED for x in xs)
 
 
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
