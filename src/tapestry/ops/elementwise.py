@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ..core import batching
 from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEEP_SHAPES,
                               declares_rules,
                               Primitive, implements, negate_cotangent, scale_cotangent,
@@ -69,7 +70,7 @@ def _ratio_den_rule(g, ans, num, den):
 #: derivative there is NaN (see ``_undefined_at_zero``) rather than the 0 of
 #: ``np.where``'s constant branch.
 _over_nonzero = Primitive(_where_nonzero, "gradient of a norm-like function",
-                          vjps=(_ratio_num_rule, _ratio_den_rule))
+                          vjps=(_ratio_num_rule, _ratio_den_rule), batch=batching.elementwise)
 
 
 def unbroadcasting(rule, i):
@@ -257,7 +258,8 @@ def _clip_rule(which):
     return clip_pullback
 
 
-_clip = Primitive(np.clip, "clip", vjps=(_clip_rule(0), _clip_rule(1), _clip_rule(2)))
+_clip = Primitive(np.clip, "clip", vjps=(_clip_rule(0), _clip_rule(1), _clip_rule(2)),
+                  batch=batching.elementwise)
 
 
 def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
@@ -288,7 +290,7 @@ def _nan_to_num_rule(g, ans, x, *_):
 
 _nan_to_num = Primitive(lambda x, nan, posinf,
                         neginf: np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
-                        "nan_to_num", vjps=(_nan_to_num_rule,))
+                        "nan_to_num", vjps=(_nan_to_num_rule,), batch=batching.elementwise)
 implements(np.nan_to_num)(lambda x, copy=True, nan=0.0, posinf=None, neginf=None: \
     _nan_to_num(x, nan, posinf, neginf))
 
@@ -302,7 +304,8 @@ def _astype_rule(g, ans, x, dtype):
     return g.astype(np.result_type(x))
 
 
-_astype = Primitive(lambda x, dtype: x.astype(dtype), "astype", vjps=(_astype_rule,))
+_astype = Primitive(lambda x, dtype: x.astype(dtype), "astype", vjps=(_astype_rule,),
+                    batch=batching.elementwise)
 implements("astype")(_astype)
 
 
@@ -319,7 +322,7 @@ def _sinc_rule(g, ans, x):
                           lambda t: (np.cos(np.pi * t) - np.sinc(t)) / t)
 
 
-_sinc = Primitive(np.sinc, "sinc", vjps=(_sinc_rule,))
+_sinc = Primitive(np.sinc, "sinc", vjps=(_sinc_rule,), batch=batching.elementwise)
 implements(np.sinc)(_sinc)
 
 
@@ -363,7 +366,8 @@ def divmod_(x1, x2, **kwargs):
 
 
 # d frac(x) / dx = 1 away from the integers' jumps (modf's fractional part).
-_modf_frac = Primitive(lambda x: np.modf(x)[0], "modf", vjps=(lambda g, ans, x: g,))
+_modf_frac = Primitive(lambda x: np.modf(x)[0], "modf", vjps=(lambda g, ans, x: g,),
+                       batch=batching.elementwise)
 
 
 @implements(np.modf)
@@ -380,7 +384,7 @@ def _pow2(e, dtype):
 
 
 # mantissa = x / 2**e with the integer exponent e piecewise constant.
-_frexp_mantissa = Primitive(lambda x: np.frexp(x)[0], "frexp", vjps=(
+_frexp_mantissa = Primitive(lambda x: np.frexp(x)[0], "frexp", batch=batching.elementwise, vjps=(
     lambda g, ans, x: g * _pow2(-np.frexp(unwrap_all(x))[1], plain_dtype(g)),))
 
 
@@ -392,7 +396,7 @@ def frexp(x, **kwargs):
     return _frexp_mantissa(x), np.frexp(unwrap_all(x))[1]
 
 
-_ldexp = Primitive(lambda x1, x2: np.ldexp(x1, x2), "ldexp", vjps=(
+_ldexp = Primitive(lambda x1, x2: np.ldexp(x1, x2), "ldexp", batch=batching.elementwise, vjps=(
     lambda g, ans, x1, x2: unbroadcast(g * _pow2(x2, plain_dtype(g)), shape_of(x1)),
     lambda g, ans, x1, x2: None))  # the integer exponent: zero cotangent
 
@@ -420,9 +424,9 @@ def _i1_forward(x):
     return scipy.special.i1(x)
 
 
-_i1 = Primitive(_i1_forward, "i1", vjps=(_i1_rule,))
+_i1 = Primitive(_i1_forward, "i1", vjps=(_i1_rule,), batch=batching.elementwise)
 # d i0(x) / dx = i1(x), itself a primitive whose rule calls np.i0: every order.
-_i0 = Primitive(np.i0, "i0", vjps=(lambda g, ans, x: g * _i1(x),))
+_i0 = Primitive(np.i0, "i0", vjps=(lambda g, ans, x: g * _i1(x),), batch=batching.elementwise)
 if importlib.util.find_spec("scipy") is not None:
     implements(np.i0)(_i0)
 

@@ -17,7 +17,7 @@ from ..core.primitive import KEEP_OTHER, Primitive, implements, unbroadcast
 from ..core.var import reject_out, unwrap_all
 from .complex import imag_part, match_input, modulus, real_cotangent, real_part
 from .elementwise import _over_nonzero
-from .linalg_common import _H, _T, _fold_triangle, _gaps
+from .linalg_common import _H, _T, _fold_triangle, _gaps, batch_stacked
 from .shape import diagonal
 
 
@@ -272,11 +272,30 @@ def _solve_vjp_b(g, ans, a, b, unbroadcast_to=True):
     return match_input(unbroadcast(gb, np.shape(b)), b) if unbroadcast_to else gb
 
 
-_solve = Primitive(np.linalg.solve, "linalg.solve", vjps=(_solve_vjp_a, _solve_vjp_b))
+def _batch_solve(prim, args, batched, kwargs):
+    """solve(a, b) on matrices ``a`` and vectors or matrices ``b`` of one
+    item: NumPy reads a 1-d ``b`` as a vector, so a batch of vectors gets a
+    trailing axis for the call."""
+    a, b = args
+    n = batching.batch_size(args, batched)
+    a_nd, b_nd = batching.item_ndim(a, batched[0]), batching.item_ndim(b, batched[1])
+    if a_nd != 2 or b_nd not in (1, 2):
+        return NotImplemented
+    if not batched[0]:
+        a = np.broadcast_to(a, (n,) + tuple(batching.shape_of(a)))
+    if not batched[1]:
+        b = np.broadcast_to(b, (n,) + tuple(batching.shape_of(b)))
+    if b_nd == 1:
+        return prim(a, b[..., None])[..., 0]
+    return prim(a, b)
+
+
+_solve = Primitive(np.linalg.solve, "linalg.solve", vjps=(_solve_vjp_a, _solve_vjp_b),
+                   batch=_batch_solve)
 implements(np.linalg.solve)(_solve)
 
 # d(a⁻¹) = -a⁻¹ da a⁻¹  =>  ā = -a⁻ᵀ ḡ a⁻ᵀ
-_inv = Primitive(np.linalg.inv, "linalg.inv",
+_inv = Primitive(np.linalg.inv, "linalg.inv", batch=batch_stacked,
                  vjps=(lambda g, ans, a: match_input(-(_T(ans) @ g @ _T(ans)), a),))
 implements(np.linalg.inv)(_inv)
 
@@ -352,11 +371,12 @@ def _cofactor_vjp_traced(g, a):
     return det * (pair * inv_t - inv_t @ _T(g) @ inv_t)
 
 
-_cofactor = Primitive(_cofactor_fwd, "linalg.det's cofactor matrix", vjps=(_cofactor_vjp,))
+_cofactor = Primitive(_cofactor_fwd, "linalg.det's cofactor matrix", vjps=(_cofactor_vjp,),
+                      batch=batch_stacked)
 
 # d det(a) = tr(adj(a) da)  =>  ā = ḡ cof(a)  (= ḡ det(a) a⁻ᵀ where a is invertible);
 # cof is a primitive with its own exact rule: det's Hessian at singular a too
-_det = Primitive(np.linalg.det, "linalg.det",
+_det = Primitive(np.linalg.det, "linalg.det", batch=batch_stacked,
                  vjps=(lambda g, ans, a: match_input(
                      np.expand_dims(g, (-1, -2)) * _cofactor(a), a),))
 implements(np.linalg.det)(_det)
@@ -383,6 +403,7 @@ def _slogdet_vjp(g, ans, a):
 
 
 _slogdet = Primitive(lambda a: tuple(np.linalg.slogdet(a)), "linalg.slogdet", n_outputs=2,
+                     batch=batch_stacked,
                      vjps=(_slogdet_vjp,))
 
 
@@ -423,7 +444,8 @@ def _left_solve_lt(L, b, trans):
     return np.linalg.solve(_H(L) if trans == "C" else _T(L), b)
 
 
-_cholesky = Primitive(np.linalg.cholesky, "linalg.cholesky", vjps=(_cholesky_vjp,))
+_cholesky = Primitive(np.linalg.cholesky, "linalg.cholesky", vjps=(_cholesky_vjp,),
+                      batch=batch_stacked)
 
 
 @implements(np.linalg.cholesky)
@@ -454,6 +476,7 @@ def _eigh_vjp(g, ans, a, UPLO):
 
 
 _eigh = Primitive(lambda a, UPLO: tuple(np.linalg.eigh(a, UPLO)), "linalg.eigh", n_outputs=2,
+                  batch=batch_stacked,
                   vjps=(_eigh_vjp,))
 
 

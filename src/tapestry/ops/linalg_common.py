@@ -46,3 +46,12 @@ def _gaps(w, name, what):
             "repeated subspace via tapestry.custom_vjp, or perturb the matrix.")
     diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
     return np.where(off, 1.0 / np.where(off, diff, 1.0), 0.0)
+
+
+def batch_stacked(prim, args, batched, kwargs):
+    """The batching rule of an operation on the last two axes that NumPy
+    already maps over leading ones (inv, det, cholesky, eigh, svd, ...):
+    the batch is one more leading axis, when only the matrix is batched."""
+    if not batched[0] or any(batched[1:]):
+        return NotImplemented
+    return prim(*args, **kwargs) if kwargs else prim(*args)

@@ -23,11 +23,12 @@ import numpy as np
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
 from .complex import imag_part, match_input, real_cotangent, real_part
-from .linalg_common import _H, _T, _fold_triangle, _gaps
+from .linalg_common import _H, _T, _fold_triangle, _gaps, batch_stacked
 
 _SVDResult = type(np.linalg.svd(np.eye(1)))
 _EigResult = type(np.linalg.eig(np.eye(1)))
 _QRResult = type(np.linalg.qr(np.eye(1)))
+
 
 
 def _nonzero(g):
@@ -110,7 +111,7 @@ def _svd_vectors(gU, gVh, U, s, Vh, m, n, Sb):
     return Sb, ga
 
 
-_svd = Primitive(_svd_fwd, "linalg.svd", n_outputs=3, vjps=(_svd_vjp,))
+_svd = Primitive(_svd_fwd, "linalg.svd", n_outputs=3, vjps=(_svd_vjp,), batch=batch_stacked)
 
 
 @implements(np.linalg.svd)
@@ -133,7 +134,7 @@ def _svdvals_vjp(g, ans, a, hermitian):
 
 
 _svdvals = Primitive(lambda a, hermitian: np.linalg.svd(a, compute_uv=False, hermitian=hermitian),
-                     "linalg.svdvals", vjps=(_svdvals_vjp,))
+                     "linalg.svdvals", vjps=(_svdvals_vjp,), batch=batch_stacked)
 
 
 def svdvals(a, hermitian=False):
@@ -193,6 +194,7 @@ _EIG_MAX_COND = 1e8
 
 
 _eig = Primitive(lambda a: tuple(np.linalg.eig(a)), "linalg.eig", n_outputs=2,
+                 batch=batch_stacked,
                  vjps=(_eig_vjp,))
 
 
@@ -228,7 +230,8 @@ def _qr_vjp(g, ans, a):
     return match_input(_T(np.linalg.solve(R, _T(Xb))), a)
 
 
-_qr = Primitive(lambda a: tuple(np.linalg.qr(a)), "linalg.qr", n_outputs=2, vjps=(_qr_vjp,))
+_qr = Primitive(lambda a: tuple(np.linalg.qr(a)), "linalg.qr", n_outputs=2, vjps=(_qr_vjp,),
+                batch=batch_stacked)
 
 
 @implements(np.linalg.qr)
@@ -267,7 +270,7 @@ def _pinv_vjp(g, ans, a, rcond, hermitian):
 
 
 _pinv = Primitive(lambda a, rcond, hermitian: np.linalg.pinv(a, rcond, hermitian),
-                  "linalg.pinv", vjps=(_pinv_vjp,))
+                  "linalg.pinv", vjps=(_pinv_vjp,), batch=batch_stacked)
 
 
 @implements(np.linalg.pinv)
