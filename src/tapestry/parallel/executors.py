@@ -367,12 +367,13 @@ def _wait_all(futures, deadline=None):
 class DaskExecutor:
     """A ``dask.distributed.Client``: tasks are submitted to its cluster;
     workers lost mid-task are retried by Dask's scheduler (``retries=1``),
-    then reported as :class:`Lost`."""
+    then reported as :class:`Lost`.  ``owned``: tapestry started the
+    cluster (``executor="dask"``), so it may restart its workers."""
     name = "dask"
     local = False  # workers may be on other machines: no shared memory
 
-    def __init__(self, client):
-        self.client = client
+    def __init__(self, client, owned=False):
+        self.client, self.owned = client, owned
         try:
             self.n_workers = max(1, len(client.scheduler_info()["workers"]))
         except Exception:  # an unreachable scheduler: one worker assumed
@@ -394,10 +395,61 @@ class DaskExecutor:
                 done.add(futures[f])
                 yield futures[f], r
         except TimeoutError as e:
-            raise Timedout(set(futures.values()) - done) from e
+            note = self.free([f for f, k in futures.items() if k not in done])
+            raise Timedout(set(futures.values()) - done, note) from e
         finally:
             for f in futures:
                 f.cancel()
+
+    def free(self, stuck):
+        """After a deadline: cancel the unfinished tasks and say what was done.
+        Dask cannot cancel a task that is running Python code: it keeps its
+        worker's thread, and every later call would queue behind it.  So the
+        workers running them are restarted when tapestry owns the cluster;
+        a user's client is left alone and the message says how to free them."""
+        keys = {f.key for f in stuck}
+        try:
+            busy = sorted(w for w, ks in self.client.processing().items() if keys & set(ks))
+        except Exception:  # a scheduler that does not answer: nothing more to do here
+            busy = []
+        self.client.cancel(stuck)
+        if not busy:
+            return "Dask cancelled them before they started"
+        if not self.owned:
+            return (f"tapestry cancelled them, but a Dask task that is already running "
+                    f"cannot be stopped: it keeps its worker ({', '.join(busy)}) until f "
+                    f"returns, and later calls on this client wait behind it. tapestry "
+                    f"does not restart the workers of a client it did not start: call "
+                    f"client.restart_workers({busy!r}) (or client.restart()) to free them")
+        try:
+            self._kill(busy)
+        except Exception as e:  # say so rather than hide it behind the timeout
+            return (f"tapestry cancelled them and tried to restart the Dask workers "
+                    f"running them ({', '.join(busy)}), which failed ({e!r}); later calls "
+                    f"may wait behind them: tapestry.parallel.executors.close_dask() "
+                    f"closes that cluster")
+        return (f"the Dask workers running them ({', '.join(busy)}) were killed and their "
+                f"nannies start new ones, since a running task cannot be cancelled")
+
+    def _kill(self, workers, wait=10.0):
+        """End the processes of tapestry's own ``workers`` at once (their
+        nannies start new ones) and wait until the scheduler has let them go,
+        so that the next call is not sent to them.  ``restart_workers`` would
+        first ask each worker to close and wait 4 s for a stuck one."""
+        self.client.run(_exit_process, workers=workers, wait=False)
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if not set(workers) & set(self.client.scheduler_info()["workers"]):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"workers still registered after {wait} s")
+
+
+async def _exit_process():
+    """Run in a stuck Dask worker of tapestry's own cluster (see
+    DaskExecutor._kill); a coroutine, so it runs on the worker's event loop,
+    not on the executor thread that the stuck task holds."""
+    os._exit(1)
 
 
 # --- choosing one --------------------------------------------------------------------
@@ -428,6 +480,23 @@ def retire_thread_pool(pool):
     pool.shutdown()
 
 
+_GUARD = (" Its workers are new processes that import your main module again: in a "
+          "script, call parallel_sum / parallel_map only from code under "
+          "`if __name__ == \"__main__\":` (or from functions called there), or the "
+          "workers run the call again and fail to start.")
+
+
+def _refuse_while_importing_main():
+    """A worker process of the LocalCluster imports the main module again
+    (multiprocessing's spawn); a script without the main guard would start
+    a cluster from there, and multiprocessing's own error then surfaces as
+    "Nanny failed to start".  Say what to do instead."""
+    import multiprocessing
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError("tapestry.parallel: executor='dask' was called while a new "
+                           "process was importing the main module." + _GUARD)
+
+
 def dask_client():
     """A LocalCluster client started on first use and closed at exit."""
     with _lock:
@@ -438,8 +507,14 @@ def dask_client():
             except ImportError as e:
                 raise ImportError("tapestry.parallel: executor='dask' needs "
                                   "dask.distributed; pip install 'tapestry[dask]'.") from e
-            cluster = LocalCluster(n_workers=_default_workers(), threads_per_worker=1,
-                                   processes=True, dashboard_address=":0")
+            _refuse_while_importing_main()
+            try:
+                cluster = LocalCluster(n_workers=_default_workers(), threads_per_worker=1,
+                                       processes=True, dashboard_address=":0")
+            except Exception as e:
+                raise RuntimeError(f"tapestry.parallel: executor='dask' could not start "
+                                   f"its LocalCluster ({type(e).__name__}: {e}).{_GUARD}"
+                                   ) from e
             client = _dask_default["client"] = Client(cluster)
             atexit.register(close_dask)
     return client
@@ -499,7 +574,9 @@ def get_executor(executor, n_workers=None):
     if executor == "dask" or _is_dask_client(executor):
         if _in_dask_worker():
             return SerialExecutor()
-        return DaskExecutor(dask_client() if executor == "dask" else executor)
+        if executor == "dask":
+            return DaskExecutor(dask_client(), owned=True)
+        return DaskExecutor(executor)
     if isinstance(executor, Executor):
         return SerialExecutor() if _inside(executor) else FuturesExecutor(executor)
     raise ValueError(

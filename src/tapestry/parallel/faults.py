@@ -52,11 +52,12 @@ class Lost(Exception):
 
 
 class Timedout(Exception):
-    """Internal: the deadline passed with executor tasks ``ks`` unfinished."""
+    """Internal: the deadline passed with executor tasks ``ks`` unfinished;
+    ``note``: what the executor did with them (for the message), if it says."""
 
-    def __init__(self, ks):
+    def __init__(self, ks, note=None):
         super().__init__(ks)
-        self.ks = sorted(ks)
+        self.ks, self.note = sorted(ks), note
 
 
 def span_text(r):

@@ -96,12 +96,7 @@ def _public(e, spans, opname, ex, timeout):
     if isinstance(e, Timedout):
         items = [spans[k] for k in e.ks]
         what = ", ".join(span_text(r) for r in items)
-        where = ("thread workers cannot be stopped: a hung item keeps its thread (and "
-                 "CPU) until f returns, and later calls use a new pool"
-                 if in_process(ex) and not isinstance(ex, SerialExecutor) else
-                 "the process workers running them were killed and are replaced"
-                 if getattr(ex, "name", "") == "processes" else
-                 "serial calls check the deadline between chunks only")
+        where = e.note or _timeout_note(ex)
         return ParallelTimeoutError(
             f"tapestry.{opname}: timeout of {timeout} s passed with {what} not finished "
             f"({where}).", items)
@@ -118,6 +113,19 @@ def _public(e, spans, opname, ex, timeout):
                "does not own its workers, so it does not retry: give a new executor, or "
                "use executor='processes', which replaces dead workers.")
     return WorkerDiedError(f"tapestry.{opname}: {msg}", r)
+
+
+def _timeout_note(ex):
+    """What became of unfinished tasks, when the executor did not say."""
+    if ex is None or isinstance(ex, SerialExecutor):
+        return "serial calls check the deadline between chunks only"
+    if in_process(ex):
+        return ("thread workers cannot be stopped: a hung item keeps its thread (and "
+                "CPU) until f returns, and later calls use a new pool")
+    if getattr(ex, "name", "") == "processes":
+        return "the process workers running them were killed and are replaced"
+    return ("tasks not started were cancelled; tapestry cannot stop tasks already running "
+            "on an executor it does not own: they keep their workers until f returns")
 
 
 def _split(tasks, n_groups):
