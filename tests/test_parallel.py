@@ -330,3 +330,88 @@ def test_generator_items_are_taken_as_a_list():
     total, g = tp.value_and_grad(lambda w: tp.parallel_sum(f, gen, w))(w)
     assert total == 18.0 and np.array_equal(g, [6.0, 6.0])
     assert tp.parallel_sum(f, map(float, range(3)), 2.0) == 6.0
+
+
+# --- forward mode (jvp, linearize, jacfwd, jvp over grad) through parallel calls --------
+def _row_net(r, W):
+    return np.tanh(r @ W)
+
+
+def _model_out(m, x):
+    return {"h": np.tanh(m["W1"] @ x), "s": np.sum(m["b1"] * m["b1"])}
+
+
+FORWARD_CASES = {
+    # name: (parallel version (..., executor), the same without parallel calls, args)
+    "map_stacked": (lambda X, W, ex: tp.parallel_map(_row_net, X, W, executor=ex,
+                                                     chunk_size=3),
+                    lambda X, W: np.tanh(X @ W),
+                    (RNG.standard_normal((7, 3)), RNG.standard_normal((3, 2)))),
+    "map_batched": (lambda X, W, ex: tp.parallel_map(_row_net, X, W, executor=ex,
+                                                     chunk_size=2, batched=True),
+                    lambda X, W: np.tanh(X @ W),
+                    (RNG.standard_normal((5, 3)), RNG.standard_normal((3, 2)))),
+    "map_list": (lambda ms, x, ex: tp.parallel_map(_model_out, ms, x, executor=ex,
+                                                   chunk_size=3),
+                 lambda ms, x: [_model_out(m, x) for m in ms],
+                 (models(4, hidden=3, d=2), RNG.standard_normal((2, 2)))),
+    "sum": (lambda ms, x, ex: tp.parallel_sum(mlp, ms, x, executor=ex, chunk_size=2),
+            lambda ms, x: sum(mlp(m, x) for m in ms),
+            (models(3, hidden=3, d=2), RNG.standard_normal((2, 2)))),
+}
+
+
+def _like(tree, seed):
+    rng = np.random.default_rng(seed)
+    return tp.tree_map(lambda a: rng.standard_normal(np.shape(a)).astype(np.result_type(a)),
+                       tree)
+
+
+def _close(a, b, dtype):
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    la, lb = tp.tree_flatten(a)[0], tp.tree_flatten(b)[0]
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        assert np.shape(u) == np.shape(v)
+        np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
+
+
+def _cast(tree, dtype):
+    return tp.tree_map(lambda a: np.asarray(a, dtype), tree)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("case", sorted(FORWARD_CASES))
+def test_forward_mode_through_parallel_calls(case, executor):
+    par, ref, args = FORWARD_CASES[case]
+    for dtype in (np.float64, np.float32):
+        a = _cast(args, dtype)
+        ts = (_like(a[0], 1), _like(a[1], 2))
+        p = (lambda *xs: par(*xs, executor))
+        _close(tp.jvp(p, a, ts), tp.jvp(ref, a, ts), dtype)
+        _, lin = tp.linearize(p, *a)
+        _, lin_ref = tp.linearize(ref, *a)
+        for seed in (3, 4):  # the kept trace pushes several tangents
+            u = (_like(a[0], seed), _like(a[1], seed + 10))
+            _close(lin(*u), lin_ref(*u), dtype)
+        _close(tp.jacfwd(p, argnums=(0, 1))(*a), tp.jacfwd(ref, argnums=(0, 1))(*a), dtype)
+
+        def scalar(f):
+            return lambda *xs: sum(np.sum(y ** 2) for y in tp.tree_flatten(f(*xs))[0])
+        # forward over reverse: hessian, and jvp of grad
+        _close(tp.hessian(scalar(p), argnums=1)(*a), tp.hessian(scalar(ref), argnums=1)(*a),
+               dtype)
+        g, g_ref = tp.grad(scalar(p), argnums=(0, 1)), tp.grad(scalar(ref), argnums=(0, 1))
+        _close(tp.jvp(g, a, ts), tp.jvp(g_ref, a, ts), dtype)
+
+
+def test_forward_mode_on_processes_uses_the_replayed_random_state():
+    """The recomputed chunk draws the masks its value was computed with."""
+    def dropout(r, W):  # global np.random: each worker's state moves on between tasks
+        return np.tanh(r @ W) * (np.random.random(W.shape[1]) < 0.5)
+
+    X, W, V = RNG.standard_normal((6, 3)), RNG.standard_normal((3, 40)), np.ones((3, 40))
+    y, t = tp.jvp(lambda W: tp.parallel_map(dropout, X, W, executor="processes",
+                                            chunk_size=2), (W,), (V,))
+    assert np.any(y == 0) and np.any(y != 0)
+    assert np.array_equal(y == 0, t == 0)

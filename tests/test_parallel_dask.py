@@ -76,6 +76,18 @@ def test_dask_map_backward_recomputes_chunks(client):
           tp.value_and_grad(loss, argnums=(0, 1))(X, W, "serial"))
 
 
+def test_forward_mode_through_dask_matches_serial(client):
+    X, W = np.random.default_rng(6).standard_normal((6, 3)), np.eye(3)[:, :2]
+    V = np.random.default_rng(7).standard_normal(W.shape)
+
+    def fm(W, ex):
+        return tp.parallel_map(lambda r, W: np.sin(r @ W), X, W, executor=ex, chunk_size=4)
+    _bits(tp.jvp(lambda W: fm(W, client), (W,), (V,)),
+          tp.jvp(lambda W: fm(W, "serial"), (W,), (V,)))
+    assert np.allclose(tp.jacfwd(lambda W: fm(W, client))(W),
+                       tp.jacfwd(lambda W: np.sin(X @ W))(W))
+
+
 def kills_worker_once(v, x, marker):
     if v == 2.0 and not os.path.exists(marker):
         open(marker, "w").close()

@@ -122,6 +122,10 @@ def node_tangent(node, ts, batch=None):
         if custom is not None:
             return custom.tangent(ts)
         return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
+    selects = getattr(rules[0], "selects", None) if len(rules) == 1 else None
+    if selects is not None:  # output k of a multi-output node: slot k of its tangent
+        t = ts[0][selects]
+        return None if t is None else _fit(t, ans, batch)
     # The argument position of each rule, so the primitive's properties
     # apply (None: unknown, e.g. a select node; transposition then).
     positions = prim.active_of(rules) if prim is not None and USE_FAST_RULES else None

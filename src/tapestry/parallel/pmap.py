@@ -10,6 +10,8 @@ chunk order, so the bits do not depend on the executor.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..core.backward import JointRule
@@ -19,7 +21,7 @@ from ..core.var import Var
 from .chunks import Plan, chunk_bounds
 from .executors import SerialExecutor, get_executor, in_worker
 from .runner import in_process, run_chunks
-from .work import map_chunk_keep, map_chunk_pullback, map_chunk_values
+from .work import map_chunk_jvp, map_chunk_keep, map_chunk_pullback, map_chunk_values
 
 
 def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
@@ -82,6 +84,29 @@ class _Layout:
     def leaves(self):
         return tree_flatten(self.result)[0]
 
+    def tangents(self, chunk_ts):
+        """Forward mode: the result's leaf tangents (``None``: zero) from
+        each chunk's flat list of output-leaf tangents (``None`` for a
+        chunk whose inputs had none)."""
+        leaves = self.leaves()
+        if self.mode == "list":
+            return [t for n, ts in zip(self.per_chunk, chunk_ts) for t in (ts or [None] * n)]
+        n = len(leaves)
+        out = []
+        for j, y in enumerate(leaves):
+            if all(ts is None or all(t is None for t in ts[j::n]) for ts in chunk_ts):
+                out.append(None)
+                continue
+            parts = []
+            for (a, b), ts in zip(self.bounds, chunk_ts):
+                if self.mode == "concat":
+                    parts.append(_zero_if_none(ts and ts[j], y[a:b]))
+                else:
+                    parts += [_zero_if_none(ts and ts[r * n + j], y[a + r])
+                              for r in range(b - a)]
+            out.append(np.concatenate(parts) if self.mode == "concat" else np.stack(parts))
+        return out
+
     def chunk_cotangents(self, flat_g):
         """Per chunk: the flat list of its outputs' cotangents, or ``None``
         when all of them are zero (that chunk's backward is skipped)."""
@@ -101,6 +126,10 @@ class _Layout:
             else:
                 out.append([None if c is None else c[i] for i in range(a, b) for c in flat_g])
         return out
+
+
+def _zero_if_none(t, like):
+    return np.zeros(np.shape(like), np.result_type(like)) if t is None else t
 
 
 class _Slots:
@@ -123,6 +152,7 @@ def _slot_rule(k, n):
     """Output ``k``'s cotangent as a one-slot dict (no list of n)."""
     def select_pullback(g, ans):
         return _Slots({k: g})
+    select_pullback.selects = k  # forward mode: slot k of the map's tangents
     return select_pullback
 
 
@@ -153,6 +183,27 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
             chunk_grads[k] = gr
         return plan.assemble(bounds, chunk_grads)
 
+    def parallel_map_tangent(ts):
+        """Forward mode (jvp, linearize, jacfwd): each chunk's output
+        tangents from one tangent sweep, over its kept tape (threads) or
+        over its forward recomputed in the task (processes, Dask)."""
+        per_chunk = plan.chunk_tangents(bounds, ts)
+        traced = any(t.__class__ is Var for cs in per_chunk for t in cs)
+        run_ex = SerialExecutor() if (traced or in_worker()) else ex
+        todo = [k for k, cs in enumerate(per_chunk) if any(t is not None for t in cs)]
+        if keep:
+            jobs = [(kept[k], per_chunk[k]) for k in todo]
+            outs = run_chunks(run_ex, _kept_push, jobs, "parallel_map", timeout=timeout)
+        else:
+            jobs = [(tasks[k], per_chunk[k], kept[k]) for k in todo]
+            outs = run_chunks(run_ex, map_chunk_jvp, jobs, "parallel_map", timeout=timeout)
+        chunk_ts = [None] * len(bounds)
+        for k, o in zip(todo, outs):
+            chunk_ts[k] = o
+        return layout.tangents(chunk_ts)
+
+    # node_tangent calls this instead of transposing the pullback
+    parallel_map_pullback.custom_jvp = SimpleNamespace(tangent=parallel_map_tangent)
     outs = record(tape, tuple(leaves), plan.parents(), JointRule(parallel_map_pullback),
                   (), {}, len(leaves), select_rule=_slot_rule)
     return tree_flatten(layout.result)[1].unflatten(list(outs))
@@ -161,3 +212,8 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
 def _kept_pullback(job):
     kept, cts = job
     return kept.pullback(cts)
+
+
+def _kept_push(job):
+    kept, ts = job
+    return kept.push(ts)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import rng
 from ..core.backward import JointRule, backward_sweep
+from ..core.forward import forward_sweep
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from ..core.tape import open_tape
@@ -160,15 +161,26 @@ def map_chunk_values(task):
 
 
 class KeptChunk:
-    """A chunk's child tape kept alive for a later reverse sweep (threads)."""
+    """A chunk's child tape kept alive for a later reverse sweep (threads),
+    or a tangent sweep (forward mode)."""
 
-    __slots__ = ("tape", "join", "positions", "leaves_like", "span")
+    __slots__ = ("tape", "join", "positions", "leaves_like", "span", "outputs")
 
     def pullback(self, out_cts):
         """Cotangents of the active leaves given the outputs' cotangents
         (a list, ``None`` for zero)."""
         cts = backward_sweep(self.tape, self.join, list(out_cts), release=False)
         return _grads(cts, self.positions, self.leaves_like)
+
+    def push(self, tangents):
+        """Tangents of the outputs' leaves (a flat list, ``None`` for zero)
+        given the active leaves' tangents: one forward sweep over the tape,
+        up to the join node (which only gathers the outputs)."""
+        ts = [None] * self.join
+        for p, t in zip(self.positions, tangents):
+            ts[p] = t
+        forward_sweep(self.tape.nodes[:self.join], ts)
+        return [None if i is None else ts[i] for i in self.outputs]
 
 
 def map_chunk_keep(task):
@@ -184,6 +196,8 @@ def map_chunk_keep(task):
     kept = KeptChunk()
     kept.tape, kept.positions, kept.leaves_like = tape, positions, values
     kept.join, kept.span = join, task_span(task)
+    kept.outputs = [x._index if x.__class__ is Var and x._tape is tape else None
+                    for o in outs for x in tree_flatten(o)[0]]
     plain = [tree_flatten(o)[1].unflatten([_lower(x, tape) for x in tree_flatten(o)[0]])
              for o in outs]
     return plain, kept
@@ -221,3 +235,15 @@ def map_chunk_pullback(args):
     if isinstance(r, Failure):
         return r
     return r[1].pullback(out_cts)
+
+
+def map_chunk_jvp(args):
+    """Forward mode by recomputation (processes, Dask): the chunk's forward
+    on a fresh tape (its random state replayed), then one tangent sweep:
+    the tangents of its outputs' leaves, flat (``None`` for zero)."""
+    task, tangents, snapshot = args
+    with rng.replay(snapshot, (task.chunk, task.shared)):
+        r = map_chunk_keep(task)
+    if isinstance(r, Failure):
+        return r
+    return r[1].push(tangents)
