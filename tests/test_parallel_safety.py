@@ -269,3 +269,36 @@ def test_thread_calls_keep_the_faster_way_and_retry_the_other(pool_time, later):
     assert used[:3] == [False, False, True]  # alone twice (cold start), then the pool
     rest = used[3:]
     assert rest.count(later) == len(rest) - 1  # the faster way, but for one retry
+
+
+class _RefusesAfter(ThreadPoolExecutor):
+    """A stand-in for a loky pool broken by a worker that died while the
+    caller was still submitting: submits after the first ``n`` raise."""
+
+    def __init__(self, n):
+        super().__init__(1)
+        self.n = n
+
+    def submit(self, fn, *args):
+        from concurrent.futures.process import BrokenProcessPool
+        if self.n == 0:
+            raise BrokenProcessPool("a worker died")
+        self.n -= 1
+        return super().submit(fn, *args)
+
+
+@pytest.mark.parametrize("second_pool_refuses", [False, True])
+def test_pool_broken_while_submitting_retries_the_tasks_it_refused(monkeypatch,
+                                                                   second_pool_refuses):
+    from tapestry.parallel import executors
+    from tapestry.parallel.faults import Lost
+    pools = [_RefusesAfter(1), _RefusesAfter(0 if second_pool_refuses else 9)]
+    monkeypatch.setattr(executors.ProcessExecutor, "_pool", lambda self: pools.pop(0))
+    monkeypatch.setattr(executors, "_limit_blas_in_process", lambda: None)
+    run = executors.ProcessExecutor(2).run(lambda t: t * 10, [1, 2, 3])
+    if second_pool_refuses:
+        with pytest.raises(Lost) as e:
+            dict(run)
+        assert e.value.k == 1 and e.value.twice
+    else:
+        assert dict(run) == {0: 10, 1: 20, 2: 30}

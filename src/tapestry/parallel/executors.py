@@ -317,25 +317,36 @@ class ProcessExecutor:
                                      env={k: "1" for k in _BLAS_ENV})
 
     def run(self, fn, tasks, deadline=None):
-        payloads, futures = [], {}
+        from concurrent.futures.process import BrokenProcessPool
+        payloads, futures, refused = [], {}, []
         pool = self._pool()
         for k, t in enumerate(tasks):  # submit each as soon as it is packed
             payloads.append(_submission(fn, t))
-            futures[pool.submit(*payloads[k])] = k
+            try:
+                futures[pool.submit(*payloads[k])] = k
+            except BrokenProcessPool as e:  # a task submitted before killed its worker
+                refused.append((k, e))
         try:
-            yield from self._retrying(pool, payloads, futures, deadline)
+            yield from self._retrying(pool, payloads, futures, deadline, refused)
         except Timedout:
             pool.shutdown(wait=False, kill_workers=True)
             raise
 
-    def _retrying(self, pool, payloads, futures, deadline):
+    def _retrying(self, pool, payloads, futures, deadline, refused=()):
+        """Tasks lost to a broken pool (``refused``: those it would not even
+        take) run once more on a new pool."""
         from concurrent.futures.process import BrokenProcessPool
         todo = []  # the tasks lost on the first attempt
         for attempt in (0, 1):
             if attempt:
                 pool = self._pool()
-                futures = {pool.submit(*payloads[k]): k for k in todo}
-            lost = []
+                futures, refused = {}, []
+                for k in todo:
+                    try:
+                        futures[pool.submit(*payloads[k])] = k
+                    except BrokenProcessPool as e:
+                        refused.append((k, e))
+            lost = list(refused)
             for f in _wait_all(futures, deadline):
                 k = futures[f]
                 try:
