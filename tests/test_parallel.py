@@ -195,6 +195,43 @@ def test_error_names_item_and_keeps_traceback(executor):
     assert isinstance(e.value.__cause__, ValueError)
 
 
+def _bwd_fails_at_2(x, g):
+    if np.any(x == 2.0):
+        raise ValueError("bwd fails at 2")
+    return (g * np.cos(x),)
+
+
+@tp.custom_vjp
+def sin_bwd_fails_at_2(x):
+    return np.sin(x)
+
+
+sin_bwd_fails_at_2.defvjp(lambda x: (np.sin(x), x), _bwd_fails_at_2)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("op", ["sum", "map"])
+def test_error_in_the_reverse_sweep_names_the_item(executor, op):
+    """Not only f's own exceptions: one raised by a rule in the chunk's
+    reverse sweep names the item too, and keeps the original as its cause
+    (with processes it came back as an unrelated unpickling error)."""
+    def loss(s):
+        if op == "sum":
+            return tp.parallel_sum(lambda v, s: sin_bwd_fails_at_2(v * s), np.arange(4.0), s,
+                                   executor=executor, chunk_size=1)
+        return np.sum(tp.parallel_map(lambda v, s: sin_bwd_fails_at_2(v * s), np.arange(4.0),
+                                      s, executor=executor, chunk_size=1))
+    with pytest.raises(ParallelItemError, match="reverse sweep through f raised ValueError "
+                                                "on item 2: bwd fails at 2") as e:
+        tp.grad(loss)(1.0)
+    assert e.value.index == 2 and isinstance(e.value.__cause__, ValueError)
+    if op == "map":  # forward mode transposes that rule: its tangent sweep fails there
+        with pytest.raises(ParallelItemError, match="tangent sweep through f raised "
+                                                    "ValueError on item 2") as e:
+            tp.jvp(loss, (1.0,), (1.0,))
+        assert e.value.index == 2
+
+
 def test_batched_error_names_item_range():
     with pytest.raises(ParallelItemError, match="items 3..5"):
         tp.parallel_sum(lambda c, s: fails_on_5(c[2], s) + np.sum(c), np.arange(8.0), 1.0,

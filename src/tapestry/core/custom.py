@@ -44,6 +44,12 @@ class custom_vjp:
             return functools.partial(cls, nondiff_argnums=nondiff_argnums)
         return super().__new__(cls)
 
+    def __getnewargs__(self):
+        """Unpickling calls ``__new__`` with these: without ``fun`` it would
+        return the decorator's ``partial`` (cloudpickle ships a custom_vjp
+        defined in ``__main__`` by value to process and Dask workers)."""
+        return (self.fun,)
+
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun

@@ -118,26 +118,34 @@ def _grads(cts, positions, leaves_like):
 
 
 # --- parallel_sum ---------------------------------------------------------------------
+def _span_label(span):
+    """The item (an int) or items ("4..7") of a chunk, for a Failure."""
+    return span.start if len(span) == 1 else f"{span.start}..{span.stop - 1}"
+
+
 def sum_chunk(task):
     """The chunk's partial sum and, if any leaf is active, its gradient
-    from one reverse sweep: ``(value, [grad per active leaf])``."""
-    if not task.active:
-        try:
+    from one reverse sweep: ``(value, [grad per active leaf])``; a
+    :class:`Failure` naming the item or chunk if any step raises."""
+    try:
+        if not task.active:
             return _in_order_sum(_calls(task, task.chunk, task.shared, _check_scalar)), []
-        except _Failed as e:
-            return e.args[0]
-    with open_tape() as tape:
-        chunk, shared, positions, values = _trace(task, tape)
-        try:
+        with open_tape() as tape:
+            chunk, shared, positions, values = _trace(task, tape)
             total = _in_order_sum(_calls(task, chunk, shared, _check_scalar))
-        except _Failed as e:
-            return e.args[0]
-    if total.__class__ is Var and total._tape is tape:
-        value = total._value
-        cts = backward_sweep(tape, total._index, np.ones((), np.result_type(value)))
-    else:
-        value, cts = total, [None] * len(tape.nodes)
-    return value, _grads(cts, positions, values)
+    except _Failed as e:
+        return e.args[0]
+    except Exception as e:  # adding the items' values up
+        return Failure(_span_label(task_span(task)), e, "summing f's values raised")
+    try:
+        if total.__class__ is Var and total._tape is tape:
+            value = total._value
+            cts = backward_sweep(tape, total._index, np.ones((), np.result_type(value)))
+        else:
+            value, cts = total, [None] * len(tape.nodes)
+        return value, _grads(cts, positions, values)
+    except Exception as e:
+        return Failure(_span_label(task_span(task)), e, "the reverse sweep through f raised")
 
 
 def _check_scalar(v):
@@ -168,9 +176,12 @@ class KeptChunk:
 
     def pullback(self, out_cts):
         """Cotangents of the active leaves given the outputs' cotangents
-        (a list, ``None`` for zero)."""
-        cts = backward_sweep(self.tape, self.join, list(out_cts), release=False)
-        return _grads(cts, self.positions, self.leaves_like)
+        (a list, ``None`` for zero); a :class:`Failure` if the sweep raises."""
+        try:
+            cts = backward_sweep(self.tape, self.join, list(out_cts), release=False)
+            return _grads(cts, self.positions, self.leaves_like)
+        except Exception as e:
+            return Failure(_span_label(self.span), e, "the reverse sweep through f raised")
 
     def push(self, tangents):
         """Tangents of the outputs' leaves (a flat list, ``None`` for zero)
@@ -179,7 +190,10 @@ class KeptChunk:
         ts = [None] * self.join
         for p, t in zip(self.positions, tangents):
             ts[p] = t
-        forward_sweep(self.tape.nodes[:self.join], ts)
+        try:
+            forward_sweep(self.tape.nodes[:self.join], ts)
+        except Exception as e:
+            return Failure(_span_label(self.span), e, "the tangent sweep through f raised")
         return [None if i is None else ts[i] for i in self.outputs]
 
 
