@@ -277,10 +277,63 @@ def test_bad_arguments_are_named():
         tp.parallel_sum(np.sum, X, chunk_size=0)
     with pytest.raises(ValueError, match="same leading length"):
         tp.parallel_sum(lambda it: np.sum(it[0]), (X, np.ones(3)))
-    with pytest.raises(ParallelItemError, match="needs f to return a scalar"):
+    with pytest.raises(ParallelItemError, match=r"f returned an array of shape \(2,\)"):
         tp.parallel_sum(lambda r: r, X)
     with pytest.raises(ValueError, match="different structures"):
         tp.parallel_map(lambda r: (r,) if r[0] > 0 else [r], np.array([[1.0], [-1.0]]))
+
+
+@pytest.mark.parametrize("op", [tp.parallel_sum, tp.parallel_map])
+@pytest.mark.parametrize("items", [np.ones((4, 2)), []])
+def test_bad_options_are_refused_on_every_path(op, items):
+    """Also with no items, and inline (higher derivatives): paths that
+    never reach an executor accepted timeout=-1 or a misspelt executor."""
+    calls = [lambda **kw: op(np.sum, items, **kw),
+             lambda **kw: tp.hessian(lambda s: np.sum(op(lambda r, s: np.sum(r) * s ** 3,
+                                                          np.ones((3, 2)), s, **kw)))(1.0)]
+    for call in calls:
+        for bad, match in [({"timeout": -1}, "timeout must be a positive number"),
+                           ({"timeout": 0}, "timeout must be a positive number"),
+                           ({"timeout": float("nan")}, "timeout must be a positive number"),
+                           ({"timeout": "10"}, "timeout must be a positive number"),
+                           ({"n_workers": -1}, "n_workers must be a positive integer"),
+                           ({"n_workers": 0}, "n_workers must be a positive integer"),
+                           ({"n_workers": 1.5}, "n_workers must be a positive integer"),
+                           ({"executor": "thread"}, "unknown executor 'thread'"),
+                           ({"chunk_size": -1}, "chunk_size must be a positive integer")]:
+            with pytest.raises(ValueError, match=match):
+                call(executor=bad.pop("executor", "threads"), **bad)
+    # what is allowed
+    call(executor="threads", n_workers=2, timeout=30)
+    call(executor="threads", timeout=float("inf"))
+
+
+FUNNY_VALUES = [(None, "f returned None; .*return statement"),
+                ("abc", r"f returned a str \('abc'\)"),
+                (True, "f returned a bool .*logical or"),
+                (np.bool_(True), "f returned a NumPy bool scalar .*logical or"),
+                ([1.0, 2.0], "f returned a list .*use parallel_map"),
+                (np.array(1.0, dtype=object), r"f returned an array of shape \(\) and dtype "
+                                              "object"),
+                (np.ones(2), r"f returned an array of shape \(2,\).*use parallel_map")]
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("value,match", FUNNY_VALUES)
+def test_sum_of_values_that_are_not_numbers_names_the_item(executor, value, match):
+    """None gave a bare TypeError from '+', strings were concatenated and
+    NumPy booleans or-ed, silently."""
+    def f(v, s):
+        return value if v == 3.0 else v * s
+    for run in (lambda: tp.parallel_sum(f, np.arange(5.0), 1.0, executor=executor,
+                                        chunk_size=2),
+                lambda: tp.grad(lambda s: tp.parallel_sum(f, np.arange(5.0), s,
+                                                          executor=executor,
+                                                          chunk_size=2))(1.0)):
+        with pytest.raises(ParallelItemError, match="tapestry.parallel_sum: on item 3, " +
+                           match) as e:
+            run()
+        assert e.value.index == 3
 
 
 def test_progress_is_shown(capsys):
@@ -452,3 +505,35 @@ def test_forward_mode_on_processes_uses_the_replayed_random_state():
                                             chunk_size=2), (W,), (V,))
     assert np.any(y == 0) and np.any(y != 0)
     assert np.array_equal(y == 0, t == 0)
+
+
+# --- complex values --------------------------------------------------------------------
+def _phase(v, x, z):
+    """Complex for v >= 2, real below: chunks of both kinds in one sum."""
+    if v < 2:
+        return np.sin(v * x[0])
+    return np.sum(np.exp(1j * v * x) * z) * v
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_complex_sum_gradient_with_complex_cotangents(executor):
+    """check_grads pulls back random complex cotangents: a sum's gradient
+    kept only for the cotangent 1 gave the gradient of np.imag(sum) as 0."""
+    x = np.array([0.3, -0.8])
+    z = np.array([0.5 - 1.0j, 2.0 + 0.25j])
+    items = np.arange(5.0)
+    check_grads(lambda x, z: tp.parallel_sum(_phase, items, x, z, executor=executor,
+                                             chunk_size=2), (x, z))
+    ref = tp.grad(lambda x: np.imag(sum(_phase(v, x, z) for v in items)))(x)
+    got = tp.grad(lambda x: np.imag(tp.parallel_sum(_phase, items, x, z, executor=executor,
+                                                    chunk_size=2)))(x)
+    assert np.allclose(got, ref) and np.all(ref != 0)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_complex_map_gradient(executor):
+    x = np.array([0.3, -0.8])
+    z = np.array([0.5 - 1.0j, 2.0 + 0.25j])
+    check_grads(lambda x, z: tp.parallel_map(lambda v, x, z: np.exp(1j * v * x) * z,
+                                             np.arange(5.0), x, z, executor=executor,
+                                             chunk_size=2), (x, z))

@@ -41,6 +41,8 @@ import warnings
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, \
     ThreadPoolExecutor, wait
 
+import numpy as np
+
 from .faults import Lost, Timedout
 
 _local = threading.local()
@@ -572,6 +574,36 @@ def _is_dask_client(executor):
     return type(executor).__name__ == "Client" and hasattr(executor, "submit")
 
 
+def check_options(opname, executor, n_workers, timeout):
+    """Refuse a bad ``executor=``, ``n_workers=`` or ``timeout=`` before
+    anything runs, whatever path the call then takes (a call with no items,
+    or one run in place for higher derivatives, never reaches an executor);
+    returns the timeout (``None`` for no limit; ``inf`` means none)."""
+    if not (executor is None or (isinstance(executor, str) and executor in _NAMES)
+            or isinstance(executor, Executor) or _is_dask_client(executor)):
+        raise _unknown_executor(executor)
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(
+            n_workers, (int, np.integer)) or n_workers < 1):
+        raise ValueError(f"tapestry.{opname}: n_workers must be a positive integer (how many "
+                         f"workers the built-in pools start) or None (one per CPU core), got "
+                         f"{n_workers!r}.")
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer,
+                                                             np.floating)) \
+            or not timeout > 0:
+        raise ValueError(f"tapestry.{opname}: timeout must be a positive number of seconds "
+                         f"for the whole call, or None for no limit, got {timeout!r}.")
+    return None if timeout == float("inf") else float(timeout)
+
+
+def _unknown_executor(executor):
+    return ValueError(
+        f"tapestry.parallel: unknown executor {executor!r}; use one of "
+        f"{', '.join(map(repr, _NAMES))}, a concurrent.futures.Executor, or a "
+        "dask.distributed.Client.")
+
+
 def get_executor(executor, n_workers=None):
     """Normalize the user's ``executor=`` argument to an adapter (serial,
     run in place, for a call nested in a task of that same executor)."""
@@ -590,7 +622,4 @@ def get_executor(executor, n_workers=None):
         return DaskExecutor(executor)
     if isinstance(executor, Executor):
         return SerialExecutor() if _inside(executor) else FuturesExecutor(executor)
-    raise ValueError(
-        f"tapestry.parallel: unknown executor {executor!r}; use one of "
-        f"{', '.join(map(repr, _NAMES))}, a concurrent.futures.Executor, or a "
-        "dask.distributed.Client.")
+    raise _unknown_executor(executor)

@@ -68,7 +68,8 @@ def span_text(r):
 class Failure:
     """What a worker returns instead of raising (picklable).  ``index``:
     the item (an int) or the items (text, "4..7") it was working on;
-    ``what``: which step raised (``f`` itself, or the sweep through it)."""
+    ``what``: which step raised (``f`` itself, or the sweep through it;
+    ``None``: a value ``f`` returned was refused, ``exc`` says which)."""
 
     __slots__ = ("index", "exc", "tb", "what")
 
@@ -85,6 +86,10 @@ class Failure:
 
     def raise_in_caller(self, opname):
         exc = self.exc
+        where = f"{'item' if isinstance(self.index, int) else 'items'} {self.index}"
+        if self.what is None:  # a value f returned was refused: f itself did not raise
+            raise ParallelItemError(f"tapestry.{opname}: on {where}, {exc}", self.index,
+                                    self.tb) from exc
         raise ParallelItemError(
             f"tapestry.{opname}: {self.what} {type(exc).__name__} on "
             f"{'item' if isinstance(self.index, int) else 'items'} {self.index}: "

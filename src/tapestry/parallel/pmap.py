@@ -19,7 +19,7 @@ from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from ..core.var import Var
 from .chunks import Plan, chunk_bounds
-from .executors import SerialExecutor, get_executor, in_worker
+from .executors import SerialExecutor, check_options, get_executor, in_worker
 from .runner import in_process, run_chunks
 from .work import map_chunk_jvp, map_chunk_keep, map_chunk_pullback, map_chunk_values
 
@@ -37,10 +37,11 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     the random state it first saw (global ``np.random`` and generators
     among the arguments; not one captured in a closure).
     """
+    timeout = check_options("parallel_map", executor, n_workers, timeout)
     plan = Plan(items, shared, batched, "parallel_map")
+    bounds = chunk_bounds(plan.n, chunk_size, "parallel_map")
     if plan.n == 0:
         return [] if plan.is_list else None
-    bounds = chunk_bounds(plan.n, chunk_size, "parallel_map")
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
     keep = differentiate and in_process(ex)

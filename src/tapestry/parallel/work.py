@@ -90,6 +90,8 @@ def _call(label, f, item, shared, check):
         if check is not None:
             check(out)
         return out
+    except BadValue as e:
+        raise _Failed(Failure(label, e, None)) from None
     except Exception as e:
         raise _Failed(Failure(label, e)) from None
 
@@ -111,6 +113,8 @@ def _grads(cts, positions, leaves_like):
             continue
         if type(c) is np.ndarray or isinstance(c, np.generic):
             dt = np.result_type(x)
+            if c.dtype.kind == "c" and dt.kind != "c":
+                c = c.real  # a real leaf's cotangent is the real part (docs/complex.md)
             if c.dtype != dt or np.shape(c) != np.shape(x) or type(c) is not np.ndarray:
                 c = np.asarray(c, dtype=dt).reshape(np.shape(x))
         out.append(c)
@@ -125,7 +129,8 @@ def _span_label(span):
 
 def sum_chunk(task):
     """The chunk's partial sum and, if any leaf is active, its gradient
-    from one reverse sweep: ``(value, [grad per active leaf])``; a
+    from one reverse sweep: ``(value, [grad per active leaf])`` (and, for
+    a complex sum, a third entry: the gradients for the cotangent 1j); a
     :class:`Failure` naming the item or chunk if any step raises."""
     try:
         if not task.active:
@@ -138,21 +143,63 @@ def sum_chunk(task):
     except Exception as e:  # adding the items' values up
         return Failure(_span_label(task_span(task)), e, "summing f's values raised")
     try:
-        if total.__class__ is Var and total._tape is tape:
-            value = total._value
-            cts = backward_sweep(tape, total._index, np.ones((), np.result_type(value)))
-        else:
-            value, cts = total, [None] * len(tape.nodes)
-        return value, _grads(cts, positions, values)
+        if total.__class__ is not Var or total._tape is not tape:
+            return total, _grads([None] * len(tape.nodes), positions, values)
+        value = total._value
+        dt = np.result_type(value)
+        if dt.kind != "c":
+            return value, _grads(backward_sweep(tape, total._index, np.ones((), dt)),
+                                 positions, values)
+        # A complex sum: its VJP is real-linear in the cotangent g, so the
+        # gradients for g = 1 and g = 1j give every other (see reduce.py).
+        one = backward_sweep(tape, total._index, np.ones((), dt), release=False)
+        one = _grads(one, positions, values)
+        return value, one, _grads(backward_sweep(tape, total._index, np.full((), 1j, dt)),
+                                  positions, values)
     except Exception as e:
         return Failure(_span_label(task_span(task)), e, "the reverse sweep through f raised")
 
 
+class BadValue(TypeError):
+    """f returned something its caller cannot use (the message starts "f
+    returned ..."); reported without f's traceback, since f did not raise."""
+
+
 def _check_scalar(v):
-    shape = getattr(v, "shape", np.shape(v) if not isinstance(v, Var) else None)
-    if shape != ():
-        raise ValueError(f"parallel_sum needs f to return a scalar, got shape {shape}; "
-                         "use parallel_map for array outputs.")
+    """parallel_sum adds f's values, so each must be one number."""
+    x = v
+    while x.__class__ is Var:
+        x = x._value
+    if isinstance(x, (int, float, complex)) and not isinstance(x, bool):
+        return
+    if isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iufc" and x.shape == ():
+        return
+    raise BadValue(f"f returned {_describe(x)}; parallel_sum adds f's values, so f must "
+                   f"return one number (a Python or NumPy int, float or complex, or a 0-d "
+                   f"numeric array){_hint(x)}.")
+
+
+def _describe(x):
+    if x is None:
+        return "None"
+    if isinstance(x, np.generic):
+        return f"a NumPy {x.dtype} scalar ({x!r})"
+    if isinstance(x, np.ndarray):
+        return f"an array of shape {x.shape} and dtype {x.dtype}"
+    text = repr(x)
+    return f"a {type(x).__name__} ({text if len(text) < 40 else text[:37] + '...'})"
+
+
+def _hint(x):
+    if x is None:
+        return ": does f end without a return statement?"
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if isinstance(x, bool) or kind == "b":
+        return ("; convert booleans with float(...) or .astype(float) (NumPy adds "
+                "booleans as a logical or)")
+    if isinstance(x, (list, tuple, dict)) or (isinstance(x, np.ndarray) and x.ndim):
+        return "; use parallel_map for array or pytree outputs, or np.sum(...) inside f"
+    return ""
 
 
 # --- parallel_map: forward ------------------------------------------------------------
