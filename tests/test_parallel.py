@@ -308,6 +308,26 @@ def test_bad_options_are_refused_on_every_path(op, items):
     call(executor="threads", timeout=float("inf"))
 
 
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_map_outputs_that_cannot_be_joined_name_the_items(executor):
+    """A batched f returning one row per chunk was joined silently into a
+    result shorter than the items; numpy's stacking error named no item."""
+    X = np.arange(6.0).reshape(6, 1)
+    for f, match in [(lambda c: c if c[0, 0] == 0 else np.sum(c, axis=0),
+                      r"chunk of 2 items .* for items 2\.\.3 its output leaf 0 has shape "
+                      r"\(1,\)"),
+                     (lambda c: np.sum(c), r"for items 0\.\.1 its output leaf 0 has shape "
+                                           r"\(\)")]:
+        with pytest.raises(ValueError, match=match):
+            tp.parallel_map(f, X, batched=True, chunk_size=2, executor=executor)
+    with pytest.raises(ValueError, match=r"leaf 0 of shape \(2,\) for item 1 but \(1,\) "
+                                         "for item 0"):
+        tp.parallel_map(lambda r: np.ones(int(r[0]) % 2 + 1), X, chunk_size=2,
+                        executor=executor)
+    with pytest.raises(ValueError, match="another structure for item 3 than for item 0"):
+        tp.parallel_map(lambda r: (r,) if r[0] != 3 else [r], X, executor=executor)
+
+
 FUNNY_VALUES = [(None, "f returned None; .*return statement"),
                 ("abc", r"f returned a str \('abc'\)"),
                 (True, "f returned a bool .*logical or"),

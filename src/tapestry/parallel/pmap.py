@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..core.backward import JointRule
-from ..core.primitive import record
+from ..core.primitive import record, shape_of
 from ..core.pytree import tree_flatten
 from ..core.var import Var
 from .chunks import Plan, chunk_bounds
@@ -74,13 +74,45 @@ class _Layout:
         per_item = [o for chunk in outs for o in chunk]
         flat = [tree_flatten(o) for o in per_item]
         td = flat[0][1]
-        if any(t != td for _, t in flat):
-            raise ValueError("tapestry.parallel_map: f returned outputs of different "
-                             "structures for different items; they must match to be "
-                             "stacked (pass a list of items to get a list back).")
+        self._check(flat)
         join = np.concatenate if self.mode == "concat" else np.stack
         self.result = td.unflatten([join([l[j] for l, _ in flat])
                                     for j in range(td.n_leaves)])
+
+    def _where(self, k):
+        """Which items output ``k`` (one per item, or per chunk if batched) is for."""
+        if self.mode == "stack":
+            return f"item {k}"
+        a, b = self.bounds[k]
+        return f"items {a}..{b - 1}"
+
+    def _check(self, flat):
+        """Outputs that can be joined along axis 0, or an error naming the
+        item (numpy's own error names none, and a batched f returning the
+        wrong number of rows was joined silently into a result too short)."""
+        leaves0, td = flat[0]
+        for k, (leaves, t) in enumerate(flat):
+            if t != td:
+                raise ValueError(
+                    f"tapestry.parallel_map: f returned outputs of another structure for "
+                    f"{self._where(k)} than for {self._where(0)}; they must match to be "
+                    "stacked (pass a list of items to get a list back).")
+            for j, x in enumerate(leaves):
+                shape = shape_of(x)
+                if self.mode == "concat":
+                    a, b = self.bounds[k]
+                    if len(shape) == 0 or shape[0] != b - a:
+                        raise ValueError(
+                            f"tapestry.parallel_map: with batched=True, f gets a chunk of "
+                            f"{b - a} items and must return outputs with one row per item "
+                            f"(axis 0); for {self._where(k)} its output leaf {j} has shape "
+                            f"{shape}.")
+                elif shape != shape_of(leaves0[j]):
+                    raise ValueError(
+                        f"tapestry.parallel_map: f returned output leaf {j} of shape {shape} "
+                        f"for {self._where(k)} but {shape_of(leaves0[j])} for item 0; "
+                        "outputs are stacked along a new axis 0, so they need one shape "
+                        "(pass a list of items to get a list back).")
 
     def leaves(self):
         return tree_flatten(self.result)[0]
