@@ -279,7 +279,7 @@ def test_bad_arguments_are_named():
         tp.parallel_sum(lambda it: np.sum(it[0]), (X, np.ones(3)))
     with pytest.raises(ParallelItemError, match=r"f returned an array of shape \(2,\)"):
         tp.parallel_sum(lambda r: r, X)
-    with pytest.raises(ValueError, match="different structures"):
+    with pytest.raises(ValueError, match="another structure for item 1"):
         tp.parallel_map(lambda r: (r,) if r[0] > 0 else [r], np.array([[1.0], [-1.0]]))
 
 
