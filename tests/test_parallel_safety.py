@@ -84,6 +84,30 @@ def test_timeout_with_threads_names_the_items_not_finished():
         tp.parallel_sum(term, np.arange(4.0), 1.0)
 
 
+@pytest.mark.parametrize("pool", [ThreadPoolExecutor, ProcessPoolExecutor])
+def test_timeout_on_a_users_executor_says_what_became_of_the_items(pool):
+    """tapestry neither replaces nor kills a pool it was given: the message
+    said 'serial' (process pools) or promised a new pool (thread pools)."""
+    _release.clear()
+    with pool(2) as ex:
+        try:
+            with pytest.raises(ParallelTimeoutError, match="not finished") as e:
+                tp.parallel_sum(hangs_on_5 if pool is ThreadPoolExecutor else sleeps_on_5,
+                                np.arange(8.0), 1.0, executor=ex, chunk_size=1, timeout=0.5)
+        finally:
+            _release.set()
+    msg = str(e.value)
+    assert any(5 in r for r in e.value.items)
+    assert "serial" not in msg and "later calls use a new pool" not in msg
+    assert ("your pool" if pool is ThreadPoolExecutor else "does not own") in msg
+
+
+def sleeps_on_5(v, s):
+    if v == 5.0:
+        time.sleep(2)
+    return v * s
+
+
 def sleeps_on_3(v):
     if v == 3.0:
         time.sleep(60)

@@ -119,9 +119,14 @@ def _timeout_note(ex):
     """What became of unfinished tasks, when the executor did not say."""
     if ex is None or isinstance(ex, SerialExecutor):
         return "serial calls check the deadline between chunks only"
-    if in_process(ex):
+    if isinstance(ex, ThreadExecutor):
         return ("thread workers cannot be stopped: a hung item keeps its thread (and "
                 "CPU) until f returns, and later calls use a new pool")
+    if in_process(ex):
+        return ("thread workers cannot be stopped: a hung item keeps its thread of your "
+                "pool (and CPU) until f returns; tapestry does not own that pool, so later "
+                "calls given it wait behind the item: pass a new pool, or "
+                "executor='processes' for items that may hang")
     if getattr(ex, "name", "") == "processes":
         return "the process workers running them were killed and are replaced"
     return ("tasks not started were cancelled; tapestry cannot stop tasks already running "
