@@ -232,6 +232,21 @@ def test_error_in_the_reverse_sweep_names_the_item(executor, op):
         assert e.value.index == 2
 
 
+def exits_on_2(v):
+    if v == 2.0:
+        sys.exit(3)
+    return v
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_sys_exit_in_f_names_the_item(executor):
+    """It ended the caller silently (serial, threads, processes) or killed
+    Dask workers until Dask gave up."""
+    with pytest.raises(ParallelItemError, match="f raised SystemExit on item 2") as e:
+        tp.parallel_sum(exits_on_2, np.arange(4.0), executor=executor, chunk_size=1)
+    assert isinstance(e.value.__cause__, SystemExit) and e.value.index == 2
+
+
 def test_batched_error_names_item_range():
     with pytest.raises(ParallelItemError, match="items 3..5"):
         tp.parallel_sum(lambda c, s: fails_on_5(c[2], s) + np.sum(c), np.arange(8.0), 1.0,

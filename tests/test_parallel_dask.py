@@ -88,6 +88,24 @@ def test_forward_mode_through_dask_matches_serial(client):
                        tp.jacfwd(lambda W: np.sin(X @ W))(W))
 
 
+def fails_on(v, bad, exits):
+    if v == bad:
+        raise ValueError(f"bad item {v}")
+    if v == exits:
+        sys.exit(2)
+    return v
+
+
+def test_errors_in_dask_tasks_name_the_item(client):
+    with pytest.raises(tp.parallel.ParallelItemError, match="ValueError on item 1") as e:
+        tp.parallel_sum(fails_on, np.arange(4.0), 1.0, -1.0, executor=client, chunk_size=1)
+    assert isinstance(e.value.__cause__, ValueError)
+    t0 = time.monotonic()  # sys.exit in f: named, and no worker dies
+    with pytest.raises(tp.parallel.ParallelItemError, match="SystemExit on item 3"):
+        tp.parallel_sum(fails_on, np.arange(4.0), -1.0, 3.0, executor=client, chunk_size=1)
+    assert time.monotonic() - t0 < 5
+
+
 def kills_worker_once(v, x, marker):
     if v == 2.0 and not os.path.exists(marker):
         open(marker, "w").close()

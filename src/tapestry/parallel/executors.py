@@ -427,7 +427,12 @@ class DaskExecutor:
             busy = []
         self.client.cancel(stuck)
         if not busy:
-            return "Dask cancelled them before they started"
+            try:
+                none = not self.client.scheduler_info()["workers"]
+            except Exception:
+                none = False
+            return ("the Dask cluster has no workers (still starting, or lost)" if none else
+                    "Dask cancelled them before they started")
         if not self.owned:
             return (f"tapestry cancelled them, but a Dask task that is already running "
                     f"cannot be stopped: it keeps its worker ({', '.join(busy)}) until f "

@@ -92,7 +92,7 @@ def _call(label, f, item, shared, check):
         return out
     except BadValue as e:
         raise _Failed(Failure(label, e, None)) from None
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # sys.exit() in f would end a Dask worker
         raise _Failed(Failure(label, e)) from None
 
 
