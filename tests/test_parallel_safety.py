@@ -128,6 +128,30 @@ def sleeps_on_2_never(v):
     return v
 
 
+def dies_once_then_hangs(v, marker):
+    if v == 0.0 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    if v == 1.0:
+        time.sleep(30)
+    return v
+
+
+def test_timeout_during_the_retry_kills_the_new_pool(tmp_path):
+    """A worker died, its tasks went to a new pool, and the deadline passed
+    there: the old (broken) pool was killed, the stuck worker of the new
+    one kept running and the next call waited behind it."""
+    marker = str(tmp_path / "died")
+    with pytest.raises(ParallelTimeoutError):
+        tp.parallel_sum(dies_once_then_hangs, np.arange(4.0), marker, executor="processes",
+                        n_workers=1, chunk_size=1, timeout=4)
+    assert os.path.exists(marker)
+    t0 = time.monotonic()
+    assert tp.parallel_sum(sleeps_on_2_never, np.arange(4.0), executor="processes",
+                           n_workers=1, chunk_size=1, timeout=15) == 6.0
+    assert time.monotonic() - t0 < 10
+
+
 # --- bit-identical whatever BLAS does --------------------------------------------------------
 def gemm_term(a, W):
     return np.sum(np.tanh(a @ W))

@@ -328,10 +328,11 @@ class ProcessExecutor:
                 futures[pool.submit(*payloads[k])] = k
             except BrokenProcessPool as e:  # a task submitted before killed its worker
                 refused.append((k, e))
+        self.current = pool
         try:
             yield from self._retrying(pool, payloads, futures, deadline, refused)
-        except Timedout:
-            pool.shutdown(wait=False, kill_workers=True)
+        except Timedout:  # the pool running the tasks: a new one after a retry
+            self.current.shutdown(wait=False, kill_workers=True)
             raise
 
     def _retrying(self, pool, payloads, futures, deadline, refused=()):
@@ -341,7 +342,7 @@ class ProcessExecutor:
         todo = []  # the tasks lost on the first attempt
         for attempt in (0, 1):
             if attempt:
-                pool = self._pool()
+                pool = self.current = self._pool()
                 futures, refused = {}, []
                 for k in todo:
                     try:
