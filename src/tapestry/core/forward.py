@@ -241,8 +241,16 @@ def _pull(tape, c, t, acc):
         for ck, tk in zip(c, t):
             _pull(tape, ck, tk, acc)
         return
+    if hasattr(c, "todense"):  # a sparse cotangent (AxisSparse)
+        c = c.todense()
     if c.__class__ is not Var or c._tape is not tape:
-        return  # does not depend on the seed: a zero contribution
+        if c.__class__ is Var or isinstance(c, (np.ndarray, np.generic, int, float, complex)):
+            return  # does not depend on the seed: a zero contribution
+        raise TypeError(
+            f"tapestry forward mode (jvp / jacfwd / hessian): a backward rule returned a "
+            f"cotangent of type {type(c).__name__}, which transposing the rule cannot read "
+            f"(taking it as zero would be silently wrong). Give the operation a forward rule "
+            f"(a custom_jvp attribute on its joint rule, or tapestry.custom_jvp).")
     cts = backward_sweep(tape, c._index, t, release=False)
     for j in range(len(acc)):
         ct = cts[j]
