@@ -350,3 +350,19 @@ def test_pool_broken_while_submitting_retries_the_tasks_it_refused(monkeypatch,
         assert e.value.k == 1 and e.value.twice
     else:
         assert dict(run) == {0: 10, 1: 20, 2: 30}
+
+
+def test_spawned_user_pool_in_a_script_without_the_main_guard_says_so(tmp_path):
+    script = tmp_path / "noguard.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "import numpy as np\nimport tapestry as tp\n"
+        "ex = ProcessPoolExecutor(2, mp_context=mp.get_context('spawn'))\n"
+        "tp.parallel_sum(lambda v: v, np.arange(4.0), executor=ex)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode != 0
+    last = [l for l in r.stderr.splitlines() if "WorkerDiedError" in l][-1]
+    assert 'if __name__ == "__main__":' in last

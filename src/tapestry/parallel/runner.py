@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import threading
 import time
 
@@ -111,7 +112,7 @@ def _public(e, spans, opname, ex, timeout):
     else:
         msg = (f"the executor given broke ({name}) while running {span_text(r)}; tapestry "
                "does not own its workers, so it does not retry: give a new executor, or "
-               "use executor='processes', which replaces dead workers.")
+               "use executor='processes', which replaces dead workers." + _guard_hint(ex))
     return WorkerDiedError(f"tapestry.{opname}: {msg}", r)
 
 
@@ -131,6 +132,17 @@ def _timeout_note(ex):
         return "the process workers running them were killed and are replaced"
     return ("tasks not started were cancelled; tapestry cannot stop tasks already running "
             "on an executor it does not own: they keep their workers until f returns")
+
+
+def _guard_hint(ex):
+    """A process pool whose workers import the main script again ('spawn',
+    'forkserver') breaks at once when the script lacks the main guard."""
+    main = sys.modules.get("__main__")
+    if in_process(ex) or getattr(main, "__file__", None) is None:
+        return ""
+    return (" If this runs from a script: a pool that starts its workers with 'spawn' or "
+            "'forkserver' makes them import the script again, so the code that calls "
+            "parallel_sum / parallel_map must be under `if __name__ == \"__main__\":`.")
 
 
 def _split(tasks, n_groups):
