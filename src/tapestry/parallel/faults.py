@@ -91,8 +91,7 @@ class Failure:
             raise ParallelItemError(f"tapestry.{opname}: on {where}, {exc}", self.index,
                                     self.tb) from exc
         raise ParallelItemError(
-            f"tapestry.{opname}: {self.what} {type(exc).__name__} on "
-            f"{'item' if isinstance(self.index, int) else 'items'} {self.index}: "
+            f"tapestry.{opname}: {self.what} {type(exc).__name__} on {where}: "
             f"{exc}\n\nTraceback in the worker:\n{self.tb}", self.index, self.tb) from exc
 
 

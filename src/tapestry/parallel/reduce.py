@@ -33,8 +33,9 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     every shared argument.  ``n_workers``: a positive integer, or ``None``
     for one per CPU core.  ``timeout`` (positive seconds for the whole
     call, or ``None``) raises :class:`~tapestry.parallel.ParallelTimeoutError`
-    naming the items not finished.  A call from inside a task of ``executor`` itself runs in
-    place (serially) instead of waiting on its own pool.
+    naming the items not finished.  A call from inside a task of
+    ``executor`` itself runs in place (serially) instead of waiting on its
+    own pool.
     """
     timeout = check_options("parallel_sum", executor, n_workers, timeout)
     plan = Plan(items, shared, batched, "parallel_sum")
