@@ -84,6 +84,26 @@ def test_timeout_with_threads_names_the_items_not_finished():
         tp.parallel_sum(term, np.arange(4.0), 1.0)
 
 
+def test_backward_after_another_call_retired_the_thread_pool():
+    """The pullback held the pool a later timed-out call retired: its tasks
+    never started and it timed out too (or ran in the caller alone)."""
+    X, W = np.random.default_rng(0).standard_normal((8, 3)), np.ones((3, 2))
+    y, pullback = tp.vjp(lambda W: tp.parallel_map(lambda r, W: np.tanh(r @ W), X, W,
+                                                   executor="threads", n_workers=2,
+                                                   chunk_size=1, timeout=10), W)
+    _release.clear()
+    try:
+        with pytest.raises(ParallelTimeoutError):
+            tp.parallel_sum(hangs_on_5, np.arange(8.0), 1.0, executor="threads",
+                            n_workers=2, chunk_size=1, timeout=0.3)
+    finally:
+        _release.set()
+    t0 = time.monotonic()
+    g, = pullback(np.ones_like(y))
+    assert time.monotonic() - t0 < 5
+    assert np.allclose(g, tp.grad(lambda W: np.sum(np.tanh(X @ W)))(W))
+
+
 @pytest.mark.parametrize("pool", [ThreadPoolExecutor, ProcessPoolExecutor])
 def test_timeout_on_a_users_executor_says_what_became_of_the_items(pool):
     """tapestry neither replaces nor kills a pool it was given: the message

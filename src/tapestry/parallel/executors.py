@@ -163,7 +163,7 @@ class DaemonPool:
     joins its threads at exit)."""
 
     def __init__(self, n):
-        self.q, self.threads = queue.SimpleQueue(), []
+        self.q, self.threads, self.retired = queue.SimpleQueue(), [], False
         for k in range(n):
             t = threading.Thread(target=self._work, name=f"tapestry-{k}", daemon=True)
             t.start()
@@ -189,6 +189,7 @@ class DaemonPool:
 
     def shutdown(self):
         """Idle threads exit; a busy one exits when its task returns."""
+        self.retired = True
         for _ in self.threads:
             self.q.put(None)
 
@@ -198,7 +199,16 @@ class ThreadExecutor:
     name = "threads"
 
     def __init__(self, pool, n_workers):
-        self.pool, self.n_workers = pool, n_workers
+        self._pool, self.n_workers = pool, n_workers
+
+    @property
+    def pool(self):
+        """The live pool: a backward or tangent pass run after another call
+        retired this one (a hung item) gets the new pool, not threads that
+        have exited (its tasks would never start)."""
+        if self._pool.retired:
+            self._pool = thread_pool(self.n_workers)
+        return self._pool
 
     def run(self, fn, tasks, deadline=None):
         futures = {self.pool.submit(_thread_task, fn, t): k for k, t in enumerate(tasks)}
@@ -206,7 +216,7 @@ class ThreadExecutor:
 
     def abandon(self):
         """After a timeout: a thread may be stuck, so later calls get a new pool."""
-        retire_thread_pool(self.pool)
+        retire_thread_pool(self._pool)
 
 
 def _as_completed(futures, deadline=None, lost=(BrokenExecutor,)):
