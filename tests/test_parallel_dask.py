@@ -177,3 +177,16 @@ def test_dask_in_a_script_without_the_main_guard_says_so(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert "tapestry.parallel: executor='dask'" in last
     assert 'if __name__ == "__main__":' in last
+
+
+def test_backward_after_close_dask_uses_a_new_cluster():
+    """The pullback held tapestry's client after close_dask() had closed it."""
+    X, W = np.random.default_rng(8).standard_normal((6, 3)), np.ones((3, 2))
+    try:
+        y, pullback = tp.vjp(lambda W: tp.parallel_map(lambda r, W: np.tanh(r @ W), X, W,
+                                                       executor="dask", chunk_size=3), W)
+        executors.close_dask()
+        g, = pullback(np.ones_like(y))
+    finally:
+        executors.close_dask()
+    assert np.allclose(g, tp.grad(lambda W: np.sum(np.tanh(X @ W)))(W))

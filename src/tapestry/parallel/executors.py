@@ -397,11 +397,19 @@ class DaskExecutor:
     local = False  # workers may be on other machines: no shared memory
 
     def __init__(self, client, owned=False):
-        self.client, self.owned = client, owned
+        self._client, self.owned = client, owned
         try:
             self.n_workers = max(1, len(client.scheduler_info()["workers"]))
         except Exception:  # an unreachable scheduler: one worker assumed
             self.n_workers = 1
+
+    @property
+    def client(self):
+        """The client; for tapestry's own cluster the current one (a backward
+        pass run after close_dask() starts a new cluster, as a new call would)."""
+        if self.owned and getattr(self._client, "status", "running") in ("closing", "closed"):
+            self._client = dask_client()
+        return self._client
 
     def run(self, fn, tasks, deadline=None):
         from distributed import as_completed
