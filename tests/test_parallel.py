@@ -318,6 +318,10 @@ def test_bad_options_are_refused_on_every_path(op, items):
                            ({"chunk_size": -1}, "chunk_size must be a positive integer")]:
             with pytest.raises(ValueError, match=match):
                 call(executor=bad.pop("executor", "threads"), **bad)
+    with ThreadPoolExecutor(2) as pool:  # would be ignored: refused
+        for call in calls:
+            with pytest.raises(ValueError, match="size that executor instead"):
+                call(executor=pool, n_workers=4)
     # what is allowed
     call(executor="threads", n_workers=2, timeout=30)
     call(executor="threads", timeout=float("inf"))

@@ -611,6 +611,10 @@ def check_options(opname, executor, n_workers, timeout):
         raise ValueError(f"tapestry.{opname}: n_workers must be a positive integer (how many "
                          f"workers the built-in pools start) or None (one per CPU core), got "
                          f"{n_workers!r}.")
+    if n_workers is not None and not (executor is None or isinstance(executor, str)):
+        raise ValueError(f"tapestry.{opname}: n_workers sizes tapestry's own pools, and "
+                         f"{type(executor).__name__} given as executor has its own workers; "
+                         "size that executor instead, or leave n_workers out.")
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer,
