@@ -576,3 +576,22 @@ def test_complex_map_gradient(executor):
     check_grads(lambda x, z: tp.parallel_map(lambda v, x, z: np.exp(1j * v * x) * z,
                                              np.arange(5.0), x, z, executor=executor,
                                              chunk_size=2), (x, z))
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_jacfwd_pushes_its_batch_of_tangents_in_one_parallel_call(executor, monkeypatch):
+    """Not one call (and, for processes, one recompute of every chunk) per
+    input element."""
+    from tapestry.parallel import pmap
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(args[1].__name__)
+        return run_chunks(*args, **kwargs)
+    run_chunks = pmap.run_chunks
+    monkeypatch.setattr(pmap, "run_chunks", counting)
+    X, W = RNG.standard_normal((6, 3)), RNG.standard_normal((3, 4))
+    J = tp.jacfwd(lambda W: tp.parallel_map(_row_net, X, W, executor=executor,
+                                            chunk_size=2))(W)
+    assert np.allclose(J, tp.jacfwd(lambda W: np.tanh(X @ W))(W))
+    assert len(calls) == 2, calls  # the forward, then one tangent call for 12 columns

@@ -116,9 +116,11 @@ def node_tangent(node, ts, batch=None):
     parents, rules, ans, args, kwargs, prim = node
     _refuse_complex(ans, ts)
     if rules.__class__ is JointRule:
-        if batch is not None:
-            return _loop(node, ts, batch)
         custom = getattr(rules.fn, "custom_jvp", None)
+        if batch is not None:  # a rule that says it takes batched tangents gets them
+            if getattr(custom, "batched", False):
+                return custom.tangent(ts, batch)
+            return _loop(node, ts, batch)
         if custom is not None:
             return custom.tangent(ts)
         return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})

@@ -117,14 +117,16 @@ class _Layout:
     def leaves(self):
         return tree_flatten(self.result)[0]
 
-    def tangents(self, chunk_ts):
+    def tangents(self, chunk_ts, batch=None):
         """Forward mode: the result's leaf tangents (``None``: zero) from
         each chunk's flat list of output-leaf tangents (``None`` for a
-        chunk whose inputs had none)."""
+        chunk whose inputs had none); with ``batch``, each has a leading
+        batch axis and items are joined along axis 1."""
         leaves = self.leaves()
         if self.mode == "list":
             return [t for n, ts in zip(self.per_chunk, chunk_ts) for t in (ts or [None] * n)]
-        n = len(leaves)
+        n, axis = len(leaves), 0 if batch is None else 1
+        lead = () if batch is None else (batch,)
         out = []
         for j, y in enumerate(leaves):
             if all(ts is None or all(t is None for t in ts[j::n]) for ts in chunk_ts):
@@ -133,11 +135,12 @@ class _Layout:
             parts = []
             for (a, b), ts in zip(self.bounds, chunk_ts):
                 if self.mode == "concat":
-                    parts.append(_zero_if_none(ts and ts[j], y[a:b]))
+                    parts.append(_zero_if_none(ts and ts[j], lead, y[a:b]))
                 else:
-                    parts += [_zero_if_none(ts and ts[r * n + j], y[a + r])
+                    parts += [_zero_if_none(ts and ts[r * n + j], lead, y[a + r])
                               for r in range(b - a)]
-            out.append(np.concatenate(parts) if self.mode == "concat" else np.stack(parts))
+            out.append(np.concatenate(parts, axis) if self.mode == "concat"
+                       else np.stack(parts, axis))
         return out
 
     def chunk_cotangents(self, flat_g):
@@ -161,8 +164,8 @@ class _Layout:
         return out
 
 
-def _zero_if_none(t, like):
-    return np.zeros(np.shape(like), np.result_type(like)) if t is None else t
+def _zero_if_none(t, lead, like):
+    return np.zeros(lead + np.shape(like), np.result_type(like)) if t is None else t
 
 
 class _Slots:
@@ -216,27 +219,29 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
             chunk_grads[k] = gr
         return plan.assemble(bounds, chunk_grads)
 
-    def parallel_map_tangent(ts):
+    def parallel_map_tangent(ts, batch=None):
         """Forward mode (jvp, linearize, jacfwd): each chunk's output
         tangents from one tangent sweep, over its kept tape (threads) or
-        over its forward recomputed in the task (processes, Dask)."""
-        per_chunk = plan.chunk_tangents(bounds, ts)
+        over its forward recomputed in the task (processes, Dask); with
+        ``batch``, a batch of tangents (jacfwd's) in one parallel call."""
+        per_chunk = plan.chunk_tangents(bounds, ts, batch)
         traced = any(t.__class__ is Var for cs in per_chunk for t in cs)
         run_ex = SerialExecutor() if (traced or in_worker()) else ex
         todo = [k for k, cs in enumerate(per_chunk) if any(t is not None for t in cs)]
         if keep:
-            jobs = [(kept[k], per_chunk[k]) for k in todo]
+            jobs = [(kept[k], per_chunk[k], batch) for k in todo]
             outs = run_chunks(run_ex, _kept_push, jobs, "parallel_map", timeout=timeout)
         else:
-            jobs = [(tasks[k], per_chunk[k], kept[k]) for k in todo]
+            jobs = [(tasks[k], per_chunk[k], kept[k], batch) for k in todo]
             outs = run_chunks(run_ex, map_chunk_jvp, jobs, "parallel_map", timeout=timeout)
         chunk_ts = [None] * len(bounds)
         for k, o in zip(todo, outs):
             chunk_ts[k] = o
-        return layout.tangents(chunk_ts)
+        return layout.tangents(chunk_ts, batch)
 
-    # node_tangent calls this instead of transposing the pullback
-    parallel_map_pullback.custom_jvp = SimpleNamespace(tangent=parallel_map_tangent)
+    # node_tangent calls this instead of transposing the pullback (batches too)
+    parallel_map_pullback.custom_jvp = SimpleNamespace(tangent=parallel_map_tangent,
+                                                       batched=True)
     outs = record(tape, tuple(leaves), plan.parents(), JointRule(parallel_map_pullback),
                   (), {}, len(leaves), select_rule=_slot_rule)
     return tree_flatten(layout.result)[1].unflatten(list(outs))
@@ -248,5 +253,5 @@ def _kept_pullback(job):
 
 
 def _kept_push(job):
-    kept, ts = job
-    return kept.push(ts)
+    kept, ts, batch = job
+    return kept.push(ts, batch)

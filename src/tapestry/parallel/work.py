@@ -230,15 +230,16 @@ class KeptChunk:
         except Exception as e:
             return Failure(_span_label(self.span), e, "the reverse sweep through f raised")
 
-    def push(self, tangents):
+    def push(self, tangents, batch=None):
         """Tangents of the outputs' leaves (a flat list, ``None`` for zero)
-        given the active leaves' tangents: one forward sweep over the tape,
-        up to the join node (which only gathers the outputs)."""
+        given the active leaves' tangents (with a leading axis of length
+        ``batch``, if given): one forward sweep over the tape, up to the
+        join node (which only gathers the outputs)."""
         ts = [None] * self.join
         for p, t in zip(self.positions, tangents):
             ts[p] = t
         try:
-            forward_sweep(self.tape.nodes[:self.join], ts)
+            forward_sweep(self.tape.nodes[:self.join], ts, batch=batch)
         except Exception as e:
             return Failure(_span_label(self.span), e, "the tangent sweep through f raised")
         return [None if i is None else ts[i] for i in self.outputs]
@@ -302,9 +303,9 @@ def map_chunk_jvp(args):
     """Forward mode by recomputation (processes, Dask): the chunk's forward
     on a fresh tape (its random state replayed), then one tangent sweep:
     the tangents of its outputs' leaves, flat (``None`` for zero)."""
-    task, tangents, snapshot = args
+    task, tangents, snapshot, batch = args
     with rng.replay(snapshot, (task.chunk, task.shared)):
         r = map_chunk_keep(task)
     if isinstance(r, Failure):
         return r
-    return r[1].push(tangents)
+    return r[1].push(tangents, batch)
