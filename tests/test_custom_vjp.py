@@ -133,3 +133,19 @@ def test_forward_rule_must_return_a_pair():
         tp.grad(lambda x: np.sum(f(x)))(np.ones(2))
     with pytest.raises(TypeError, match="two functions"):
         f.defvjp(None, None)
+
+
+def test_custom_vjp_survives_pickling_by_value():
+    """cloudpickle ships a custom_vjp defined in __main__ (or locally) by
+    value to process and Dask workers; unpickling must not go through the
+    decorator form of ``__new__``."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    import pickle
+
+    @tp.custom_vjp
+    def f(x):
+        return np.sin(x)
+    f.defvjp(lambda x: (np.sin(x), x), lambda x, g: (2.0 * g * np.cos(x),))
+    g = pickle.loads(cloudpickle.dumps(f))
+    x = np.linspace(-1.0, 1.0, 3)
+    assert np.allclose(tp.grad(lambda x: np.sum(g(x)))(x), 2.0 * np.cos(x))

@@ -406,3 +406,21 @@ def test_reverse_over_batched_forward():
     check_grads(lambda x: np.sum(tp.jacfwd(g)(x) ** 2), (x,))
     check_grads(lambda x: np.sum(tp.hessian(lambda x: np.sum(np.sin(A @ x) ** 3))(x)), (x,))
     check_grads(lambda W: np.sum(tp.jacfwd(lambda x: np.tanh(W @ x))(x) ** 2), (W,))
+
+
+def test_a_cotangent_transposition_cannot_read_is_refused():
+    """A joint rule returning a cotangent type other than arrays (parallel_map's
+    slot dicts did) was taken as a zero tangent: silently wrong."""
+    from tapestry.core.backward import JointRule
+    from tapestry.core.primitive import record
+
+    class Box:
+        def __init__(self, g):
+            self.g = g
+
+    def doubled(x):
+        return record(x._tape, x._value * 2.0, [x._index],
+                      JointRule(lambda g, ans: [Box(2.0 * g)]), (), {})
+    x = np.arange(3.0)
+    with pytest.raises(TypeError, match="cotangent of type Box"):
+        tp.jvp(doubled, (x,), (np.ones(3),))

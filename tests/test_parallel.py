@@ -195,6 +195,58 @@ def test_error_names_item_and_keeps_traceback(executor):
     assert isinstance(e.value.__cause__, ValueError)
 
 
+def _bwd_fails_at_2(x, g):
+    if np.any(x == 2.0):
+        raise ValueError("bwd fails at 2")
+    return (g * np.cos(x),)
+
+
+@tp.custom_vjp
+def sin_bwd_fails_at_2(x):
+    return np.sin(x)
+
+
+sin_bwd_fails_at_2.defvjp(lambda x: (np.sin(x), x), _bwd_fails_at_2)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("op", ["sum", "map"])
+def test_error_in_the_reverse_sweep_names_the_item(executor, op):
+    """Not only f's own exceptions: one raised by a rule in the chunk's
+    reverse sweep names the item too, and keeps the original as its cause
+    (with processes it came back as an unrelated unpickling error)."""
+    def loss(s):
+        if op == "sum":
+            return tp.parallel_sum(lambda v, s: sin_bwd_fails_at_2(v * s), np.arange(4.0), s,
+                                   executor=executor, chunk_size=1)
+        return np.sum(tp.parallel_map(lambda v, s: sin_bwd_fails_at_2(v * s), np.arange(4.0),
+                                      s, executor=executor, chunk_size=1))
+    with pytest.raises(ParallelItemError, match="reverse sweep through f raised ValueError "
+                                                "on item 2: bwd fails at 2") as e:
+        tp.grad(loss)(1.0)
+    assert e.value.index == 2 and isinstance(e.value.__cause__, ValueError)
+    if op == "map":  # forward mode transposes that rule: its tangent sweep fails there
+        with pytest.raises(ParallelItemError, match="tangent sweep through f raised "
+                                                    "ValueError on item 2") as e:
+            tp.jvp(loss, (1.0,), (1.0,))
+        assert e.value.index == 2
+
+
+def exits_on_2(v):
+    if v == 2.0:
+        sys.exit(3)
+    return v
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_sys_exit_in_f_names_the_item(executor):
+    """It ended the caller silently (serial, threads, processes) or killed
+    Dask workers until Dask gave up."""
+    with pytest.raises(ParallelItemError, match="f raised SystemExit on item 2") as e:
+        tp.parallel_sum(exits_on_2, np.arange(4.0), executor=executor, chunk_size=1)
+    assert isinstance(e.value.__cause__, SystemExit) and e.value.index == 2
+
+
 def test_batched_error_names_item_range():
     with pytest.raises(ParallelItemError, match="items 3..5"):
         tp.parallel_sum(lambda c, s: fails_on_5(c[2], s) + np.sum(c), np.arange(8.0), 1.0,
@@ -240,10 +292,87 @@ def test_bad_arguments_are_named():
         tp.parallel_sum(np.sum, X, chunk_size=0)
     with pytest.raises(ValueError, match="same leading length"):
         tp.parallel_sum(lambda it: np.sum(it[0]), (X, np.ones(3)))
-    with pytest.raises(ParallelItemError, match="needs f to return a scalar"):
+    with pytest.raises(ParallelItemError, match=r"f returned an array of shape \(2,\)"):
         tp.parallel_sum(lambda r: r, X)
-    with pytest.raises(ValueError, match="different structures"):
+    with pytest.raises(ValueError, match="another structure for item 1"):
         tp.parallel_map(lambda r: (r,) if r[0] > 0 else [r], np.array([[1.0], [-1.0]]))
+
+
+@pytest.mark.parametrize("op", [tp.parallel_sum, tp.parallel_map])
+@pytest.mark.parametrize("items", [np.ones((4, 2)), []])
+def test_bad_options_are_refused_on_every_path(op, items):
+    """Also with no items, and inline (higher derivatives): paths that
+    never reach an executor accepted timeout=-1 or a misspelt executor."""
+    calls = [lambda **kw: op(np.sum, items, **kw),
+             lambda **kw: tp.hessian(lambda s: np.sum(op(lambda r, s: np.sum(r) * s ** 3,
+                                                          np.ones((3, 2)), s, **kw)))(1.0)]
+    for call in calls:
+        for bad, match in [({"timeout": -1}, "timeout must be a positive number"),
+                           ({"timeout": 0}, "timeout must be a positive number"),
+                           ({"timeout": float("nan")}, "timeout must be a positive number"),
+                           ({"timeout": "10"}, "timeout must be a positive number"),
+                           ({"n_workers": -1}, "n_workers must be a positive integer"),
+                           ({"n_workers": 0}, "n_workers must be a positive integer"),
+                           ({"n_workers": 1.5}, "n_workers must be a positive integer"),
+                           ({"executor": "thread"}, "unknown executor 'thread'"),
+                           ({"chunk_size": -1}, "chunk_size must be a positive integer")]:
+            with pytest.raises(ValueError, match=match):
+                call(executor=bad.pop("executor", "threads"), **bad)
+    with ThreadPoolExecutor(2) as pool:  # would be ignored: refused
+        for call in calls:
+            with pytest.raises(ValueError, match="size that executor instead"):
+                call(executor=pool, n_workers=4)
+    # what is allowed
+    call(executor="threads", n_workers=2, timeout=30)
+    call(executor="threads", timeout=float("inf"))
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_map_outputs_that_cannot_be_joined_name_the_items(executor):
+    """A batched f returning one row per chunk was joined silently into a
+    result shorter than the items; numpy's stacking error named no item."""
+    X = np.arange(6.0).reshape(6, 1)
+    for f, match in [(lambda c: c if c[0, 0] == 0 else np.sum(c, axis=0),
+                      r"chunk of 2 items .* for items 2\.\.3 its output leaf 0 has shape "
+                      r"\(1,\)"),
+                     (lambda c: np.sum(c), r"for items 0\.\.1 its output leaf 0 has shape "
+                                           r"\(\)")]:
+        with pytest.raises(ValueError, match=match):
+            tp.parallel_map(f, X, batched=True, chunk_size=2, executor=executor)
+    with pytest.raises(ValueError, match=r"leaf 0 of shape \(2,\) for item 1 but \(1,\) "
+                                         "for item 0"):
+        tp.parallel_map(lambda r: np.ones(int(r[0]) % 2 + 1), X, chunk_size=2,
+                        executor=executor)
+    with pytest.raises(ValueError, match="another structure for item 3 than for item 0"):
+        tp.parallel_map(lambda r: (r,) if r[0] != 3 else [r], X, executor=executor)
+
+
+FUNNY_VALUES = [(None, "f returned None; .*return statement"),
+                ("abc", r"f returned a str \('abc'\)"),
+                (True, "f returned a bool .*logical or"),
+                (np.bool_(True), "f returned a NumPy bool scalar .*logical or"),
+                ([1.0, 2.0], "f returned a list .*use parallel_map"),
+                (np.array(1.0, dtype=object), r"f returned an array of shape \(\) and dtype "
+                                              "object"),
+                (np.ones(2), r"f returned an array of shape \(2,\).*use parallel_map")]
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("value,match", FUNNY_VALUES)
+def test_sum_of_values_that_are_not_numbers_names_the_item(executor, value, match):
+    """None gave a bare TypeError from '+', strings were concatenated and
+    NumPy booleans or-ed, silently."""
+    def f(v, s):
+        return value if v == 3.0 else v * s
+    for run in (lambda: tp.parallel_sum(f, np.arange(5.0), 1.0, executor=executor,
+                                        chunk_size=2),
+                lambda: tp.grad(lambda s: tp.parallel_sum(f, np.arange(5.0), s,
+                                                          executor=executor,
+                                                          chunk_size=2))(1.0)):
+        with pytest.raises(ParallelItemError, match="tapestry.parallel_sum: on item 3, " +
+                           match) as e:
+            run()
+        assert e.value.index == 3
 
 
 def test_progress_is_shown(capsys):
@@ -330,3 +459,139 @@ def test_generator_items_are_taken_as_a_list():
     total, g = tp.value_and_grad(lambda w: tp.parallel_sum(f, gen, w))(w)
     assert total == 18.0 and np.array_equal(g, [6.0, 6.0])
     assert tp.parallel_sum(f, map(float, range(3)), 2.0) == 6.0
+
+
+# --- forward mode (jvp, linearize, jacfwd, jvp over grad) through parallel calls --------
+def _row_net(r, W):
+    return np.tanh(r @ W)
+
+
+def _model_out(m, x):
+    return {"h": np.tanh(m["W1"] @ x), "s": np.sum(m["b1"] * m["b1"])}
+
+
+FORWARD_CASES = {
+    # name: (parallel version (..., executor), the same without parallel calls, args)
+    "map_stacked": (lambda X, W, ex: tp.parallel_map(_row_net, X, W, executor=ex,
+                                                     chunk_size=3),
+                    lambda X, W: np.tanh(X @ W),
+                    (RNG.standard_normal((7, 3)), RNG.standard_normal((3, 2)))),
+    "map_batched": (lambda X, W, ex: tp.parallel_map(_row_net, X, W, executor=ex,
+                                                     chunk_size=2, batched=True),
+                    lambda X, W: np.tanh(X @ W),
+                    (RNG.standard_normal((5, 3)), RNG.standard_normal((3, 2)))),
+    "map_list": (lambda ms, x, ex: tp.parallel_map(_model_out, ms, x, executor=ex,
+                                                   chunk_size=3),
+                 lambda ms, x: [_model_out(m, x) for m in ms],
+                 (models(4, hidden=3, d=2), RNG.standard_normal((2, 2)))),
+    "sum": (lambda ms, x, ex: tp.parallel_sum(mlp, ms, x, executor=ex, chunk_size=2),
+            lambda ms, x: sum(mlp(m, x) for m in ms),
+            (models(3, hidden=3, d=2), RNG.standard_normal((2, 2)))),
+}
+
+
+def _like(tree, seed):
+    rng = np.random.default_rng(seed)
+    return tp.tree_map(lambda a: rng.standard_normal(np.shape(a)).astype(np.result_type(a)),
+                       tree)
+
+
+def _close(a, b, dtype):
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    la, lb = tp.tree_flatten(a)[0], tp.tree_flatten(b)[0]
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        assert np.shape(u) == np.shape(v)
+        np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
+
+
+def _cast(tree, dtype):
+    return tp.tree_map(lambda a: np.asarray(a, dtype), tree)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("case", sorted(FORWARD_CASES))
+def test_forward_mode_through_parallel_calls(case, executor):
+    par, ref, args = FORWARD_CASES[case]
+    for dtype in (np.float64, np.float32):
+        a = _cast(args, dtype)
+        ts = (_like(a[0], 1), _like(a[1], 2))
+        p = (lambda *xs: par(*xs, executor))
+        _close(tp.jvp(p, a, ts), tp.jvp(ref, a, ts), dtype)
+        _, lin = tp.linearize(p, *a)
+        _, lin_ref = tp.linearize(ref, *a)
+        for seed in (3, 4):  # the kept trace pushes several tangents
+            u = (_like(a[0], seed), _like(a[1], seed + 10))
+            _close(lin(*u), lin_ref(*u), dtype)
+        _close(tp.jacfwd(p, argnums=(0, 1))(*a), tp.jacfwd(ref, argnums=(0, 1))(*a), dtype)
+
+        def scalar(f):
+            return lambda *xs: sum(np.sum(y ** 2) for y in tp.tree_flatten(f(*xs))[0])
+        # forward over reverse: hessian, and jvp of grad
+        _close(tp.hessian(scalar(p), argnums=1)(*a), tp.hessian(scalar(ref), argnums=1)(*a),
+               dtype)
+        g, g_ref = tp.grad(scalar(p), argnums=(0, 1)), tp.grad(scalar(ref), argnums=(0, 1))
+        _close(tp.jvp(g, a, ts), tp.jvp(g_ref, a, ts), dtype)
+
+
+def test_forward_mode_on_processes_uses_the_replayed_random_state():
+    """The recomputed chunk draws the masks its value was computed with."""
+    def dropout(r, W):  # global np.random: each worker's state moves on between tasks
+        return np.tanh(r @ W) * (np.random.random(W.shape[1]) < 0.5)
+
+    X, W, V = RNG.standard_normal((6, 3)), RNG.standard_normal((3, 40)), np.ones((3, 40))
+    y, t = tp.jvp(lambda W: tp.parallel_map(dropout, X, W, executor="processes",
+                                            chunk_size=2), (W,), (V,))
+    assert np.any(y == 0) and np.any(y != 0)
+    assert np.array_equal(y == 0, t == 0)
+
+
+# --- complex values --------------------------------------------------------------------
+def _phase(v, x, z):
+    """Complex for v >= 2, real below: chunks of both kinds in one sum."""
+    if v < 2:
+        return np.sin(v * x[0])
+    return np.sum(np.exp(1j * v * x) * z) * v
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_complex_sum_gradient_with_complex_cotangents(executor):
+    """check_grads pulls back random complex cotangents: a sum's gradient
+    kept only for the cotangent 1 gave the gradient of np.imag(sum) as 0."""
+    x = np.array([0.3, -0.8])
+    z = np.array([0.5 - 1.0j, 2.0 + 0.25j])
+    items = np.arange(5.0)
+    check_grads(lambda x, z: tp.parallel_sum(_phase, items, x, z, executor=executor,
+                                             chunk_size=2), (x, z))
+    ref = tp.grad(lambda x: np.imag(sum(_phase(v, x, z) for v in items)))(x)
+    got = tp.grad(lambda x: np.imag(tp.parallel_sum(_phase, items, x, z, executor=executor,
+                                                    chunk_size=2)))(x)
+    assert np.allclose(got, ref) and np.all(ref != 0)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_complex_map_gradient(executor):
+    x = np.array([0.3, -0.8])
+    z = np.array([0.5 - 1.0j, 2.0 + 0.25j])
+    check_grads(lambda x, z: tp.parallel_map(lambda v, x, z: np.exp(1j * v * x) * z,
+                                             np.arange(5.0), x, z, executor=executor,
+                                             chunk_size=2), (x, z))
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_jacfwd_pushes_its_batch_of_tangents_in_one_parallel_call(executor, monkeypatch):
+    """Not one call (and, for processes, one recompute of every chunk) per
+    input element."""
+    from tapestry.parallel import pmap
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(args[1].__name__)
+        return run_chunks(*args, **kwargs)
+    run_chunks = pmap.run_chunks
+    monkeypatch.setattr(pmap, "run_chunks", counting)
+    X, W = RNG.standard_normal((6, 3)), RNG.standard_normal((3, 4))
+    J = tp.jacfwd(lambda W: tp.parallel_map(_row_net, X, W, executor=executor,
+                                            chunk_size=2))(W)
+    assert np.allclose(J, tp.jacfwd(lambda W: np.tanh(X @ W))(W))
+    assert len(calls) == 2, calls  # the forward, then one tangent call for 12 columns

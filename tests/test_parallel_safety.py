@@ -84,6 +84,50 @@ def test_timeout_with_threads_names_the_items_not_finished():
         tp.parallel_sum(term, np.arange(4.0), 1.0)
 
 
+def test_backward_after_another_call_retired_the_thread_pool():
+    """The pullback held the pool a later timed-out call retired: its tasks
+    never started and it timed out too (or ran in the caller alone)."""
+    X, W = np.random.default_rng(0).standard_normal((8, 3)), np.ones((3, 2))
+    y, pullback = tp.vjp(lambda W: tp.parallel_map(lambda r, W: np.tanh(r @ W), X, W,
+                                                   executor="threads", n_workers=2,
+                                                   chunk_size=1, timeout=10), W)
+    _release.clear()
+    try:
+        with pytest.raises(ParallelTimeoutError):
+            tp.parallel_sum(hangs_on_5, np.arange(8.0), 1.0, executor="threads",
+                            n_workers=2, chunk_size=1, timeout=0.3)
+    finally:
+        _release.set()
+    t0 = time.monotonic()
+    g, = pullback(np.ones_like(y))
+    assert time.monotonic() - t0 < 5
+    assert np.allclose(g, tp.grad(lambda W: np.sum(np.tanh(X @ W)))(W))
+
+
+@pytest.mark.parametrize("pool", [ThreadPoolExecutor, ProcessPoolExecutor])
+def test_timeout_on_a_users_executor_says_what_became_of_the_items(pool):
+    """tapestry neither replaces nor kills a pool it was given: the message
+    said 'serial' (process pools) or promised a new pool (thread pools)."""
+    _release.clear()
+    with pool(2) as ex:
+        try:
+            with pytest.raises(ParallelTimeoutError, match="not finished") as e:
+                tp.parallel_sum(hangs_on_5 if pool is ThreadPoolExecutor else sleeps_on_5,
+                                np.arange(8.0), 1.0, executor=ex, chunk_size=1, timeout=0.5)
+        finally:
+            _release.set()
+    msg = str(e.value)
+    assert any(5 in r for r in e.value.items)
+    assert "serial" not in msg and "later calls use a new pool" not in msg
+    assert ("your pool" if pool is ThreadPoolExecutor else "does not own") in msg
+
+
+def sleeps_on_5(v, s):
+    if v == 5.0:
+        time.sleep(2)
+    return v * s
+
+
 def sleeps_on_3(v):
     if v == 3.0:
         time.sleep(60)
@@ -102,6 +146,30 @@ def test_timeout_with_processes_kills_and_replaces_the_workers():
 
 def sleeps_on_2_never(v):
     return v
+
+
+def dies_once_then_hangs(v, marker):
+    if v == 0.0 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    if v == 1.0:
+        time.sleep(30)
+    return v
+
+
+def test_timeout_during_the_retry_kills_the_new_pool(tmp_path):
+    """A worker died, its tasks went to a new pool, and the deadline passed
+    there: the old (broken) pool was killed, the stuck worker of the new
+    one kept running and the next call waited behind it."""
+    marker = str(tmp_path / "died")
+    with pytest.raises(ParallelTimeoutError):
+        tp.parallel_sum(dies_once_then_hangs, np.arange(4.0), marker, executor="processes",
+                        n_workers=1, chunk_size=1, timeout=4)
+    assert os.path.exists(marker)
+    t0 = time.monotonic()
+    assert tp.parallel_sum(sleeps_on_2_never, np.arange(4.0), executor="processes",
+                           n_workers=1, chunk_size=1, timeout=15) == 6.0
+    assert time.monotonic() - t0 < 10
 
 
 # --- bit-identical whatever BLAS does --------------------------------------------------------
@@ -269,3 +337,52 @@ def test_thread_calls_keep_the_faster_way_and_retry_the_other(pool_time, later):
     assert used[:3] == [False, False, True]  # alone twice (cold start), then the pool
     rest = used[3:]
     assert rest.count(later) == len(rest) - 1  # the faster way, but for one retry
+
+
+class _RefusesAfter(ThreadPoolExecutor):
+    """A stand-in for a loky pool broken by a worker that died while the
+    caller was still submitting: submits after the first ``n`` raise."""
+
+    def __init__(self, n):
+        super().__init__(1)
+        self.n = n
+
+    def submit(self, fn, *args):
+        from concurrent.futures.process import BrokenProcessPool
+        if self.n == 0:
+            raise BrokenProcessPool("a worker died")
+        self.n -= 1
+        return super().submit(fn, *args)
+
+
+@pytest.mark.parametrize("second_pool_refuses", [False, True])
+def test_pool_broken_while_submitting_retries_the_tasks_it_refused(monkeypatch,
+                                                                   second_pool_refuses):
+    from tapestry.parallel import executors
+    from tapestry.parallel.faults import Lost
+    pools = [_RefusesAfter(1), _RefusesAfter(0 if second_pool_refuses else 9)]
+    monkeypatch.setattr(executors.ProcessExecutor, "_pool", lambda self: pools.pop(0))
+    monkeypatch.setattr(executors, "_limit_blas_in_process", lambda: None)
+    run = executors.ProcessExecutor(2).run(lambda t: t * 10, [1, 2, 3])
+    if second_pool_refuses:
+        with pytest.raises(Lost) as e:
+            dict(run)
+        assert e.value.k == 1 and e.value.twice
+    else:
+        assert dict(run) == {0: 10, 1: 20, 2: 30}
+
+
+def test_spawned_user_pool_in_a_script_without_the_main_guard_says_so(tmp_path):
+    script = tmp_path / "noguard.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "import numpy as np\nimport tapestry as tp\n"
+        "ex = ProcessPoolExecutor(2, mp_context=mp.get_context('spawn'))\n"
+        "tp.parallel_sum(lambda v: v, np.arange(4.0), executor=ex)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode != 0
+    last = [l for l in r.stderr.splitlines() if "WorkerDiedError" in l][-1]
+    assert 'if __name__ == "__main__":' in last

@@ -119,7 +119,7 @@ def test_a_batched_value_that_escapes_raises():
 
 
 def test_fallback_loops_are_counted_and_warned_once():
-    f = lambda x: np.linalg.det(np.outer(x, x) + np.eye(3))  # noqa: E731
+    f = lambda x: np.convolve(x, x[::-1])  # noqa: E731  (no batching rule: loops)
     before = sum(FALLBACKS.values())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

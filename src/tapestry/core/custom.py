@@ -100,6 +100,12 @@ class custom_vjp:
                                      sparse_cotangents=sparse_cotangents)
         return super().__new__(cls)
 
+    def __getnewargs__(self):
+        """Unpickling calls ``__new__`` with these: without ``fun`` it would
+        return the decorator's ``partial`` (cloudpickle ships a custom_vjp
+        defined in ``__main__`` by value to process and Dask workers)."""
+        return (self.fun,)
+
     def __init__(self, fun, nondiff_argnums=(), sparse_cotangents=False):
         functools.update_wrapper(self, fun)
         self.fun = fun

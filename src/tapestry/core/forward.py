@@ -118,12 +118,18 @@ def node_tangent(node, ts, batch=None):
     parents, rules, ans, args, kwargs, prim = node
     _refuse_complex(ans, ts)
     if rules.__class__ is JointRule:
-        if batch is not None:
-            return _loop(node, ts, batch)
         custom = getattr(rules.fn, "custom_jvp", None)
+        if batch is not None:  # a rule that says it takes batched tangents gets them
+            if getattr(custom, "batched", False):
+                return custom.tangent(ts, batch)
+            return _loop(node, ts, batch)
         if custom is not None:
             return custom.tangent(ts)
         return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
+    selects = getattr(rules[0], "selects", None) if len(rules) == 1 else None
+    if selects is not None:  # output k of a multi-output node: slot k of its tangent
+        t = ts[0][selects]
+        return None if t is None else _fit(t, ans, batch)
     # The argument position of each rule, so the primitive's properties
     # apply (None: unknown, e.g. a select node; transposition then).
     positions = prim.active_of(rules) if prim is not None and USE_FAST_RULES else None
@@ -239,8 +245,16 @@ def _pull(tape, c, t, acc):
         for ck, tk in zip(c, t):
             _pull(tape, ck, tk, acc)
         return
+    if hasattr(c, "todense"):  # a sparse cotangent (AxisSparse)
+        c = c.todense()
     if c.__class__ is not Var or c._tape is not tape:
-        return  # does not depend on the seed: a zero contribution
+        if c.__class__ is Var or isinstance(c, (np.ndarray, np.generic, int, float, complex)):
+            return  # does not depend on the seed: a zero contribution
+        raise TypeError(
+            f"tapestry forward mode (jvp / jacfwd / hessian): a backward rule returned a "
+            f"cotangent of type {type(c).__name__}, which transposing the rule cannot read "
+            f"(taking it as zero would be silently wrong). Give the operation a forward rule "
+            f"(a custom_jvp attribute on its joint rule, or tapestry.custom_jvp).")
     cts = backward_sweep(tape, c._index, t, release=False)
     for j in range(len(acc)):
         ct = cts[j]

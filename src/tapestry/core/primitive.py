@@ -347,7 +347,9 @@ def record(tape, ans, parents, rules, args, kwargs, n_outputs=1, value=None,
     tuple; the node's cotangent is then a list (``None`` for outputs that
     got none) and each output is a one-parent "select" node that writes its
     slot.  ``select_rule(k, n)`` makes another kind of slot cotangent (any
-    type with ``__accumulate_into__``; parallel_map's are dicts).
+    type with ``__accumulate_into__``; parallel_map's are dicts); its rule
+    carries ``selects = k``, which forward mode reads (the output's tangent
+    is slot ``k`` of the node's list of tangents).
     """
     nodes = tape.nodes
     nodes.append((parents, rules, ans, args, kwargs, prim))
@@ -368,6 +370,7 @@ def _select_rule(k, n):
         ct = [None] * n
         ct[k] = g
         return ct
+    select_pullback.selects = k
     return select_pullback
 
 

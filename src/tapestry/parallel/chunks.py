@@ -160,6 +160,28 @@ class Plan:
             out.append(Task(f, a, self.chunk_items(a, b), shared, active, self.batched))
         return out
 
+    def chunk_tangents(self, bounds, ts, batch=None):
+        """Forward mode: per chunk, the tangents of its active leaves in
+        the order of its task's ``active`` (the inverse of :meth:`assemble`)
+        from one tangent per parent (see :meth:`parents`; ``None``: zero).
+        With ``batch``, every tangent has a leading batch axis: items are
+        sliced along axis 1."""
+        n_shared = sum(self.shared_active)
+        item_ts, shared_ts = list(ts[:len(ts) - n_shared]), list(ts[len(ts) - n_shared:])
+        lead = () if batch is None else (slice(None),)
+        out, k = [], 0
+        for a, b in bounds:
+            if self.is_list:
+                n = len(self._chunk_active(a, b)[0])
+                part, k = item_ts[k:k + n], k + n
+            elif self.batched:
+                part = [None if t is None else t[lead + (slice(a, b),)] for t in item_ts]
+            else:
+                part = [None if t is None else t[lead + (i,)] for i in range(a, b)
+                        for t in item_ts]
+            out.append(part + shared_ts)
+        return out
+
     # --- putting gradients back together ---------------------------------------------------
     def assemble(self, bounds, chunk_grads):
         """One cotangent per parent (see :meth:`parents`) from each chunk's

@@ -41,6 +41,8 @@ import warnings
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, \
     ThreadPoolExecutor, wait
 
+import numpy as np
+
 from .faults import Lost, Timedout
 
 _local = threading.local()
@@ -175,7 +177,7 @@ class DaemonPool:
     joins its threads at exit)."""
 
     def __init__(self, n):
-        self.q, self.threads = queue.SimpleQueue(), []
+        self.q, self.threads, self.retired = queue.SimpleQueue(), [], False
         for k in range(n):
             t = threading.Thread(target=self._work, name=f"tapestry-{k}", daemon=True)
             t.start()
@@ -201,6 +203,7 @@ class DaemonPool:
 
     def shutdown(self):
         """Idle threads exit; a busy one exits when its task returns."""
+        self.retired = True
         for _ in self.threads:
             self.q.put(None)
 
@@ -210,7 +213,16 @@ class ThreadExecutor:
     name = "threads"
 
     def __init__(self, pool, n_workers):
-        self.pool, self.n_workers = pool, n_workers
+        self._pool, self.n_workers = pool, n_workers
+
+    @property
+    def pool(self):
+        """The live pool: a backward or tangent pass run after another call
+        retired this one (a hung item) gets the new pool, not threads that
+        have exited (its tasks would never start)."""
+        if self._pool.retired:
+            self._pool = thread_pool(self.n_workers)
+        return self._pool
 
     def run(self, fn, tasks, deadline=None):
         futures = {self.pool.submit(_thread_task, fn, t): k for k, t in enumerate(tasks)}
@@ -218,7 +230,7 @@ class ThreadExecutor:
 
     def abandon(self):
         """After a timeout: a thread may be stuck, so later calls get a new pool."""
-        retire_thread_pool(self.pool)
+        retire_thread_pool(self._pool)
 
 
 def _as_completed(futures, deadline=None, lost=(BrokenExecutor,)):
@@ -331,25 +343,37 @@ class ProcessExecutor:
                                      env={k: "1" for k in _BLAS_ENV})
 
     def run(self, fn, tasks, deadline=None):
-        payloads, futures = [], {}
+        from concurrent.futures.process import BrokenProcessPool
+        payloads, futures, refused = [], {}, []
         pool = self._pool()
         for k, t in enumerate(tasks):  # submit each as soon as it is packed
             payloads.append(_submission(fn, t))
-            futures[pool.submit(*payloads[k])] = k
+            try:
+                futures[pool.submit(*payloads[k])] = k
+            except BrokenProcessPool as e:  # a task submitted before killed its worker
+                refused.append((k, e))
+        self.current = pool
         try:
-            yield from self._retrying(pool, payloads, futures, deadline)
-        except Timedout:
-            pool.shutdown(wait=False, kill_workers=True)
+            yield from self._retrying(pool, payloads, futures, deadline, refused)
+        except Timedout:  # the pool running the tasks: a new one after a retry
+            self.current.shutdown(wait=False, kill_workers=True)
             raise
 
-    def _retrying(self, pool, payloads, futures, deadline):
+    def _retrying(self, pool, payloads, futures, deadline, refused=()):
+        """Tasks lost to a broken pool (``refused``: those it would not even
+        take) run once more on a new pool."""
         from concurrent.futures.process import BrokenProcessPool
         todo = []  # the tasks lost on the first attempt
         for attempt in (0, 1):
             if attempt:
-                pool = self._pool()
-                futures = {pool.submit(*payloads[k]): k for k in todo}
-            lost = []
+                pool = self.current = self._pool()
+                futures, refused = {}, []
+                for k in todo:
+                    try:
+                        futures[pool.submit(*payloads[k])] = k
+                    except BrokenProcessPool as e:
+                        refused.append((k, e))
+            lost = list(refused)
             for f in _wait_all(futures, deadline):
                 k = futures[f]
                 try:
@@ -381,16 +405,25 @@ def _wait_all(futures, deadline=None):
 class DaskExecutor:
     """A ``dask.distributed.Client``: tasks are submitted to its cluster;
     workers lost mid-task are retried by Dask's scheduler (``retries=1``),
-    then reported as :class:`Lost`."""
+    then reported as :class:`Lost`.  ``owned``: tapestry started the
+    cluster (``executor="dask"``), so it may restart its workers."""
     name = "dask"
     local = False  # workers may be on other machines: no shared memory
 
-    def __init__(self, client):
-        self.client = client
+    def __init__(self, client, owned=False):
+        self._client, self.owned = client, owned
         try:
             self.n_workers = max(1, len(client.scheduler_info()["workers"]))
         except Exception:  # an unreachable scheduler: one worker assumed
             self.n_workers = 1
+
+    @property
+    def client(self):
+        """The client; for tapestry's own cluster the current one (a backward
+        pass run after close_dask() starts a new cluster, as a new call would)."""
+        if self.owned and getattr(self._client, "status", "running") in ("closing", "closed"):
+            self._client = dask_client()
+        return self._client
 
     def run(self, fn, tasks, deadline=None):
         from distributed import as_completed
@@ -408,10 +441,66 @@ class DaskExecutor:
                 done.add(futures[f])
                 yield futures[f], r
         except TimeoutError as e:
-            raise Timedout(set(futures.values()) - done) from e
+            note = self.free([f for f, k in futures.items() if k not in done])
+            raise Timedout(set(futures.values()) - done, note) from e
         finally:
             for f in futures:
                 f.cancel()
+
+    def free(self, stuck):
+        """After a deadline: cancel the unfinished tasks and say what was done.
+        Dask cannot cancel a task that is running Python code: it keeps its
+        worker's thread, and every later call would queue behind it.  So the
+        workers running them are restarted when tapestry owns the cluster;
+        a user's client is left alone and the message says how to free them."""
+        keys = {f.key for f in stuck}
+        try:
+            busy = sorted(w for w, ks in self.client.processing().items() if keys & set(ks))
+        except Exception:  # a scheduler that does not answer: nothing more to do here
+            busy = []
+        self.client.cancel(stuck)
+        if not busy:
+            try:
+                none = not self.client.scheduler_info()["workers"]
+            except Exception:
+                none = False
+            return ("the Dask cluster has no workers (still starting, or lost)" if none else
+                    "Dask cancelled them before they started")
+        if not self.owned:
+            return (f"tapestry cancelled them, but a Dask task that is already running "
+                    f"cannot be stopped: it keeps its worker ({', '.join(busy)}) until f "
+                    f"returns, and later calls on this client wait behind it. tapestry "
+                    f"does not restart the workers of a client it did not start: call "
+                    f"client.restart_workers({busy!r}) (or client.restart()) to free them")
+        try:
+            self._kill(busy)
+        except Exception as e:  # say so rather than hide it behind the timeout
+            return (f"tapestry cancelled them and tried to restart the Dask workers "
+                    f"running them ({', '.join(busy)}), which failed ({e!r}); later calls "
+                    f"may wait behind them: tapestry.parallel.executors.close_dask() "
+                    f"closes that cluster")
+        return (f"the Dask workers running them ({', '.join(busy)}) were killed and their "
+                f"nannies start new ones, since a running task cannot be cancelled")
+
+    def _kill(self, workers, wait=10.0):
+        """End the processes of tapestry's own ``workers`` at once (their
+        nannies start new ones) and wait until the scheduler has let them go,
+        so that the next call is not sent to them.  ``restart_workers`` would
+        first ask each worker to close and wait 4 s for a stuck one."""
+        self.client.run(_exit_process, workers=workers, wait=False)
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if not set(workers) & set(self.client.scheduler_info()["workers"]):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"workers still registered after {wait} s")
+
+
+async def _exit_process():
+    """Run in a stuck Dask worker of tapestry's own cluster (see
+    DaskExecutor._kill); a coroutine, so it runs on the worker's event loop,
+    not on the executor thread that the stuck task holds."""
+    os._exit(1)
 
 
 # --- choosing one --------------------------------------------------------------------
@@ -442,6 +531,23 @@ def retire_thread_pool(pool):
     pool.shutdown()
 
 
+_GUARD = (" Its workers are new processes that import your main module again: in a "
+          "script, call parallel_sum / parallel_map only from code under "
+          "`if __name__ == \"__main__\":` (or from functions called there), or the "
+          "workers run the call again and fail to start.")
+
+
+def _refuse_while_importing_main():
+    """A worker process of the LocalCluster imports the main module again
+    (multiprocessing's spawn); a script without the main guard would start
+    a cluster from there, and multiprocessing's own error then surfaces as
+    "Nanny failed to start".  Say what to do instead."""
+    import multiprocessing
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError("tapestry.parallel: executor='dask' was called while a new "
+                           "process was importing the main module." + _GUARD)
+
+
 def dask_client():
     """A LocalCluster client started on first use and closed at exit."""
     with _lock:
@@ -452,8 +558,14 @@ def dask_client():
             except ImportError as e:
                 raise ImportError("tapestry.parallel: executor='dask' needs "
                                   "dask.distributed; pip install 'tapestry[dask]'.") from e
-            cluster = LocalCluster(n_workers=_default_workers(), threads_per_worker=1,
-                                   processes=True, dashboard_address=":0")
+            _refuse_while_importing_main()
+            try:
+                cluster = LocalCluster(n_workers=_default_workers(), threads_per_worker=1,
+                                       processes=True, dashboard_address=":0")
+            except Exception as e:
+                raise RuntimeError(f"tapestry.parallel: executor='dask' could not start "
+                                   f"its LocalCluster ({type(e).__name__}: {e}).{_GUARD}"
+                                   ) from e
             client = _dask_default["client"] = Client(cluster)
             atexit.register(close_dask)
     return client
@@ -500,6 +612,40 @@ def _is_dask_client(executor):
     return type(executor).__name__ == "Client" and hasattr(executor, "submit")
 
 
+def check_options(opname, executor, n_workers, timeout):
+    """Refuse a bad ``executor=``, ``n_workers=`` or ``timeout=`` before
+    anything runs, whatever path the call then takes (a call with no items,
+    or one run in place for higher derivatives, never reaches an executor);
+    returns the timeout (``None`` for no limit; ``inf`` means none)."""
+    if not (executor is None or (isinstance(executor, str) and executor in _NAMES)
+            or isinstance(executor, Executor) or _is_dask_client(executor)):
+        raise _unknown_executor(executor)
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(
+            n_workers, (int, np.integer)) or n_workers < 1):
+        raise ValueError(f"tapestry.{opname}: n_workers must be a positive integer (how many "
+                         f"workers the built-in pools start) or None (one per CPU core), got "
+                         f"{n_workers!r}.")
+    if n_workers is not None and not (executor is None or isinstance(executor, str)):
+        raise ValueError(f"tapestry.{opname}: n_workers sizes tapestry's own pools, and "
+                         f"{type(executor).__name__} given as executor has its own workers; "
+                         "size that executor instead, or leave n_workers out.")
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer,
+                                                             np.floating)) \
+            or not timeout > 0:
+        raise ValueError(f"tapestry.{opname}: timeout must be a positive number of seconds "
+                         f"for the whole call, or None for no limit, got {timeout!r}.")
+    return None if timeout == float("inf") else float(timeout)
+
+
+def _unknown_executor(executor):
+    return ValueError(
+        f"tapestry.parallel: unknown executor {executor!r}; use one of "
+        f"{', '.join(map(repr, _NAMES))}, a concurrent.futures.Executor, or a "
+        "dask.distributed.Client.")
+
+
 def get_executor(executor, n_workers=None):
     """Normalize the user's ``executor=`` argument to an adapter (serial,
     run in place, for a call nested in a task of that same executor)."""
@@ -513,10 +659,9 @@ def get_executor(executor, n_workers=None):
     if executor == "dask" or _is_dask_client(executor):
         if _in_dask_worker():
             return SerialExecutor()
-        return DaskExecutor(dask_client() if executor == "dask" else executor)
+        if executor == "dask":
+            return DaskExecutor(dask_client(), owned=True)
+        return DaskExecutor(executor)
     if isinstance(executor, Executor):
         return SerialExecutor() if _inside(executor) else FuturesExecutor(executor)
-    raise ValueError(
-        f"tapestry.parallel: unknown executor {executor!r}; use one of "
-        f"{', '.join(map(repr, _NAMES))}, a concurrent.futures.Executor, or a "
-        "dask.distributed.Client.")
+    raise _unknown_executor(executor)

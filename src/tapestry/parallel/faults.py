@@ -52,11 +52,12 @@ class Lost(Exception):
 
 
 class Timedout(Exception):
-    """Internal: the deadline passed with executor tasks ``ks`` unfinished."""
+    """Internal: the deadline passed with executor tasks ``ks`` unfinished;
+    ``note``: what the executor did with them (for the message), if it says."""
 
-    def __init__(self, ks):
+    def __init__(self, ks, note=None):
         super().__init__(ks)
-        self.ks = sorted(ks)
+        self.ks, self.note = sorted(ks), note
 
 
 def span_text(r):
@@ -65,26 +66,32 @@ def span_text(r):
 
 
 class Failure:
-    """What a worker returns instead of raising (picklable)."""
+    """What a worker returns instead of raising (picklable).  ``index``:
+    the item (an int) or the items (text, "4..7") it was working on;
+    ``what``: which step raised (``f`` itself, or the sweep through it;
+    ``None``: a value ``f`` returned was refused, ``exc`` says which)."""
 
-    __slots__ = ("index", "exc", "tb")
+    __slots__ = ("index", "exc", "tb", "what")
 
-    def __init__(self, index, exc):
-        self.index = index
+    def __init__(self, index, exc, what="f raised"):
+        self.index, self.what = index, what
         self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.exc = _picklable(exc)
 
     def __getstate__(self):
-        return (self.index, self.exc, self.tb)
+        return (self.index, self.exc, self.tb, self.what)
 
     def __setstate__(self, s):
-        self.index, self.exc, self.tb = s
+        self.index, self.exc, self.tb, self.what = s
 
     def raise_in_caller(self, opname):
         exc = self.exc
+        where = f"{'item' if isinstance(self.index, int) else 'items'} {self.index}"
+        if self.what is None:  # a value f returned was refused: f itself did not raise
+            raise ParallelItemError(f"tapestry.{opname}: on {where}, {exc}", self.index,
+                                    self.tb) from exc
         raise ParallelItemError(
-            f"tapestry.{opname}: f raised {type(exc).__name__} on "
-            f"{'item' if isinstance(self.index, int) else 'items'} {self.index}: "
+            f"tapestry.{opname}: {self.what} {type(exc).__name__} on {where}: "
             f"{exc}\n\nTraceback in the worker:\n{self.tb}", self.index, self.tb) from exc
 
 

@@ -10,16 +10,18 @@ chunk order, so the bits do not depend on the executor.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..core.backward import JointRule
-from ..core.primitive import record
+from ..core.primitive import record, shape_of
 from ..core.pytree import tree_flatten
 from ..core.var import Var
 from .chunks import Plan, chunk_bounds
-from .executors import SerialExecutor, get_executor, in_worker
+from .executors import SerialExecutor, check_options, get_executor, in_worker
 from .runner import in_process, run_chunks
-from .work import map_chunk_keep, map_chunk_pullback, map_chunk_values
+from .work import map_chunk_jvp, map_chunk_keep, map_chunk_pullback, map_chunk_values
 
 
 def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
@@ -35,10 +37,11 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     the random state it first saw (global ``np.random`` and generators
     among the arguments; not one captured in a closure).
     """
+    timeout = check_options("parallel_map", executor, n_workers, timeout)
     plan = Plan(items, shared, batched, "parallel_map")
+    bounds = chunk_bounds(plan.n, chunk_size, "parallel_map")
     if plan.n == 0:
         return [] if plan.is_list else None
-    bounds = chunk_bounds(plan.n, chunk_size, "parallel_map")
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
     keep = differentiate and in_process(ex)
@@ -72,16 +75,74 @@ class _Layout:
         per_item = [o for chunk in outs for o in chunk]
         flat = [tree_flatten(o) for o in per_item]
         td = flat[0][1]
-        if any(t != td for _, t in flat):
-            raise ValueError("tapestry.parallel_map: f returned outputs of different "
-                             "structures for different items; they must match to be "
-                             "stacked (pass a list of items to get a list back).")
+        self._check(flat)
         join = np.concatenate if self.mode == "concat" else np.stack
         self.result = td.unflatten([join([l[j] for l, _ in flat])
                                     for j in range(td.n_leaves)])
 
+    def _where(self, k):
+        """Which items output ``k`` (one per item, or per chunk if batched) is for."""
+        if self.mode == "stack":
+            return f"item {k}"
+        a, b = self.bounds[k]
+        return f"items {a}..{b - 1}"
+
+    def _check(self, flat):
+        """Outputs that can be joined along axis 0, or an error naming the
+        item (numpy's own error names none, and a batched f returning the
+        wrong number of rows was joined silently into a result too short)."""
+        leaves0, td = flat[0]
+        for k, (leaves, t) in enumerate(flat):
+            if t != td:
+                raise ValueError(
+                    f"tapestry.parallel_map: f returned outputs of another structure for "
+                    f"{self._where(k)} than for {self._where(0)}; they must match to be "
+                    "stacked (pass a list of items to get a list back).")
+            for j, x in enumerate(leaves):
+                shape = shape_of(x)
+                if self.mode == "concat":
+                    a, b = self.bounds[k]
+                    if len(shape) == 0 or shape[0] != b - a:
+                        raise ValueError(
+                            f"tapestry.parallel_map: with batched=True, f gets a chunk of "
+                            f"{b - a} items and must return outputs with one row per item "
+                            f"(axis 0); for {self._where(k)} its output leaf {j} has shape "
+                            f"{shape}.")
+                elif shape != shape_of(leaves0[j]):
+                    raise ValueError(
+                        f"tapestry.parallel_map: f returned output leaf {j} of shape {shape} "
+                        f"for {self._where(k)} but {shape_of(leaves0[j])} for item 0; "
+                        "outputs are stacked along a new axis 0, so they need one shape "
+                        "(pass a list of items to get a list back).")
+
     def leaves(self):
         return tree_flatten(self.result)[0]
+
+    def tangents(self, chunk_ts, batch=None):
+        """Forward mode: the result's leaf tangents (``None``: zero) from
+        each chunk's flat list of output-leaf tangents (``None`` for a
+        chunk whose inputs had none); with ``batch``, each has a leading
+        batch axis and items are joined along axis 1."""
+        leaves = self.leaves()
+        if self.mode == "list":
+            return [t for n, ts in zip(self.per_chunk, chunk_ts) for t in (ts or [None] * n)]
+        n, axis = len(leaves), 0 if batch is None else 1
+        lead = () if batch is None else (batch,)
+        out = []
+        for j, y in enumerate(leaves):
+            if all(ts is None or all(t is None for t in ts[j::n]) for ts in chunk_ts):
+                out.append(None)
+                continue
+            parts = []
+            for (a, b), ts in zip(self.bounds, chunk_ts):
+                if self.mode == "concat":
+                    parts.append(_zero_if_none(ts and ts[j], lead, y[a:b]))
+                else:
+                    parts += [_zero_if_none(ts and ts[r * n + j], lead, y[a + r])
+                              for r in range(b - a)]
+            out.append(np.concatenate(parts, axis) if self.mode == "concat"
+                       else np.stack(parts, axis))
+        return out
 
     def chunk_cotangents(self, flat_g):
         """Per chunk: the flat list of its outputs' cotangents, or ``None``
@@ -104,6 +165,10 @@ class _Layout:
         return out
 
 
+def _zero_if_none(t, lead, like):
+    return np.zeros(lead + np.shape(like), np.result_type(like)) if t is None else t
+
+
 class _Slots:
     """Cotangent of the map's node: output slot -> cotangent.  Adding one
     into another merges dicts (O(outputs touched), not O(all outputs))."""
@@ -124,6 +189,7 @@ def _slot_rule(k, n):
     """Output ``k``'s cotangent as a one-slot dict (no list of n)."""
     def select_pullback(g, ans):
         return _Slots({k: g})
+    select_pullback.selects = k  # forward mode: slot k of the map's tangents
     return select_pullback
 
 
@@ -154,6 +220,29 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
             chunk_grads[k] = gr
         return plan.assemble(bounds, chunk_grads)
 
+    def parallel_map_tangent(ts, batch=None):
+        """Forward mode (jvp, linearize, jacfwd): each chunk's output
+        tangents from one tangent sweep, over its kept tape (threads) or
+        over its forward recomputed in the task (processes, Dask); with
+        ``batch``, a batch of tangents (jacfwd's) in one parallel call."""
+        per_chunk = plan.chunk_tangents(bounds, ts, batch)
+        traced = any(t.__class__ is Var for cs in per_chunk for t in cs)
+        run_ex = SerialExecutor() if (traced or in_worker()) else ex
+        todo = [k for k, cs in enumerate(per_chunk) if any(t is not None for t in cs)]
+        if keep:
+            jobs = [(kept[k], per_chunk[k], batch) for k in todo]
+            outs = run_chunks(run_ex, _kept_push, jobs, "parallel_map", timeout=timeout)
+        else:
+            jobs = [(tasks[k], per_chunk[k], kept[k], batch) for k in todo]
+            outs = run_chunks(run_ex, map_chunk_jvp, jobs, "parallel_map", timeout=timeout)
+        chunk_ts = [None] * len(bounds)
+        for k, o in zip(todo, outs):
+            chunk_ts[k] = o
+        return layout.tangents(chunk_ts, batch)
+
+    # node_tangent calls this instead of transposing the pullback (batches too)
+    parallel_map_pullback.custom_jvp = SimpleNamespace(tangent=parallel_map_tangent,
+                                                       batched=True)
     outs = record(tape, tuple(leaves), plan.parents(), JointRule(parallel_map_pullback),
                   (), {}, len(leaves), select_rule=_slot_rule)
     return tree_flatten(layout.result)[1].unflatten(list(outs))
@@ -162,3 +251,8 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
 def _kept_pullback(job):
     kept, cts = job
     return kept.pullback(cts)
+
+
+def _kept_push(job):
+    kept, ts, batch = job
+    return kept.push(ts, batch)

@@ -14,7 +14,7 @@ from ..core.backward import JointRule
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from .chunks import Plan, add_in_order, chunk_bounds
-from .executors import SerialExecutor, get_executor
+from .executors import SerialExecutor, check_options, get_executor
 from .runner import run_chunks
 from .work import sum_chunk
 
@@ -29,17 +29,20 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     ``chunk_size`` (default: 1/16 of the items) fixes the chunks, and with
     them the bits of the result, whatever the executor.  ``batched=True``
     calls ``f(chunk, *shared)`` once per chunk (a list or a slice of items)
-    and sums what it returns -- reduce_sum's partial-sum style.
-    Differentiable with respect to the items and every shared argument.
-    ``timeout`` (seconds, for the whole call) raises
-    :class:`~tapestry.parallel.ParallelTimeoutError` naming the items not
-    finished.  A call from inside a task of ``executor`` itself runs in
-    place (serially) instead of waiting on its own pool.
+    and sums what it returns -- reduce_sum's partial-sum style; ``f``
+    must return one number.  Differentiable with respect to the items and
+    every shared argument.  ``n_workers``: a positive integer, or ``None``
+    for one per CPU core.  ``timeout`` (positive seconds for the whole
+    call, or ``None``) raises :class:`~tapestry.parallel.ParallelTimeoutError`
+    naming the items not finished.  A call from inside a task of
+    ``executor`` itself runs in place (serially) instead of waiting on its
+    own pool.
     """
+    timeout = check_options("parallel_sum", executor, n_workers, timeout)
     plan = Plan(items, shared, batched, "parallel_sum")
+    bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum")
     if plan.n == 0:
         return np.float64(0.0)
-    bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum")
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
     tasks = plan.tasks(f, bounds, differentiate)
@@ -49,11 +52,31 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     if not differentiate:
         return value
     stored = plan.assemble(bounds, [r[1] for r in results])
+    if any(len(r) == 3 for r in results):  # a complex sum
+        stored_i = plan.assemble(bounds, [r[2] if len(r) == 3 else None for r in results])
+        return record(plan.top, value, plan.parents(),
+                      JointRule(_complex_pullback(stored, stored_i)), (), {})
 
     def parallel_sum_pullback(g, ans):
         return [_scale(g, c) for c in stored]
 
     return record(plan.top, value, plan.parents(), JointRule(parallel_sum_pullback), (), {})
+
+
+def _complex_pullback(stored, stored_i):
+    """The pullback of a complex sum.  A VJP is real-linear in its
+    cotangent, so ``vjp(a + ib) = a vjp(1) + b vjp(1j)``: the chunks kept
+    both (``stored``, ``stored_i``).  Scaling ``vjp(1)`` by a complex ``g``
+    instead would be wrong (the gradient of ``np.imag(parallel_sum(...))``
+    came out as zero).  A real chunk's ``vjp(1j)`` is zero (``None``)."""
+    def parallel_sum_pullback(g, ans):
+        re, im = np.real(g), np.imag(g)
+        out = []
+        for c, ci in zip(stored, stored_i):
+            a, b = _scale(re, c), _scale(im, ci)
+            out.append(a if b is None else b if a is None else a + b)
+        return out
+    return parallel_sum_pullback
 
 
 def _scale(g, c):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import threading
 import time
 
@@ -96,12 +97,7 @@ def _public(e, spans, opname, ex, timeout):
     if isinstance(e, Timedout):
         items = [spans[k] for k in e.ks]
         what = ", ".join(span_text(r) for r in items)
-        where = ("thread workers cannot be stopped: a hung item keeps its thread (and "
-                 "CPU) until f returns, and later calls use a new pool"
-                 if in_process(ex) and not isinstance(ex, SerialExecutor) else
-                 "the process workers running them were killed and are replaced"
-                 if getattr(ex, "name", "") == "processes" else
-                 "serial calls check the deadline between chunks only")
+        where = e.note or _timeout_note(ex)
         return ParallelTimeoutError(
             f"tapestry.{opname}: timeout of {timeout} s passed with {what} not finished "
             f"({where}).", items)
@@ -116,8 +112,37 @@ def _public(e, spans, opname, ex, timeout):
     else:
         msg = (f"the executor given broke ({name}) while running {span_text(r)}; tapestry "
                "does not own its workers, so it does not retry: give a new executor, or "
-               "use executor='processes', which replaces dead workers.")
+               "use executor='processes', which replaces dead workers." + _guard_hint(ex))
     return WorkerDiedError(f"tapestry.{opname}: {msg}", r)
+
+
+def _timeout_note(ex):
+    """What became of unfinished tasks, when the executor did not say."""
+    if ex is None or isinstance(ex, SerialExecutor):
+        return "serial calls check the deadline between chunks only"
+    if isinstance(ex, ThreadExecutor):
+        return ("thread workers cannot be stopped: a hung item keeps its thread (and "
+                "CPU) until f returns, and later calls use a new pool")
+    if in_process(ex):
+        return ("thread workers cannot be stopped: a hung item keeps its thread of your "
+                "pool (and CPU) until f returns; tapestry does not own that pool, so later "
+                "calls given it wait behind the item: pass a new pool, or "
+                "executor='processes' for items that may hang")
+    if getattr(ex, "name", "") == "processes":
+        return "the process workers running them were killed and are replaced"
+    return ("tasks not started were cancelled; tapestry cannot stop tasks already running "
+            "on an executor it does not own: they keep their workers until f returns")
+
+
+def _guard_hint(ex):
+    """A process pool whose workers import the main script again ('spawn',
+    'forkserver') breaks at once when the script lacks the main guard."""
+    main = sys.modules.get("__main__")
+    if in_process(ex) or getattr(main, "__file__", None) is None:
+        return ""
+    return (" If this runs from a script: a pool that starts its workers with 'spawn' or "
+            "'forkserver' makes them import the script again, so the code that calls "
+            "parallel_sum / parallel_map must be under `if __name__ == \"__main__\":`.")
 
 
 def _split(tasks, n_groups):

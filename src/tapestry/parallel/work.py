@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import rng
+from ..core.batched import Batched
 from ..core.backward import JointRule, backward_sweep
+from ..core.forward import forward_sweep
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from ..core.tape import open_tape
@@ -89,7 +91,9 @@ def _call(label, f, item, shared, check):
         if check is not None:
             check(out)
         return out
-    except Exception as e:
+    except BadValue as e:
+        raise _Failed(Failure(label, e, None)) from None
+    except (Exception, SystemExit) as e:  # sys.exit() in f would end a Dask worker
         raise _Failed(Failure(label, e)) from None
 
 
@@ -110,6 +114,8 @@ def _grads(cts, positions, leaves_like):
             continue
         if type(c) is np.ndarray or isinstance(c, np.generic):
             dt = np.result_type(x)
+            if c.dtype.kind == "c" and dt.kind != "c":
+                c = c.real  # a real leaf's cotangent is the real part (docs/complex.md)
             if c.dtype != dt or np.shape(c) != np.shape(x) or type(c) is not np.ndarray:
                 c = np.asarray(c, dtype=dt).reshape(np.shape(x))
         out.append(c)
@@ -117,33 +123,85 @@ def _grads(cts, positions, leaves_like):
 
 
 # --- parallel_sum ---------------------------------------------------------------------
+def _span_label(span):
+    """The item (an int) or items ("4..7") of a chunk, for a Failure."""
+    return span.start if len(span) == 1 else f"{span.start}..{span.stop - 1}"
+
+
 def sum_chunk(task):
     """The chunk's partial sum and, if any leaf is active, its gradient
-    from one reverse sweep: ``(value, [grad per active leaf])``."""
-    if not task.active:
-        try:
+    from one reverse sweep: ``(value, [grad per active leaf])`` (and, for
+    a complex sum, a third entry: the gradients for the cotangent 1j); a
+    :class:`Failure` naming the item or chunk if any step raises."""
+    try:
+        if not task.active:
             return _in_order_sum(_calls(task, task.chunk, task.shared, _check_scalar)), []
-        except _Failed as e:
-            return e.args[0]
-    with open_tape() as tape:
-        chunk, shared, positions, values = _trace(task, tape)
-        try:
+        with open_tape() as tape:
+            chunk, shared, positions, values = _trace(task, tape)
             total = _in_order_sum(_calls(task, chunk, shared, _check_scalar))
-        except _Failed as e:
-            return e.args[0]
-    if total.__class__ is Var and total._tape is tape:
+    except _Failed as e:
+        return e.args[0]
+    except Exception as e:  # adding the items' values up
+        return Failure(_span_label(task_span(task)), e, "summing f's values raised")
+    try:
+        if total.__class__ is not Var or total._tape is not tape:
+            return total, _grads([None] * len(tape.nodes), positions, values)
         value = total._value
-        cts = backward_sweep(tape, total._index, np.ones((), np.result_type(value)))
-    else:
-        value, cts = total, [None] * len(tape.nodes)
-    return value, _grads(cts, positions, values)
+        dt = np.result_type(value)
+        if dt.kind != "c":
+            return value, _grads(backward_sweep(tape, total._index, np.ones((), dt)),
+                                 positions, values)
+        # A complex sum: its VJP is real-linear in the cotangent g, so the
+        # gradients for g = 1 and g = 1j give every other (see reduce.py).
+        one = backward_sweep(tape, total._index, np.ones((), dt), release=False)
+        one = _grads(one, positions, values)
+        return value, one, _grads(backward_sweep(tape, total._index, np.full((), 1j, dt)),
+                                  positions, values)
+    except Exception as e:
+        return Failure(_span_label(task_span(task)), e, "the reverse sweep through f raised")
+
+
+class BadValue(TypeError):
+    """f returned something its caller cannot use (the message starts "f
+    returned ..."); reported without f's traceback, since f did not raise."""
 
 
 def _check_scalar(v):
-    shape = getattr(v, "shape", np.shape(v) if not isinstance(v, Var) else None)
-    if shape != ():
-        raise ValueError(f"parallel_sum needs f to return a scalar, got shape {shape}; "
-                         "use parallel_map for array outputs.")
+    """parallel_sum adds f's values, so each must be one number."""
+    x = v
+    while x.__class__ is Var:
+        x = x._value
+    if isinstance(x, (int, float, complex)) and not isinstance(x, bool):
+        return
+    if isinstance(x, (np.ndarray, np.generic, Batched)) and x.dtype.kind in "iufc" \
+            and x.shape == ():  # a batched value under vmap: one number per item
+        return
+    raise BadValue(f"f returned {_describe(x)}; parallel_sum adds f's values, so f must "
+                   f"return one number (a Python or NumPy int, float or complex, or a 0-d "
+                   f"numeric array){_hint(x)}.")
+
+
+def _describe(x):
+    if x is None:
+        return "None"
+    if isinstance(x, np.generic):
+        return f"a NumPy {x.dtype} scalar ({x!r})"
+    if isinstance(x, np.ndarray):
+        return f"an array of shape {x.shape} and dtype {x.dtype}"
+    text = repr(x)
+    return f"a {type(x).__name__} ({text if len(text) < 40 else text[:37] + '...'})"
+
+
+def _hint(x):
+    if x is None:
+        return ": does f end without a return statement?"
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if isinstance(x, bool) or kind == "b":
+        return ("; convert booleans with float(...) or .astype(float) (NumPy adds "
+                "booleans as a logical or)")
+    if isinstance(x, (list, tuple, dict)) or (isinstance(x, np.ndarray) and x.ndim):
+        return "; use parallel_map for array or pytree outputs, or np.sum(...) inside f"
+    return ""
 
 
 # --- parallel_map: forward ------------------------------------------------------------
@@ -160,15 +218,33 @@ def map_chunk_values(task):
 
 
 class KeptChunk:
-    """A chunk's child tape kept alive for a later reverse sweep (threads)."""
+    """A chunk's child tape kept alive for a later reverse sweep (threads),
+    or a tangent sweep (forward mode)."""
 
-    __slots__ = ("tape", "join", "positions", "leaves_like", "span")
+    __slots__ = ("tape", "join", "positions", "leaves_like", "span", "outputs")
 
     def pullback(self, out_cts):
         """Cotangents of the active leaves given the outputs' cotangents
-        (a list, ``None`` for zero)."""
-        cts = backward_sweep(self.tape, self.join, list(out_cts), release=False)
-        return _grads(cts, self.positions, self.leaves_like)
+        (a list, ``None`` for zero); a :class:`Failure` if the sweep raises."""
+        try:
+            cts = backward_sweep(self.tape, self.join, list(out_cts), release=False)
+            return _grads(cts, self.positions, self.leaves_like)
+        except Exception as e:
+            return Failure(_span_label(self.span), e, "the reverse sweep through f raised")
+
+    def push(self, tangents, batch=None):
+        """Tangents of the outputs' leaves (a flat list, ``None`` for zero)
+        given the active leaves' tangents (with a leading axis of length
+        ``batch``, if given): one forward sweep over the tape, up to the
+        join node (which only gathers the outputs)."""
+        ts = [None] * self.join
+        for p, t in zip(self.positions, tangents):
+            ts[p] = t
+        try:
+            forward_sweep(self.tape.nodes[:self.join], ts, batch=batch)
+        except Exception as e:
+            return Failure(_span_label(self.span), e, "the tangent sweep through f raised")
+        return [None if i is None else ts[i] for i in self.outputs]
 
 
 def map_chunk_keep(task):
@@ -184,6 +260,8 @@ def map_chunk_keep(task):
     kept = KeptChunk()
     kept.tape, kept.positions, kept.leaves_like = tape, positions, values
     kept.join, kept.span = join, task_span(task)
+    kept.outputs = [x._index if x.__class__ is Var and x._tape is tape else None
+                    for o in outs for x in tree_flatten(o)[0]]
     plain = [tree_flatten(o)[1].unflatten([_lower(x, tape) for x in tree_flatten(o)[0]])
              for o in outs]
     return plain, kept
@@ -221,3 +299,15 @@ def map_chunk_pullback(args):
     if isinstance(r, Failure):
         return r
     return r[1].pullback(out_cts)
+
+
+def map_chunk_jvp(args):
+    """Forward mode by recomputation (processes, Dask): the chunk's forward
+    on a fresh tape (its random state replayed), then one tangent sweep:
+    the tangents of its outputs' leaves, flat (``None`` for zero)."""
+    task, tangents, snapshot, batch = args
+    with rng.replay(snapshot, (task.chunk, task.shared)):
+        r = map_chunk_keep(task)
+    if isinstance(r, Failure):
+        return r
+    return r[1].push(tangents, batch)
