@@ -504,7 +504,19 @@ def _l2_vjp(g, ans, x, axis, keepdims):
     return expand_reduced(real_cotangent(g), np.shape(x), axis, keepdims) * _over_nonzero(xc, n)
 
 
-_l2 = Primitive(_l2_fwd, "linalg.norm", vjps=(_l2_vjp,))
+def _batch_norm(prim, args, batched, kwargs):
+    """2-norm ``(x, axis, keepdims)`` or p-norm ``(x, p, axis, keepdims)``
+    over axes of a batched ``x``: the axes shift one right."""
+    if not batched[0] or any(batched[1:]):
+        return NotImplemented
+    x, *rest = args
+    k = len(rest) - 2  # the position of axis among the rest
+    nd = batching.item_ndim(x, True)
+    rest[k] = batching.shift_axes(rest[k], nd)
+    return prim(x, *rest)
+
+
+_l2 = Primitive(_l2_fwd, "linalg.norm", vjps=(_l2_vjp,), batch=_batch_norm)
 
 
 def _abs(x):
@@ -568,7 +580,7 @@ def _pnorm_vjp(g, ans, x, p, axis, keepdims):
 
 _pnorm = Primitive(lambda x, p, axis, keepdims: np.sum(np.abs(x) ** p, axis=axis,
                                                        keepdims=keepdims) ** (1.0 / p),
-                   "linalg.norm", vjps=(_pnorm_vjp,))
+                   "linalg.norm (p-norm)", vjps=(_pnorm_vjp,), batch=_batch_norm)
 
 
 def _matrix_norm(x, ord, axis, keepdims):
