@@ -239,3 +239,32 @@ def test_hvp_elementwise_grad_and_parallel_sum_under_vmap():
     s = lambda x: tp.parallel_sum(lambda a, x: np.sum(np.sin(a * x)), items, x)  # noqa: E731
     close(tp.vmap(s)(X), loop(s, (0,), (X,)))
     close(tp.vmap(tp.grad(s))(X), loop(tp.grad(s), (0,), (X,)))
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_parallel_vectorize_maps_each_chunk(executor):
+    """parallel_sum / parallel_map with vectorize=True: f per item, each
+    chunk one vmap call; values and gradients as the item-by-item call,
+    items as a list of pytrees or as stacked arrays."""
+    items = [{"x": rng.standard_normal(3), "j": j % 3} for j in range(10)]
+    u = rng.standard_normal(3)
+
+    def f(item, u, a):
+        return np.sum(np.sin(item["x"] * a) + u[item["j"]] ** 2)
+
+    want = tp.value_and_grad(lambda u, a: tp.parallel_sum(f, items, u, a, chunk_size=3),
+                             argnums=(0, 1))(u, 0.7)
+    got = tp.value_and_grad(lambda u, a: tp.parallel_sum(
+        f, items, u, a, chunk_size=3, executor=executor, vectorize=True), argnums=(0, 1))(u, 0.7)
+    close(got, want)
+    stacked = {"x": np.stack([i["x"] for i in items]), "j": np.array([i["j"] for i in items])}
+    # (u[j] with a plain u and a batched j cannot reach tapestry: NumPy indexes
+    # plain arrays itself; with u differentiated it can, as in parallel_sum above)
+    g = lambda item, u, a: np.sin(item["x"] * a) * np.sum(u ** 2)  # noqa: E731
+    mapped = tp.parallel_map(g, stacked, u, 0.7, chunk_size=4, executor=executor, vectorize=True)
+    close(mapped, np.array([g(i, u, 0.7) for i in items]))
+    close(tp.grad(lambda u: np.sum(tp.parallel_map(g, stacked, u, 0.7, chunk_size=4,
+                                                   executor=executor, vectorize=True)))(u),
+          tp.grad(lambda u: sum(np.sum(g(i, u, 0.7)) for i in items))(u))
+    with pytest.raises(ValueError, match="vectorize=True"):
+        tp.parallel_sum(f, items, u, 0.7, batched=True, vectorize=True)

@@ -22,22 +22,27 @@ from .chunks import Plan, chunk_bounds
 from .executors import SerialExecutor, check_options, get_executor, in_worker
 from .runner import in_process, run_chunks
 from .work import map_chunk_jvp, map_chunk_keep, map_chunk_pullback, map_chunk_values
+from .vectorized import vectorized
 
 
 def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
-                 batched=False, progress=False, timeout=None):
+                 batched=False, progress=False, timeout=None, vectorize=False):
     """``f`` over ``items`` in parallel.
 
     A list of items gives a list of outputs; items sliced along axis 0 (an
     array or pytree of arrays) give outputs stacked along axis 0, like
     ``vmap``.  With ``batched=True`` ``f`` gets a whole chunk and returns
-    outputs with the chunk along axis 0; they are concatenated.  Other
+    outputs with the chunk along axis 0; they are concatenated.  With
+    ``vectorize=True`` ``f`` stays per item and each chunk is one
+    ``tapestry.vmap(f)`` call; outputs are stacked along axis 0.  Other
     arguments as in :func:`tapestry.parallel_sum`.  Process and Dask
     executors recompute each chunk's forward in the backward pass, with
     the random state it first saw (global ``np.random`` and generators
     among the arguments; not one captured in a closure).
     """
     timeout = check_options("parallel_map", executor, n_workers, timeout)
+    if vectorize:
+        f, batched = vectorized(f, shared, batched, "parallel_map", reduce=False)
     plan = Plan(items, shared, batched, "parallel_map")
     bounds = chunk_bounds(plan.n, chunk_size, "parallel_map")
     if plan.n == 0:

@@ -17,10 +17,11 @@ from .chunks import Plan, add_in_order, chunk_bounds
 from .executors import SerialExecutor, check_options, get_executor
 from .runner import run_chunks
 from .work import sum_chunk
+from .vectorized import vectorized
 
 
 def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_workers=None,
-                 batched=False, progress=False, timeout=None):
+                 batched=False, progress=False, timeout=None, vectorize=False):
     """``sum(f(item, *shared) for item in items)``, forward and gradient in parallel.
 
     ``items``: a list of pytrees, or an array (pytree of arrays) sliced
@@ -30,7 +31,9 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     them the bits of the result, whatever the executor.  ``batched=True``
     calls ``f(chunk, *shared)`` once per chunk (a list or a slice of items)
     and sums what it returns -- reduce_sum's partial-sum style; ``f``
-    must return one number.  Differentiable with respect to the items and
+    must return one number.  ``vectorize=True`` keeps ``f`` per item and
+    runs each chunk as one ``tapestry.vmap(f)`` call (batched speed without
+    rewriting ``f``; docs/vmap.md).  Differentiable with respect to the items and
     every shared argument.  ``n_workers``: a positive integer, or ``None``
     for one per CPU core.  ``timeout`` (positive seconds for the whole
     call, or ``None``) raises :class:`~tapestry.parallel.ParallelTimeoutError`
@@ -39,6 +42,8 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     own pool.
     """
     timeout = check_options("parallel_sum", executor, n_workers, timeout)
+    if vectorize:
+        f, batched = vectorized(f, shared, batched, "parallel_sum", reduce=True)
     plan = Plan(items, shared, batched, "parallel_sum")
     bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum")
     if plan.n == 0:
