@@ -29,7 +29,7 @@ import numpy as np
 
 from .batching import elementwise
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
-from .var import Var, dispatch_function, dispatch_ufunc
+from .var import ArrayMethods, Var, dispatch_function, dispatch_ufunc
 
 #: Operation name -> number of calls that looped over the batch because the
 #: operation has no batching rule (or none for that combination of batched
@@ -61,7 +61,7 @@ class EscapedBatchError(RuntimeError):
     """A batched value was used after the ``vmap`` call that made it returned."""
 
 
-class Batched:
+class Batched(ArrayMethods):
     """An array with a leading batch axis, seen by user code as one item."""
 
     __slots__ = ("_value", "_trace")
@@ -76,10 +76,6 @@ class Batched:
     dtype = property(lambda self: self._value.dtype)
     ndim = property(lambda self: self._value.ndim - 1)
     size = property(lambda self: int(np.prod(self._value.shape[1:], dtype=np.int64)))
-    T = property(lambda self: np.transpose(self))
-    mT = property(lambda self: np.swapaxes(self, -1, -2))
-    real = property(lambda self: np.real(self))
-    imag = property(lambda self: np.imag(self))
 
     def __len__(self):
         if self.ndim == 0:
@@ -180,16 +176,6 @@ class Batched:
     def __neg__(self): return FAST_UFUNCS[np.negative](self)
     def __pos__(self): return self
     def __abs__(self): return FAST_UFUNCS[np.absolute](self)
-    def __floordiv__(self, o): return np.floor_divide(self, o)
-    def __rfloordiv__(self, o): return np.floor_divide(o, self)
-    def __mod__(self, o): return np.remainder(self, o)
-    def __rmod__(self, o): return np.remainder(o, self)
-    def __lt__(self, o): return np.less(self, o)
-    def __le__(self, o): return np.less_equal(self, o)
-    def __gt__(self, o): return np.greater(self, o)
-    def __ge__(self, o): return np.greater_equal(self, o)
-    def __eq__(self, o): return np.equal(self, o)
-    def __ne__(self, o): return np.not_equal(self, o)
     def __and__(self, o): return np.logical_and(self, o) if self.dtype == bool else np.bitwise_and(self, o)
     def __or__(self, o): return np.logical_or(self, o) if self.dtype == bool else np.bitwise_or(self, o)
     def __invert__(self): return np.invert(self)
@@ -201,10 +187,6 @@ class Batched:
     def __getitem__(self, key):
         return FUNCTIONS[operator.getitem](self, key)
 
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
-
     def astype(self, dtype, *a, **k):
         dtype = np.dtype(dtype)
         if dtype.kind in "fc":
@@ -214,24 +196,12 @@ class Batched:
     def copy(self):
         return self
 
-
-# The array methods of traced arrays route through NumPy functions; the same
-# definitions serve batched values.
-for _name in ("sum", "mean", "prod", "max", "min", "var", "std", "cumsum", "cumprod", "dot",
-              "clip", "repeat", "transpose", "reshape", "ravel", "flatten", "squeeze",
-              "swapaxes", "diagonal", "trace", "take", "conj", "conjugate", "round", "argmax",
-              "argmin", "argsort", "nonzero", "all", "any"):
-    setattr(Batched, _name, getattr(Var, _name))
-del _name
+    def reshape(self, *shape, **k):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return np.reshape(self, shape, **k)
 
 
-def _reshape(self, *shape, **k):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return np.reshape(self, shape, **k)
-
-
-Batched.reshape = _reshape
 
 
 def _is_primitive(impl):

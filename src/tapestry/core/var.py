@@ -39,7 +39,71 @@ def refuse_masked(x, opname):
         raise TypeError(f"tapestry: {opname} got an argument that {MASKED_HELP}")
 
 
-class Var:
+class ArrayMethods:
+    """What a value standing for an array (a traced ``Var``, a vmap
+    ``Batched``) offers beyond its own dispatch: ndarray's methods,
+    properties and the operators without a fast path, each routed through
+    the NumPy function of the same name (which dispatches back)."""
+
+    __slots__ = ()
+
+    T = property(lambda self: np.transpose(self))
+    mT = property(lambda self: np.swapaxes(self, -1, -2))
+    real = property(lambda self: np.real(self))
+    imag = property(lambda self: np.imag(self))
+
+    def __floordiv__(self, o): return np.floor_divide(self, o)
+    def __rfloordiv__(self, o): return np.floor_divide(o, self)
+    def __mod__(self, o): return np.remainder(self, o)
+    def __rmod__(self, o): return np.remainder(o, self)
+    def __divmod__(self, o): return np.divmod(self, o)
+    def __rdivmod__(self, o): return np.divmod(o, self)
+    def __lt__(self, o): return np.less(self, o)
+    def __le__(self, o): return np.less_equal(self, o)
+    def __gt__(self, o): return np.greater(self, o)
+    def __ge__(self, o): return np.greater_equal(self, o)
+    def __eq__(self, o): return np.equal(self, o)
+    def __ne__(self, o): return np.not_equal(self, o)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def sum(self, *a, **k): return np.sum(self, *a, **k)
+    def mean(self, *a, **k): return np.mean(self, *a, **k)
+    def prod(self, *a, **k): return np.prod(self, *a, **k)
+    def max(self, *a, **k): return np.max(self, *a, **k)
+    def min(self, *a, **k): return np.min(self, *a, **k)
+    def var(self, *a, **k): return np.var(self, *a, **k)
+    def std(self, *a, **k): return np.std(self, *a, **k)
+    def cumsum(self, *a, **k): return np.cumsum(self, *a, **k)
+    def cumprod(self, *a, **k): return np.cumprod(self, *a, **k)
+    def dot(self, o): return np.dot(self, o)
+    def clip(self, *a, **k): return np.clip(self, *a, **k)
+    def repeat(self, *a, **k): return np.repeat(self, *a, **k)
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+    def ravel(self, *a, **k): return np.ravel(self, *a, **k)
+    def flatten(self, order="C"): return np.ravel(self, order=order)
+    def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
+    def swapaxes(self, a, b): return np.swapaxes(self, a, b)
+    def diagonal(self, *a, **k): return np.diagonal(self, *a, **k)
+    def trace(self, *a, **k): return np.trace(self, *a, **k)
+    def take(self, *a, **k): return np.take(self, *a, **k)
+    def conj(self): return np.conjugate(self)
+    conjugate = conj
+    def round(self, *a, **k): return np.round(self, *a, **k)
+    def argmax(self, *a, **k): return np.argmax(self, *a, **k)
+    def argmin(self, *a, **k): return np.argmin(self, *a, **k)
+    def argsort(self, *a, **k): return np.argsort(self, *a, **k)
+    def nonzero(self): return np.nonzero(self)
+    def all(self, *a, **k): return np.all(self, *a, **k)
+    def any(self, *a, **k): return np.any(self, *a, **k)
+
+
+class Var(ArrayMethods):
     """A traced array.  ``_value`` may itself be a ``Var`` of an outer tape
     (nested differentiation); ``_tape``/``_index`` locate its node."""
 
@@ -56,10 +120,6 @@ class Var:
     dtype = property(lambda self: self._value.dtype)
     ndim = property(lambda self: self._value.ndim)
     size = property(lambda self: self._value.size)
-    T = property(lambda self: np.transpose(self))
-    mT = property(lambda self: np.swapaxes(self, -1, -2))
-    real = property(lambda self: np.real(self))
-    imag = property(lambda self: np.imag(self))
 
     def __len__(self):
         return len(self._value)
@@ -151,76 +211,28 @@ class Var:
     def __neg__(self): return FAST_UFUNCS[np.negative]._call1(self)
     def __pos__(self): return self
     def __abs__(self): return FAST_UFUNCS[np.absolute]._call1(self)
-    def __floordiv__(self, o): return np.floor_divide(self, o)
-    def __rfloordiv__(self, o): return np.floor_divide(o, self)
-    def __mod__(self, o): return np.remainder(self, o)
-    def __rmod__(self, o): return np.remainder(o, self)
-    def __divmod__(self, o): return np.divmod(self, o)
-    def __rdivmod__(self, o): return np.divmod(o, self)
 
     def __round__(self, ndigits=None):
         # Piecewise constant (derivative 0 almost everywhere): a plain value,
         # as np.round of a traced array.
         x = unwrap_all(self)
         return round(x) if ndigits is None else round(x, ndigits)
-    def __lt__(self, o): return np.less(self, o)
-    def __le__(self, o): return np.less_equal(self, o)
-    def __gt__(self, o): return np.greater(self, o)
-    def __ge__(self, o): return np.greater_equal(self, o)
-    def __eq__(self, o): return np.equal(self, o)
-    def __ne__(self, o): return np.not_equal(self, o)
 
     # Augmented assignment rebinds (``x += y`` is ``x = x + y``), as in HIPS
     # autograd and JAX: a traced value is never written in place, so another
     # name bound to the same array does not see the change (docs/guide.md).
     __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
     __ipow__, __imatmul__ = __pow__, __matmul__
-    __ifloordiv__, __imod__ = __floordiv__, __mod__
+    __ifloordiv__, __imod__ = ArrayMethods.__floordiv__, ArrayMethods.__mod__
 
     def __getitem__(self, key):
         return getitem(self, key)
 
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
-
-    # --- methods, routed through the NumPy functions ----------------------
-    def sum(self, *a, **k): return np.sum(self, *a, **k)
-    def mean(self, *a, **k): return np.mean(self, *a, **k)
-    def prod(self, *a, **k): return np.prod(self, *a, **k)
-    def max(self, *a, **k): return np.max(self, *a, **k)
-    def min(self, *a, **k): return np.min(self, *a, **k)
-    def var(self, *a, **k): return np.var(self, *a, **k)
-    def std(self, *a, **k): return np.std(self, *a, **k)
-    def cumsum(self, *a, **k): return np.cumsum(self, *a, **k)
-    def cumprod(self, *a, **k): return np.cumprod(self, *a, **k)
-    def dot(self, o): return np.dot(self, o)
-    def clip(self, *a, **k): return np.clip(self, *a, **k)
-    def repeat(self, *a, **k): return np.repeat(self, *a, **k)
-    def transpose(self, *axes):
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
-        return np.transpose(self, axes or None)
+    # --- methods: those of ArrayMethods, and these -------------------------
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
         return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
-    def ravel(self, *a, **k): return np.ravel(self, *a, **k)
-    def flatten(self, order="C"): return np.ravel(self, order=order)
-    def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
-    def swapaxes(self, a, b): return np.swapaxes(self, a, b)
-    def diagonal(self, *a, **k): return np.diagonal(self, *a, **k)
-    def trace(self, *a, **k): return np.trace(self, *a, **k)
-    def take(self, *a, **k): return np.take(self, *a, **k)
-    def conj(self): return np.conjugate(self)
-    conjugate = conj
-    def round(self, *a, **k): return np.round(self, *a, **k)
-    def argmax(self, *a, **k): return np.argmax(self, *a, **k)
-    def argmin(self, *a, **k): return np.argmin(self, *a, **k)
-    def argsort(self, *a, **k): return np.argsort(self, *a, **k)
-    def nonzero(self): return np.nonzero(self)
-    def all(self, *a, **k): return np.all(self, *a, **k)
-    def any(self, *a, **k): return np.any(self, *a, **k)
     def copy(self): return self
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
