@@ -210,7 +210,22 @@ def _einsum_cotangent(k, g, args):
     return ct
 
 
-_einsum = Primitive(_contract, "einsum", vjp_argnum=_einsum_vjp)
+def _batch_einsum(prim, args, batched, kwargs):
+    """Batched operands gain a new leading letter, which the output keeps
+    in front: the whole batch is one contraction (the spec is normalized:
+    explicit output, no ellipsis)."""
+    spec, ops = args[0], args[1:]
+    if batched[0]:
+        return NotImplemented
+    ins, out = spec.split("->")
+    letter = next((c for c in _LETTERS if c not in spec), None)
+    if letter is None:
+        return NotImplemented
+    terms = [letter + t if b else t for t, b in zip(ins.split(","), batched[1:])]
+    return prim(",".join(terms) + "->" + letter + out, *ops)
+
+
+_einsum = Primitive(_contract, "einsum", vjp_argnum=_einsum_vjp, batch=_batch_einsum)
 
 
 def einsum(*operands, optimize=True, **kwargs):
