@@ -268,3 +268,26 @@ def test_parallel_vectorize_maps_each_chunk(executor):
           tp.grad(lambda u: sum(np.sum(g(i, u, 0.7)) for i in items))(u))
     with pytest.raises(ValueError, match="vectorize=True"):
         tp.parallel_sum(f, items, u, 0.7, batched=True, vectorize=True)
+
+
+def test_unbatched_array_arguments_index_with_per_item_indices():
+    """An array passed with in_axes=None reaches f as a proxy that NumPy
+    hands back to tapestry when indexed by a batched index (a plain array
+    would index itself and fail); everything else sees the array itself."""
+    table = rng.standard_normal((6, 3))
+    idx = np.array([[0, 5], [2, 2], [4, 1]])
+
+    def f(i, t):
+        return np.sum(t[i] ** 2) + np.sum(t[:, 0])
+
+    def seen(i, t):
+        assert np.asarray(t) is table and t.shape == (6, 3)  # the caller's own array
+        return f(i, t) + float(t[0, 0]) * 0.0
+
+    close(tp.vmap(seen, in_axes=(0, None))(idx, table), loop(f, (0, None), (idx, table)))
+    g = tp.vmap(tp.grad(f, argnums=1), in_axes=(0, None))(idx, table)
+    close(g, loop(tp.grad(f, argnums=1), (0, None), (idx, table)))
+    close(tp.vmap(tp.jacfwd(lambda t, i: t[i] * t[0]), in_axes=(None, 0))(table, idx[:, 0]),
+          loop(tp.jacfwd(lambda t, i: t[i] * t[0]), (None, 0), (table, idx[:, 0])))
+    with pytest.raises(TypeError, match="pass W to the mapped function as an argument"):
+        tp.vmap(lambda i: table[i].sum())(idx)  # a closure: a plain array, not passed

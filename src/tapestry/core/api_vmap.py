@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batched import BatchTrace, Batched
+from .batched import BatchTrace, Batched, Unbatched
 from .pytree import flatten_up_to, tree_flatten, tree_structure
 from .tape import _levels
 from .var import Var
@@ -88,6 +88,8 @@ def _to_front(x, ax, trace):
 
 
 def _from_front(y, ax, trace, where):
+    if y.__class__ is Unbatched:
+        y = y._value
     if y.__class__ is Batched and y._trace is trace:
         v = y._value
         if ax is None:
@@ -135,7 +137,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         names = _leaf_names(args)
         size = _batch_size(leaves, axes, axis_size, names)
         trace = BatchTrace(next(_levels), size)
-        wrapped = [x if ax is None else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
+        wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
+                   else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
         try:
             out = f(*td.unflatten(wrapped))
         finally:

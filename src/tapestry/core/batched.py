@@ -95,8 +95,9 @@ class Batched(ArrayMethods):
             "tapestry.vmap: cannot convert a batched value to a NumPy array (np.asarray / "
             "np.array / a library that converts its inputs, or a plain NumPy array indexed "
             "with a batched index, W[i]: NumPy does not hand indexing to tapestry when the "
-            "array is plain: index a value tapestry sees, e.g. one being differentiated, or "
-            "select with a one-hot product, (np.arange(n) == i) @ W, or np.where). " + _HELP_CONTROL)
+            "array is a plain one read from a closure or a global: pass W to the mapped "
+            "function as an argument (in_axes=None), or select with a one-hot product, "
+            "(np.arange(n) == i) @ W, or np.where). " + _HELP_CONTROL)
 
     def __bool__(self):
         raise BatchedConversionError("tapestry.vmap: the truth value of a batched value (an if, "
@@ -508,6 +509,118 @@ _REDUCTIONS = {f: _axis_reduction for f in (np.any, np.all, np.argmax, np.argmin
 _QUERIES = {f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
                                 np.iscomplexobj, np.isrealobj, np.min_scalar_type)
             if f is not None}
+
+
+# --- arrays shared by every item (in_axes=None) ------------------------------------------
+def _plain(x):
+    """``x`` with every :class:`Unbatched` proxy replaced by its array."""
+    c = x.__class__
+    if c is Unbatched:
+        return x._value
+    if c is list or c is tuple:
+        return c(_plain(v) for v in x)
+    if c is dict:
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+def _binary_plain(op):
+    return (lambda self, o: op(self._value, _plain(o)),
+            lambda self, o: op(_plain(o), self._value))
+
+
+class Unbatched(ArrayMethods):
+    """A plain NumPy array handed to a vmapped function unbatched
+    (``in_axes=None``).  NumPy indexes plain arrays itself, so ``W[i]`` with
+    a per-item index ``i`` would never reach tapestry; through this proxy it
+    does (one gather for the batch).  Everything else unwraps the array at
+    once: NumPy calls, operators, conversions and Python reads all see the
+    caller's own array, and their results are plain arrays."""
+
+    __slots__ = ("_value",)
+    __array_priority__ = 50.0
+
+    def __init__(self, value):
+        self._value = value
+
+    shape = property(lambda self: self._value.shape)
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: self._value.ndim)
+    size = property(lambda self: self._value.size)
+    flags = property(lambda self: self._value.flags)
+
+    def __len__(self):
+        return len(self._value)
+
+    def __repr__(self):
+        return repr(self._value)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._value if dtype is None else self._value.astype(dtype)
+
+    def __bool__(self):
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __index__(self):
+        return self._value.__index__()
+
+    def __complex__(self):
+        return complex(self._value)
+
+    def __format__(self, spec):
+        return format(self._value, spec)
+
+    def item(self, *a):
+        return self._value.item(*a)
+
+    def tolist(self):
+        return self._value.tolist()
+
+    def astype(self, dtype, *a, **k):
+        return self._value.astype(dtype, *a, **k)
+
+    def copy(self):
+        return self._value.copy()
+
+    def reshape(self, *shape, **k):
+        return self._value.reshape(*shape, **k)
+
+    def __getitem__(self, key):
+        if _holds_batched(key):
+            return FUNCTIONS[operator.getitem](self._value, _plain(key))
+        return self._value[_plain(key)]
+
+    def __setitem__(self, key, value):
+        self._value[_plain(key)] = value
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
+
+    def __array_function__(self, func, types, args, kwargs):
+        return func(*_plain(args), **_plain(kwargs))
+
+    __add__, __radd__ = _binary_plain(operator.add)
+    __sub__, __rsub__ = _binary_plain(operator.sub)
+    __mul__, __rmul__ = _binary_plain(operator.mul)
+    __truediv__, __rtruediv__ = _binary_plain(operator.truediv)
+    __pow__, __rpow__ = _binary_plain(operator.pow)
+    __matmul__, __rmatmul__ = _binary_plain(operator.matmul)
+    __neg__ = lambda self: -self._value  # noqa: E731
+    __pos__ = lambda self: +self._value  # noqa: E731
+    __abs__ = lambda self: abs(self._value)  # noqa: E731
+    __hash__ = None
+
+
+def _holds_batched(key):
+    if key.__class__ is Batched:
+        return True
+    return key.__class__ is tuple and any(k.__class__ is Batched for k in key)
 
 
 #: The classes whose values stand for arrays being transformed (traced for

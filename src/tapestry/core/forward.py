@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backward import _FRESH, JointRule, Negated, _refcount, backward_sweep
-from .batched import Batched
+from .batched import Batched, Unbatched
 from .primitive import dtype_of, shape_of
 from .tape import LEAF, open_tape
 from .var import Var
@@ -54,6 +54,8 @@ class _Meta:
 
 
 def _broadcast(x, shape):
+    if x.__class__ is Unbatched:  # vmap's proxy for an array shared by all items
+        x = x._value
     if x.__class__ is Var or x.__class__ is Batched or type(x) is np.ndarray \
             or isinstance(x, np.generic):
         return x if shape_of(x) == shape else np.broadcast_to(x, shape)

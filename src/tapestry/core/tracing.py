@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batched import Batched
+from .batched import Batched, Unbatched
 from .pytree import tree_flatten, tree_map
 from .tape import ClosedNodes, open_tape
 from .var import MASKED_HELP, Var, new_leaf, unwrap_all
@@ -53,6 +53,8 @@ def normalize_argnums(argnums, nargs, opname):
 
 
 def check_leaf(x, opname, argnum):
+    if x.__class__ is Unbatched:  # an array vmap shares between items: differentiated as is
+        x = x._value
     if type(x) is np.ndarray and x.dtype.kind in "fc":  # the common case
         return x
     if isinstance(x, np.ma.MaskedArray):
