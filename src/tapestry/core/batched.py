@@ -336,6 +336,8 @@ def batched_call(prim, args, kwargs, trace=None):
             raw.append(a)
             flags.append(False)
     rule = prim.batch
+    if rule is elementwise and not kwargs and not nested and _aligned(raw, flags):
+        return Batched(prim(*raw), trace)  # items already align from the right
     if nested and getattr(rule, "takes_batched_keys", False):
         nested = False  # the rule finds batched values inside its key itself
         flags = [f or _holds(a, trace) for f, a in zip(flags, args)]
@@ -349,6 +351,24 @@ def batched_call(prim, args, kwargs, trace=None):
             # an elementwise ufunc without a rule (a comparison, floor) broadcasts
             return _wrap(elementwise(prim.fun, raw, flags, kwargs), trace, prim)
     return _loop(prim, args, kwargs, trace)
+
+
+def _aligned(raw, flags):
+    """Whether broadcasting the arrays as they are is broadcasting the items:
+    every batched item has the most axes (no unbatched argument has more)."""
+    nd = -1
+    for a, b in zip(raw, flags):
+        if b:
+            k = len(a.shape) - 1
+            if nd not in (-1, k):
+                return False
+            nd = k
+    for a, b in zip(raw, flags):
+        if not b and a.__class__ not in _SCALARS:
+            shape = getattr(a, "shape", None)
+            if (np.ndim(a) if shape is None else len(shape)) > nd:  # lists: np.ndim
+                return False
+    return True
 
 
 def batched_above(key, level):
