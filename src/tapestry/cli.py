@@ -37,6 +37,8 @@ DEMOS = {
                      "thread and process executors", "processes", ("loky", "cloudpickle")),
     "kernels": Demo("tapestry.kernels.demo:main",
                     "index-notation kernels: their plans and a gradient step"),
+    "vmap": Demo("tapestry.examples.per_example:main",
+                 "per-example gradients with vmap(grad): DP-SGD's clipped, noisy mean"),
 }
 
 
