@@ -291,3 +291,21 @@ def test_unbatched_array_arguments_index_with_per_item_indices():
           loop(tp.jacfwd(lambda t, i: t[i] * t[0]), (None, 0), (table, idx[:, 0])))
     with pytest.raises(TypeError, match="pass W to the mapped function as an argument"):
         tp.vmap(lambda i: table[i].sum())(idx)  # a closure: a plain array, not passed
+
+
+def test_outer_linearize_checkpoint_and_custom_vjp_over_vmap():
+    f = lambda x: np.tanh(x) * np.sum(x ** 2)  # noqa: E731
+    T = rng.standard_normal(X.shape)
+    y, f_jvp = tp.linearize(tp.vmap(f), X)
+    close(f_jvp(T), loop(lambda x, t: tp.jvp(f, (x,), (t,))[1], (0, 0), (X, T)))
+    c = tp.checkpoint(tp.vmap(f))
+    close(tp.grad(lambda x: np.sum(c(x)))(X), tp.grad(lambda x: np.sum(tp.vmap(f)(x)))(X))
+
+    @tp.custom_vjp
+    def mapped(x):
+        return tp.vmap(f)(x)
+
+    mapped.defvjp(lambda x: (mapped(x), x),
+                  lambda x, g: (tp.vjp(tp.vmap(f), x)[1](g)[0],))
+    close(tp.grad(lambda x: np.sum(mapped(x) ** 2))(X),
+          tp.grad(lambda x: np.sum(tp.vmap(f)(x) ** 2))(X))
