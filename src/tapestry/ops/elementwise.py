@@ -438,8 +438,18 @@ def _unwrap_period_rule(g, ans, p, period, discont, axis):
     return unbroadcast(g * K.astype(plain_dtype(g)), shape_of(period))
 
 
+def _batch_unwrap(prim, args, batched, kwargs):
+    """unwrap along the item's axis of a batched phase (period and discont
+    shared)."""
+    p, period, discont, axis = args
+    if any(batched[1:]):
+        return NotImplemented
+    return prim(p, period, discont, batching.shift_axis(axis, batching.item_ndim(p, True)))
+
+
 _unwrap = Primitive(
     lambda p, period, discont, axis: np.unwrap(p, discont, axis, period=period), "unwrap",
+    batch=_batch_unwrap,
     vjps=(lambda g, ans, p, period, discont, axis: g if plain_dtype(g) == plain_dtype(p)
           else _var_astype(g, plain_dtype(p)), _unwrap_period_rule))
 

@@ -261,8 +261,16 @@ def _split_vjp(g, ans, a, sections, axis, np_split):
 
 
 # n_outputs=None: the number of outputs is len(ans), known only per call.
+def _batch_split(prim, args, batched, kwargs):
+    """Splits of a batched array: along the item's axis, one further right."""
+    a, sections, axis, np_split = args
+    if any(batched[1:]):
+        return NotImplemented
+    return prim(a, sections, batching.shift_axis(axis, batching.item_ndim(a, True)), np_split)
+
+
 _split = Primitive(lambda a, sections, axis, np_split: tuple(np_split(a, sections, axis)),
-                   "split", n_outputs=None, vjps=(_split_vjp,))
+                   "split", n_outputs=None, vjps=(_split_vjp,), batch=_batch_split)
 
 
 def _split_entry(np_split, default_axis=0):
