@@ -228,7 +228,7 @@ def _documented_modules():
         head = re.match(r"### `(.+)`", line)
         if head:
             prefix = head.group(1)
-        row = re.match(r"\| (`[^|]+`) \| `([\w.]+)` \|$", line)
+        row = re.match(r"\| (`[^|]+`) \| `([\w.]+)` \| [\w ]+ \|$", line)
         if row:
             rows[prefix, row.group(1)] = row.group(2)
     return rows

@@ -179,13 +179,24 @@ def declared_in(obj):
     return site.rsplit(":", 1)[0].removeprefix("tapestry.")
 
 
+def batching_of(obj):
+    """How ``obj`` runs under ``tapestry.vmap``: its primitive's batching
+    rule (``batched``), a loop over items (``loop``), or, for an entry point
+    that normalizes NumPy's arguments and calls primitives, theirs."""
+    impl = FUNCTIONS.get(obj, UFUNCS.get(obj))
+    if hasattr(impl, "_rule_sets"):  # a Primitive
+        return "batched" if impl.batch is not None else "loop"
+    return "through its primitives"
+
+
 def _section(prefix, entries):
     lines = [f"### `{prefix}`", ""]
     by = {c: [e for e in entries if e.cls == c] for c in CLASSES}
     if by["differentiable"]:
         lines += [f"**Differentiable** ({len(by['differentiable'])}):", "",
-                  "| Function | Rule declared in |", "|---|---|"]
-        lines += [f"| {_names([e])} | `{declared_in(e.obj)}` |" for e in by["differentiable"]]
+                  "| Function | Rule declared in | Under vmap |", "|---|---|---|"]
+        lines += [f"| {_names([e])} | `{declared_in(e.obj)}` | {batching_of(e.obj)} |"
+                  for e in by["differentiable"]]
         lines.append("")
     if by["constant"]:
         lines += [f"**Constant** ({len(by['constant'])}): {_names(by['constant'])}", ""]
