@@ -432,3 +432,37 @@ def test_autograd_operators_name_themselves_in_errors():
     with pytest.raises(ValueError, match=r"tapestry\.autograd\.make_vjp: the cotangent does "
                                          r"not have the output's tree structure"):
         vjp({"b": np.ones(2)})
+
+
+@pytest.mark.parametrize("how", ["grad", "value_and_grad", "vjp"])
+def test_gradients_of_different_arguments_are_different_arrays(how):
+    # x + y passes one cotangent to both: updating one gradient in place
+    # (weight decay, clipping) must not change the other
+    f = lambda p: np.sum(p["a"] + p["b"]) + np.sum(p["c"][0] - p["c"][1])
+    p = {"a": np.ones(3), "b": np.ones(3), "c": [np.ones(2), np.ones(2)]}
+    if how == "grad":
+        g = tp.grad(f)(p)
+    elif how == "value_and_grad":
+        g = tp.value_and_grad(f)(p)[1]
+    else:
+        g = tp.vjp(f, p)[1](1.0)[0]
+    g["a"] += 10.0
+    g["c"][0] += 10.0
+    np.testing.assert_array_equal(g["b"], np.ones(3))
+    np.testing.assert_array_equal(g["c"][1], -np.ones(2))
+    gx, gy = tp.grad(lambda x, y: np.sum(x + y), argnums=(0, 1))(np.ones(2), np.ones(2))
+    gx *= 0.0
+    np.testing.assert_array_equal(gy, np.ones(2))
+
+
+def test_output_tangents_are_not_the_callers_tangent_or_each_other():
+    x, t = np.arange(3.0), np.ones(3)
+    for f in (lambda x: (x, x), lambda x: (x + 0.0, {"b": x})):
+        _, (ta, tb) = tp.jvp(f, (x,), (t,))
+        _, lin = tp.linearize(f, x)
+        la, lb = lin(t)
+        for a, b in ((ta, tb), (la, lb)):
+            a += 1.0  # the caller's own update of one result
+            b = b["b"] if isinstance(b, dict) else b
+            np.testing.assert_array_equal(b, np.ones(3))
+        np.testing.assert_array_equal(t, np.ones(3))

@@ -15,7 +15,7 @@ from .forward import TangentRecorder, forward_sweep
 from .batched import Batched
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
 from .tracing import (assemble, jac_setup, lower, own_output, returned, split_argnums,
-                      tapes_of, trace)
+                      tapes_of, trace, unshared)
 from .var import Var, unwrap_all
 
 
@@ -128,6 +128,7 @@ def forward_jvp(f, primals, tangents, has_aux, opname, labels=None):
     allowed = tapes_of(tree_flatten(list(tangents))[0])
     touts = [_out_tangent(v, x, tape, nodes.tangents, None, opname, allowed)
              for v, x in zip(out_leaves, values)]
+    touts = unshared(touts, {}, tree_flatten(list(tangents))[0])  # no result aliases another
     y, ty = out_td.unflatten(values), out_td.unflatten(touts)
     return (y, ty, aux) if has_aux else (y, ty)
 
@@ -177,7 +178,8 @@ class _Linearized:
             label = f"the tangent of argument {k} (given to f_jvp)"
             for (i, _), ti in zip(rec, tangent_leaves(t, td, rec, "linearize", label)):
                 seeds[i] = ti
-        return self.out_td.unflatten(self.push_leaves(seeds))
+        given = tree_flatten(list(tangents))[0]
+        return self.out_td.unflatten(unshared(self.push_leaves(seeds), {}, given))
 
 
 def linearize(f, *primals, has_aux=False):
