@@ -344,3 +344,44 @@ def test_custom_jvp_tangent_output_matched_by_key():
     def two_jvp_ok(p, t):
         return two(*p), {"b": t[0] * 3.0, "a": None}  # None: a zero tangent
     np.testing.assert_array_equal(tp.grad(lambda x: np.sum(two(x)["b"]))(np.ones(2)), 3.0)
+
+
+# --- custom_jvp tangents checked like custom_vjp cotangents: shape, dtype, a pair ---
+def _sin_with_rule(rule):
+    @tp.custom_jvp
+    def s(x):
+        return np.sin(x)
+    s.defjvp(rule)
+    return s
+
+
+@pytest.mark.parametrize("bad", [lambda t: np.ones(3), lambda t: 1.0,
+                                 lambda t: np.ones(1), lambda t: np.sum(t)])
+@pytest.mark.parametrize("how", ["jvp", "jacfwd", "grad"])
+def test_custom_jvp_tangent_of_another_shape_is_refused(bad, how):
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), bad(t[0])))
+    x = np.array([0.5, 1.5])
+    with pytest.raises(ValueError, match=r"custom_jvp: the rule of s returned a tangent of "
+                                         r"shape \(\d?,?\) for the output, whose shape is \(2,\)"):
+        if how == "jvp":
+            tp.jvp(s, (x,), (np.ones(2),))
+        elif how == "jacfwd":
+            tp.jacfwd(s)(x)
+        else:
+            tp.grad(lambda x: np.sum(s(x)))(x)
+
+
+def test_custom_jvp_tangent_dtype_is_the_outputs():
+    x32 = np.array([0.5, 1.5], np.float32)
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), np.cos(p[0]).astype(np.float64) * t[0]))
+    _, t = tp.jvp(s, (x32,), (np.ones(2, np.float32),))
+    assert t.dtype == np.float32
+    assert tp.jacfwd(s)(x32).dtype == np.float32
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), 1j * np.cos(p[0]) * t[0]))
+    with pytest.raises(TypeError, match="custom_jvp: the rule of s returned a tangent of "
+                                        "dtype complex128 for the output"):
+        tp.jvp(s, (np.ones(2),), (np.ones(2),))
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), np.cos(p[0]) * t[0], None))
+    with pytest.raises(TypeError, match=r"custom_jvp: the rule of s must return a pair "
+                                        r"\(primal_out, tangent_out\), got 3 values"):
+        tp.jvp(s, (np.ones(2),), (np.ones(2),))

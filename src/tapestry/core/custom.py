@@ -450,7 +450,13 @@ class _CustomTangent:
             if t is not None:
                 full[k] = t
         primals = tuple(self.td.unflatten(self.raw))
-        _, t_out = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
+        pair = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
+                            "a pair (primal_out, tangent_out), got "
+                            + (f"{len(pair)} values." if isinstance(pair, (tuple, list))
+                               else f"a {type(pair).__name__}."))
+        t_out = pair[1]
         leaves = []
         try:
             match_leaves(self.out_td.node, t_out, "", leaves)
@@ -460,12 +466,34 @@ class _CustomTangent:
                              f"a tangent whose structure does not match the output{at}: "
                              f"expected {e.expected}, got {e.got} (output structure "
                              f"{self.out_td}).") from None
-        leaves = [np.zeros(shape_of(a), dtype_of(a)) if t is None else t
-                  for a, t in zip(self.out_leaves, leaves)]
+        paths = _key_paths(self.out_td.node, "")
+        leaves = [np.zeros(shape_of(a), dtype_of(a)) if t is None else self._checked(a, t, w)
+                  for a, t, w in zip(self.out_leaves, leaves, paths)]
         if traced_from(leaves, self.level, _tapes_of(ts)) is not None:
             raise _closure_error("custom_jvp", self.cj._name(),
                                  "; its rule returned a tangent traced through it")
         return leaves[0] if self.n_out == 1 else list(leaves)
+
+    def _checked(self, y, t, where):
+        """The rule's tangent ``t`` for output leaf ``y``, checked: the
+        output's shape (a scalar or a broadcastable shape would be taken as
+        the tangent of the whole output, silently: jacfwd's columns, the
+        transposed rule's cotangent), a real tangent for a real output, in
+        the output's precision (an integer or float64 tangent of a float32
+        output is cast, as JAX's rules must match the output's dtype)."""
+        what = f"the output{f' at {where}' if where else ''}"
+        if tuple(shape_of(t)) != tuple(shape_of(y)):
+            raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj._name()} returned a "
+                             f"tangent of shape {tuple(shape_of(t))} for {what}, whose shape "
+                             f"is {tuple(shape_of(y))}; a tangent has its output's shape.")
+        dt, want = np.dtype(dtype_of(t)), np.dtype(dtype_of(y))
+        if dt.kind not in "iufc" or (dt.kind == "c" and want.kind != "c"):
+            raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} returned a "
+                            f"tangent of dtype {dt} for {what} (dtype {want}); the tangent "
+                            "of a real output is a real float array.")
+        if dt != want and want.kind in "fc":
+            t = t.astype(want) if hasattr(t, "astype") else np.asarray(t, want)
+        return t
 
     def pullback(self, g, ans):
         """The VJP: the tangent map is linear, so its own VJP is the reverse rule."""
