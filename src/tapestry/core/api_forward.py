@@ -16,7 +16,7 @@ from .batched import Batched
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
 from .tracing import (assemble, jac_setup, lower, own_output, returned, split_argnums,
                       tapes_of, trace, unshared)
-from .var import Var, unwrap_all
+from .var import MASKED_HELP, Var, unwrap_all
 
 
 class _Recorder(TangentRecorder):
@@ -57,6 +57,8 @@ def _as_tangent(t, x, opname, label, td, j):
     errors): same shape, compatible dtype."""
     want = np.result_type(unwrap_all(x))
     if t.__class__ is not Var and t.__class__ is not Batched:
+        if isinstance(t, np.ma.MaskedArray):  # np.asarray would drop its mask
+            raise TypeError(f"tapestry.{opname}: {label}{_at(td, j)} {MASKED_HELP}")
         t = np.asarray(t)
     got = np.result_type(unwrap_all(t))
     if got.kind != want.kind or want.kind not in "fc" or np.shape(t) != np.shape(x):
