@@ -385,3 +385,30 @@ def test_custom_jvp_tangent_dtype_is_the_outputs():
     with pytest.raises(TypeError, match=r"custom_jvp: the rule of s must return a pair "
                                         r"\(primal_out, tangent_out\), got 3 values"):
         tp.jvp(s, (np.ones(2),), (np.ones(2),))
+
+
+# --- omitted defaults are filled in however the function is called (as JAX binds them) ---
+def test_custom_vjp_rules_see_omitted_defaults_like_passed_ones():
+    @tp.custom_vjp
+    def f(x, y=2.0):
+        return x * y
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda r, g: (g * r[1], np.sum(g * r[0])))
+    x = np.array([0.3, 1.2])
+    for call in (lambda v: f(v), lambda v: f(v, 2.0), lambda v: f(x=v), lambda v: f(v, y=2.0)):
+        np.testing.assert_array_equal(tp.grad(lambda v: np.sum(call(v)))(x), [2.0, 2.0])
+
+    @functools.partial(tp.custom_vjp, nondiff_argnums=(1,))
+    def power(x, n=3):
+        return x ** n
+    power.defvjp(lambda x, n: (x ** n, x), lambda n, r, g: (g * n * r ** (n - 1),))
+    assert tp.grad(power)(2.0) == 12.0  # was refused: nondiff_argnums=(1,) but 1 argument
+
+
+def test_custom_jvp_rule_sees_omitted_defaults():
+    @tp.custom_jvp
+    def f(x, y=2.0):
+        return x * y
+    f.defjvp(lambda p, t: (p[0] * p[1], t[0] * p[1] + p[0] * t[1]))  # t[1] was an IndexError
+    x = np.array([0.3, 1.2])
+    np.testing.assert_array_equal(tp.grad(lambda v: np.sum(f(v)))(x), [2.0, 2.0])
+    check_grads(lambda v: np.sum(f(v) ** 2), (x,), order=2)

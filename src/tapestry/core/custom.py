@@ -27,7 +27,7 @@ def _positional(kind, name, sig, args, kwargs):
     so that rules see every argument in one place (custom_vjp and custom_jvp
     share this, so both accept the same calls)."""
     if not kwargs:
-        return args
+        return _with_defaults(sig, args)
     if sig is None:
         raise TypeError(f"tapestry.{kind}: {name} has no signature to bind keyword "
                         "arguments to; pass them positionally.")
@@ -41,6 +41,24 @@ def _positional(kind, name, sig, args, kwargs):
                         f"arguments ({sorted(bound.kwargs)}); {kind} functions need "
                         "every argument to have a position.")
     return bound.args
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _with_defaults(sig, args):
+    """``args`` with the defaults of omitted positional parameters appended,
+    as JAX binds them: ``f(x)`` for ``def f(x, y=2.0)`` gives the rules
+    ``(x, 2.0)`` exactly as ``f(x=x)`` and ``f(x, 2.0)`` do (the rules saw one
+    argument or two depending on how f was called, and nondiff_argnums
+    pointing at an omitted default was refused)."""
+    if sig is None:
+        return args
+    params = [q for q in sig.parameters.values() if q.kind in _POSITIONAL]
+    rest = params[len(args):]
+    if not rest or any(q.default is inspect.Parameter.empty for q in rest):
+        return args  # nothing omitted, or a call that fun itself will refuse
+    return tuple(args) + tuple(q.default for q in rest)
 
 
 def _closure_error(kind, name, fix=""):
