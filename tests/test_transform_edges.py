@@ -466,3 +466,26 @@ def test_output_tangents_are_not_the_callers_tangent_or_each_other():
             b = b["b"] if isinstance(b, dict) else b
             np.testing.assert_array_equal(b, np.ones(3))
         np.testing.assert_array_equal(t, np.ones(3))
+
+
+def test_kept_traces_keep_closed_over_arrays_updated_in_place():
+    # vjp/linearize in the inputs while the weights are a closure: an optimizer
+    # step on the weights between the trace and the pullback moved the point
+    # (JAX's closed-over arrays are captured as they were)
+    W0 = np.array([[1.0, 2.0], [3.0, 4.0]])
+    base = np.arange(1.0, 5.0)
+    x = np.array([0.3, -0.7])
+    cases = [
+        (lambda W, b: (lambda x: np.sum(np.sin(W @ x) * b[:2]))),
+        (lambda W, b: (lambda x: np.sum(x / W[0]) + np.sum(b[1:3] * x))),  # a view
+        (lambda W, b: (lambda x: np.sum(np.where(W[1] > 3.5, x, 0.0) * W[1]))),
+    ]
+    for make in cases:
+        ref = tp.grad(make(W0, base))(x)
+        W, b = W0.copy(), base.copy()
+        _, pb = tp.vjp(make(W, b), x)
+        _, f_jvp = tp.linearize(make(W, b), x)
+        W *= 10.0
+        b -= 1.0
+        np.testing.assert_allclose(pb(1.0)[0], ref, rtol=1e-12)
+        np.testing.assert_allclose([f_jvp(e) for e in np.eye(2)], ref, rtol=1e-12)

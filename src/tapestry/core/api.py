@@ -200,8 +200,9 @@ def vjp(f, *primals, has_aux=False):
     times.  ``ct`` has the output's structure (checked: the same keys and
     shapes); its leaves may be any array-like (Python floats, lists) and are
     cast to the output's dtype.  The pullback keeps the point it was built
-    at: the caller's arrays are copied into the trace, so updating them in
-    place later does not move it."""
+    at: the caller's arrays (inputs, and closed-over arrays the function's
+    operations meet) are copied into the trace, so updating them in place
+    later does not move it."""
     return _vjp(f, primals, has_aux, "vjp", keep=True)
 
 

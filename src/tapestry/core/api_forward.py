@@ -187,9 +187,9 @@ class _Linearized:
 def linearize(f, *primals, has_aux=False):
     """``(f(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the JVP at
     ``primals``; the trace is kept, so each call costs one tangent sweep.
-    ``f_jvp`` keeps the point it was built at: the caller's arrays are
-    copied into the trace, so updating them in place later (an optimizer
-    step) does not move it."""
+    ``f_jvp`` keeps the point it was built at: the caller's arrays (inputs
+    and closed-over ones) are copied into the trace, so updating them in
+    place later (an optimizer step) does not move it."""
     tape, records, out_leaves, out_td, aux = trace(f, primals, "linearize", has_aux,
                                                    keep=True)
     lin = _Linearized(tape, records, out_leaves, out_td)

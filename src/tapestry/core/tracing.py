@@ -279,6 +279,8 @@ def trace(f, primals, opname, has_aux, nodes=None, keep=False):
     with open_tape() as tape:
         if nodes is not None:
             tape.nodes = nodes
+        if keep:
+            tape.owned = {}  # constants are copied too (Tape.own_constant)
         targs, records = trace_inputs(tape, primals, tuple(range(len(primals))), opname,
                                       keep)
         if nodes is not None:
