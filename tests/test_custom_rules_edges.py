@@ -412,3 +412,23 @@ def test_custom_jvp_rule_sees_omitted_defaults():
     x = np.array([0.3, 1.2])
     np.testing.assert_array_equal(tp.grad(lambda v: np.sum(f(v)))(x), [2.0, 2.0])
     check_grads(lambda v: np.sum(f(v) ** 2), (x,), order=2)
+
+
+def test_constant_arguments_of_custom_rules_keep_the_point_of_a_kept_trace():
+    # a checkpoint's recompute and bwd's residuals read their constant
+    # arguments when the pullback runs: an in-place update in between moved them
+    W0, x = np.array([1.0, 2.0]), np.array([0.3, 1.2])
+    ref = np.cos(W0 * x) * W0
+
+    @tp.custom_vjp
+    def f(u, w):
+        return np.sum(np.sin(w * u))
+    f.defvjp(lambda u, w: (f(u, w), (u, w)), lambda r, g: (g * r[1] * np.cos(r[1] * r[0]), None))
+    ck = tp.checkpoint(lambda u, w: np.sum(np.sin(w * u)))
+    for rule in (f, ck):
+        W = W0.copy()
+        _, pb = tp.vjp(lambda v: rule(v, W), x)
+        _, f_jvp = tp.linearize(lambda v: rule(v, W), x)
+        W[:] = 0.0
+        np.testing.assert_allclose(pb(1.0)[0], ref, rtol=1e-12)
+        np.testing.assert_allclose([f_jvp(e) for e in np.eye(2)], ref, rtol=1e-12)

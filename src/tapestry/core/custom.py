@@ -194,6 +194,7 @@ class custom_vjp:
         """Run ``fwd`` on the plain values and record one node whose rule is ``bwd``."""
         active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
         raw = [x._value if x.__class__ is Var and x._tape is top else x for x in leaves]
+        _own_constants(raw, top, active)
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
             full[i] = a
@@ -310,6 +311,18 @@ def checkpoint(f):
     return checkpointed
 
 
+def _own_constants(raw, top, traced):
+    """In a kept trace (vjp, linearize), the caller's plain arrays among
+    ``raw`` (other than the ``traced`` positions) replaced by the trace's
+    copies (``Tape.own_constant``): the rules (a checkpoint's recompute,
+    bwd's residuals) read them when the pullback runs, after the caller may
+    have updated them in place."""
+    if top.owned is not None:
+        for k, x in enumerate(raw):
+            if x.__class__ is np.ndarray and k not in traced:
+                raw[k] = top.own_constant(x)
+
+
 def _captures_traced(f, level):
     """Whether ``f``'s closure cells (or a ``functools.partial``'s bound
     arguments) visibly hold a value traced at ``level`` or above.  Lets a
@@ -339,6 +352,7 @@ def _checkpoint_call(f, leaves, td, top):
     raw = list(leaves)
     for k in live:
         raw[k] = leaves[k]._value
+    _own_constants(raw, top, live)
     if _captures_traced(f, top.level):  # known before running: record it as it is
         a, kw = td.unflatten(leaves)
         return f(*a, **kw)
