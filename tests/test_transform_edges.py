@@ -51,6 +51,25 @@ def test_register_dataclass_checks_its_fields_at_registration():
     assert tp.tree_leaves(_Two(1.0, 2.0)) == [1.0, 2.0]
 
 
+class _Plain:
+    def __init__(self, w, b, scale=1.0):
+        self.w, self.b, self.scale = w, b, scale
+
+
+def test_register_dataclass_checks_a_plain_class_against_its_init():
+    # flatten silently dropped b, and the first tree_map failed in cls(**fields)
+    with pytest.raises(ValueError, match=r"_Plain\(\*\*fields\).*Missing: \['b'\]"):
+        tu.register_dataclass(_Plain, data_fields=["w"], meta_fields=[])
+    with pytest.raises(ValueError, match=r"Not parameters of _Plain: \['c'\]"):
+        tu.register_dataclass(_Plain, data_fields=["w", "b", "c"], meta_fields=[])
+    with pytest.raises(ValueError, match=r"tapestry.tree_util.register_pytree_node: int is a "
+                                         r"leaf type"):
+        tu.register_dataclass(int, data_fields=[], meta_fields=[])  # ints would vanish
+    with pytest.raises(ValueError, match=r"float64 is a leaf type"):
+        tu.register_pytree_node(np.float64, lambda x: ((), None), lambda a, c: 0.0)
+    assert tp.tree_leaves({"n": 3, "x": np.float64(1.0)}) == [3, 1.0]
+
+
 # --- tangents matched to primals by structure (jvp, linearize, hvp) --------------------
 def _wx(d):
     return d["w"] * 2.0 + d["x"] * 3.0
