@@ -474,6 +474,14 @@ def test_gradients_of_different_arguments_are_different_arrays(how):
     np.testing.assert_array_equal(gy, np.ones(2))
 
 
+def test_jacobian_blocks_are_different_arrays():
+    x = np.arange(3.0)
+    for jac in (tp.jacfwd, tp.jacrev):
+        a, b = jac(lambda x: (x, x))(x)
+        a += 1.0
+        np.testing.assert_array_equal(b, np.eye(3))
+
+
 def test_output_tangents_are_not_the_callers_tangent_or_each_other():
     x, t = np.arange(3.0), np.ones(3)
     for f in (lambda x: (x, x), lambda x: (x + 0.0, {"b": x})):

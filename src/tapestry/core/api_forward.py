@@ -249,6 +249,9 @@ def forward_jacobian(f, argnums, has_aux, opname):
                 for k, block in enumerate(_columns(lin, i, x, chunk)):
                     ys = np.shape(lin.values[k])
                     blocks[k][(u, j)] = np.reshape(np.moveaxis(block, 0, -1), ys + xs)
+        kept = {}  # (x, x) gives both outputs one tangent sweep: no block aliases another
+        for b in blocks:
+            b.update(zip(b, unshared(list(b.values()), kept)))
         jac = assemble(nums, uniq, records, out_td, blocks, single)
         return (jac, aux) if has_aux else jac
     return jacfwd_f
