@@ -207,6 +207,22 @@ def test_mutating_the_returned_output_does_not_change_the_derivative():
     assert y is not x and np.shares_memory(y, x) is False
 
 
+def test_mutating_the_returned_aux_does_not_change_the_derivative():
+    x = np.array([0.5, 1.0])
+
+    def f(x):
+        e, t = np.exp(x), np.tanh(x)  # both rules read their results
+        return np.sum(e) + np.sum(t), {"e": e, "t": [t]}
+    _, pb, aux = tp.vjp(f, x, has_aux=True)
+    _, f_jvp, aux2 = tp.linearize(f, x, has_aux=True)
+    for a in (aux, aux2):
+        a["e"] *= 100.0
+        a["t"][0][:] = 0.0
+    ref = np.exp(x) + 1 - np.tanh(x) ** 2
+    np.testing.assert_allclose(pb(1.0)[0], ref)
+    np.testing.assert_allclose([f_jvp(e) for e in np.eye(2)], ref)
+
+
 def test_optimizer_steps_between_vjp_and_pullback():
     w = {"w": np.array([1.0, -2.0])}
     _, pb = tp.vjp(lambda p: np.sum(p["w"] ** 3), w)

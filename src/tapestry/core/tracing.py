@@ -287,6 +287,9 @@ def trace(f, primals, opname, has_aux, nodes=None, keep=False):
             nodes.seed(records)
         out = f(*targs)
     out, aux = split_aux(out, tape, has_aux, opname, "output")
+    if keep and has_aux:  # aux may be an intermediate the rules read (exp's result)
+        aux_leaves, aux_td = tree_flatten(aux)
+        aux = aux_td.unflatten([own_output(a) for a in aux_leaves])
     out_leaves, out_td = tree_flatten(out)
     for v in out_leaves:
         check_output_leaf(unwrap_all(v), opname)
