@@ -400,6 +400,19 @@ def test_masked_array_input_is_refused_clearly(transform):
         transform(np.mean, _MASKED)
 
 
+@pytest.mark.parametrize("transform", [
+    lambda m: tp.jvp(np.sin, (np.ones(3),), (m,)),
+    lambda m: tp.linearize(np.sin, np.ones(3))[1](m),
+    lambda m: tp.vjp(np.sin, np.ones(3))[1](m),
+    lambda m: tp.vjp(lambda x: {"y": np.sin(x)}, np.ones(3))[1]({"y": m}),
+    lambda m: tp.hessian_vector_product(lambda x: np.sum(x ** 3))(np.ones(3), m),
+], ids=["jvp", "linearize", "vjp", "vjp_tree", "hvp"])
+def test_masked_tangent_or_cotangent_is_refused_clearly(transform):
+    # np.asarray dropped the mask: the masked entry's data pushed through silently
+    with pytest.raises(TypeError, match=r"masked array.*filled"):
+        transform(_MASKED)
+
+
 @pytest.mark.parametrize("f", [
     lambda x: np.sum(x * _MASKED),
     lambda x: np.sum(_MASKED * x),

@@ -344,3 +344,91 @@ def test_custom_jvp_tangent_output_matched_by_key():
     def two_jvp_ok(p, t):
         return two(*p), {"b": t[0] * 3.0, "a": None}  # None: a zero tangent
     np.testing.assert_array_equal(tp.grad(lambda x: np.sum(two(x)["b"]))(np.ones(2)), 3.0)
+
+
+# --- custom_jvp tangents checked like custom_vjp cotangents: shape, dtype, a pair ---
+def _sin_with_rule(rule):
+    @tp.custom_jvp
+    def s(x):
+        return np.sin(x)
+    s.defjvp(rule)
+    return s
+
+
+@pytest.mark.parametrize("bad", [lambda t: np.ones(3), lambda t: 1.0,
+                                 lambda t: np.ones(1), lambda t: np.sum(t)])
+@pytest.mark.parametrize("how", ["jvp", "jacfwd", "grad"])
+def test_custom_jvp_tangent_of_another_shape_is_refused(bad, how):
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), bad(t[0])))
+    x = np.array([0.5, 1.5])
+    with pytest.raises(ValueError, match=r"custom_jvp: the rule of s returned a tangent of "
+                                         r"shape \(\d?,?\) for the output, whose shape is \(2,\)"):
+        if how == "jvp":
+            tp.jvp(s, (x,), (np.ones(2),))
+        elif how == "jacfwd":
+            tp.jacfwd(s)(x)
+        else:
+            tp.grad(lambda x: np.sum(s(x)))(x)
+
+
+def test_custom_jvp_tangent_dtype_is_the_outputs():
+    x32 = np.array([0.5, 1.5], np.float32)
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), np.cos(p[0]).astype(np.float64) * t[0]))
+    _, t = tp.jvp(s, (x32,), (np.ones(2, np.float32),))
+    assert t.dtype == np.float32
+    assert tp.jacfwd(s)(x32).dtype == np.float32
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), 1j * np.cos(p[0]) * t[0]))
+    with pytest.raises(TypeError, match="custom_jvp: the rule of s returned a tangent of "
+                                        "dtype complex128 for the output"):
+        tp.jvp(s, (np.ones(2),), (np.ones(2),))
+    s = _sin_with_rule(lambda p, t: (np.sin(p[0]), np.cos(p[0]) * t[0], None))
+    with pytest.raises(TypeError, match=r"custom_jvp: the rule of s must return a pair "
+                                        r"\(primal_out, tangent_out\), got 3 values"):
+        tp.jvp(s, (np.ones(2),), (np.ones(2),))
+
+
+# --- omitted defaults are filled in however the function is called (as JAX binds them) ---
+def test_custom_vjp_rules_see_omitted_defaults_like_passed_ones():
+    @tp.custom_vjp
+    def f(x, y=2.0):
+        return x * y
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda r, g: (g * r[1], np.sum(g * r[0])))
+    x = np.array([0.3, 1.2])
+    for call in (lambda v: f(v), lambda v: f(v, 2.0), lambda v: f(x=v), lambda v: f(v, y=2.0)):
+        np.testing.assert_array_equal(tp.grad(lambda v: np.sum(call(v)))(x), [2.0, 2.0])
+
+    @functools.partial(tp.custom_vjp, nondiff_argnums=(1,))
+    def power(x, n=3):
+        return x ** n
+    power.defvjp(lambda x, n: (x ** n, x), lambda n, r, g: (g * n * r ** (n - 1),))
+    assert tp.grad(power)(2.0) == 12.0  # was refused: nondiff_argnums=(1,) but 1 argument
+
+
+def test_custom_jvp_rule_sees_omitted_defaults():
+    @tp.custom_jvp
+    def f(x, y=2.0):
+        return x * y
+    f.defjvp(lambda p, t: (p[0] * p[1], t[0] * p[1] + p[0] * t[1]))  # t[1] was an IndexError
+    x = np.array([0.3, 1.2])
+    np.testing.assert_array_equal(tp.grad(lambda v: np.sum(f(v)))(x), [2.0, 2.0])
+    check_grads(lambda v: np.sum(f(v) ** 2), (x,), order=2)
+
+
+def test_constant_arguments_of_custom_rules_keep_the_point_of_a_kept_trace():
+    # a checkpoint's recompute and bwd's residuals read their constant
+    # arguments when the pullback runs: an in-place update in between moved them
+    W0, x = np.array([1.0, 2.0]), np.array([0.3, 1.2])
+    ref = np.cos(W0 * x) * W0
+
+    @tp.custom_vjp
+    def f(u, w):
+        return np.sum(np.sin(w * u))
+    f.defvjp(lambda u, w: (f(u, w), (u, w)), lambda r, g: (g * r[1] * np.cos(r[1] * r[0]), None))
+    ck = tp.checkpoint(lambda u, w: np.sum(np.sin(w * u)))
+    for rule in (f, ck):
+        W = W0.copy()
+        _, pb = tp.vjp(lambda v: rule(v, W), x)
+        _, f_jvp = tp.linearize(lambda v: rule(v, W), x)
+        W[:] = 0.0
+        np.testing.assert_allclose(pb(1.0)[0], ref, rtol=1e-12)
+        np.testing.assert_allclose([f_jvp(e) for e in np.eye(2)], ref, rtol=1e-12)

@@ -498,3 +498,14 @@ def test_slogdet_at_a_singular_matrix_is_refused_by_name():
 def test_det_third_derivative_at_a_singular_matrix_is_refused_by_name():
     with pytest.raises(np.linalg.LinAlgError, match="third and higher derivatives of np.linalg.det"):
         tp.jacobian(tp.hessian(np.linalg.det))(np.diag([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("how", ["grad", "jacfwd"])
+def test_qr_at_deficient_column_rank_names_qr(how):
+    # the rule's solve with R raised NumPy's bare "Singular matrix"
+    A = np.diag([2.0, 1.0, 0.0])
+    f = lambda A: np.sum(np.linalg.qr(A)[0])
+    with pytest.raises(np.linalg.LinAlgError, match=r"np\.linalg\.qr has no derivative at a "
+                                                     r"matrix of deficient column rank"):
+        (tp.grad(f) if how == "grad" else tp.jacfwd(f))(A)
+    check_grads(f, (A + np.array([[0.3, 1.0, -0.5], [0.7, 0.2, 0.4], [-0.6, 0.8, 1.1]]),))

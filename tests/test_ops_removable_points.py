@@ -268,3 +268,36 @@ def test_elliprc_principal_value_for_negative_y():
         assert gx == pytest.approx(float(mp.diff(lambda t: mp.elliprc(t, y), x)), rel=1e-9)
         assert gy == pytest.approx(float(mp.re(mp.diff(lambda t: mp.elliprc(x, t), y))), rel=1e-9)
     check_grads(sp.elliprc, (np.array([[1.0], [0.5]]), np.array([-1.0, 2.0, -0.3])))
+
+
+@pytest.mark.parametrize("f, at0, elsewhere", [
+    (lambda m: np.linalg.norm(m, 2) ** 2, np.zeros((2, 3)), [[0.3, -0.5, 1.1], [0.7, 0.2, -0.4]]),
+    (lambda m: np.linalg.norm(m, -2) ** 2, np.zeros((2, 2)), [[0.3, -0.5], [0.7, 0.2]]),
+    (lambda m: np.linalg.norm(m, "nuc") ** 2, np.zeros((3, 2)), [[0.3, -0.5], [0.7, 0.2],
+                                                                 [1.0, -1.2]]),
+    (lambda m: np.sum(np.linalg.norm(m, 2, axis=(1, 2)) ** 2), np.zeros((2, 2, 2)),
+     [[[0.3, -0.5], [0.7, 0.2]], [[1.0, 0.1], [-0.6, 0.8]]]),
+    (lambda v: np.linalg.norm(v, 0.5) ** 2, np.zeros(3), [0.3, -0.5, 1.1]),
+    (lambda v: np.linalg.norm(v * (1 + 2j), 3) ** 2, np.zeros(2), [0.3, -0.5]),
+], ids=["matrix2", "matrix-2", "nuc", "stacked2", "p0.5", "complex_p3"])
+def test_matrix_and_other_p_norms_at_zero_have_no_silent_second_derivative(f, at0, elsewhere,
+                                                                           request):
+    """The spectral and nuclear norms (through the SVD) and the p < 1 and
+    complex p-norms set their value to 0 at 0 with np.where, whose constant
+    branch made the Hessian of norm(A, 2) ** 2 at A = 0 a silent 0 (its
+    partial d^2/dA_11^2 is 2, and there is no Hessian); NaN like the 2-norm's."""
+    assert np.all(np.isnan(tp.hessian(f)(at0)))
+    assert np.all(np.isnan(tp.jacobian(tp.grad(f))(at0)))
+    if "complex" not in request.node.callspec.id:  # forward mode is real only
+        assert np.all(np.isnan(tp.jacfwd(tp.grad(f))(at0)))
+    assert np.array_equal(tp.grad(f)(at0), np.zeros_like(at0))
+    check_grads(f, (np.array(elsewhere),), order=2)
+
+
+def test_a_zero_matrix_in_a_stack_leaves_the_others_second_derivatives_alone():
+    m = np.array([[[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.1], [-0.6, 0.8]]])
+    f = lambda m: np.sum(np.linalg.norm(m, "nuc", axis=(1, 2)) ** 2)
+    H = tp.hessian(f)(m)
+    assert np.all(np.isnan(H[0, :, :, 0]))
+    np.testing.assert_allclose(H[1, :, :, 1], tp.hessian(f)(m[1:])[0, :, :, 0], rtol=1e-12)
+    assert np.all(np.isfinite(H[1, :, :, 1]))

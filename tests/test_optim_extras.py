@@ -253,3 +253,40 @@ def test_index_keyed_state_still_loads_and_is_checked():
     with pytest.raises(ValueError, match=r"state of leaf 0 holds 'm', 'v' but this SGD "
                                          r"keeps 'buf'"):
         tp.optim.SGD(momentum=0.9).load_state_dict(legacy)
+
+
+@pytest.mark.parametrize("t", [-1, 2.5, np.nan])
+def test_a_damaged_step_count_is_refused_at_load(t):
+    # t = -5 gave Adam's bias correction 1 - b**t < 0: NaN parameters, silently
+    opt = tp.optim.Adam(lr=0.1)
+    opt.update({"a": np.ones(2)}, {"a": np.ones(2)})
+    state = dict(opt.state_dict(), t=np.array(t))
+    with pytest.raises(ValueError, match=r"Adam.load_state_dict: 't' \(steps taken\) must be "
+                                         r"an integer >= 0"):
+        tp.optim.Adam(lr=0.1).load_state_dict(state)
+
+
+@pytest.mark.parametrize("make", [lambda: tp.optim.Adam(lr=0.1),
+                                  lambda: tp.optim.SGD(lr=0.1, momentum=0.9)])
+def test_a_parameter_resized_after_the_first_update_is_refused(make):
+    opt = make()
+    opt.update({"w": np.ones(2)}, {"w": np.ones(2)})
+    for shape in [(3,), (1,)]:  # (1,) broadcast against the (2,) state, silently
+        p = {"w": np.ones(shape)}
+        with pytest.raises(ValueError, match=r"update: params\['w'\] has shape .* but its "
+                                             r"state '.*' was made for \(2,\)"):
+            opt.update(p, {"w": np.ones(shape)})
+        np.testing.assert_array_equal(p["w"], 1.0)  # refused before any change
+
+
+@pytest.mark.parametrize("g, match", [
+    (np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0]), "masked array"),
+    (np.array([1.0, 2.0, 3.0]) * (1 + 1j), "complex but its parameter is real"),
+])
+def test_masked_or_complex_gradients_of_real_parameters_are_refused(g, match):
+    # they were cast with np.asarray: the masked entry's data stepped, the
+    # imaginary part was dropped with only NumPy's ComplexWarning
+    p = {"w": np.ones(3)}
+    with pytest.raises(TypeError, match=match):
+        tp.optim.SGD(lr=0.1).update(p, {"w": g})
+    np.testing.assert_array_equal(p["w"], 1.0)

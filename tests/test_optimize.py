@@ -274,3 +274,13 @@ def test_least_squares_result_and_its_bounds_forms():
         least_squares(res, p0, bounds=({"A": 0.0, "k": 0.0}, {"A": 1.5, "k": None}))
     with pytest.raises(TypeError, match="jac= is not an argument here"):
         least_squares(res, p0, jac="3-point")
+
+
+@pytest.mark.parametrize("method", [None, "Nelder-Mead", "Newton-CG"])
+def test_objective_of_shape_one_is_a_scalar(method):
+    # x @ w of shape (1,) is a scalar to tapestry.grad and to SciPy
+    res = minimize(lambda x: (x - 3.0) ** 2, np.zeros(1), method=method)
+    np.testing.assert_allclose(res.x, [3.0], atol=1e-4)
+    with pytest.raises(TypeError, match=r"minimize: the objective must return a scalar, "
+                                        r"got shape \(2,\)"):
+        minimize(lambda x: (x - 3.0) ** 2, np.zeros(2), method="Nelder-Mead")

@@ -51,6 +51,25 @@ def test_register_dataclass_checks_its_fields_at_registration():
     assert tp.tree_leaves(_Two(1.0, 2.0)) == [1.0, 2.0]
 
 
+class _Plain:
+    def __init__(self, w, b, scale=1.0):
+        self.w, self.b, self.scale = w, b, scale
+
+
+def test_register_dataclass_checks_a_plain_class_against_its_init():
+    # flatten silently dropped b, and the first tree_map failed in cls(**fields)
+    with pytest.raises(ValueError, match=r"_Plain\(\*\*fields\).*Missing: \['b'\]"):
+        tu.register_dataclass(_Plain, data_fields=["w"], meta_fields=[])
+    with pytest.raises(ValueError, match=r"Not parameters of _Plain: \['c'\]"):
+        tu.register_dataclass(_Plain, data_fields=["w", "b", "c"], meta_fields=[])
+    with pytest.raises(ValueError, match=r"tapestry.tree_util.register_pytree_node: int is a "
+                                         r"leaf type"):
+        tu.register_dataclass(int, data_fields=[], meta_fields=[])  # ints would vanish
+    with pytest.raises(ValueError, match=r"float64 is a leaf type"):
+        tu.register_pytree_node(np.float64, lambda x: ((), None), lambda a, c: 0.0)
+    assert tp.tree_leaves({"n": 3, "x": np.float64(1.0)}) == [3, 1.0]
+
+
 # --- tangents matched to primals by structure (jvp, linearize, hvp) --------------------
 def _wx(d):
     return d["w"] * 2.0 + d["x"] * 3.0
@@ -186,6 +205,22 @@ def test_mutating_the_returned_output_does_not_change_the_derivative():
     np.testing.assert_allclose(f_jvp(np.ones(2)), 1 - np.tanh(x) ** 2)
     y, pb = tp.vjp(lambda x: x, x)  # the identity returns a fresh array, not x
     assert y is not x and np.shares_memory(y, x) is False
+
+
+def test_mutating_the_returned_aux_does_not_change_the_derivative():
+    x = np.array([0.5, 1.0])
+
+    def f(x):
+        e, t = np.exp(x), np.tanh(x)  # both rules read their results
+        return np.sum(e) + np.sum(t), {"e": e, "t": [t]}
+    _, pb, aux = tp.vjp(f, x, has_aux=True)
+    _, f_jvp, aux2 = tp.linearize(f, x, has_aux=True)
+    for a in (aux, aux2):
+        a["e"] *= 100.0
+        a["t"][0][:] = 0.0
+    ref = np.exp(x) + 1 - np.tanh(x) ** 2
+    np.testing.assert_allclose(pb(1.0)[0], ref)
+    np.testing.assert_allclose([f_jvp(e) for e in np.eye(2)], ref)
 
 
 def test_optimizer_steps_between_vjp_and_pullback():
@@ -432,3 +467,68 @@ def test_autograd_operators_name_themselves_in_errors():
     with pytest.raises(ValueError, match=r"tapestry\.autograd\.make_vjp: the cotangent does "
                                          r"not have the output's tree structure"):
         vjp({"b": np.ones(2)})
+
+
+@pytest.mark.parametrize("how", ["grad", "value_and_grad", "vjp"])
+def test_gradients_of_different_arguments_are_different_arrays(how):
+    # x + y passes one cotangent to both: updating one gradient in place
+    # (weight decay, clipping) must not change the other
+    f = lambda p: np.sum(p["a"] + p["b"]) + np.sum(p["c"][0] - p["c"][1])
+    p = {"a": np.ones(3), "b": np.ones(3), "c": [np.ones(2), np.ones(2)]}
+    if how == "grad":
+        g = tp.grad(f)(p)
+    elif how == "value_and_grad":
+        g = tp.value_and_grad(f)(p)[1]
+    else:
+        g = tp.vjp(f, p)[1](1.0)[0]
+    g["a"] += 10.0
+    g["c"][0] += 10.0
+    np.testing.assert_array_equal(g["b"], np.ones(3))
+    np.testing.assert_array_equal(g["c"][1], -np.ones(2))
+    gx, gy = tp.grad(lambda x, y: np.sum(x + y), argnums=(0, 1))(np.ones(2), np.ones(2))
+    gx *= 0.0
+    np.testing.assert_array_equal(gy, np.ones(2))
+
+
+def test_jacobian_blocks_are_different_arrays():
+    x = np.arange(3.0)
+    for jac in (tp.jacfwd, tp.jacrev):
+        a, b = jac(lambda x: (x, x))(x)
+        a += 1.0
+        np.testing.assert_array_equal(b, np.eye(3))
+
+
+def test_output_tangents_are_not_the_callers_tangent_or_each_other():
+    x, t = np.arange(3.0), np.ones(3)
+    for f in (lambda x: (x, x), lambda x: (x + 0.0, {"b": x})):
+        _, (ta, tb) = tp.jvp(f, (x,), (t,))
+        _, lin = tp.linearize(f, x)
+        la, lb = lin(t)
+        for a, b in ((ta, tb), (la, lb)):
+            a += 1.0  # the caller's own update of one result
+            b = b["b"] if isinstance(b, dict) else b
+            np.testing.assert_array_equal(b, np.ones(3))
+        np.testing.assert_array_equal(t, np.ones(3))
+
+
+def test_kept_traces_keep_closed_over_arrays_updated_in_place():
+    # vjp/linearize in the inputs while the weights are a closure: an optimizer
+    # step on the weights between the trace and the pullback moved the point
+    # (JAX's closed-over arrays are captured as they were)
+    W0 = np.array([[1.0, 2.0], [3.0, 4.0]])
+    base = np.arange(1.0, 5.0)
+    x = np.array([0.3, -0.7])
+    cases = [
+        (lambda W, b: (lambda x: np.sum(np.sin(W @ x) * b[:2]))),
+        (lambda W, b: (lambda x: np.sum(x / W[0]) + np.sum(b[1:3] * x))),  # a view
+        (lambda W, b: (lambda x: np.sum(np.where(W[1] > 3.5, x, 0.0) * W[1]))),
+    ]
+    for make in cases:
+        ref = tp.grad(make(W0, base))(x)
+        W, b = W0.copy(), base.copy()
+        _, pb = tp.vjp(make(W, b), x)
+        _, f_jvp = tp.linearize(make(W, b), x)
+        W *= 10.0
+        b -= 1.0
+        np.testing.assert_allclose(pb(1.0)[0], ref, rtol=1e-12)
+        np.testing.assert_allclose([f_jvp(e) for e in np.eye(2)], ref, rtol=1e-12)

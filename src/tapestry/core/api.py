@@ -20,7 +20,7 @@ from .tracing import (assemble, check_scalar_output, collect, jac_setup, lower,
                       normalize_argnums, output_node, own_output, returned,
                       select_args, split_argnums, split_aux, tapes_of, trace,
                       trace_inputs)
-from .var import Var, unwrap_all
+from .var import MASKED_HELP, Var, unwrap_all
 
 
 def stop_gradient(x):
@@ -117,14 +117,16 @@ def _as_cotangent(c, value, where, opname):
                 np.result_type(unwrap_all(c)).kind == dt.kind:
             arr = c.astype(dt)  # traced: the cast a plain cotangent gets, below
     else:
+        if isinstance(c, np.ma.MaskedArray):  # np.asarray would drop its mask
+            raise TypeError(f"tapestry.{opname}: the cotangent of {where()} {MASKED_HELP}")
         arr = np.asarray(c)
         if arr.dtype.kind not in "biufc":
             raise TypeError(f"tapestry.{opname}: the cotangent of {where()} has dtype "
                             f"{arr.dtype} (a {type(c).__name__}); give a number or "
                             "numeric array.")
         if arr.dtype.kind == "c" and dt.kind != "c":
-            raise TypeError(f"tapestry.{opname}: complex cotangent for the real output "
-                            f"{where()}.")
+            raise TypeError(f"tapestry.{opname}: the cotangent of {where()} is complex but "
+                            "the output is real; give a real cotangent.")
         if arr.dtype != dt and dt.kind in "fc":
             arr = arr.astype(dt)
     if np.shape(arr) != np.shape(value):
@@ -198,8 +200,9 @@ def vjp(f, *primals, has_aux=False):
     times.  ``ct`` has the output's structure (checked: the same keys and
     shapes); its leaves may be any array-like (Python floats, lists) and are
     cast to the output's dtype.  The pullback keeps the point it was built
-    at: the caller's arrays are copied into the trace, so updating them in
-    place later does not move it."""
+    at: the caller's arrays (inputs, and closed-over arrays the function's
+    operations meet) are copied into the trace, so updating them in place
+    later does not move it."""
     return _vjp(f, primals, has_aux, "vjp", keep=True)
 
 

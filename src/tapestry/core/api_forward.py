@@ -15,8 +15,8 @@ from .forward import TangentRecorder, forward_sweep
 from .batched import Batched
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
 from .tracing import (assemble, jac_setup, lower, own_output, returned, split_argnums,
-                      tapes_of, trace)
-from .var import Var, unwrap_all
+                      tapes_of, trace, unshared)
+from .var import MASKED_HELP, Var, unwrap_all
 
 
 class _Recorder(TangentRecorder):
@@ -57,6 +57,8 @@ def _as_tangent(t, x, opname, label, td, j):
     errors): same shape, compatible dtype."""
     want = np.result_type(unwrap_all(x))
     if t.__class__ is not Var and t.__class__ is not Batched:
+        if isinstance(t, np.ma.MaskedArray):  # np.asarray would drop its mask
+            raise TypeError(f"tapestry.{opname}: {label}{_at(td, j)} {MASKED_HELP}")
         t = np.asarray(t)
     got = np.result_type(unwrap_all(t))
     if got.kind != want.kind or want.kind not in "fc" or np.shape(t) != np.shape(x):
@@ -128,6 +130,7 @@ def forward_jvp(f, primals, tangents, has_aux, opname, labels=None):
     allowed = tapes_of(tree_flatten(list(tangents))[0])
     touts = [_out_tangent(v, x, tape, nodes.tangents, None, opname, allowed)
              for v, x in zip(out_leaves, values)]
+    touts = unshared(touts, {}, tree_flatten(list(tangents))[0])  # no result aliases another
     y, ty = out_td.unflatten(values), out_td.unflatten(touts)
     return (y, ty, aux) if has_aux else (y, ty)
 
@@ -177,15 +180,16 @@ class _Linearized:
             label = f"the tangent of argument {k} (given to f_jvp)"
             for (i, _), ti in zip(rec, tangent_leaves(t, td, rec, "linearize", label)):
                 seeds[i] = ti
-        return self.out_td.unflatten(self.push_leaves(seeds))
+        given = tree_flatten(list(tangents))[0]
+        return self.out_td.unflatten(unshared(self.push_leaves(seeds), {}, given))
 
 
 def linearize(f, *primals, has_aux=False):
     """``(f(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the JVP at
     ``primals``; the trace is kept, so each call costs one tangent sweep.
-    ``f_jvp`` keeps the point it was built at: the caller's arrays are
-    copied into the trace, so updating them in place later (an optimizer
-    step) does not move it."""
+    ``f_jvp`` keeps the point it was built at: the caller's arrays (inputs
+    and closed-over ones) are copied into the trace, so updating them in
+    place later (an optimizer step) does not move it."""
     tape, records, out_leaves, out_td, aux = trace(f, primals, "linearize", has_aux,
                                                    keep=True)
     lin = _Linearized(tape, records, out_leaves, out_td)
@@ -245,6 +249,9 @@ def forward_jacobian(f, argnums, has_aux, opname):
                 for k, block in enumerate(_columns(lin, i, x, chunk)):
                     ys = np.shape(lin.values[k])
                     blocks[k][(u, j)] = np.reshape(np.moveaxis(block, 0, -1), ys + xs)
+        kept = {}  # (x, x) gives both outputs one tangent sweep: no block aliases another
+        for b in blocks:
+            b.update(zip(b, unshared(list(b.values()), kept)))
         jac = assemble(nums, uniq, records, out_td, blocks, single)
         return (jac, aux) if has_aux else jac
     return jacfwd_f

@@ -27,7 +27,7 @@ def _positional(kind, name, sig, args, kwargs):
     so that rules see every argument in one place (custom_vjp and custom_jvp
     share this, so both accept the same calls)."""
     if not kwargs:
-        return args
+        return _with_defaults(sig, args)
     if sig is None:
         raise TypeError(f"tapestry.{kind}: {name} has no signature to bind keyword "
                         "arguments to; pass them positionally.")
@@ -41,6 +41,24 @@ def _positional(kind, name, sig, args, kwargs):
                         f"arguments ({sorted(bound.kwargs)}); {kind} functions need "
                         "every argument to have a position.")
     return bound.args
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _with_defaults(sig, args):
+    """``args`` with the defaults of omitted positional parameters appended,
+    as JAX binds them: ``f(x)`` for ``def f(x, y=2.0)`` gives the rules
+    ``(x, 2.0)`` exactly as ``f(x=x)`` and ``f(x, 2.0)`` do (the rules saw one
+    argument or two depending on how f was called, and nondiff_argnums
+    pointing at an omitted default was refused)."""
+    if sig is None:
+        return args
+    params = [q for q in sig.parameters.values() if q.kind in _POSITIONAL]
+    rest = params[len(args):]
+    if not rest or any(q.default is inspect.Parameter.empty for q in rest):
+        return args  # nothing omitted, or a call that fun itself will refuse
+    return tuple(args) + tuple(q.default for q in rest)
 
 
 def _closure_error(kind, name, fix=""):
@@ -176,6 +194,7 @@ class custom_vjp:
         """Run ``fwd`` on the plain values and record one node whose rule is ``bwd``."""
         active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
         raw = [x._value if x.__class__ is Var and x._tape is top else x for x in leaves]
+        _own_constants(raw, top, active)
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
             full[i] = a
@@ -292,6 +311,18 @@ def checkpoint(f):
     return checkpointed
 
 
+def _own_constants(raw, top, traced):
+    """In a kept trace (vjp, linearize), the caller's plain arrays among
+    ``raw`` (other than the ``traced`` positions) replaced by the trace's
+    copies (``Tape.own_constant``): the rules (a checkpoint's recompute,
+    bwd's residuals) read them when the pullback runs, after the caller may
+    have updated them in place."""
+    if top.owned is not None:
+        for k, x in enumerate(raw):
+            if x.__class__ is np.ndarray and k not in traced:
+                raw[k] = top.own_constant(x)
+
+
 def _captures_traced(f, level):
     """Whether ``f``'s closure cells (or a ``functools.partial``'s bound
     arguments) visibly hold a value traced at ``level`` or above.  Lets a
@@ -321,6 +352,7 @@ def _checkpoint_call(f, leaves, td, top):
     raw = list(leaves)
     for k in live:
         raw[k] = leaves[k]._value
+    _own_constants(raw, top, live)
     if _captures_traced(f, top.level):  # known before running: record it as it is
         a, kw = td.unflatten(leaves)
         return f(*a, **kw)
@@ -450,7 +482,13 @@ class _CustomTangent:
             if t is not None:
                 full[k] = t
         primals = tuple(self.td.unflatten(self.raw))
-        _, t_out = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
+        pair = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
+                            "a pair (primal_out, tangent_out), got "
+                            + (f"{len(pair)} values." if isinstance(pair, (tuple, list))
+                               else f"a {type(pair).__name__}."))
+        t_out = pair[1]
         leaves = []
         try:
             match_leaves(self.out_td.node, t_out, "", leaves)
@@ -460,12 +498,34 @@ class _CustomTangent:
                              f"a tangent whose structure does not match the output{at}: "
                              f"expected {e.expected}, got {e.got} (output structure "
                              f"{self.out_td}).") from None
-        leaves = [np.zeros(shape_of(a), dtype_of(a)) if t is None else t
-                  for a, t in zip(self.out_leaves, leaves)]
+        paths = _key_paths(self.out_td.node, "")
+        leaves = [np.zeros(shape_of(a), dtype_of(a)) if t is None else self._checked(a, t, w)
+                  for a, t, w in zip(self.out_leaves, leaves, paths)]
         if traced_from(leaves, self.level, _tapes_of(ts)) is not None:
             raise _closure_error("custom_jvp", self.cj._name(),
                                  "; its rule returned a tangent traced through it")
         return leaves[0] if self.n_out == 1 else list(leaves)
+
+    def _checked(self, y, t, where):
+        """The rule's tangent ``t`` for output leaf ``y``, checked: the
+        output's shape (a scalar or a broadcastable shape would be taken as
+        the tangent of the whole output, silently: jacfwd's columns, the
+        transposed rule's cotangent), a real tangent for a real output, in
+        the output's precision (an integer or float64 tangent of a float32
+        output is cast, as JAX's rules must match the output's dtype)."""
+        what = f"the output{f' at {where}' if where else ''}"
+        if tuple(shape_of(t)) != tuple(shape_of(y)):
+            raise ValueError(f"tapestry.custom_jvp: the rule of {self.cj._name()} returned a "
+                             f"tangent of shape {tuple(shape_of(t))} for {what}, whose shape "
+                             f"is {tuple(shape_of(y))}; a tangent has its output's shape.")
+        dt, want = np.dtype(dtype_of(t)), np.dtype(dtype_of(y))
+        if dt.kind not in "iufc" or (dt.kind == "c" and want.kind != "c"):
+            raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} returned a "
+                            f"tangent of dtype {dt} for {what} (dtype {want}); the tangent "
+                            "of a real output is a real float array.")
+        if dt != want and want.kind in "fc":
+            t = t.astype(want) if hasattr(t, "astype") else np.asarray(t, want)
+        return t
 
     def pullback(self, g, ans):
         """The VJP: the tangent map is linear, so its own VJP is the reverse rule."""

@@ -225,6 +225,8 @@ class Primitive:
                 if b.__class__ not in _UNMASKED and isinstance(b, _MASKED):
                     refuse_masked(b, self.name)
                 ta, raw = a._tape, (a._value, b)
+                if ta.owned is not None and b.__class__ is np.ndarray:
+                    raw = (a._value, ta.own_constant(b))
                 if b.__class__ is Batched and b._trace.level > ta.level:
                     return batched_call(self, (a, b), _NO_KWARGS)
                 parents, active = (a._index,), (0,)
@@ -235,6 +237,8 @@ class Primitive:
             elif a.__class__ not in _UNMASKED and isinstance(a, _MASKED):
                 refuse_masked(a, self.name)
             ta, raw = b._tape, (a, b._value)
+            if ta.owned is not None and a.__class__ is np.ndarray:
+                raw = (ta.own_constant(a), b._value)
             if a.__class__ is Batched and a._trace.level > ta.level:
                 return batched_call(self, (a, b), _NO_KWARGS)
             parents, active = (b._index,), (1,)
@@ -271,6 +275,8 @@ class Primitive:
                 active.append(i)
             elif isinstance(a, _MASKED):
                 refuse_masked(a, self.name)
+            elif top.owned is not None and a.__class__ is np.ndarray:
+                raw[i] = top.own_constant(a)
         rules = self._rules_of(active)
         for k, v in kwargs.items():
             if v.__class__ is Var:

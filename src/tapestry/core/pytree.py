@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections import OrderedDict, defaultdict
 
 import numpy as np
@@ -84,6 +85,13 @@ def register_pytree_node(cls, flatten, unflatten):
     if cls in _CUSTOM_RULES or cls in (tuple, list, dict, OrderedDict, defaultdict):
         raise ValueError(f"tapestry.tree_util.register_pytree_node: {cls.__name__} is "
                          "already a pytree container.")
+    if cls in (int, float, complex, bool, str, bytes, type(None), np.ndarray) or \
+            issubclass(cls, np.generic):
+        # every such value would become a container: ints in params silently
+        # lost (rebuilt by unflatten), arrays no longer leaves
+        raise ValueError(f"tapestry.tree_util.register_pytree_node: {cls.__name__} is a "
+                         "leaf type (numbers, strings, None and arrays are leaves); "
+                         "register a class of your own.")
     for what, fn in (("flatten", flatten), ("unflatten", unflatten)):
         if not callable(fn):
             raise TypeError(f"tapestry.tree_util.register_pytree_node({cls.__name__}): "
@@ -127,6 +135,32 @@ def register_dataclass(cls, data_fields=None, meta_fields=None):
     return cls
 
 
+def _check_init_parameters(cls, names, where):
+    """For a class that is not a dataclass, the fields against
+    ``cls.__init__``: unflatten calls ``cls(**fields)``, so a required
+    parameter left out failed at the first tree_map (after flatten had
+    silently dropped it), and a name it does not take failed the same way."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):  # no signature to check against
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    by_name = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                   inspect.Parameter.KEYWORD_ONLY)]
+    required = [p.name for p in params if p.name in by_name
+                and p.default is inspect.Parameter.empty]
+    missing = [n for n in required if n not in names]
+    unknown = [n for n in names if n not in by_name]
+    if missing or unknown:
+        raise ValueError(
+            f"{where}({cls.__name__}): instances are rebuilt with {cls.__name__}(**fields), "
+            f"so data_fields and meta_fields must name parameters of its __init__ "
+            f"({by_name}), every required one included. "
+            + (f"Missing: {missing}. " if missing else "")
+            + (f"Not parameters of {cls.__name__}: {unknown}." if unknown else ""))
+
+
 def _field_names(names):
     if isinstance(names, str):  # "ab" would be two one-letter fields
         return (names,)
@@ -148,6 +182,7 @@ def _check_fields(cls, data_fields, meta_fields):
         raise ValueError(f"{where}({cls.__name__}): {twice} listed more than once; each "
                          "field is either a data field or a meta field.")
     if not dataclasses.is_dataclass(cls):
+        _check_init_parameters(cls, names, where)
         return
     init = [f.name for f in dataclasses.fields(cls) if f.init]
     missing = [n for n in init if n not in names]

@@ -61,11 +61,27 @@ class Tape:
     is what orders them.
     """
 
-    __slots__ = ("nodes", "level", "__weakref__")
+    __slots__ = ("nodes", "level", "owned", "__weakref__")
 
     def __init__(self):
         self.nodes: list = []
         self.level = next(_levels)
+        #: For a trace that outlives its call (vjp, linearize): the copies of
+        #: the caller's arrays met as constants, by id (see ``own_constant``).
+        self.owned = None
+
+    def own_constant(self, x):
+        """The copy a kept trace records for the plain array ``x`` that an
+        operation met beside a traced value (a closed-over weight): rules
+        read their constants later, so ``W -= lr * g`` between ``vjp`` and
+        its pullback would move the point, as for the inputs themselves
+        (``own_input``).  One copy per array per trace."""
+        if not (x.flags.writeable or x.base is not None):
+            return x  # read-only memory of its own: nothing can change it
+        got = self.owned.get(id(x))
+        if got is None:
+            got = self.owned[id(x)] = (x, x.copy())  # x held: its id stays unique
+        return got[1]
 
     def __len__(self):
         return len(self.nodes)

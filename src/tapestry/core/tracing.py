@@ -177,13 +177,42 @@ def collect(records, cts, single, sparse="auto", tape=None, opname="grad", allow
     """The gradients (one tree per record) from cotangents by tape position;
     with ``tape``, each is checked not to be a value traced there
     (:func:`returned`)."""
+    kept = {}
     grads = []
     for td, rec in records:
         leaves = [cast_like(cts[i], x, sparse) for i, x in rec]
         if tape is not None:
             leaves = [returned(g, tape, opname, allowed) for g in leaves]
-        grads.append(td.unflatten(leaves))
+        grads.append(td.unflatten(unshared(leaves, kept)))
     return grads[0] if single else tuple(grads)
+
+
+def _root(a):
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def unshared(leaves, kept, given=()):
+    """``leaves`` with each array that overlaps an array in ``kept`` (a dict
+    root id -> arrays already handed out, updated here) or in ``given`` (the
+    caller's own arrays) replaced by a copy.  A rule may pass one cotangent
+    or tangent on unchanged to several places (``x + y`` gives both the same
+    array; ``(x, x)`` the same tangent twice; the identity the caller's own
+    tangent), and the caller updating one result in place (``gx += wd * x``)
+    must not change another."""
+    for a in given:
+        if type(a) is np.ndarray:
+            kept.setdefault(id(_root(a)), []).append(a)
+    out = []
+    for a in leaves:
+        if type(a) is np.ndarray:
+            same = kept.setdefault(id(_root(a)), [])
+            if any(np.may_share_memory(a, b) for b in same):
+                a = a.copy()
+            same.append(a)
+        out.append(a)
+    return out
 
 
 def output_node(out, tape):
@@ -252,12 +281,17 @@ def trace(f, primals, opname, has_aux, nodes=None, keep=False):
     with open_tape() as tape:
         if nodes is not None:
             tape.nodes = nodes
+        if keep:
+            tape.owned = {}  # constants are copied too (Tape.own_constant)
         targs, records = trace_inputs(tape, primals, tuple(range(len(primals))), opname,
                                       keep)
         if nodes is not None:
             nodes.seed(records)
         out = f(*targs)
     out, aux = split_aux(out, tape, has_aux, opname, "output")
+    if keep and has_aux:  # aux may be an intermediate the rules read (exp's result)
+        aux_leaves, aux_td = tree_flatten(aux)
+        aux = aux_td.unflatten([own_output(a) for a in aux_leaves])
     out_leaves, out_td = tree_flatten(out)
     for v in out_leaves:
         check_output_leaf(unwrap_all(v), opname)

@@ -564,7 +564,8 @@ def _vector_norm(x, ord, axis, keepdims):
     # gradient 0 at x = 0, as the other norms (sum(|x|^p)^(1/p) alone gives 0 * inf)
     zero = np.all(unwrap_all(x) == 0, axis=axis, keepdims=True)
     ax = np.where(zero, 1.0, ax)
-    out = np.where(zero, 0.0, np.sum(ax ** ord, axis=axis, keepdims=True) ** (1.0 / ord))
+    out = np.where(zero, _l2(x, axis, True),  # 0 there, without a second derivative
+                   np.sum(ax ** ord, axis=axis, keepdims=True) ** (1.0 / ord))
     return out if keepdims else np.squeeze(out, axis)
 
 
@@ -602,7 +603,10 @@ def _matrix_norm(x, ord, axis, keepdims):
         spread = np.eye(rows, cols) * np.arange(1.0, cols + 1)  # distinct singular values
         sv = svdvals(np.where(np.expand_dims(zero, (-2, -1)), spread, m))
         val = np.sum(sv, -1) if ord == "nuc" else sv[..., 0 if ord == 2 else -1]
-        val = np.where(zero, 0.0, val)
+        # at the zero matrix, the Frobenius norm: value 0 and gradient 0 like the
+        # constant 0, but no second derivative (NaN, as the 2-norm's), where the
+        # constant's 0 would be a silent wrong Hessian of norm(A, 2) ** 2
+        val = np.where(zero, _l2(m, (-2, -1), False), val)
         out = np.expand_dims(val, (r, c) if r < c else (c, r))
         out = np.reshape(out, tuple(1 if i in axis else n for i, n in enumerate(np.shape(x))))
     else:

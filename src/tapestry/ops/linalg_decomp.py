@@ -227,7 +227,14 @@ def _qr_vjp(g, ans, a):
     Xb = np.conjugate(Q) @ Cb if np.iscomplexobj(Q) else Q @ Cb
     if gQ is not None:
         Xb = Xb + gQ
-    return match_input(_T(np.linalg.solve(R, _T(Xb))), a)
+    try:
+        return match_input(_T(np.linalg.solve(R, _T(Xb))), a)
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError(
+            "tapestry: np.linalg.qr has no derivative at a matrix of deficient column rank "
+            "(R has a zero on its diagonal, so the columns of Q past the rank are any "
+            "basis and do not move smoothly); differentiate at a matrix of full column "
+            "rank.") from None
 
 
 _qr = Primitive(lambda a: tuple(np.linalg.qr(a)), "linalg.qr", n_outputs=2, vjps=(_qr_vjp,),

@@ -154,7 +154,21 @@ class Optimizer:
             raise ValueError(f"tapestry.optim.{name}.update: params "
                              "changed structure since the first update; use one "
                              "optimizer per parameter pytree.")
+        else:
+            self._check_shapes(p_leaves)
         return p_leaves, g_leaves
+
+    def _check_shapes(self, p_leaves):
+        """Each parameter keeps the shape its state was made for (a resized
+        layer under the same name got NumPy's broadcast error, or for a
+        shape that broadcasts, a silent step with the old state)."""
+        for k, (p, st) in enumerate(zip(p_leaves, self.state)):
+            for slot, arr in (st or {}).items():
+                if isinstance(arr, np.ndarray) and arr.shape != p.shape:
+                    raise ValueError(
+                        f"tapestry.optim.{type(self).__name__}.update: {self._paths[k]} has "
+                        f"shape {p.shape} but its state {slot!r} was made for "
+                        f"{arr.shape}; a resized parameter needs a new optimizer.")
 
     def _check_order(self, p_leaves, g_leaves):
         """Refuse ``update(grads, params)`` where the previous call tells:
@@ -229,7 +243,11 @@ class Optimizer:
                 state[k] = state[k] or {}
                 state[k][slot] = np.array(d[key], copy=True)
         self._check_slots(state, paths, where)
-        self.t, self.state = int(d["t"]), state
+        t = np.asarray(d["t"])
+        if t.ndim or t.dtype.kind not in "iu" or t < 0:
+            raise ValueError(f"{where}: 't' (steps taken) must be an integer >= 0, got "
+                             f"{t!r}; the state is damaged.")
+        self.t, self.state = int(t), state
         self._treedef, self._paths, self._last = None, paths, None
         return self
 
@@ -392,3 +410,11 @@ def _check_param(p, g, name):
     if np.shape(g) != p.shape:
         raise ValueError(f"tapestry.optim.{name}: gradient shape {np.shape(g)} does not "
                          f"match parameter shape {p.shape}.")
+    if isinstance(g, np.ma.MaskedArray):  # np.asarray would step on its masked data
+        raise TypeError(f"tapestry.optim.{name}: a gradient is a NumPy masked array; "
+                        "pass plain data (g.filled(0) skips the masked entries).")
+    if np.iscomplexobj(g.values if isinstance(g, AxisSparse) else g):
+        raise TypeError(f"tapestry.optim.{name}: a gradient is complex but its parameter "
+                        f"is real ({p.dtype}); casting would drop the imaginary part. "
+                        "The gradient of a real parameter is real: take np.real(g) if "
+                        "that is what is meant.")

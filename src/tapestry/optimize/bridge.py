@@ -247,12 +247,22 @@ def _untraced(tree, where):
     return tree
 
 
+def _scalar(value):
+    """The objective's value as a Python float: any size-1 shape, as
+    tapestry.grad and SciPy accept it (``float`` takes only 0-d arrays)."""
+    a = np.asarray(value)
+    if a.size != 1:
+        raise TypeError(f"tapestry.optimize.minimize: the objective must return a scalar, "
+                        f"got shape {a.shape}.")
+    return float(a.reshape(()))
+
+
 def _objective(fun, unravel, args):
     vg = value_and_grad(lambda p: fun(p, *args), sparse=False)
 
     def fun_and_jac(x):
         value, g = _untraced(vg(unravel(x)), "minimize")
-        return float(value), _flat64(g)
+        return _scalar(value), _flat64(g)
     return fun_and_jac
 
 
@@ -328,7 +338,7 @@ def _check_method_takes(m, what, methods):
 
 
 def _value_only(fun, unravel, args):
-    return lambda x: float(np.asarray(_untraced(fun(unravel(x), *args), "minimize")))
+    return lambda x: _scalar(_untraced(fun(unravel(x), *args), "minimize"))
 
 
 def _constraints(constraints, unravel):
