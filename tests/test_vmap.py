@@ -268,3 +268,30 @@ def test_parallel_vectorize_maps_each_chunk(executor):
           tp.grad(lambda u: sum(np.sum(g(i, u, 0.7)) for i in items))(u))
     with pytest.raises(ValueError, match="vectorize=True"):
         tp.parallel_sum(f, items, u, 0.7, batched=True, vectorize=True)
+
+
+# --- per-item gradients through rules that read values or take per-item indices -----
+PER_ITEM_GRADS = {
+    # cumprod's VJP branches on zeros (runs per item); its tape node has no kwargs
+    "cumprod": (lambda v: np.sum(np.sin(np.cumprod(v))), (X,), (0,)),
+    # sort / median: the VJP inverts a permutation that is batched here
+    "sort": (lambda v: np.sum(np.sort(v) * np.arange(3.0)), (X,), (0,)),
+    "sort_axis0": (lambda m: np.sum(np.sort(m, axis=0) ** 3), (rng.standard_normal((4, 3, 2)),), (0,)),
+    "median": (lambda v: np.median(v) ** 2, (X,), (0,)),
+    # np.take / take_along_axis with a per-item index, differentiated per item
+    "take": (lambda v, i: np.sum(np.take(v, i) ** 2), (X, rng.integers(0, 3, (4, 2))), (0, 0)),
+    "take_axis": (lambda m, i: np.sum(np.take(m, i, axis=1) ** 2),
+                  (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, 4)), (0, 0)),
+    "take_along_axis": (lambda m, i: np.sum(np.take_along_axis(m, i, axis=1) ** 2),
+                        (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, (4, 2, 1))), (0, 0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PER_ITEM_GRADS))
+def test_per_item_gradients_through_value_reading_rules(name):
+    f, args, axes = PER_ITEM_GRADS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VmapFallbackWarning)
+        close(tp.vmap(tp.grad(f), in_axes=axes)(*args), loop(tp.grad(f), axes, args))
+        close(tp.grad(lambda *a: np.sum(tp.vmap(f, in_axes=axes)(*a)))(*args),
+              loop(tp.grad(f), axes, args))  # argument 0 is batched on axis 0

@@ -363,6 +363,7 @@ def rule_per_item(rule, g, ans, args, kwargs):
     """A differentiation rule that read a batched value in Python (a branch
     on NaNs, a conversion), run once per item of the highest batch among
     its inputs, results stacked: rules need not be written for vmap."""
+    kwargs = kwargs or {}  # a tape node without keyword arguments stores None
     trace = top_batch((g, ans, args), kwargs)
     if trace is None:
         raise

@@ -203,7 +203,12 @@ scatter_add = Primitive(dense_scatter, "scatter_add", linear_in=(0,), batch=_bat
 
 # --- np.take / np.take_along_axis: rewritten as x[key] ------------------------
 def _index_array(indices, opname):
-    idx = np.asarray(unwrap_all(indices))
+    """``indices`` as an index array: a plain one, or a batched one (an index
+    that differs per item of a vmap running outside the tape), which the
+    gather takes as it is -- converting it would need one value per item."""
+    idx = unwrap_all(indices)
+    if idx.__class__ not in TRACED:
+        idx = np.asarray(idx)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"tapestry: np.{opname} needs integer indices, got dtype "
                         f"{idx.dtype}; cast them with .astype(int).")
