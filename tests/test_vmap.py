@@ -295,3 +295,52 @@ def test_per_item_gradients_through_value_reading_rules(name):
         close(tp.vmap(tp.grad(f), in_axes=axes)(*args), loop(tp.grad(f), axes, args))
         close(tp.grad(lambda *a: np.sum(tp.vmap(f, in_axes=axes)(*a)))(*args),
               loop(tp.grad(f), axes, args))  # argument 0 is batched on axis 0
+
+
+# --- custom rules and stop_gradient inside a vmap inside the differentiation ---------
+def _scaled_sin():
+    """sin with a derivative deliberately 3x the true one, so that a rule
+    that is bypassed (the primal differentiated instead) shows."""
+    @tp.custom_vjp
+    def f(u, s, k):
+        return np.sin(u) * s + k
+    f.defvjp(lambda u, s, k: (np.sin(u) * s + k, (u, s)),
+             lambda r, g: (3 * g * np.cos(r[0]) * r[1], np.sum(g * np.sin(r[0])), np.sum(g)))
+    return f
+
+
+def _scaled_sin_jvp():
+    @tp.custom_jvp
+    def f(u, s):
+        return np.sin(u) * s
+    f.defjvp(lambda p, t: (np.sin(p[0]) * p[1],
+                           3 * np.cos(p[0]) * p[1] * t[0] + np.sin(p[0]) * t[1]))
+    return f
+
+
+@pytest.mark.parametrize("in_axes", [(0, None, 0), (0, 0, None), (None, 0, 0)])
+def test_custom_vjp_rule_used_in_grad_of_vmap(in_axes):
+    f = _scaled_sin()
+    args = (X, X[:, 0] + 2.0, rng.standard_normal(4))
+    args = tuple(a if ax is not None else np.take(a, 0, axis=0) for a, ax in zip(args, in_axes))
+    loss = lambda *a: np.sum(tp.vmap(f, in_axes=in_axes)(*a) ** 2)  # noqa: E731
+    item_grads = loop(tp.grad(lambda *a: np.sum(f(*a) ** 2), argnums=(0, 1, 2)), in_axes, args)
+    want = tuple(g if ax is not None else np.sum(g, axis=0) for g, ax in zip(item_grads, in_axes))
+    close(tp.grad(loss, argnums=(0, 1, 2))(*args), want)
+
+
+def test_custom_jvp_rule_used_in_grad_and_jacfwd_of_vmap():
+    f = _scaled_sin_jvp()
+    s = X[:, 0] + 2.0
+    want = loop(tp.grad(lambda u, s: np.sum(f(u, s) ** 2), argnums=(0, 1)), (0, 0), (X, s))
+    close(tp.grad(lambda u, s: np.sum(tp.vmap(f)(u, s) ** 2), argnums=(0, 1))(X, s), want)
+    jac = tp.jacfwd(lambda u: tp.vmap(f)(u, s))(X)
+    close(np.einsum("ijij->ij", jac), 3 * np.cos(X) * s[:, None])
+
+
+def test_stop_gradient_inside_vmap_inside_grad():
+    g = tp.grad(lambda v: np.sum(tp.vmap(lambda u: u * tp.stop_gradient(u))(v)))(X)
+    close(g, X)
+    from tapestry.autograd.tracer import getval
+    g = tp.grad(lambda v: np.sum(tp.vmap(lambda u: u * getval(u))(v)))(X)
+    close(g, X)
