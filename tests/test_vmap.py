@@ -284,6 +284,13 @@ PER_ITEM_GRADS = {
                   (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, 4)), (0, 0)),
     "take_along_axis": (lambda m, i: np.sum(np.take_along_axis(m, i, axis=1) ** 2),
                         (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, (4, 2, 1))), (0, 0)),
+    # masks and checks computed from a batched value (a constant per item)
+    "nanstd": (lambda v: np.nanstd(np.where(v > -0.5, v, np.nan)), (X,), (0,)),
+    "nanmean": (lambda v: np.nanmean(np.where(v > -0.5, v, np.nan)), (X,), (0,)),
+    "average_weights": (lambda v, w: np.average(v, weights=w), (X, np.abs(X) + 0.1), (0, 0)),
+    "sum_where": (lambda v: np.sum(v ** 2, where=v > 0), (X,), (0,)),
+    "max_where": (lambda v: np.max(v, where=v > 0, initial=-5.0), (X,), (0,)),
+    "select": (lambda v: np.sum(np.select([v > 0, v < -1], [v, v ** 2], 0.0)), (X,), (0,)),
 }
 
 
@@ -344,3 +351,17 @@ def test_stop_gradient_inside_vmap_inside_grad():
     from tapestry.autograd.tracer import getval
     g = tp.grad(lambda v: np.sum(tp.vmap(lambda u: u * getval(u))(v)))(X)
     close(g, X)
+
+
+def test_vmap_of_jacfwd_through_a_rule_that_reads_values():
+    """Forward mode transposes eigh's reverse rule, which checks for repeated
+    eigenvalues in Python: under an outer vmap it runs per item."""
+    m = rng.standard_normal((4, 3, 3))
+    f = lambda a: np.linalg.eigh(a @ a.T + np.eye(3))[0]  # noqa: E731
+    close(tp.vmap(tp.jacfwd(f))(m), loop(tp.jacfwd(f), (0,), (m,)))
+
+
+def test_value_reading_rule_under_vmap_of_grad_is_named():
+    f = lambda v, t: np.interp(t, np.linspace(0, 1, 3), v)  # noqa: E731
+    with pytest.raises(TypeError, match="np.interp"):
+        tp.vmap(tp.grad(f))(X, np.full(4, 0.3))

@@ -511,6 +511,26 @@ _QUERIES = {f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
             if f is not None}
 
 
+def constant_values(x, dtype=None):
+    """``x`` with its differentiation levels stripped, as an array to compute
+    masks, indices or positions from: a plain ndarray, or -- where a vmap
+    runs outside the differentiation (``vmap(grad(f))``) -- a batched one,
+    each item its own constant (``np.asarray`` on it would raise)."""
+    from .var import unwrap_all
+    v = unwrap_all(x)
+    if v.__class__ is Batched:
+        return v if dtype is None or v.dtype == dtype else v.astype(dtype)
+    return np.asarray(v, dtype=dtype)
+
+
+def all_items(x):
+    """Every value of ``x``, of every item of every batch, as one plain
+    array: for checks that raise if any item would (``np.any(w == 0)``)."""
+    while x.__class__ in (Var, Batched):
+        x = x._value
+    return np.asarray(x)
+
+
 #: The classes whose values stand for arrays being transformed (traced for
 #: differentiation, or batched): rule code that must not hand such a value
 #: to NumPy as a constant tests ``x.__class__ in TRACED``.

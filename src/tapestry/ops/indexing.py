@@ -26,7 +26,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED, batched_above, batched_call
+from ..core.batched import TRACED, batched_above, batched_call, constant_values
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype
 
@@ -323,7 +323,7 @@ def select(condlist, choicelist, default=0):
         raise ValueError("list of cases must be same length as list of conditions")
     if len(choicelist) == 0:
         raise ValueError("select with an empty condition list is not possible")
-    conds = [np.asarray(unwrap_all(c)) for c in condlist]
+    conds = [constant_values(c) for c in condlist]
     for i, c in enumerate(conds):
         if c.dtype != bool:
             raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
@@ -340,7 +340,7 @@ def _piece_conditions(x, condlist, n_funcs):
     if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray))
                                  and np.ndim(xv) != 0):
         condlist = [condlist]
-    conds = [np.asarray(unwrap_all(c), dtype=bool) for c in condlist]
+    conds = [constant_values(c, bool) for c in condlist]
     if n_funcs == len(conds) + 1:
         rest = ~np.any(np.stack([np.broadcast_to(c, np.shape(xv)) for c in conds]), axis=0) \
             if conds else np.ones(np.shape(xv), bool)

@@ -13,7 +13,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import TRACED, constant_values
 from .common import implements_if, plain_dtype
 from .elementwise import _over_nonzero
 
@@ -63,7 +63,7 @@ def where_mask(where):
     """The ``where=`` mask of a reduction as a plain boolean array, or None."""
     if where is None or where is np._NoValue or where is True:
         return None
-    return np.asarray(unwrap_all(where), dtype=bool)
+    return constant_values(where, bool)
 
 
 def _masked(a, where, fill):

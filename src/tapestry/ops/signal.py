@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import TRACED, constant_values
 
 
 # --- interp ------------------------------------------------------------------------------
@@ -59,7 +59,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise ValueError("fp and xp are not of the same length.")
     if len(xp) == 0:
         raise ValueError("array of sample points is empty")
-    xv = np.asarray(unwrap_all(x), dtype=float)
+    xv = constant_values(x, float)
     if len(xp) == 1:
         y = np.broadcast_to(fp[0], xv.shape) + 0.0 * x
     else:
