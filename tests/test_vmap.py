@@ -284,6 +284,9 @@ PER_ITEM_GRADS = {
                   (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, 4)), (0, 0)),
     "take_along_axis": (lambda m, i: np.sum(np.take_along_axis(m, i, axis=1) ** 2),
                         (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, (4, 2, 1))), (0, 0)),
+    # a gather whose cotangent is the same for every item: the rule runs per
+    # item (its index is batched) and gives sparse cotangents at different places
+    "gather_sum": (lambda v, i: v[i].sum(), (X, rng.integers(0, 3, (4, 2))), (0, 0)),
     # masks and checks computed from a batched value (a constant per item)
     "nanstd": (lambda v: np.nanstd(np.where(v > -0.5, v, np.nan)), (X,), (0,)),
     "nanmean": (lambda v: np.nanmean(np.where(v > -0.5, v, np.nan)), (X,), (0,)),
@@ -365,3 +368,9 @@ def test_value_reading_rule_under_vmap_of_grad_is_named():
     f = lambda v, t: np.interp(t, np.linspace(0, 1, 3), v)  # noqa: E731
     with pytest.raises(TypeError, match="np.interp"):
         tp.vmap(tp.grad(f))(X, np.full(4, 0.3))
+
+
+def test_per_example_gradient_of_a_shared_table_read_at_per_item_indices():
+    f = lambda v, i: v[i].sum() + np.sum(v[i[:1]] * 2)  # noqa: E731
+    idx = rng.integers(0, 3, (4, 2))
+    close(tp.vmap(tp.grad(f), in_axes=(None, 0))(X[0], idx), loop(tp.grad(f), (None, 0), (X[0], idx)))

@@ -417,6 +417,11 @@ def _combine(results, trace, name):
     """Per-item results as one batched value; Python objects (a shape, a
     dtype, a flag) must agree across items and are returned as they are."""
     first = results[0]
+    if hasattr(first, "todense") and all(hasattr(r, "todense") for r in results):
+        # sparse cotangents (a gather's rule run per item): their positions
+        # differ between items, so the batch is dense
+        results = [r.todense() for r in results]
+        first = results[0]
     if isinstance(first, (tuple, list)) and all(type(r) is type(first) and len(r) == len(first)
                                                 for r in results):
         parts = [_combine([r[k] for r in results], trace, name) for k in range(len(first))]
