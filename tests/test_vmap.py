@@ -374,3 +374,41 @@ def test_per_example_gradient_of_a_shared_table_read_at_per_item_indices():
     f = lambda v, i: v[i].sum() + np.sum(v[i[:1]] * 2)  # noqa: E731
     idx = rng.integers(0, 3, (4, 2))
     close(tp.vmap(tp.grad(f), in_axes=(None, 0))(X[0], idx), loop(tp.grad(f), (None, 0), (X[0], idx)))
+
+
+# --- batching rules instead of loops ---------------------------------------------------
+def _sum_loss(f):
+    return lambda *a: np.sum(np.sin(f(*a)))
+
+
+_IDX = rng.integers(-3, 3, (4, 2))
+NO_LOOP = {  # name: (f, args, in_axes, mode); mode "value", "vgrad" or "gradv"
+    # per-item gathers differentiated outside or inside the vmap
+    "gather_vmap_grad": (lambda v, i: v[i] ** 2, (X, _IDX), (0, 0), "vgrad"),
+    "gather_grad_vmap": (lambda v, i: v[i] ** 2, (X, _IDX), (0, 0), "gradv"),
+    "gather_shared_g": (lambda v, i: v[i], (X[0], rng.integers(0, 3, (4, 2, 2))), (None, 0), "vgrad"),
+    # tensordot / dot / inner with both operands batched: one einsum
+    "dot_both": (np.dot, (rng.standard_normal((4, 3, 3)), X), (0, 0), "gradv"),
+    "inner_both": (np.inner, (X, X[::-1]), (0, 0), "vgrad"),
+    "tensordot_both": (lambda a, b: np.tensordot(a, b, axes=([0, 1], [1, 0])),
+                       (rng.standard_normal((4, 2, 3, 2)), rng.standard_normal((4, 3, 2))), (0, 0), "gradv"),
+    "multi_dot": (lambda a: np.linalg.multi_dot([a, a.T, a]), (rng.standard_normal((4, 3, 3)),), (0,), "gradv"),
+    # reductions of 0-d items (max's rule sums over no axis)
+    "max_0d": (np.max, (X[:, 0],), (0,), "vgrad"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_LOOP))
+def test_common_programs_run_without_fallback_loops(name):
+    f, args, axes, mode = NO_LOOP[name]
+    loss = _sum_loss(f)
+    FALLBACKS.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VmapFallbackWarning)
+        if mode == "vgrad":
+            got = tp.vmap(tp.grad(loss), in_axes=axes)(*args)
+        elif mode == "gradv":
+            got = tp.grad(lambda *a: np.sum(np.sin(tp.vmap(f, in_axes=axes)(*a))))(*args)
+    assert not FALLBACKS, dict(FALLBACKS)
+    want = loop(tp.grad(loss), axes, args)  # argument 0 batched: per-item gradients
+    close(got, want)

@@ -192,9 +192,32 @@ def _getitem_entry(x, key):
 def _batch_scatter_add(prim, args, batched, kwargs):
     g, key, shape = args
     key = key if type(key) is tuple else (key,)
-    if any(batched[1:]) or not _advanced_adjacent(key):
+    if batched[1]:
+        return _batch_scatter_at(prim, g, batched[0], key, shape)
+    if batched[2] or not _advanced_adjacent(key):
         return NotImplemented
     return prim(g, (slice(None),) + key, (shape_of(g)[0],) + tuple(shape))
+
+
+_batch_scatter_add.takes_batched_keys = True
+
+
+def _batch_scatter_at(prim, g, g_batched, key, shape):
+    """The transpose of :func:`_batch_gather` on a batched array: each item's
+    ``g`` added at its own index (in first place, slices after), one
+    ``np.add.at`` on the batch paired with the item numbers."""
+    from ..core.batched import Batched
+    if any(k.__class__ is Batched for k in key[1:]) or key[0].__class__ is not Batched \
+            or any(type(k) is not slice for k in key[1:]):
+        return NotImplemented
+    idx = key[0]._value
+    if idx.dtype.kind not in "iu" or shape.__class__ is Batched:
+        return NotImplemented
+    n = shape_of(idx)[0]
+    if not g_batched:
+        g = np.broadcast_to(g, (n,) + tuple(shape_of(g)))
+    items = np.arange(n).reshape((n,) + (1,) * (len(shape_of(idx)) - 1))
+    return prim(g, (items, idx) + key[1:], (n,) + tuple(shape))
 
 
 scatter_add = Primitive(dense_scatter, "scatter_add", linear_in=(0,), batch=_batch_scatter_add,

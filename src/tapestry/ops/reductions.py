@@ -97,7 +97,7 @@ def batch_reduce(prim, args, batched, kwargs):
     item's axes shift one right (``None``: all of the item's)."""
     a, axis = args[0], args[1]
     nd = batching.item_ndim(a, batched[0])
-    if not batched[0] or any(batched[1:]) or (nd == 0 and axis is not None):
+    if not batched[0] or any(batched[1:]) or (nd == 0 and axis not in (None, ())):
         return NotImplemented
     full = [a, batching.shift_axes(axis, nd), *args[2:]]
     return prim(*full, **kwargs) if kwargs else prim(*full)
