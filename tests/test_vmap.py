@@ -412,3 +412,31 @@ def test_common_programs_run_without_fallback_loops(name):
     assert not FALLBACKS, dict(FALLBACKS)
     want = loop(tp.grad(loss), axes, args)  # argument 0 batched: per-item gradients
     close(got, want)
+
+
+def _tanh_layer(kind):
+    """tanh(w @ v) as a custom_vjp, a custom_jvp (both with derivatives 3x
+    the true ones, so that a bypassed rule shows) or a checkpoint."""
+    if kind == "checkpoint":
+        return tp.checkpoint(lambda w, v: np.tanh(w @ v))
+    d = lambda w, v: 1 - np.tanh(w @ v) ** 2  # noqa: E731
+    if kind == "custom_vjp":
+        f = tp.custom_vjp(lambda w, v: np.tanh(w @ v))
+        f.defvjp(lambda w, v: (np.tanh(w @ v), (w, v)),
+                 lambda r, g: (3 * np.outer(g * d(*r), r[1]), 3 * r[0].T @ (g * d(*r))))
+        return f
+    f = tp.custom_jvp(lambda w, v: np.tanh(w @ v))
+    f.defjvp(lambda p, t: (np.tanh(p[0] @ p[1]), 3 * d(*p) * (t[0] @ p[1] + p[0] @ t[1])))
+    return f
+
+
+@pytest.mark.parametrize("kind", ["custom_vjp", "custom_jvp", "checkpoint"])
+def test_custom_rule_with_a_shared_differentiated_argument_in_grad_of_vmap(kind):
+    """The parameter is differentiated and shared by the items, the data is
+    batched and constant: the rule runs once for the batch, and the rerun
+    (checkpoint) or bwd does not meet a batched value after its vmap ended."""
+    f = _tanh_layer(kind)
+    w = rng.standard_normal((3, 3))
+    got = tp.grad(lambda w: np.sum(tp.vmap(f, in_axes=(None, 0))(w, X) ** 2))(w)
+    want = sum(tp.grad(lambda w: np.sum(f(w, x) ** 2))(w) for x in X)
+    close(got, want)

@@ -59,15 +59,17 @@ def dense_cotangent(g):
 
 def _batch_above_tapes(leaves):
     """The vmap trace that must handle a custom-rule call on ``leaves``: the
-    highest level among them is a batched value wrapping a traced one
-    (``grad(vmap(f))`` with ``f`` custom).  ``None`` otherwise: without a
-    traced value inside, the plain function on batched values is right."""
+    highest level among them is a batched value, and something is being
+    differentiated (inside a batched value: ``grad(vmap(f))``; or beside it:
+    a shared parameter).  ``None`` otherwise: with nothing traced, the plain
+    function on batched values is right."""
     from .batched import TRACED, Batched, top_batch
     trace = top_batch(leaves)
     if trace is None:
         return None
-    inner = [x._value for x in leaves if x.__class__ is Batched and x._trace is trace]
-    return trace if any(v.__class__ in TRACED for v in inner) else None
+    traced = any(x.__class__ is Var or (x.__class__ is Batched and x._value.__class__ in TRACED)
+                 for x in leaves)
+    return trace if traced else None
 
 
 def _batch_axes(args, trace):
@@ -360,6 +362,12 @@ def checkpoint(f):
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, td = tree_flatten((args, kwargs))
+        trace = _batch_above_tapes(leaves)
+        if trace is not None:  # inside a vmap inside the differentiation
+            from .api_vmap import vmap
+            axes, raw = _batch_axes(args, trace)
+            g = functools.partial(f, **kwargs) if kwargs else f
+            return _rebatch(checkpoint(vmap(g, in_axes=axes))(*raw), trace)
         top = innermost_tape(leaves)
         if top is None:
             return f(*args, **kwargs)
