@@ -395,6 +395,14 @@ NO_LOOP = {  # name: (f, args, in_axes, mode); mode "value", "vgrad" or "gradv"
     "multi_dot": (lambda a: np.linalg.multi_dot([a, a.T, a]), (rng.standard_normal((4, 3, 3)),), (0,), "gradv"),
     # reductions of 0-d items (max's rule sums over no axis)
     "max_0d": (np.max, (X[:, 0],), (0,), "vgrad"),
+    # an LSTM cell's gates: np.split of a batched pre-activation
+    "lstm_split": (lambda z, c: (lambda i, f, o, g: np.tanh(c * f + i * np.tanh(g)) * o)(
+        *np.split(1 / (1 + np.exp(-z)), 4)), (rng.standard_normal((4, 8)), X[:, :2]), (0, 0), "gradv"),
+    "array_split_vgrad": (lambda m: np.array_split(m, 2, axis=1)[1], (rng.standard_normal((4, 2, 3)),),
+                          (0,), "vgrad"),
+    # constants shaped like a batched value
+    "like_gradv": (lambda v: np.zeros_like(v) + np.ones_like(v) * v + np.full_like(v, 2.0) * v
+                   + np.zeros(np.empty_like(v).shape), (X,), (0,), "gradv"),
 }
 
 

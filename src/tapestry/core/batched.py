@@ -508,12 +508,25 @@ def _batched_call_plain(func, args, kwargs):
     return batched_call(_Plain(func), args, kwargs)
 
 
+def _like(func, args, kwargs):
+    """``np.zeros_like`` and its kin on one batched array: the batch of
+    constants is one call (``shape=`` or a batched fill value: item by item)."""
+    a = args[0]
+    fill = args[1:2] if func is np.full_like else ()
+    rest = args[1 + len(fill):]
+    if a.__class__ is not Batched or top_batch(args, kwargs) is not a._trace or rest \
+            or kwargs.get("shape") is not None or _holds(list(fill) + list(kwargs.values()), a._trace):
+        return batched_call(_Plain(func), args, kwargs)
+    return Batched(func(a._value, *fill, **kwargs), a._trace)
+
+
 _REDUCTIONS = {f: _axis_reduction for f in (np.any, np.all, np.argmax, np.argmin,
                                             np.argsort, np.count_nonzero)}
 
-_QUERIES = {f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
+_QUERIES = {f: _like for f in (np.zeros_like, np.ones_like, np.empty_like, np.full_like)}
+_QUERIES.update({f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
                                 np.iscomplexobj, np.isrealobj, np.min_scalar_type)
-            if f is not None}
+                 if f is not None})
 
 
 def constant_values(x, dtype=None):

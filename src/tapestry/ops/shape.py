@@ -260,9 +260,17 @@ def _split_vjp(g, ans, a, sections, axis, np_split):
     return np.concatenate(parts, axis=axis)
 
 
+def _batch_split(prim, args, batched, kwargs):
+    """A batched array splits along its item's axis, one further right."""
+    a, sections, axis, np_split = args
+    if any(batched[1:]):
+        return NotImplemented
+    return prim(a, sections, axis + 1, np_split)
+
+
 # n_outputs=None: the number of outputs is len(ans), known only per call.
 _split = Primitive(lambda a, sections, axis, np_split: tuple(np_split(a, sections, axis)),
-                   "split", n_outputs=None, vjps=(_split_vjp,))
+                   "split", n_outputs=None, batch=_batch_split, vjps=(_split_vjp,))
 
 
 def _split_entry(np_split, default_axis=0):
