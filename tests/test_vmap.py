@@ -448,3 +448,39 @@ def test_custom_rule_with_a_shared_differentiated_argument_in_grad_of_vmap(kind)
     got = tp.grad(lambda w: np.sum(tp.vmap(f, in_axes=(None, 0))(w, X) ** 2))(w)
     want = sum(tp.grad(lambda w: np.sum(f(w, x) ** 2))(w) for x in X)
     close(got, want)
+
+
+# --- gathers with per-item indices beside slices, integers and other index arrays ---------
+_T3 = rng.standard_normal((4, 3, 4, 5))
+_I = rng.integers(-3, 3, (4, 2))
+_J = rng.integers(0, 4, (4, 2))
+GATHER_KEYS = {  # name: f(t, i, j) on one item (t: (3, 4, 5))
+    "col": lambda t, i, j: t[:, i],
+    "two_arrays": lambda t, i, j: t[i, j],
+    "int_then_array": lambda t, i, j: t[1, j],
+    "array_then_int": lambda t, i, j: t[i, 2],
+    "slice_then_array": lambda t, i, j: t[1:, j],
+    "slices_then_two": lambda t, i, j: t[:, j, i[::-1] + 2],
+    "plain_and_batched": lambda t, i, j: t[np.array([[0], [2]]), j],
+    "scalar_index": lambda t, i, j: t[:, j[0]],
+}
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("name", sorted(GATHER_KEYS))
+def test_gathers_with_per_item_indices_batch_in_every_order(name, shared):
+    f = GATHER_KEYS[name]
+    t = _T3[0] if shared else _T3
+    axes = (None if shared else 0, 0, 0)
+    loss = lambda t, i, j: np.sum(np.sin(f(t, i, j)))  # noqa: E731
+    FALLBACKS.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VmapFallbackWarning)
+        per_item = tp.vmap(tp.grad(loss), in_axes=axes)(t, _I, _J)
+        total = tp.grad(lambda t: np.sum(np.sin(tp.vmap(f, in_axes=axes)(t, _I, _J))))(t)
+        if not shared:  # a plain constant indexed per item: the known NumPy limit
+            close(tp.vmap(f, in_axes=axes)(t, _I, _J), loop(f, axes, (t, _I, _J)))
+    assert not FALLBACKS, dict(FALLBACKS)
+    want = loop(tp.grad(loss), axes, (t, _I, _J))
+    close(per_item, want)
+    close(total, np.sum(want, axis=0) if shared else want)

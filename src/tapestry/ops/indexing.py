@@ -156,25 +156,54 @@ def _batch_getitem(prim, args, batched, kwargs):
 _batch_getitem.takes_batched_keys = True
 
 
-def _batch_gather(prim, x, x_batched, key):
-    """The batched-index case of :func:`_batch_getitem` (``NotImplemented``
-    outside it: several index arrays, integers or ``...`` beside it)."""
+def _batched_index_block(key):
+    """A key with per-item index arrays, laid out for the batch:
+    ``(p, k, adv)`` where the advanced entries (integers, integer arrays,
+    batched integer arrays) are ``key[p:p + len(adv)]``, contiguous, with
+    only slices elsewhere; ``k`` is the number of axes their broadcast has
+    per item; ``adv`` holds them with each batched array's batch axis first
+    and 1-axes after it, so that they broadcast per item.  ``None`` for
+    other keys (``...``, ``None``, masks, advanced entries apart)."""
     from ..core.batched import Batched
-    found = [j for j, k in enumerate(key) if k.__class__ is Batched]
-    if len(found) != 1 or any(type(k) is not slice for j, k in enumerate(key) if j != found[0]):
+    adv = [j for j, k in enumerate(key) if type(k) is not slice]
+    if not adv or adv != list(range(adv[0], adv[-1] + 1)):
+        return None
+    block = key[adv[0]:adv[-1] + 1]
+    nds = []
+    for k in block:
+        v = k._value if k.__class__ is Batched else k
+        if isinstance(k, (bool, np.bool_)) or not (
+                isinstance(v, (int, np.integer)) or getattr(v, "dtype", np.dtype("f")).kind in "iu"):
+            return None
+        nds.append(len(shape_of(v)) - (1 if k.__class__ is Batched else 0))
+    k_nd = max(nds)
+    out = []
+    for k, nd in zip(block, nds):
+        if k.__class__ is Batched:
+            v = k._value
+            sh = shape_of(v)
+            k = np.reshape(v, (sh[0],) + (1,) * (k_nd - nd) + tuple(sh[1:]))
+        out.append(k)
+    return adv[0], k_nd, tuple(out)
+
+
+def _batch_gather(prim, x, x_batched, key):
+    """The batched-index case of :func:`_batch_getitem`: one gather, the
+    item numbers paired with the indices when ``x`` is batched."""
+    from ..core.batched import Batched
+    found = _batched_index_block(key)
+    if found is None:
         return NotImplemented
-    p = found[0]
-    idx = key[p]._value  # the batch axis first
-    if idx.dtype.kind not in "iu":
-        return NotImplemented  # a boolean mask selects a different count per item
-    if not x_batched:
-        out = prim(x, key[:p] + (idx,) + key[p + 1:])
+    p, k, adv = found
+    n = next(shape_of(a._value)[0] for a in key if a.__class__ is Batched)
+    rest = key[p + len(adv):]
+    if not x_batched:  # the block stays in place: its batch axis goes to the front
+        out = prim(x, key[:p] + adv + rest)
         return out if p == 0 else np.moveaxis(out, p, 0)
-    if p != 0:
-        return NotImplemented
-    n = shape_of(idx)[0]
-    items = np.arange(n).reshape((n,) + (1,) * (len(shape_of(idx)) - 1))
-    return prim(x, (items, idx) + key[1:])
+    items = np.arange(n).reshape((n,) + (1,) * k)
+    out = prim(x, (items,) + key[:p] + adv + rest)
+    # with slices before the block, NumPy puts the advanced axes first
+    return out if p == 0 else np.moveaxis(out, tuple(range(1, 1 + k)), tuple(range(1 + p, 1 + p + k)))
 
 
 getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, linear_in=(0,),
@@ -204,20 +233,20 @@ _batch_scatter_add.takes_batched_keys = True
 
 def _batch_scatter_at(prim, g, g_batched, key, shape):
     """The transpose of :func:`_batch_gather` on a batched array: each item's
-    ``g`` added at its own index (in first place, slices after), one
-    ``np.add.at`` on the batch paired with the item numbers."""
+    ``g`` added at its own indices, one ``np.add.at`` on the batch with the
+    item numbers paired with the indices."""
     from ..core.batched import Batched
-    if any(k.__class__ is Batched for k in key[1:]) or key[0].__class__ is not Batched \
-            or any(type(k) is not slice for k in key[1:]):
+    found = _batched_index_block(key)
+    if found is None or shape.__class__ is Batched:
         return NotImplemented
-    idx = key[0]._value
-    if idx.dtype.kind not in "iu" or shape.__class__ is Batched:
-        return NotImplemented
-    n = shape_of(idx)[0]
+    p, k, adv = found
+    n = next(shape_of(a._value)[0] for a in key if a.__class__ is Batched)
     if not g_batched:
         g = np.broadcast_to(g, (n,) + tuple(shape_of(g)))
-    items = np.arange(n).reshape((n,) + (1,) * (len(shape_of(idx)) - 1))
-    return prim(g, (items, idx) + key[1:], (n,) + tuple(shape))
+    if p:  # NumPy's layout of out[items, ..., block]: the advanced axes first
+        g = np.moveaxis(g, tuple(range(1 + p, 1 + p + k)), tuple(range(1, 1 + k)))
+    items = np.arange(n).reshape((n,) + (1,) * k)
+    return prim(g, (items,) + key[:p] + adv + key[p + len(adv):], (n,) + tuple(shape))
 
 
 scatter_add = Primitive(dense_scatter, "scatter_add", linear_in=(0,), batch=_batch_scatter_add,
