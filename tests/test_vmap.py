@@ -119,7 +119,7 @@ def test_a_batched_value_that_escapes_raises():
 
 
 def test_fallback_loops_are_counted_and_warned_once():
-    f = lambda x: np.convolve(x, x[::-1])  # noqa: E731  (no batching rule: loops)
+    f = lambda x: np.unwrap(x * 4)  # noqa: E731  (no batching rule: loops)
     before = sum(FALLBACKS.values())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -400,6 +400,11 @@ NO_LOOP = {  # name: (f, args, in_axes, mode); mode "value", "vgrad" or "gradv"
         *np.split(1 / (1 + np.exp(-z)), 4)), (rng.standard_normal((4, 8)), X[:, :2]), (0, 0), "gradv"),
     "array_split_vgrad": (lambda m: np.array_split(m, 2, axis=1)[1], (rng.standard_normal((4, 2, 3)),),
                           (0,), "vgrad"),
+    # convolutions of a batch: shifted products over the shorter operand
+    "convolve_kernel": (lambda a: np.convolve(a, np.array([0.25, 0.5, 0.25]), "same"),
+                        (rng.standard_normal((4, 7)),), (0,), "vgrad"),
+    "convolve_both": (lambda a, k: np.convolve(k, a, "valid"),
+                      (rng.standard_normal((4, 7)), rng.standard_normal((4, 3))), (0, 0), "gradv"),
     # constants shaped like a batched value
     "like_gradv": (lambda v: np.zeros_like(v) + np.ones_like(v) * v + np.full_like(v, 2.0) * v
                    + np.zeros(np.empty_like(v).shape), (X,), (0,), "gradv"),
