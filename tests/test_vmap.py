@@ -489,3 +489,12 @@ def test_gathers_with_per_item_indices_batch_in_every_order(name, shared):
     want = loop(tp.grad(loss), axes, (t, _I, _J))
     close(per_item, want)
     close(total, np.sum(want, axis=0) if shared else want)
+
+
+@pytest.mark.parametrize("kind", ["custom_vjp", "custom_jvp"])
+def test_custom_function_without_rule_is_refused_in_grad_of_vmap(kind):
+    f = getattr(tp, kind)(lambda u: np.sin(u))
+    with pytest.raises(TypeError, match="has no rule"):
+        tp.grad(lambda v: np.sum(tp.vmap(f)(v)))(X)
+    with pytest.raises(TypeError, match="has no rule"):
+        tp.vmap(tp.grad(lambda u: np.sum(f(u))))(X)

@@ -197,9 +197,10 @@ class custom_vjp:
         are the user's mapped over it (as JAX batches custom_vjp).  An
         argument shared by every item gets the sum of its items' cotangents."""
         from .api_vmap import vmap
-        axes, raw = _batch_axes(args, trace)
         if self.fwd is None:
-            return _rebatch(vmap(self.fun, in_axes=axes)(*raw), trace)
+            raise TypeError(f"tapestry.custom_vjp: {self._name()} has no rule; "
+                            "call .defvjp(fwd, bwd) before differentiating it.")
+        axes, raw = _batch_axes(args, trace)
         nondiff_axes = tuple(axes[i] for i in self.nondiff_argnums)
         bwd_items = vmap(self.bwd, in_axes=nondiff_axes + (0, 0))
         primal_tds = [tree_flatten(raw[i])[1] for i in diff]
@@ -519,10 +520,12 @@ class custom_jvp:
         user's mapped over it (as JAX batches custom_jvp)."""
         from .api_vmap import vmap
         axes, raw = _batch_axes(args, trace)
+        if self.jvp is None:
+            raise TypeError(f"tapestry.custom_jvp: {self._name()} has no rule; "
+                            "define it with @f.defjvp before differentiating it.")
         batched = custom_jvp(vmap(self.fun, in_axes=axes))
         batched.__name__ = self._name()
-        if self.jvp is not None:
-            batched.defjvp(vmap(self.jvp, in_axes=(axes, axes)))
+        batched.defjvp(vmap(self.jvp, in_axes=(axes, axes)))
         return _rebatch(batched(*raw), trace)
 
 
