@@ -119,7 +119,7 @@ def test_a_batched_value_that_escapes_raises():
 
 
 def test_fallback_loops_are_counted_and_warned_once():
-    f = lambda x: np.convolve(x, x[::-1])  # noqa: E731  (no batching rule: loops)
+    f = lambda x: np.polyfit(np.arange(3.0), x, 1)  # noqa: E731  (lstsq has no rule: loops)
     before = sum(FALLBACKS.values())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -309,3 +309,233 @@ def test_outer_linearize_checkpoint_and_custom_vjp_over_vmap():
                   lambda x, g: (tp.vjp(tp.vmap(f), x)[1](g)[0],))
     close(tp.grad(lambda x: np.sum(mapped(x) ** 2))(X),
           tp.grad(lambda x: np.sum(tp.vmap(f)(x) ** 2))(X))
+
+
+# --- per-item gradients through rules that read values or take per-item indices -----
+PER_ITEM_GRADS = {
+    # cumprod's VJP branches on zeros (runs per item); its tape node has no kwargs
+    "cumprod": (lambda v: np.sum(np.sin(np.cumprod(v))), (X,), (0,)),
+    # sort / median: the VJP inverts a permutation that is batched here
+    "sort": (lambda v: np.sum(np.sort(v) * np.arange(3.0)), (X,), (0,)),
+    "sort_axis0": (lambda m: np.sum(np.sort(m, axis=0) ** 3), (rng.standard_normal((4, 3, 2)),), (0,)),
+    "median": (lambda v: np.median(v) ** 2, (X,), (0,)),
+    # np.take / take_along_axis with a per-item index, differentiated per item
+    "take": (lambda v, i: np.sum(np.take(v, i) ** 2), (X, rng.integers(0, 3, (4, 2))), (0, 0)),
+    "take_axis": (lambda m, i: np.sum(np.take(m, i, axis=1) ** 2),
+                  (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, 4)), (0, 0)),
+    "take_along_axis": (lambda m, i: np.sum(np.take_along_axis(m, i, axis=1) ** 2),
+                        (rng.standard_normal((4, 2, 3)), rng.integers(0, 3, (4, 2, 1))), (0, 0)),
+    # a gather whose cotangent is the same for every item: the rule runs per
+    # item (its index is batched) and gives sparse cotangents at different places
+    "gather_sum": (lambda v, i: v[i].sum(), (X, rng.integers(0, 3, (4, 2))), (0, 0)),
+    # masks and checks computed from a batched value (a constant per item)
+    "nanstd": (lambda v: np.nanstd(np.where(v > -0.5, v, np.nan)), (X,), (0,)),
+    "nanmean": (lambda v: np.nanmean(np.where(v > -0.5, v, np.nan)), (X,), (0,)),
+    "average_weights": (lambda v, w: np.average(v, weights=w), (X, np.abs(X) + 0.1), (0, 0)),
+    "sum_where": (lambda v: np.sum(v ** 2, where=v > 0), (X,), (0,)),
+    "max_where": (lambda v: np.max(v, where=v > 0, initial=-5.0), (X,), (0,)),
+    "select": (lambda v: np.sum(np.select([v > 0, v < -1], [v, v ** 2], 0.0)), (X,), (0,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PER_ITEM_GRADS))
+def test_per_item_gradients_through_value_reading_rules(name):
+    f, args, axes = PER_ITEM_GRADS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VmapFallbackWarning)
+        close(tp.vmap(tp.grad(f), in_axes=axes)(*args), loop(tp.grad(f), axes, args))
+        close(tp.grad(lambda *a: np.sum(tp.vmap(f, in_axes=axes)(*a)))(*args),
+              loop(tp.grad(f), axes, args))  # argument 0 is batched on axis 0
+
+
+# --- custom rules and stop_gradient inside a vmap inside the differentiation ---------
+def _scaled_sin():
+    """sin with a derivative deliberately 3x the true one, so that a rule
+    that is bypassed (the primal differentiated instead) shows."""
+    @tp.custom_vjp
+    def f(u, s, k):
+        return np.sin(u) * s + k
+    f.defvjp(lambda u, s, k: (np.sin(u) * s + k, (u, s)),
+             lambda r, g: (3 * g * np.cos(r[0]) * r[1], np.sum(g * np.sin(r[0])), np.sum(g)))
+    return f
+
+
+def _scaled_sin_jvp():
+    @tp.custom_jvp
+    def f(u, s):
+        return np.sin(u) * s
+    f.defjvp(lambda p, t: (np.sin(p[0]) * p[1],
+                           3 * np.cos(p[0]) * p[1] * t[0] + np.sin(p[0]) * t[1]))
+    return f
+
+
+@pytest.mark.parametrize("in_axes", [(0, None, 0), (0, 0, None), (None, 0, 0)])
+def test_custom_vjp_rule_used_in_grad_of_vmap(in_axes):
+    f = _scaled_sin()
+    args = (X, X[:, 0] + 2.0, rng.standard_normal(4))
+    args = tuple(a if ax is not None else np.take(a, 0, axis=0) for a, ax in zip(args, in_axes))
+    loss = lambda *a: np.sum(tp.vmap(f, in_axes=in_axes)(*a) ** 2)  # noqa: E731
+    item_grads = loop(tp.grad(lambda *a: np.sum(f(*a) ** 2), argnums=(0, 1, 2)), in_axes, args)
+    want = tuple(g if ax is not None else np.sum(g, axis=0) for g, ax in zip(item_grads, in_axes))
+    close(tp.grad(loss, argnums=(0, 1, 2))(*args), want)
+
+
+def test_custom_jvp_rule_used_in_grad_and_jacfwd_of_vmap():
+    f = _scaled_sin_jvp()
+    s = X[:, 0] + 2.0
+    want = loop(tp.grad(lambda u, s: np.sum(f(u, s) ** 2), argnums=(0, 1)), (0, 0), (X, s))
+    close(tp.grad(lambda u, s: np.sum(tp.vmap(f)(u, s) ** 2), argnums=(0, 1))(X, s), want)
+    jac = tp.jacfwd(lambda u: tp.vmap(f)(u, s))(X)
+    close(np.einsum("ijij->ij", jac), 3 * np.cos(X) * s[:, None])
+
+
+def test_stop_gradient_inside_vmap_inside_grad():
+    g = tp.grad(lambda v: np.sum(tp.vmap(lambda u: u * tp.stop_gradient(u))(v)))(X)
+    close(g, X)
+    from tapestry.autograd.tracer import getval
+    g = tp.grad(lambda v: np.sum(tp.vmap(lambda u: u * getval(u))(v)))(X)
+    close(g, X)
+
+
+def test_vmap_of_jacfwd_through_a_rule_that_reads_values():
+    """Forward mode transposes eigh's reverse rule, which checks for repeated
+    eigenvalues in Python: under an outer vmap it runs per item."""
+    m = rng.standard_normal((4, 3, 3))
+    f = lambda a: np.linalg.eigh(a @ a.T + np.eye(3))[0]  # noqa: E731
+    close(tp.vmap(tp.jacfwd(f))(m), loop(tp.jacfwd(f), (0,), (m,)))
+
+
+def test_value_reading_rule_under_vmap_of_grad_is_named():
+    f = lambda v, t: np.interp(t, np.linspace(0, 1, 3), v)  # noqa: E731
+    with pytest.raises(TypeError, match="np.interp"):
+        tp.vmap(tp.grad(f))(X, np.full(4, 0.3))
+
+
+def test_per_example_gradient_of_a_shared_table_read_at_per_item_indices():
+    f = lambda v, i: v[i].sum() + np.sum(v[i[:1]] * 2)  # noqa: E731
+    idx = rng.integers(0, 3, (4, 2))
+    close(tp.vmap(tp.grad(f), in_axes=(None, 0))(X[0], idx), loop(tp.grad(f), (None, 0), (X[0], idx)))
+
+
+# --- batching rules instead of loops ---------------------------------------------------
+def _sum_loss(f):
+    return lambda *a: np.sum(np.sin(f(*a)))
+
+
+_IDX = rng.integers(-3, 3, (4, 2))
+NO_LOOP = {  # name: (f, args, in_axes, mode); mode "value", "vgrad" or "gradv"
+    # per-item gathers differentiated outside or inside the vmap
+    "gather_vmap_grad": (lambda v, i: v[i] ** 2, (X, _IDX), (0, 0), "vgrad"),
+    "gather_grad_vmap": (lambda v, i: v[i] ** 2, (X, _IDX), (0, 0), "gradv"),
+    "gather_shared_g": (lambda v, i: v[i], (X[0], rng.integers(0, 3, (4, 2, 2))), (None, 0), "vgrad"),
+    # tensordot / dot / inner with both operands batched: one einsum
+    "dot_both": (np.dot, (rng.standard_normal((4, 3, 3)), X), (0, 0), "gradv"),
+    "inner_both": (np.inner, (X, X[::-1]), (0, 0), "vgrad"),
+    "tensordot_both": (lambda a, b: np.tensordot(a, b, axes=([0, 1], [1, 0])),
+                       (rng.standard_normal((4, 2, 3, 2)), rng.standard_normal((4, 3, 2))), (0, 0), "gradv"),
+    "multi_dot": (lambda a: np.linalg.multi_dot([a, a.T, a]), (rng.standard_normal((4, 3, 3)),), (0,), "gradv"),
+    # reductions of 0-d items (max's rule sums over no axis)
+    "max_0d": (np.max, (X[:, 0],), (0,), "vgrad"),
+    # an LSTM cell's gates: np.split of a batched pre-activation
+    "lstm_split": (lambda z, c: (lambda i, f, o, g: np.tanh(c * f + i * np.tanh(g)) * o)(
+        *np.split(1 / (1 + np.exp(-z)), 4)), (rng.standard_normal((4, 8)), X[:, :2]), (0, 0), "gradv"),
+    "array_split_vgrad": (lambda m: np.array_split(m, 2, axis=1)[1], (rng.standard_normal((4, 2, 3)),),
+                          (0,), "vgrad"),
+    # convolutions of a batch: shifted products over the shorter operand
+    "convolve_kernel": (lambda a: np.convolve(a, np.array([0.25, 0.5, 0.25]), "same"),
+                        (rng.standard_normal((4, 7)),), (0,), "vgrad"),
+    "convolve_both": (lambda a, k: np.convolve(k, a, "valid"),
+                      (rng.standard_normal((4, 7)), rng.standard_normal((4, 3))), (0, 0), "gradv"),
+    # constants shaped like a batched value
+    "like_gradv": (lambda v: np.zeros_like(v) + np.ones_like(v) * v + np.full_like(v, 2.0) * v
+                   + np.zeros(np.empty_like(v).shape), (X,), (0,), "gradv"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_LOOP))
+def test_common_programs_run_without_fallback_loops(name):
+    f, args, axes, mode = NO_LOOP[name]
+    loss = _sum_loss(f)
+    FALLBACKS.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VmapFallbackWarning)
+        if mode == "vgrad":
+            got = tp.vmap(tp.grad(loss), in_axes=axes)(*args)
+        elif mode == "gradv":
+            got = tp.grad(lambda *a: np.sum(np.sin(tp.vmap(f, in_axes=axes)(*a))))(*args)
+    assert not FALLBACKS, dict(FALLBACKS)
+    want = loop(tp.grad(loss), axes, args)  # argument 0 batched: per-item gradients
+    close(got, want)
+
+
+def _tanh_layer(kind):
+    """tanh(w @ v) as a custom_vjp, a custom_jvp (both with derivatives 3x
+    the true ones, so that a bypassed rule shows) or a checkpoint."""
+    if kind == "checkpoint":
+        return tp.checkpoint(lambda w, v: np.tanh(w @ v))
+    d = lambda w, v: 1 - np.tanh(w @ v) ** 2  # noqa: E731
+    if kind == "custom_vjp":
+        f = tp.custom_vjp(lambda w, v: np.tanh(w @ v))
+        f.defvjp(lambda w, v: (np.tanh(w @ v), (w, v)),
+                 lambda r, g: (3 * np.outer(g * d(*r), r[1]), 3 * r[0].T @ (g * d(*r))))
+        return f
+    f = tp.custom_jvp(lambda w, v: np.tanh(w @ v))
+    f.defjvp(lambda p, t: (np.tanh(p[0] @ p[1]), 3 * d(*p) * (t[0] @ p[1] + p[0] @ t[1])))
+    return f
+
+
+@pytest.mark.parametrize("kind", ["custom_vjp", "custom_jvp", "checkpoint"])
+def test_custom_rule_with_a_shared_differentiated_argument_in_grad_of_vmap(kind):
+    """The parameter is differentiated and shared by the items, the data is
+    batched and constant: the rule runs once for the batch, and the rerun
+    (checkpoint) or bwd does not meet a batched value after its vmap ended."""
+    f = _tanh_layer(kind)
+    w = rng.standard_normal((3, 3))
+    got = tp.grad(lambda w: np.sum(tp.vmap(f, in_axes=(None, 0))(w, X) ** 2))(w)
+    want = sum(tp.grad(lambda w: np.sum(f(w, x) ** 2))(w) for x in X)
+    close(got, want)
+
+
+# --- gathers with per-item indices beside slices, integers and other index arrays ---------
+_T3 = rng.standard_normal((4, 3, 4, 5))
+_I = rng.integers(-3, 3, (4, 2))
+_J = rng.integers(0, 4, (4, 2))
+GATHER_KEYS = {  # name: f(t, i, j) on one item (t: (3, 4, 5))
+    "col": lambda t, i, j: t[:, i],
+    "two_arrays": lambda t, i, j: t[i, j],
+    "int_then_array": lambda t, i, j: t[1, j],
+    "array_then_int": lambda t, i, j: t[i, 2],
+    "slice_then_array": lambda t, i, j: t[1:, j],
+    "slices_then_two": lambda t, i, j: t[:, j, i[::-1] + 2],
+    "plain_and_batched": lambda t, i, j: t[np.array([[0], [2]]), j],
+    "scalar_index": lambda t, i, j: t[:, j[0]],
+}
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("name", sorted(GATHER_KEYS))
+def test_gathers_with_per_item_indices_batch_in_every_order(name, shared):
+    f = GATHER_KEYS[name]
+    t = _T3[0] if shared else _T3
+    axes = (None if shared else 0, 0, 0)
+    loss = lambda t, i, j: np.sum(np.sin(f(t, i, j)))  # noqa: E731
+    FALLBACKS.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VmapFallbackWarning)
+        per_item = tp.vmap(tp.grad(loss), in_axes=axes)(t, _I, _J)
+        total = tp.grad(lambda t: np.sum(np.sin(tp.vmap(f, in_axes=axes)(t, _I, _J))))(t)
+        if not shared:  # a plain constant indexed per item: the known NumPy limit
+            close(tp.vmap(f, in_axes=axes)(t, _I, _J), loop(f, axes, (t, _I, _J)))
+    assert not FALLBACKS, dict(FALLBACKS)
+    want = loop(tp.grad(loss), axes, (t, _I, _J))
+    close(per_item, want)
+    close(total, np.sum(want, axis=0) if shared else want)
+
+
+@pytest.mark.parametrize("kind", ["custom_vjp", "custom_jvp"])
+def test_custom_function_without_rule_is_refused_in_grad_of_vmap(kind):
+    f = getattr(tp, kind)(lambda u: np.sin(u))
+    with pytest.raises(TypeError, match="has no rule"):
+        tp.grad(lambda v: np.sum(tp.vmap(f)(v)))(X)
+    with pytest.raises(TypeError, match="has no rule"):
+        tp.vmap(tp.grad(lambda u: np.sum(f(u))))(X)

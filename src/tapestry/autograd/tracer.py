@@ -1,7 +1,7 @@
 """autograd's ``tracer`` names: ``primitive``, ``isbox``, ``getval``."""
 from __future__ import annotations
 
-from ..core.var import unwrap_all
+from ..core.api import stop_gradient
 from ..core.var import Var
 from .extend import Box, notrace_primitive, primitive  # noqa: F401
 
@@ -14,5 +14,5 @@ def isbox(x):
 
 
 def getval(x):
-    """``x`` without tracing (its value)."""
-    return unwrap_all(x)
+    """``x`` without tracing (its value; batched values stay batched)."""
+    return stop_gradient(x)

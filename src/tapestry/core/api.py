@@ -25,7 +25,17 @@ from .var import MASKED_HELP, Var, unwrap_all
 
 def stop_gradient(x):
     """Return ``x`` (any pytree) as constants: no derivative flows through."""
-    return tree_map(unwrap_all, x)
+    return tree_map(_constant, x)
+
+
+def _constant(x):
+    """``x`` without any tracing level; a batched value stays batched (its
+    items differ) but loses the traced values inside it (``grad(vmap(f))``)."""
+    from .batched import Batched
+    x = unwrap_all(x)
+    if x.__class__ is Batched:
+        return Batched(_constant(x._value), x._trace)
+    return x
 
 
 def _value_and_grad(f, argnums, has_aux, sparse, opname):

@@ -29,7 +29,7 @@ import numpy as np
 
 from .batching import elementwise
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
-from .var import ArrayMethods, Var, dispatch_function, dispatch_ufunc
+from .var import ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc
 
 #: Operation name -> number of calls that looped over the batch because the
 #: operation has no batching rule (or none for that combination of batched
@@ -50,11 +50,6 @@ class BatchTrace:
 
     def __init__(self, level, size):
         self.level, self.size, self.open = level, size, True
-
-
-class BatchedConversionError(TypeError):
-    """Python or a library read a batched value (``bool``, ``float``,
-    ``np.asarray``): there is one value per item, not one."""
 
 
 class EscapedBatchError(RuntimeError):
@@ -384,6 +379,7 @@ def rule_per_item(rule, g, ans, args, kwargs):
     """A differentiation rule that read a batched value in Python (a branch
     on NaNs, a conversion), run once per item of the highest batch among
     its inputs, results stacked: rules need not be written for vmap."""
+    kwargs = kwargs or {}  # a tape node without keyword arguments stores None
     trace = top_batch((g, ans, args), kwargs)
     if trace is None:
         raise
@@ -437,6 +433,11 @@ def _combine(results, trace, name):
     """Per-item results as one batched value; Python objects (a shape, a
     dtype, a flag) must agree across items and are returned as they are."""
     first = results[0]
+    if hasattr(first, "todense") and all(hasattr(r, "todense") for r in results):
+        # sparse cotangents (a gather's rule run per item): their positions
+        # differ between items, so the batch is dense
+        results = [r.todense() for r in results]
+        first = results[0]
     if isinstance(first, (tuple, list)) and all(type(r) is type(first) and len(r) == len(first)
                                                 for r in results):
         parts = [_combine([r[k] for r in results], trace, name) for k in range(len(first))]
@@ -523,12 +524,45 @@ def _batched_call_plain(func, args, kwargs):
     return batched_call(_Plain(func), args, kwargs)
 
 
+def _like(func, args, kwargs):
+    """``np.zeros_like`` and its kin on one batched array: the batch of
+    constants is one call (``shape=`` or a batched fill value: item by item)."""
+    a = args[0]
+    fill = args[1:2] if func is np.full_like else ()
+    rest = args[1 + len(fill):]
+    if a.__class__ is not Batched or top_batch(args, kwargs) is not a._trace or rest \
+            or kwargs.get("shape") is not None or _holds(list(fill) + list(kwargs.values()), a._trace):
+        return batched_call(_Plain(func), args, kwargs)
+    return Batched(func(a._value, *fill, **kwargs), a._trace)
+
+
 _REDUCTIONS = {f: _axis_reduction for f in (np.any, np.all, np.argmax, np.argmin,
                                             np.argsort, np.count_nonzero)}
 
-_QUERIES = {f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
+_QUERIES = {f: _like for f in (np.zeros_like, np.ones_like, np.empty_like, np.full_like)}
+_QUERIES.update({f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
                                 np.iscomplexobj, np.isrealobj, np.min_scalar_type)
-            if f is not None}
+                 if f is not None})
+
+
+def constant_values(x, dtype=None):
+    """``x`` with its differentiation levels stripped, as an array to compute
+    masks, indices or positions from: a plain ndarray, or -- where a vmap
+    runs outside the differentiation (``vmap(grad(f))``) -- a batched one,
+    each item its own constant (``np.asarray`` on it would raise)."""
+    from .var import unwrap_all
+    v = unwrap_all(x)
+    if v.__class__ is Batched:
+        return v if dtype is None or v.dtype == dtype else v.astype(dtype)
+    return np.asarray(v, dtype=dtype)
+
+
+def all_items(x):
+    """Every value of ``x``, of every item of every batch, as one plain
+    array: for checks that raise if any item would (``np.any(w == 0)``)."""
+    while x.__class__ in (Var, Batched):
+        x = x._value
+    return np.asarray(x)
 
 
 # --- arrays shared by every item (in_axes=None) ------------------------------------------

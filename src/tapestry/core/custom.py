@@ -75,6 +75,40 @@ def dense_cotangent(g):
     return g.todense() if hasattr(g, "todense") else g
 
 
+def _batch_above_tapes(leaves):
+    """The vmap trace that must handle a custom-rule call on ``leaves``: the
+    highest level among them is a batched value, and something is being
+    differentiated (inside a batched value: ``grad(vmap(f))``; or beside it:
+    a shared parameter).  ``None`` otherwise: with nothing traced, the plain
+    function on batched values is right."""
+    from .batched import TRACED, Batched, top_batch
+    trace = top_batch(leaves)
+    if trace is None:
+        return None
+    traced = any(x.__class__ is Var or (x.__class__ is Batched and x._value.__class__ in TRACED)
+                 for x in leaves)
+    return trace if traced else None
+
+
+def _batch_axes(args, trace):
+    """Per-argument pytrees of in_axes (0 for the leaves batched by
+    ``trace``, None for the others) and the arguments with those leaves'
+    batch axes exposed (their values, batch axis first)."""
+    from .batched import Batched
+    from .pytree import tree_map
+    is_b = lambda x: x.__class__ is Batched and x._trace is trace  # noqa: E731
+    axes = tuple(tree_map(lambda x: 0 if is_b(x) else None, a) for a in args)
+    raw = tuple(tree_map(lambda x: x._value if is_b(x) else x, a) for a in args)
+    return axes, raw
+
+
+def _rebatch(out, trace):
+    """``vmap``'s outputs (batch axis first) as values batched by ``trace``."""
+    from .batched import Batched
+    from .pytree import tree_map
+    return tree_map(lambda y: Batched(y, trace), out)
+
+
 def _tapes_of(tree):
     return {x._tape for x in tree_flatten(tree)[0] if x.__class__ is Var}
 
@@ -162,6 +196,9 @@ class custom_vjp:
                 raise ValueError(f"tapestry.custom_vjp: {self._name()} has nondiff_argnums="
                                  f"{nondiff} but was called with {len(args)} arguments.")
         diff = [i for i in range(len(args)) if i not in nondiff]
+        trace = _batch_above_tapes(tree_flatten(list(args))[0])
+        if trace is not None:
+            return self._under_vmap(args, diff, trace)
         leaves, td = tree_flatten([args[i] for i in diff])
         top = innermost_tape(leaves if not nondiff else tree_flatten(list(args))[0])
         if top is None:
@@ -171,6 +208,32 @@ class custom_vjp:
                             "call .defvjp(fwd, bwd) before differentiating it.")
         self._check_nondiff_constant(args, top)
         return self._record(args, diff, leaves, td, top)
+
+    def _under_vmap(self, args, diff, trace):
+        """The call inside a ``vmap`` that runs inside the differentiation:
+        one custom_vjp of the whole batch, whose ``fun``, ``fwd`` and ``bwd``
+        are the user's mapped over it (as JAX batches custom_vjp).  An
+        argument shared by every item gets the sum of its items' cotangents."""
+        from .api_vmap import vmap
+        if self.fwd is None:
+            raise TypeError(f"tapestry.custom_vjp: {self._name()} has no rule; "
+                            "call .defvjp(fwd, bwd) before differentiating it.")
+        axes, raw = _batch_axes(args, trace)
+        nondiff_axes = tuple(axes[i] for i in self.nondiff_argnums)
+        bwd_items = vmap(self.bwd, in_axes=nondiff_axes + (0, 0))
+        primal_tds = [tree_flatten(raw[i])[1] for i in diff]
+
+        def bwd(*a):
+            cts = bwd_items(*a)
+            cts = cts if isinstance(cts, tuple) else (cts,)
+            if len(cts) != len(diff):
+                return cts  # the check of the batched call names the mismatch
+            return tuple(_sum_shared(c, td, axes[i]) for c, td, i in zip(cts, primal_tds, diff))
+
+        batched = custom_vjp(vmap(self.fun, in_axes=axes), nondiff_argnums=self.nondiff_argnums)
+        batched.__name__ = self._name()
+        batched.defvjp(vmap(self.fwd, in_axes=axes), bwd)
+        return _rebatch(batched(*raw), trace)
 
     def _call_constant(self, args):
         """``fun`` on constant arguments; a traced output then came from a
@@ -281,6 +344,21 @@ class custom_vjp:
                                  f"rule returned a traced value for {what}")
 
 
+def _sum_shared(c, td, axes):
+    """A mapped ``bwd``'s cotangent for one argument (batch axis first), with
+    the leaves that every item shares (in_axes None) summed over the items."""
+    if c is None:
+        return None
+    leaves = []
+    try:
+        match_leaves(td.node, c, "", leaves)
+    except StructureMismatch:
+        return c  # the check of the batched call reports it
+    ax = tree_flatten(axes, is_leaf=lambda x: x is None)[0]
+    return td.unflatten([None if ct is None else ct if a is not None else ct.sum(axis=0)
+                         for ct, a in zip(leaves, ax)])
+
+
 def _unwrapped(x):
     while x.__class__ is Var:
         x = x._value
@@ -304,6 +382,12 @@ def checkpoint(f):
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, td = tree_flatten((args, kwargs))
+        trace = _batch_above_tapes(leaves)
+        if trace is not None:  # inside a vmap inside the differentiation
+            from .api_vmap import vmap
+            axes, raw = _batch_axes(args, trace)
+            g = functools.partial(f, **kwargs) if kwargs else f
+            return _rebatch(checkpoint(vmap(g, in_axes=axes))(*raw), trace)
         top = innermost_tape(leaves)
         if top is None:
             return f(*args, **kwargs)
@@ -428,6 +512,9 @@ class custom_jvp:
     def __call__(self, *args, **kwargs):
         args = _positional("custom_jvp", self._name(), self._signature, args, kwargs)
         leaves, td = tree_flatten(list(args))
+        trace = _batch_above_tapes(leaves)
+        if trace is not None:
+            return self._under_vmap(args, trace)
         top = innermost_tape(leaves)
         if top is None:
             out = self.fun(*args)
@@ -457,6 +544,21 @@ class custom_jvp:
             outs = list(record(top, tuple(out_leaves), parents, JointRule(custom_jvp_pullback),
                                (), {}, len(out_leaves)))
         return out_td.unflatten(outs)
+
+
+    def _under_vmap(self, args, trace):
+        """The call inside a ``vmap`` that runs inside the differentiation:
+        one custom_jvp of the whole batch whose ``fun`` and rule are the
+        user's mapped over it (as JAX batches custom_jvp)."""
+        from .api_vmap import vmap
+        axes, raw = _batch_axes(args, trace)
+        if self.jvp is None:
+            raise TypeError(f"tapestry.custom_jvp: {self._name()} has no rule; "
+                            "define it with @f.defjvp before differentiating it.")
+        batched = custom_jvp(vmap(self.fun, in_axes=axes))
+        batched.__name__ = self._name()
+        batched.defjvp(vmap(self.jvp, in_axes=(axes, axes)))
+        return _rebatch(batched(*raw), trace)
 
 
 def _zero_tangent(x):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backward import _FRESH, JointRule, Negated, _refcount, backward_sweep
-from .batched import Batched, Unbatched
+from .batched import Batched, BatchedConversionError, Unbatched, _combine, _item, top_batch
 from .primitive import dtype_of, shape_of
 from .tape import LEAF, open_tape
 from .var import Var
@@ -127,7 +127,7 @@ def node_tangent(node, ts, batch=None):
             return _loop(node, ts, batch)
         if custom is not None:
             return custom.tangent(ts)
-        return _transposed_joint(rules.fn, ts, ans, args, kwargs or {})
+        return _per_item_if_read(_transposed_joint, rules.fn, ts, ans, args, kwargs or {})
     selects = getattr(rules[0], "selects", None) if len(rules) == 1 else None
     if selects is not None:  # output k of a multi-output node: slot k of its tangent
         t = ts[0][selects]
@@ -157,7 +157,7 @@ def node_tangent(node, ts, batch=None):
             c = _loop((parents, [r for r, _ in slow], ans, args, kwargs, prim),
                       [t for _, t in slow], batch)
         else:
-            c = _transposed(slow, ans, args, kwargs or {})
+            c = _per_item_if_read(_transposed, None, slow, ans, args, kwargs or {})
         if c is not None:
             out = c if out is None else _add(out, c)
     return _fit(out, ans, batch)
@@ -270,6 +270,25 @@ def _collect_seed(acc, ans):
     if ans.__class__ is tuple:
         return list(acc)
     return acc[0]
+
+
+def _per_item_if_read(transpose, fn, ts, ans, args, kwargs):
+    """``transpose`` (:func:`_transposed` or :func:`_transposed_joint`) on
+    the node; when a rule reads a batched value in Python (a branch, a
+    conversion: the node runs inside a vmap outside this forward pass), the
+    transposition runs once per item of that batch, results stacked, as
+    reverse mode does (``rule_per_item``)."""
+    call = (lambda t, a, r, k: transpose(t, a, r, k)) if fn is None else \
+        (lambda t, a, r, k: transpose(fn, t, a, r, k))
+    try:
+        return call(ts, ans, args, kwargs)
+    except BatchedConversionError:
+        trace = top_batch((ans, args, ts), kwargs)
+        if trace is None:
+            raise
+        per = [call(_item(ts, i, trace), _item(ans, i, trace), _item(args, i, trace),
+                    _item(kwargs, i, trace)) for i in range(trace.size)]
+        return _combine(per, trace, "a forward-mode rule")
 
 
 def _transposed(pairs, ans, args, kwargs):

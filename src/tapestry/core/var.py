@@ -348,12 +348,36 @@ def _refuse_where(name, with_out):
 def dispatch_function(func, args, kwargs):
     impl = FUNCTIONS.get(func)
     if impl is not None:
-        return impl(*args, **kwargs)
+        try:
+            return impl(*args, **kwargs)
+        except TypeError as e:
+            _name_batched_reader(func, e)
+            raise
     if func in NONDIFF:
         return func(*unwrap_all(args), **unwrap_all(kwargs))
     mod = getattr(func, "__module__", "numpy") or "numpy"
     name = f"{mod}.{getattr(func, '__name__', func)}".replace("numpy", "np", 1)
     raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+class BatchedConversionError(TypeError):
+    """Python or a library read a batched value (``bool``, ``float``,
+    ``np.asarray``): there is one value per item, not one."""
+
+
+def _name_batched_reader(func, e):
+    """A rule that read a batched value in Python (``vmap(grad(f))``: the
+    vmap runs outside the tape, so the rule sees one value per item): raise
+    the same error with the operation named, and what to do."""
+    if type(e) is BatchedConversionError and not getattr(e, "named", False):
+        name = f"np.{getattr(func, '__name__', func)}"
+        err = BatchedConversionError(
+            f"tapestry: {name} on a value traced inside vmap (vmap(grad(f)) and the like) "
+            f"reads each item's values in Python, which its rule cannot do for a batch. "
+            f"Differentiate outside the vmap (grad of a sum over vmap(f)), or write the "
+            f"step without {name}. ({e})")
+        err.named = True
+        raise err from None
 
 
 def getitem(x, key):

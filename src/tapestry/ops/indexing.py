@@ -26,7 +26,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED, batched_above, batched_call
+from ..core.batched import TRACED, batched_above, batched_call, constant_values
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype
 
@@ -156,25 +156,54 @@ def _batch_getitem(prim, args, batched, kwargs):
 _batch_getitem.takes_batched_keys = True
 
 
-def _batch_gather(prim, x, x_batched, key):
-    """The batched-index case of :func:`_batch_getitem` (``NotImplemented``
-    outside it: several index arrays, integers or ``...`` beside it)."""
+def _batched_index_block(key):
+    """A key with per-item index arrays, laid out for the batch:
+    ``(p, k, adv)`` where the advanced entries (integers, integer arrays,
+    batched integer arrays) are ``key[p:p + len(adv)]``, contiguous, with
+    only slices elsewhere; ``k`` is the number of axes their broadcast has
+    per item; ``adv`` holds them with each batched array's batch axis first
+    and 1-axes after it, so that they broadcast per item.  ``None`` for
+    other keys (``...``, ``None``, masks, advanced entries apart)."""
     from ..core.batched import Batched
-    found = [j for j, k in enumerate(key) if k.__class__ is Batched]
-    if len(found) != 1 or any(type(k) is not slice for j, k in enumerate(key) if j != found[0]):
+    adv = [j for j, k in enumerate(key) if type(k) is not slice]
+    if not adv or adv != list(range(adv[0], adv[-1] + 1)):
+        return None
+    block = key[adv[0]:adv[-1] + 1]
+    nds = []
+    for k in block:
+        v = k._value if k.__class__ is Batched else k
+        if isinstance(k, (bool, np.bool_)) or not (
+                isinstance(v, (int, np.integer)) or getattr(v, "dtype", np.dtype("f")).kind in "iu"):
+            return None
+        nds.append(len(shape_of(v)) - (1 if k.__class__ is Batched else 0))
+    k_nd = max(nds)
+    out = []
+    for k, nd in zip(block, nds):
+        if k.__class__ is Batched:
+            v = k._value
+            sh = shape_of(v)
+            k = np.reshape(v, (sh[0],) + (1,) * (k_nd - nd) + tuple(sh[1:]))
+        out.append(k)
+    return adv[0], k_nd, tuple(out)
+
+
+def _batch_gather(prim, x, x_batched, key):
+    """The batched-index case of :func:`_batch_getitem`: one gather, the
+    item numbers paired with the indices when ``x`` is batched."""
+    from ..core.batched import Batched
+    found = _batched_index_block(key)
+    if found is None:
         return NotImplemented
-    p = found[0]
-    idx = key[p]._value  # the batch axis first
-    if idx.dtype.kind not in "iu":
-        return NotImplemented  # a boolean mask selects a different count per item
-    if not x_batched:
-        out = prim(x, key[:p] + (idx,) + key[p + 1:])
+    p, k, adv = found
+    n = next(shape_of(a._value)[0] for a in key if a.__class__ is Batched)
+    rest = key[p + len(adv):]
+    if not x_batched:  # the block stays in place: its batch axis goes to the front
+        out = prim(x, key[:p] + adv + rest)
         return out if p == 0 else np.moveaxis(out, p, 0)
-    if p != 0:
-        return NotImplemented
-    n = shape_of(idx)[0]
-    items = np.arange(n).reshape((n,) + (1,) * (len(shape_of(idx)) - 1))
-    return prim(x, (items, idx) + key[1:])
+    items = np.arange(n).reshape((n,) + (1,) * k)
+    out = prim(x, (items,) + key[:p] + adv + rest)
+    # with slices before the block, NumPy puts the advanced axes first
+    return out if p == 0 else np.moveaxis(out, tuple(range(1, 1 + k)), tuple(range(1 + p, 1 + p + k)))
 
 
 getitem = Primitive(operator.getitem, "getitem", keep=KEEP_SHAPES, linear_in=(0,),
@@ -192,9 +221,32 @@ def _getitem_entry(x, key):
 def _batch_scatter_add(prim, args, batched, kwargs):
     g, key, shape = args
     key = key if type(key) is tuple else (key,)
-    if any(batched[1:]) or not _advanced_adjacent(key):
+    if batched[1]:
+        return _batch_scatter_at(prim, g, batched[0], key, shape)
+    if batched[2] or not _advanced_adjacent(key):
         return NotImplemented
     return prim(g, (slice(None),) + key, (shape_of(g)[0],) + tuple(shape))
+
+
+_batch_scatter_add.takes_batched_keys = True
+
+
+def _batch_scatter_at(prim, g, g_batched, key, shape):
+    """The transpose of :func:`_batch_gather` on a batched array: each item's
+    ``g`` added at its own indices, one ``np.add.at`` on the batch with the
+    item numbers paired with the indices."""
+    from ..core.batched import Batched
+    found = _batched_index_block(key)
+    if found is None or shape.__class__ is Batched:
+        return NotImplemented
+    p, k, adv = found
+    n = next(shape_of(a._value)[0] for a in key if a.__class__ is Batched)
+    if not g_batched:
+        g = np.broadcast_to(g, (n,) + tuple(shape_of(g)))
+    if p:  # NumPy's layout of out[items, ..., block]: the advanced axes first
+        g = np.moveaxis(g, tuple(range(1 + p, 1 + p + k)), tuple(range(1, 1 + k)))
+    items = np.arange(n).reshape((n,) + (1,) * k)
+    return prim(g, (items,) + key[:p] + adv + key[p + len(adv):], (n,) + tuple(shape))
 
 
 scatter_add = Primitive(dense_scatter, "scatter_add", linear_in=(0,), batch=_batch_scatter_add,
@@ -203,7 +255,12 @@ scatter_add = Primitive(dense_scatter, "scatter_add", linear_in=(0,), batch=_bat
 
 # --- np.take / np.take_along_axis: rewritten as x[key] ------------------------
 def _index_array(indices, opname):
-    idx = np.asarray(unwrap_all(indices))
+    """``indices`` as an index array: a plain one, or a batched one (an index
+    that differs per item of a vmap running outside the tape), which the
+    gather takes as it is -- converting it would need one value per item."""
+    idx = unwrap_all(indices)
+    if idx.__class__ not in TRACED:
+        idx = np.asarray(idx)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"tapestry: np.{opname} needs integer indices, got dtype "
                         f"{idx.dtype}; cast them with .astype(int).")
@@ -318,7 +375,7 @@ def select(condlist, choicelist, default=0):
         raise ValueError("list of cases must be same length as list of conditions")
     if len(choicelist) == 0:
         raise ValueError("select with an empty condition list is not possible")
-    conds = [np.asarray(unwrap_all(c)) for c in condlist]
+    conds = [constant_values(c) for c in condlist]
     for i, c in enumerate(conds):
         if c.dtype != bool:
             raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
@@ -335,7 +392,7 @@ def _piece_conditions(x, condlist, n_funcs):
     if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray))
                                  and np.ndim(xv) != 0):
         condlist = [condlist]
-    conds = [np.asarray(unwrap_all(c), dtype=bool) for c in condlist]
+    conds = [constant_values(c, bool) for c in condlist]
     if n_funcs == len(conds) + 1:
         rest = ~np.any(np.stack([np.broadcast_to(c, np.shape(xv)) for c in conds]), axis=0) \
             if conds else np.ones(np.shape(xv), bool)

@@ -136,12 +136,27 @@ def _batch_tensordot(prim, args, batched, kwargs):
     """One operand batched: its axes shift right, and the batch axis is moved
     back to the front when it sits among ``b``'s free axes."""
     a, b, (sa, sb) = args
-    if batched[0] == batched[1]:
-        return NotImplemented  # both batched: a batched contraction (einsum), loop here
+    if batched[0] and batched[1]:
+        return _batched_contraction(a, b, sa, sb)
     if batched[0]:
         return prim(a, b, (tuple(i + 1 for i in sa), sb))
     out = prim(a, b, (sa, tuple(i + 1 for i in sb)))
     return np.moveaxis(out, batching.item_ndim(a, False) - len(sa), 0)
+
+
+def _batched_contraction(a, b, sa, sb):
+    """Both operands batched: one einsum whose batch letter is shared by
+    both and kept in front of the output (free axes of a, then of b)."""
+    nda, ndb = np.ndim(a) - 1, np.ndim(b) - 1
+    letters = "abcdefghijklmnopqrstuvwxy"
+    if nda + ndb > len(letters):
+        return NotImplemented
+    la, lb = letters[:nda], list(letters[nda:nda + ndb])
+    for i, j in zip(sa, sb):
+        lb[j] = la[i]
+    out = "".join(la[i] for i in range(nda) if i not in sa) + \
+        "".join(lb[j] for j in range(ndb) if j not in sb)
+    return np.einsum(f"z{la},z{''.join(lb)}->z{out}", a, b)
 
 
 _tensordot = Primitive(lambda a, b, axes: np.tensordot(a, b, axes), "tensordot",

@@ -12,12 +12,13 @@ import numpy as np
 
 from ..core.primitive import implements
 from ..core.var import reject_out, unwrap_all
+from ..core.batched import all_items, constant_values
 from .reductions import extremum_entry, extremum_primitive, no_out, sum_, where_mask
 from .sorting import _keep, _moved_sorted
 
 
 def _nan_mask(a):
-    return np.isnan(np.asarray(unwrap_all(a)))
+    return np.isnan(constant_values(a))
 
 
 def _tuple(axis):
@@ -50,7 +51,7 @@ def _nanvar(a, axis, ddof, keepdims, where):
     ``n <= ddof`` give NaN, as in NumPy, without NaN in other gradients)."""
     valid = ~_nan_mask(a)
     if where is not None:
-        valid = valid & np.asarray(unwrap_all(where), dtype=bool)
+        valid = valid & constant_values(where, bool)
     a0 = np.where(valid, a, 0.0)
     ft = np.result_type(unwrap_all(a0))  # counts in a's float type: no promotion
     n = np.sum(valid, axis=axis, keepdims=True)
@@ -83,9 +84,9 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     subgradient of least norm, as np.std's rule)."""
     ddof = _moment_args("nanstd", out, mean, correction, ddof)
     v, ok = _nanvar(a, _tuple(axis), ddof, keepdims, where)
-    flat = (np.asarray(unwrap_all(v)) == 0) | ~ok
+    flat = (constant_values(v) == 0) | ~ok
     s = np.where(flat, 0.0, np.sqrt(np.where(flat, 1.0, v)))
-    return s if np.all(ok) else np.where(ok, s, np.nan)
+    return s if np.all(all_items(ok)) else np.where(ok, s, np.nan)
 
 
 def _cast(y, dtype):
@@ -113,7 +114,7 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
     q = np.asarray(unwrap_all(q), dtype=float)
     s, axes = _moved_sorted(a, _tuple(axis))  # NaNs sort last
     rest = np.shape(s)[1:]
-    nvalid = np.sum(~np.isnan(np.asarray(unwrap_all(s))), axis=0)
+    nvalid = np.sum(~np.isnan(constant_values(s)), axis=0)
     pos = np.reshape(q, q.shape + (1,) * len(rest)) * (nvalid - 1)
     lo = np.clip(np.floor(pos), 0, None).astype(np.intp)
     hi = np.clip(np.minimum(lo + 1, nvalid - 1), 0, None)

@@ -13,7 +13,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import TRACED, constant_values
 from .common import implements_if, plain_dtype
 from .elementwise import _over_nonzero
 
@@ -63,7 +63,7 @@ def where_mask(where):
     """The ``where=`` mask of a reduction as a plain boolean array, or None."""
     if where is None or where is np._NoValue or where is True:
         return None
-    return np.asarray(unwrap_all(where), dtype=bool)
+    return constant_values(where, bool)
 
 
 def _masked(a, where, fill):
@@ -97,7 +97,7 @@ def batch_reduce(prim, args, batched, kwargs):
     item's axes shift one right (``None``: all of the item's)."""
     a, axis = args[0], args[1]
     nd = batching.item_ndim(a, batched[0])
-    if not batched[0] or any(batched[1:]) or (nd == 0 and axis is not None):
+    if not batched[0] or any(batched[1:]) or (nd == 0 and axis not in (None, ())):
         return NotImplemented
     full = [a, batching.shift_axes(axis, nd), *args[2:]]
     return prim(*full, **kwargs) if kwargs else prim(*full)

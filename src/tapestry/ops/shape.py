@@ -260,7 +260,6 @@ def _split_vjp(g, ans, a, sections, axis, np_split):
     return np.concatenate(parts, axis=axis)
 
 
-# n_outputs=None: the number of outputs is len(ans), known only per call.
 def _batch_split(prim, args, batched, kwargs):
     """Splits of a batched array: along the item's axis, one further right."""
     a, sections, axis, np_split = args
@@ -269,8 +268,9 @@ def _batch_split(prim, args, batched, kwargs):
     return prim(a, sections, batching.shift_axis(axis, batching.item_ndim(a, True)), np_split)
 
 
+# n_outputs=None: the number of outputs is len(ans), known only per call.
 _split = Primitive(lambda a, sections, axis, np_split: tuple(np_split(a, sections, axis)),
-                   "split", n_outputs=None, vjps=(_split_vjp,), batch=_batch_split)
+                   "split", n_outputs=None, batch=_batch_split, vjps=(_split_vjp,))
 
 
 def _split_entry(np_split, default_axis=0):

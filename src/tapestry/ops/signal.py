@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.batching import batch_size, shape_of
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import TRACED, constant_values
 
 
 # --- interp ------------------------------------------------------------------------------
@@ -59,7 +60,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise ValueError("fp and xp are not of the same length.")
     if len(xp) == 0:
         raise ValueError("array of sample points is empty")
-    xv = np.asarray(unwrap_all(x), dtype=float)
+    xv = constant_values(x, float)
     if len(xp) == 1:
         y = np.broadcast_to(fp[0], xv.shape) + 0.0 * x
     else:
@@ -78,7 +79,28 @@ def _transpose_of(v):
     return np.conjugate(v) if np.iscomplexobj(unwrap_all(v)) else v
 
 
-_conv_full = Primitive(lambda a, v: np.convolve(a, v, "full"), "convolve", vjps=(
+def _batch_conv_full(prim, args, batched, kwargs):
+    """Full convolutions of a batch: one shifted product per entry of the
+    shorter operand, summed (each a NumPy call on the whole batch).  When
+    that operand is longer than the batch, looping over items is cheaper."""
+    a, v = args
+    ba, bv = batched
+    if shape_of(v)[-1] > shape_of(a)[-1]:
+        a, v, ba, bv = v, a, bv, ba  # convolution commutes
+    la, lv = shape_of(a)[-1], shape_of(v)[-1]
+    n = batch_size(args, batched)
+    if lv > max(n, 8) or la == 0 or lv == 0:
+        return NotImplemented
+    a2 = a if ba else np.reshape(a, (1, la))
+    out = 0
+    for j in range(lv):
+        vj = v[:, j:j + 1] if bv else v[j]
+        out = out + np.pad(a2 * vj, ((0, 0), (j, lv - 1 - j)))
+    return out if ba else np.broadcast_to(out, (n, la + lv - 1))
+
+
+_conv_full = Primitive(lambda a, v: np.convolve(a, v, "full"), "convolve",
+                       batch=_batch_conv_full, vjps=(
     lambda g, ans, a, v: np.correlate(g, _transpose_of(v), "valid"),
     lambda g, ans, a, v: np.correlate(g, _transpose_of(a), "valid")))
 

@@ -16,6 +16,11 @@ from ..core.var import reject_out, unwrap_all
 
 
 def _inverse_permutation(idx, axis):
+    """The permutation undoing ``idx`` along ``axis``.  A batched ``idx``
+    (the sort ran under a vmap outside the tape) cannot be written into in
+    place; the inverse of a permutation is its argsort, which batches."""
+    if idx.__class__ is not np.ndarray:
+        return np.argsort(idx, axis=axis, kind="stable")
     inv = np.empty_like(idx)
     n = idx.shape[axis]
     shape = [1] * idx.ndim

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import TRACED, all_items
 from .common import plain_dtype, traced
 
 _range = builtins.range  # ``range`` is also NumPy's argument name below
@@ -35,7 +35,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             w = np.broadcast_to(np.reshape(w, [np.shape(a)[i] if i in axes else 1
                                                for i in range(np.ndim(a))]), np.shape(a))
         scl = np.sum(w, axis=axis, keepdims=keepdims)
-        if np.any(unwrap_all(scl) == 0.0):
+        if np.any(all_items(scl) == 0.0):
             raise ZeroDivisionError("Weights sum to zero, can't be normalized")
         avg = np.sum(a * w, axis=axis, keepdims=keepdims) / scl
     if not returned:
