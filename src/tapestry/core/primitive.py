@@ -222,25 +222,21 @@ class Primitive:
                 parents, active = (a._index, b._index), (0, 1)
                 rules = self._rules01 or self._rules_of(active)
             else:
-                if b.__class__ not in _UNMASKED and isinstance(b, _MASKED):
-                    refuse_masked(b, self.name)
                 ta, raw = a._tape, (a._value, b)
-                if ta.owned is not None and b.__class__ is np.ndarray:
-                    raw = (a._value, ta.own_constant(b))
-                if b.__class__ is Batched and b._trace.level > ta.level:
-                    return batched_call(self, (a, b), _NO_KWARGS)
+                if b.__class__ not in _SCALARS:  # one test on the hot path (x * 2.0)
+                    raw = self._other_operand(ta, raw, 1)
+                    if raw is None:
+                        return batched_call(self, (a, b), _NO_KWARGS)
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
             if a.__class__ is complex:  # complex.__mul__(np.float64) gives a Python complex
                 a = np.complex128(a)
-            elif a.__class__ not in _UNMASKED and isinstance(a, _MASKED):
-                refuse_masked(a, self.name)
             ta, raw = b._tape, (a, b._value)
-            if ta.owned is not None and a.__class__ is np.ndarray:
-                raw = (ta.own_constant(a), b._value)
-            if a.__class__ is Batched and a._trace.level > ta.level:
-                return batched_call(self, (a, b), _NO_KWARGS)
+            if a.__class__ not in _SCALARS:
+                raw = self._other_operand(ta, raw, 0)
+                if raw is None:
+                    return batched_call(self, (a, b), _NO_KWARGS)
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)
         elif a.__class__ is Batched or b.__class__ is Batched or \
@@ -258,6 +254,20 @@ class Primitive:
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None, self))
         return Var(ans, ta, len(nodes) - 1)
+
+    def _other_operand(self, tape, raw, k):
+        """The checks ``_call2`` makes on the untraced operand ``raw[k]`` when
+        it is not a plain scalar: a masked array is refused, a constant array
+        kept past the call (``vjp``) is owned by the tape, and ``None`` says a
+        batched value above the tape must handle the call (vmap)."""
+        c = raw[k]
+        if c.__class__ is Batched:
+            return None if c._trace.level > tape.level else raw
+        if c.__class__ not in _UNMASKED and isinstance(c, _MASKED):
+            refuse_masked(c, self.name)
+        if tape.owned is not None and c.__class__ is np.ndarray:
+            raw = (tape.own_constant(c), raw[1]) if k == 0 else (raw[0], tape.own_constant(c))
+        return raw
 
     def _call(self, args, kwargs):
         batch = top_batch(args, kwargs)
@@ -302,6 +312,8 @@ _NO_KWARGS = {}
 _MASKED = np.ma.MaskedArray
 #: Constant types checked without isinstance on the hot path.
 _UNMASKED = frozenset({float, int, np.ndarray, np.float64, np.float32})
+#: Operands that need no check at all: Python and NumPy scalars.
+_SCALARS = frozenset({float, int, np.float64, np.float32})
 
 
 def _dispatches(fun):
