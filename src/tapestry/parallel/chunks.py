@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.primitive import shape_of
 from ..core.pytree import tree_flatten
+from ..core.batched import Batched
 from ..core.var import Var, innermost_tape, refuse_masked, traced_from
 from .work import Task
 
@@ -55,7 +56,9 @@ class Plan:
 
     ``top`` is the tape being recorded on (``None``: nothing to
     differentiate); ``inline`` is set when values still carry outer tracing
-    levels (higher derivatives), which must be recorded in this thread.
+    levels (higher derivatives) or are batched by an enclosing ``vmap``:
+    those must be recorded in this thread, and a batched value pickled to
+    another process would lose its batch trace.
     """
 
     def __init__(self, items, shared, batched, opname):
@@ -100,7 +103,7 @@ class Plan:
             flat = list(self.item_values)
         self.shared_active = [act(x) for x in self.shared_leaves]
         self.shared_values = [low(x) for x in self.shared_leaves]
-        self.inline = any(x.__class__ is Var for x in flat + self.shared_values)
+        self.inline = any(x.__class__ in (Var, Batched) for x in flat + self.shared_values)
 
     def check_outputs(self, leaves, serial):
         """Refuse outputs traced at this call's level or above: ``f`` read a
