@@ -40,3 +40,80 @@ def test_vmap_of_grad_of_parallel_sum_matches_loop(executor):
     ref_g = np.stack([tp.grad(lambda u: np.sum(np.tanh(X * u) ** 2))(u) for u in U])
     np.testing.assert_allclose(out[0], ref_v)
     np.testing.assert_allclose(out[1], ref_g)
+
+
+def _pmap(executor):
+    X, _ = _data()
+    return X, lambda u: tp.parallel_map(lambda x, u: np.tanh(x * u), X, u, chunk_size=5,
+                                        executor=executor)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_vmap_over_jvp_tangents_of_parallel_map(executor):
+    """Batched tangents reach the map's tangent rule, which ran them on
+    the executor: on processes they lost their batch trace."""
+    X, F = _pmap(executor)
+    u, T = _data()[1][0], np.random.default_rng(1).standard_normal((4, 3))
+    out = tp.vmap(lambda t: tp.jvp(F, (u,), (t,))[1])(T)
+    np.testing.assert_allclose(out, np.stack([(1 - np.tanh(X * u) ** 2) * X * t for t in T]))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_vmap_over_vjp_cotangents_of_parallel_map(executor):
+    X, F = _pmap(executor)
+    u = _data()[1][0]
+    G = np.random.default_rng(2).standard_normal((4,) + X.shape)
+    _, pull = tp.vjp(F, u)
+    out = tp.vmap(lambda g: pull(g)[0])(G)
+    d = (1 - np.tanh(X * u) ** 2) * X
+    np.testing.assert_allclose(out, np.stack([np.sum(g * d, 0) for g in G]))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_grad_of_vmap_over_items_of_parallel_sum(executor, vectorize):
+    """Items batched by a vmap inside grad, the differentiated value
+    shared: the sum's tape node was given the batched value and the vmap's
+    result escaped it (EscapedBatchError)."""
+    X, u = _data()[0], _data()[1][0]
+    Xs = np.stack([X, 2 * X, -X])
+    F = lambda u: np.sum(tp.vmap(lambda X: tp.parallel_sum(
+        lambda x, u: np.sum(np.sin(x * u)), X, u, chunk_size=5, executor=executor,
+        vectorize=vectorize))(Xs) * np.arange(1.0, 4.0))
+    v, g = tp.value_and_grad(F)(u)
+    np.testing.assert_allclose(v, sum(k * np.sum(np.sin(A * u)) for k, A in zip((1, 2, 3), Xs)))
+    np.testing.assert_allclose(g, sum(k * np.sum(np.cos(A * u) * A, 0)
+                                      for k, A in zip((1, 2, 3), Xs)))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_grad_of_vmap_over_items_of_parallel_map(executor):
+    X, u = _data()[0], _data()[1][0]
+    Xs = np.stack([X, 2 * X])
+    F = lambda u: np.sum(tp.vmap(lambda X: tp.parallel_map(
+        lambda x, u: np.sin(x * u), X, u, chunk_size=5, executor=executor))(Xs) ** 2)
+    g = tp.grad(F)(u)
+    np.testing.assert_allclose(g, sum(np.sum(2 * np.sin(A * u) * np.cos(A * u) * A, 0)
+                                      for A in Xs))
+
+
+def test_vmap_of_autograd_grad_and_hessian():
+    """The autograd layer read its output with isinstance/np.asarray checks
+    that a batched value fails: grad refused a scalar function ("got
+    Batched"), jacobian and hessian raised BatchedConversionError."""
+    import tapestry.autograd as autograd
+    import tapestry.autograd.numpy as anp
+    X = np.random.default_rng(3).standard_normal((5, 3))
+    f = lambda x: anp.sum(anp.sin(x) ** 3)
+    g = tp.vmap(autograd.grad(f))(X)
+    np.testing.assert_allclose(g, 3 * np.sin(X) ** 2 * np.cos(X))
+    v, g2 = tp.vmap(autograd.value_and_grad(f))(X)
+    np.testing.assert_allclose(v, np.sum(np.sin(X) ** 3, 1))
+    np.testing.assert_allclose(g2, g)
+    J = tp.vmap(autograd.jacobian(lambda x: anp.sin(x) * x[0]))(X)
+    np.testing.assert_allclose(J, np.stack([tp.jacrev(lambda x: np.sin(x) * x[0])(x) for x in X]))
+    H = tp.vmap(autograd.hessian(f))(X)
+    np.testing.assert_allclose(H, np.stack([np.diag(6 * np.sin(x) * np.cos(x) ** 2
+                                                     - 3 * np.sin(x) ** 3) for x in X]))
+    J32 = tp.vmap(autograd.jacobian(lambda x: anp.tanh(x)))(X.astype(np.float32))
+    assert J32.dtype == np.float32

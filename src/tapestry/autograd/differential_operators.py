@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.api import _vjp as _tp_vjp
+from ..core.batched import Batched
 from ..core.api_forward import forward_jvp as _tp_jvp
 from ..core.custom import checkpoint as _tp_checkpoint
 from ..core.var import unwrap_all
@@ -64,7 +65,9 @@ make_vjp.__doc__ = "``make_vjp(fun, argnum)(*args)`` is ``(vjp, ans)``."
 
 def _scalar_ones(ans, opname):
     plain = unwrap_all(ans)
-    if not isinstance(plain, (np.ndarray, np.generic, float, int)) or np.size(plain) != 1 \
+    # a Batched (under tapestry.vmap) has its item's shape and dtype: one number per item
+    if not isinstance(plain, (np.ndarray, np.generic, float, int, Batched)) \
+            or np.size(plain) != 1 \
             or np.result_type(plain).kind != "f":
         raise TypeError(f"tapestry.autograd.{opname} only applies to real scalar-output "
                         f"functions (got {type(plain).__name__} of shape "
@@ -124,10 +127,12 @@ def jacobian(fun, x):
     output element."""
     vjp, ans = make_vjp_unary(fun, x, "autograd.jacobian", False)
     out_shape, in_shape = np.shape(ans), np.shape(x)
-    plain = np.asarray(unwrap_all(ans))
+    # no np.asarray(ans): under tapestry.vmap it is batched (shape and dtype are the item's)
+    size = int(np.prod(out_shape))
+    dt = np.result_type(*tree_flatten(unwrap_all(ans))[0]) if size else None
     rows = []
-    for k in range(plain.size):
-        e = np.zeros(plain.size, plain.dtype)
+    for k in range(size):
+        e = np.zeros(size, dt)
         e[k] = 1
         rows.append(vjp(e.reshape(out_shape)))
     if not rows:

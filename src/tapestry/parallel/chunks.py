@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.primitive import shape_of
 from ..core.pytree import tree_flatten
-from ..core.batched import Batched
+from ..core.batched import Batched, top_batch
 from ..core.var import Var, innermost_tape, refuse_masked, traced_from
 from .work import Task
 
@@ -79,6 +79,11 @@ class Plan:
             all_items = leaves
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
         self.top = innermost_tape(all_items + self.shared_leaves)
+        if self.top is not None and top_batch(all_items + self.shared_leaves) is not None:
+            # a vmap inside the tape's trace batches some arguments: a node on
+            # the tape cannot hold its batched value, so f is traced like
+            # ordinary code, in this thread (each operation batched, then taped)
+            self.top = None
         if self.top is not None:  # differentiated: a masked constant would be wrong
             for x in all_items + self.shared_leaves:
                 refuse_masked(x, opname)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..core.backward import JointRule
+from ..core.batched import Batched
 from ..core.primitive import record, shape_of
 from ..core.pytree import tree_flatten
 from ..core.var import Var
@@ -190,6 +191,13 @@ class _Slots:
         return prev
 
 
+#: Cotangents or tangents of these classes run in the calling thread: a
+#: ``Var`` must be recorded there (higher derivatives), and a ``Batched``
+#: (``vmap`` over ``vjp``'s cotangents or ``jvp``'s tangents) would lose its
+#: batch trace if pickled to another process.
+_TRACED = (Var, Batched)
+
+
 def _slot_rule(k, n):
     """Output ``k``'s cotangent as a one-slot dict (no list of n)."""
     def select_pullback(g, ans):
@@ -210,7 +218,7 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
         for k, c in g.d.items():
             flat_g[k] = np.asarray(c.todense()) if hasattr(c, "todense") else c
         per_chunk = layout.chunk_cotangents(flat_g)
-        traced = any(c.__class__ is Var for cs in per_chunk if cs for c in cs)
+        traced = any(c.__class__ in _TRACED for cs in per_chunk if cs for c in cs)
         run_ex = SerialExecutor() if (traced or in_worker()) else ex
         todo = [k for k, cs in enumerate(per_chunk) if cs is not None]
         if keep:
@@ -231,7 +239,7 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
         over its forward recomputed in the task (processes, Dask); with
         ``batch``, a batch of tangents (jacfwd's) in one parallel call."""
         per_chunk = plan.chunk_tangents(bounds, ts, batch)
-        traced = any(t.__class__ is Var for cs in per_chunk for t in cs)
+        traced = any(t.__class__ in _TRACED for cs in per_chunk for t in cs)
         run_ex = SerialExecutor() if (traced or in_worker()) else ex
         todo = [k for k, cs in enumerate(per_chunk) if any(t is not None for t in cs)]
         if keep:
