@@ -117,3 +117,34 @@ def test_vmap_of_autograd_grad_and_hessian():
                                                      - 3 * np.sin(x) ** 3) for x in X]))
     J32 = tp.vmap(autograd.jacobian(lambda x: anp.tanh(x)))(X.astype(np.float32))
     assert J32.dtype == np.float32
+
+
+@tp.custom_jvp
+def _sin_times(x, y):
+    return np.sin(x) * y
+
+
+@_sin_times.defjvp
+def _sin_times_jvp(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    return _sin_times(x, y), np.cos(x) * y * tx + np.sin(x) * ty
+
+
+@pytest.mark.parametrize("in_axes", [0, (0, None)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_vmap_of_hessian_through_custom_jvp_with_undifferentiated_arg(in_axes, dtype):
+    """The rule's tangent for ``y`` (not differentiated) must be zeros;
+    a batched ``y`` (or vmap's proxy for a shared one) was taken for a
+    static leaf and handed to the rule as None."""
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((5, 3)).astype(dtype), rng.standard_normal((5, 3)).astype(dtype)
+    if in_axes != 0:
+        Y = Y[0]
+    loss = lambda x, y: np.sum(_sin_times(x, y) ** 2)
+    H = tp.vmap(tp.hessian(loss), in_axes=in_axes)(X, Y)
+    Ys = Y if in_axes == 0 else [Y] * len(X)
+    ref = np.stack([tp.hessian(lambda x: np.sum((np.sin(x) * y) ** 2))(x) for x, y in zip(X, Ys)])
+    assert H.dtype == dtype
+    np.testing.assert_allclose(H, ref, rtol=1e-5 if dtype == np.float32 else 1e-7)
+    J = tp.vmap(tp.jacfwd(tp.grad(loss)), in_axes=in_axes)(X, Y)
+    np.testing.assert_allclose(J, ref, rtol=1e-5 if dtype == np.float32 else 1e-7)

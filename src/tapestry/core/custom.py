@@ -563,8 +563,13 @@ class custom_jvp:
 
 def _zero_tangent(x):
     """The tangent of an argument leaf that is not differentiated: zeros for
-    numbers and arrays, ``None`` for static leaves (strings, callables)."""
-    if x.__class__ is Var or isinstance(x, (np.ndarray, np.generic, int, float, complex)):
+    numbers and arrays, ``None`` for static leaves (strings, callables).  A
+    leaf batched by a ``vmap`` inside the differentiation (``vmap(hessian(f))``
+    with an argument not differentiated) is an array too: its item's zeros;
+    so is vmap's proxy for an array shared by every item (``in_axes=None``)."""
+    from .batched import Batched, Unbatched
+    if x.__class__ in (Var, Batched, Unbatched) \
+            or isinstance(x, (np.ndarray, np.generic, int, float, complex)):
         return np.zeros(shape_of(x), dtype_of(x))
     return None
 
