@@ -148,3 +148,17 @@ def test_vmap_of_hessian_through_custom_jvp_with_undifferentiated_arg(in_axes, d
     np.testing.assert_allclose(H, ref, rtol=1e-5 if dtype == np.float32 else 1e-7)
     J = tp.vmap(tp.jacfwd(tp.grad(loss)), in_axes=in_axes)(X, Y)
     np.testing.assert_allclose(J, ref, rtol=1e-5 if dtype == np.float32 else 1e-7)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_vmap_of_grad_with_batched_items(executor, vectorize):
+    """Items batched by an outer vmap, the shared argument differentiated
+    inside it: on processes the batched items were pickled to the workers
+    (EscapedTracerError)."""
+    rng = np.random.default_rng(5)
+    Xs, u = rng.standard_normal((3, 12, 3)), rng.standard_normal(3)
+    F = lambda X, u: tp.parallel_sum(lambda x, u: np.sum(np.sin(x * u)), X, u, chunk_size=5,
+                                     executor=executor, vectorize=vectorize)
+    g = tp.vmap(tp.grad(F, argnums=1), in_axes=(0, None))(Xs, u)
+    np.testing.assert_allclose(g, np.stack([np.sum(np.cos(X * u) * X, 0) for X in Xs]))
