@@ -162,3 +162,31 @@ def test_vmap_of_grad_with_batched_items(executor, vectorize):
                                      executor=executor, vectorize=vectorize)
     g = tp.vmap(tp.grad(F, argnums=1), in_axes=(0, None))(Xs, u)
     np.testing.assert_allclose(g, np.stack([np.sum(np.cos(X * u) * X, 0) for X in Xs]))
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_batched_value_in_closure_of_process_task_is_refused(vectorize):
+    """f reading a vmap-batched value from a closure, on processes: the
+    value was pickled to the workers and came back as a stale batch
+    (parallel_map returned wrong values, silently)."""
+    X, U = _data()
+    with pytest.raises(TypeError, match="shared argument"):
+        tp.vmap(lambda u: tp.parallel_map(lambda x: np.tanh(x * u), X, executor="processes",
+                                          chunk_size=5, vectorize=vectorize))(U)
+    with pytest.raises(TypeError, match="shared argument"):
+        tp.vmap(lambda u: tp.parallel_sum(lambda x: np.sum(x * u), X, executor="processes",
+                                          chunk_size=5, vectorize=vectorize))(U)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_batched_value_in_closure_in_process_still_works(executor):
+    X, U = _data()
+    out = tp.vmap(lambda u: tp.parallel_map(lambda x: np.tanh(x * u), X, executor=executor,
+                                            chunk_size=5))(U)
+    np.testing.assert_allclose(out, np.stack([np.tanh(X * u) for u in U]))
+
+
+def test_batched_value_copies():
+    import copy
+    out = tp.vmap(lambda x: copy.deepcopy(x) * 2 + copy.copy(x))(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_allclose(out, 3 * np.arange(6.0).reshape(2, 3))

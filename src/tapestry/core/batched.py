@@ -66,6 +66,24 @@ class Batched(ArrayMethods):
         self._value = value
         self._trace = trace
 
+    def __reduce__(self):
+        """Refused: unpickled elsewhere, the value would lose its batch trace
+        and come back as a stale batch (an object array, wrong values)."""
+        raise TypeError(
+            "tapestry.vmap: a batched value (a value inside the function given to vmap) "
+            "cannot be pickled: sent to another process it loses its batch. A parallel_sum "
+            "or parallel_map on processes or Dask inside vmap takes batched values as items "
+            "or shared arguments (it then runs in this process); f read one from a closure "
+            "or a global: pass it as a shared argument, parallel_map(f, items, value) calls "
+            "f(item, value).")
+
+    def __copy__(self):
+        return Batched(self._value, self._trace)
+
+    def __deepcopy__(self, memo):
+        import copy
+        return Batched(copy.deepcopy(self._value, memo), self._trace)
+
     # --- one item's view ---------------------------------------------------
     shape = property(lambda self: tuple(self._value.shape[1:]))
     dtype = property(lambda self: self._value.dtype)
