@@ -70,12 +70,12 @@ class Batched(ArrayMethods):
         """Refused: unpickled elsewhere, the value would lose its batch trace
         and come back as a stale batch (an object array, wrong values)."""
         raise TypeError(
-            "tapestry.vmap: a batched value (a value inside the function given to vmap) "
-            "cannot be pickled: sent to another process it loses its batch. A parallel_sum "
-            "or parallel_map on processes or Dask inside vmap takes batched values as items "
-            "or shared arguments (it then runs in this process); f read one from a closure "
-            "or a global: pass it as a shared argument, parallel_map(f, items, value) calls "
-            "f(item, value).")
+            "tapestry.vmap: a batched value (a value inside the function given to vmap, "
+            "or one computed from it) cannot be pickled: sent to another process it loses "
+            "its batch. A parallel_sum or parallel_map on processes or Dask takes batched "
+            "and differentiated values as items or shared arguments; its f read one from a "
+            "closure or a global: pass it as a shared argument, parallel_map(f, items, "
+            "value) calls f(item, value).")
 
     def __copy__(self):
         return Batched(self._value, self._trace)
