@@ -706,4 +706,4 @@ from . import linalg_decomp  # noqa: E402,F401  (svd, eig, qr, pinv, lstsq)
 @implements(np.trace)
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     reject_out("trace", out)
-    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)
+    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
