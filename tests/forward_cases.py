@@ -50,6 +50,79 @@ def cases(m, ad, inp):
     return out
 
 
+def rk4_pendulum(m, s, dt):
+    """One RK4 step of a pendulum; the state is a (q, p) tuple."""
+    def f(q, p):
+        return p, -m.sin(q)
+    q, p = s
+    k1 = f(q, p)
+    k2 = f(q + dt / 2 * k1[0], p + dt / 2 * k1[1])
+    k3 = f(q + dt / 2 * k2[0], p + dt / 2 * k2[1])
+    k4 = f(q + dt * k3[0], p + dt * k3[1])
+    return (q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]),
+            p + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]))
+
+
+def linalg_mix(m, M, b):
+    s, ld = m.linalg.slogdet(M)
+    return {"x": m.linalg.solve(M, b), "ld": s * ld, "inv": m.linalg.inv(M),
+            "det": m.linalg.det(M), "n": m.linalg.norm(M @ b)}
+
+
+def decomp_loss(m, A):
+    q, r = m.linalg.qr(A)
+    sv = m.linalg.svd(A, compute_uv=False)
+    return m.sum(r ** 2) + m.sum(q * A) ** 2 + m.sum(sv ** 3) + m.linalg.norm(A, "nuc")
+
+
+def spd_loss(m, x):
+    S = m.outer(x, x) + m.diag(m.arange(1.0, x.shape[0] + 1))
+    L = m.linalg.cholesky(S)
+    w = m.linalg.eigh(S)[0]
+    return 2 * m.sum(m.log(m.diag(L))) + m.sum(w ** 2) + m.trace(m.linalg.inv(S))
+
+
+def specials(m, sp, x):
+    return (sp.gammaln(x), sp.digamma(x), sp.erf(x), sp.expit(x), sp.log_ndtr(x - 1),
+            sp.logsumexp(x), sp.softmax(x), sp.xlogy(x, x + 1))
+
+
+def select_ops(m, x):
+    s = m.sort(x)
+    return (m.where(s > 0, s ** 2, m.clip(s, -0.5, 0.5)), m.cumsum(x) * m.cumprod(x * 0.5 + 1),
+            m.max(x.reshape(2, 3), axis=1, keepdims=True), x[m.argsort(x)][::2],
+            m.einsum("i,j->ij", x, x)[1:3], m.var(x.reshape(3, 2), axis=0))
+
+
+def extra_cases(m, ad, sla, sp, inp):
+    """More programs: physics steps, linalg, special functions, selections,
+    tuples as primals, 0-d inputs, jvp of grad, linearize called repeatedly."""
+    M, b, A, y, s0, S, T = (inp[k] for k in ("M", "bvec", "A", "y", "s0", "S", "T"))
+    out = {
+        "rk4_jacfwd": ad.jacfwd(lambda s: rk4_pendulum(m, s, 0.1))(s0),
+        "rk4_jvp": ad.jvp(lambda s: rk4_pendulum(m, s, 0.1), (s0,), ((b[:2], b[1:]),)),
+        "linalg_jvp": ad.jvp(lambda M, b: linalg_mix(m, M, b), (M, b), (T, y)),
+        "linalg_jacfwd": ad.jacfwd(lambda M, b: linalg_mix(m, M, b), argnums=(0, 1))(M, b),
+        "decomp_hess": ad.hessian(lambda A: decomp_loss(m, A))(A.T),
+        "spd_hess": ad.hessian(lambda x: spd_loss(m, x))(b),
+        "expm_tri": ad.jvp(lambda M, b: (sla.expm(0.3 * M), sla.solve_triangular(M, b, lower=True),
+                                         sla.cho_solve(sla.cho_factor(S, lower=True), b * M[0])),
+                           (M, b), (T, y)),
+        "specials": ad.jvp(lambda x: specials(m, sp, x), (y * y + 0.5,), (b,)),
+        "special_hess": ad.hessian(lambda x: m.sum(sp.gammaln(x) * sp.erf(x) + sp.logsumexp(2 * x)))(
+            y * y + 0.5),
+        "select": ad.jacfwd(lambda x: select_ops(m, x))(inp["x6"]),
+        "zero_d_hess": ad.hessian(lambda a, c: m.sin(a * c) + a ** 3 * m.log(c), argnums=(0, 1))(
+            inp["a0"], inp["c0"]),
+        "hess_argnums": ad.hessian(lambda x, W, c: m.sum(m.tanh(W @ x) * c) + c ** 2 * m.sum(x ** 4),
+                                   argnums=(0, 2))(b, M, inp["a0"]),
+        "jvp_of_grad": ad.jvp(ad.grad(lambda M: m.sum(m.linalg.solve(M, b) ** 2)), (M,), (T,)),
+    }
+    y0, f_jvp = ad.linearize(lambda M, b: linalg_mix(m, M, b), M, b)
+    out["linearize_many"] = (y0, f_jvp(T, y), f_jvp(M, b), f_jvp(T, y))
+    return out
+
+
 def hvp_jax(jax, m, inp):
     p, x, v = inp["p"], inp["x"], inp["v"]
     return jax.jvp(jax.grad(lambda p: mlp(m, p, x)), (p,), (v,))[1]
@@ -70,4 +143,7 @@ if __name__ == "__main__":
     inputs = pickle.load(sys.stdin.buffer)
     results = cases(jnp, jax, inputs)
     results["hvp"] = hvp_jax(jax, jnp, inputs)
+    import jax.scipy.linalg
+    import jax.scipy.special
+    results.update(extra_cases(jnp, jax, jax.scipy.linalg, jax.scipy.special, inputs))
     sys.stdout.buffer.write(pickle.dumps(_to_numpy(results)))

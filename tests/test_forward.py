@@ -424,3 +424,22 @@ def test_a_cotangent_transposition_cannot_read_is_refused():
     x = np.arange(3.0)
     with pytest.raises(TypeError, match="cotangent of type Box"):
         tp.jvp(doubled, (x,), (np.ones(3),))
+
+
+def _float32_unary_ops():
+    import tapestry.scipy.special as sp
+    special = [sp.erf, sp.erfc, sp.ndtr, sp.log_ndtr, sp.gammaln, sp.digamma, sp.expit,
+               sp.erfcx, sp.i0e, sp.i1e, sp.ndtri]
+    return [pytest.param(op, id=getattr(op, "__name__", str(op))) for op in list(UNARY) + special]
+
+
+@pytest.mark.parametrize("op", _float32_unary_ops())
+def test_float32_tangents_stay_float32(op):
+    """A float32 output's tangent is float32 (docs/forward.md), also where the
+    rule multiplies by a float64 constant (erf's 2/sqrt(pi) made jvp, jacfwd
+    and linearize of erf, erfc, ndtr, log_ndtr float64)."""
+    x = np.array([0.2, 0.35, 0.45], np.float32) + (1.0 if op is np.arccosh else 0.0)
+    y, t = tp.jvp(op, (x,), (np.ones_like(x),))
+    assert y.dtype == np.float32 and t.dtype == np.float32, (y.dtype, t.dtype)
+    assert tp.jacfwd(op)(x).dtype == np.float32
+    assert tp.linearize(op, x)[1](x).dtype == np.float32

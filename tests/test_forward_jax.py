@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import tapestry as tp
-from forward_cases import cases, mlp
+import tapestry.scipy.linalg
+import tapestry.scipy.special
+from forward_cases import cases, extra_cases, mlp
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="JAX not installed")
@@ -26,6 +28,11 @@ INPUTS = {
     "tx": rng.standard_normal(4), "a": rng.standard_normal(4),
     "b": rng.standard_normal((2, 4)),
     "v": {"W": rng.standard_normal((3, 4)), "b": rng.standard_normal(3)},
+    "M": np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3), "bvec": rng.standard_normal(3),
+    "y": rng.standard_normal(3), "s0": (rng.standard_normal(2), rng.standard_normal(2)),
+    "S": (lambda a: a @ a.T + 3 * np.eye(3))(rng.standard_normal((3, 3))),
+    "x6": rng.standard_normal(6), "a0": np.array(0.7), "c0": np.array(1.3),
+    "T": rng.standard_normal((3, 3)),
 }
 
 
@@ -44,6 +51,7 @@ def ours():
     out = cases(np, tp, INPUTS)
     x, p, v = INPUTS["x"], INPUTS["p"], INPUTS["v"]
     out["hvp"] = tp.hessian_vector_product(lambda p: mlp(np, p, x))(p, v)
+    out.update(extra_cases(np, tp, tapestry.scipy.linalg, tapestry.scipy.special, INPUTS))
     return out
 
 
@@ -63,6 +71,10 @@ def _same(a, b, where):
 
 
 @pytest.mark.parametrize("name", ["jvp_mlp", "jvp_aux", "linearize", "jacfwd", "jacrev",
-                                  "hess_p", "hess_ab", "hess_b", "hvp"])
+                                  "hess_p", "hess_ab", "hess_b", "hvp",
+                                  "rk4_jacfwd", "rk4_jvp", "linalg_jvp", "linalg_jacfwd",
+                                  "decomp_hess", "spd_hess", "expm_tri", "specials",
+                                  "special_hess", "select", "zero_d_hess", "hess_argnums",
+                                  "jvp_of_grad", "linearize_many"])
 def test_against_jax(name, ours, theirs):
     _same(ours[name], theirs[name], name)

@@ -346,3 +346,18 @@ def test_power_mixed_second_derivative_at_zero_exponent(power):
     assert tp.grad(lambda v: power(v[0], v[1]))(np.array([0.0, 0.0])).tolist() == [0.0, 0.0]
     check_grads(lambda x, y: power(x, y), (np.array([2.0, 0.5, 1.5]), np.array([0.0, 0.0, 1.3])),
                 order=2)
+
+
+@pytest.mark.parametrize("lae, base", [(np.logaddexp, np.e), (np.logaddexp2, 2.0)])
+def test_logaddexp_derivative_where_the_result_is_infinite(lae, base):
+    """d/dx logaddexp(x, y) = exp(x - ans) is inf - inf = nan where x = +inf
+    is the result; the limit there is 1 for x and 0 for a finite y, in
+    reverse mode, forward mode and a Hessian alike."""
+    x, y = np.array([np.inf, 1.0, 0.3]), np.array([3.0, np.inf, -0.2])
+    gx, gy = tp.grad(lambda x, y: np.sum(lae(x, y)), argnums=(0, 1))(x, y)
+    share = base ** 0.3 / (base ** 0.3 + base ** -0.2)
+    assert np.allclose(gx, [1.0, 0.0, share]) and np.allclose(gy, [0.0, 1.0, 1 - share])
+    _, t = tp.jvp(lae, (x, y), (np.ones(3), 2 * np.ones(3)))
+    assert np.allclose(t, [1.0, 2.0, share + 2 * (1 - share)])
+    assert np.isfinite(tp.hessian(lambda x: np.sum(lae(x, y)))(x)).all()
+    check_grads(lambda x: lae(x, y[2:]), (x[2:],), order=2)

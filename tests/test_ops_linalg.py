@@ -509,3 +509,16 @@ def test_qr_at_deficient_column_rank_names_qr(how):
                                                      r"matrix of deficient column rank"):
         (tp.grad(f) if how == "grad" else tp.jacfwd(f))(A)
     check_grads(f, (A + np.array([[0.3, 1.0, -0.5], [0.7, 0.2, 0.4], [-0.6, 0.8, 1.1]]),))
+
+
+@pytest.mark.parametrize("ord", [2, -2, "nuc"])
+def test_spectral_norms_of_float32_stay_float32(ord):
+    """NumPy's 2-, -2- and nuclear norms of a float32 matrix are float32; the
+    traced ones were float64 (a float64 stand-in matrix for the zero-matrix
+    guard promoted the input), so jvp's output and tangent were too."""
+    a = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
+    f = lambda a: np.linalg.norm(a, ord)  # noqa: E731
+    y, t = tp.jvp(f, (a,), (a,))
+    assert y.dtype == t.dtype == np.linalg.norm(a, ord).dtype == np.float32
+    assert np.allclose(y, np.linalg.norm(a, ord), rtol=1e-6)
+    assert tp.jacfwd(f)(a).dtype == tp.grad(f)(a).dtype == np.float32

@@ -230,3 +230,37 @@ def test_var_std_complex_is_mean_squared_modulus(ddof):
 ])
 def test_second_derivatives_complex(f):
     check_all(f, crand((3, 4), "normal", 10), order=2)
+
+
+_DTYPE_REDUCTIONS = {
+    "sum": lambda x: np.sum(x, axis=0, dtype=np.float64),
+    "mean": lambda x: np.mean(x, dtype=np.float64),
+    "prod": lambda x: np.prod(x, axis=1, dtype=np.float64),
+    "cumsum": lambda x: np.cumsum(x, dtype=np.float64),
+    "cumprod": lambda x: np.cumprod(x, axis=0, dtype=np.float64),
+    "method_cumsum": lambda x: x.cumsum(axis=1, dtype=np.float64),
+    "var": lambda x: np.var(x, axis=0, dtype=np.float64),
+    "std": lambda x: np.std(x, dtype=np.float64),
+    "nansum": lambda x: np.nansum(x, axis=1, dtype=np.float64),
+    "nanmean": lambda x: np.nanmean(x, dtype=np.float64),
+    "nanprod": lambda x: np.nanprod(x, dtype=np.float64),
+    "nancumsum": lambda x: np.nancumsum(x, dtype=np.float64),
+    "trace": lambda x: np.trace(x, dtype=np.float64),
+    "down_to_float32": lambda x: np.sum(x.astype(np.float64), axis=0, dtype=np.float32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DTYPE_REDUCTIONS))
+def test_reduction_dtype_argument_is_kept_when_traced(name):
+    """``dtype=`` sets the result's and the accumulation's precision, as in
+    NumPy; traced prod/cumsum/cumprod/var/std/nansum/nanmean/trace dropped it
+    (float32 values and tangents where NumPy gives float64)."""
+    f = _DTYPE_REDUCTIONS[name]
+    x = np.array([[1.5, 0.25, 2.0], [0.75, 1.25, 0.5]], np.float32)
+    y, t = tp.jvp(f, (x,), (np.ones_like(x),))
+    want = f(x)
+    assert y.dtype == t.dtype == want.dtype, (y.dtype, t.dtype, want.dtype)
+    assert np.allclose(y, want, rtol=1e-6)
+    assert tp.grad(lambda x: np.sum(f(x)))(x).dtype == np.float32
+    if want.dtype == np.float64:  # finite differences of a float32 result are too coarse
+        check_grads(lambda x: f(x), (x.astype(np.float64),))

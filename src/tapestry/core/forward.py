@@ -101,9 +101,14 @@ def _fast_tangent(prim, i, rule, t, ans, args, kwargs, batch):
 
 
 def _fit(t, ans, batch=None):
-    """The summed contributions as the output's tangent: full shape."""
+    """The summed contributions as the output's tangent: full shape and the
+    output's float dtype (a rule's float64 constant, e.g. erf's 2/sqrt(pi),
+    would otherwise make a float32 output's tangent float64)."""
     if t is None or ans.__class__ is tuple:
         return t
+    dt = dtype_of(ans)
+    if dt.kind == "f" and getattr(t, "dtype", dt) != dt:
+        t = t.astype(dt)
     shape = shape_of(ans)
     if batch is not None:
         shape = (batch,) + tuple(shape)

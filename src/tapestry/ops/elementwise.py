@@ -170,12 +170,28 @@ defunary(np.log10, lambda g, ans, x: g / (x * np.log(10.0)))
 defunary(np.log1p, lambda g, ans, x: g / (x + 1))
 defunary(np.sqrt, lambda g, ans, x: g * 0.5 / ans, keep=KEEP_ANS)
 defunary(np.cbrt, lambda g, ans, x: g / (3 * ans * ans))
-defbinary(np.logaddexp,
-          lambda g, ans, x, y: g * np.exp(x - ans),
-          lambda g, ans, x, y: g * np.exp(y - ans))
-defbinary(np.logaddexp2,
-          lambda g, ans, x, y: g * np.exp2(x - ans),
-          lambda g, ans, x, y: g * np.exp2(y - ans))
+
+
+def _share(exp):
+    """d logaddexp(x, y)/dx = exp(x - ans): the argument's share of the sum.
+    Where the argument is the infinite result itself (x = +inf, y finite)
+    ``x - ans`` is inf - inf = nan; the limit there is 1 (and 0 for the
+    other, finite argument, which ``exp(y - inf)`` already gives)."""
+    def rule(g, ans, x, y):
+        with np.errstate(invalid="ignore"):
+            w = exp(x - ans)
+        if np.isinf(ans).any():
+            w = np.where(np.isinf(ans) & (x == ans), 1.0, w)
+        return g * w
+    return rule
+
+
+def _swap(rule):
+    return lambda g, ans, x, y: rule(g, ans, y, x)
+
+
+defbinary(np.logaddexp, _share(np.exp), _swap(_share(np.exp)))
+defbinary(np.logaddexp2, _share(np.exp2), _swap(_share(np.exp2)))
 
 # --- trigonometric and hyperbolic --------------------------------------------
 defunary(np.sin, lambda g, ans, x: g * np.cos(x))

@@ -615,7 +615,10 @@ def _matrix_norm(x, ord, axis, keepdims):
         # subgradients u vᴴ that the SVD happens to pick)
         zero = np.all(unwrap_all(m) == 0, axis=(-2, -1))
         rows, cols = np.shape(m)[-2:]
-        spread = np.eye(rows, cols) * np.arange(1.0, cols + 1)  # distinct singular values
+        # distinct singular values, in m's precision (a float64 spread made a
+        # float32 matrix's 2- and nuclear norms float64, unlike NumPy's)
+        spread = (np.eye(rows, cols) * np.arange(1.0, cols + 1)).astype(
+            np.result_type(unwrap_all(m).dtype, np.float32))
         sv = svdvals(np.where(np.expand_dims(zero, (-2, -1)), spread, m))
         val = np.sum(sv, -1) if ord == "nuc" else sv[..., 0 if ord == 2 else -1]
         # at the zero matrix, the Frobenius norm: value 0 and gradient 0 like the
@@ -703,4 +706,4 @@ from . import linalg_decomp  # noqa: E402,F401  (svd, eig, qr, pinv, lstsq)
 @implements(np.trace)
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     reject_out("trace", out)
-    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1)
+    return np.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)

@@ -143,8 +143,8 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """NaNs count as zero, so they get a zero gradient."""
     no_out("nansum", out)
-    return sum_(np.where(np.isnan(a), 0.0, a), axis, keepdims=keepdims, initial=initial,
-                where=where)
+    return sum_(np.where(np.isnan(a), 0.0, a), axis, dtype=dtype, keepdims=keepdims,
+                initial=initial, where=where)
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
@@ -153,8 +153,8 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     if where_mask(where) is not None:
         valid = valid & where_mask(where)
     count = np.sum(valid, axis=_tuple(axis), keepdims=keepdims)
-    return (sum_(np.where(valid, a, 0.0), axis, keepdims=keepdims)
-            / count.astype(np.result_type(unwrap_all(a), np.float16)))
+    total = sum_(np.where(valid, a, 0.0), axis, dtype=dtype, keepdims=keepdims)
+    return total / count.astype(np.result_type(unwrap_all(total), np.float16))
 
 
 _nanmax, _nanmin = extremum_primitive(np.nanmax, "nanmax"), extremum_primitive(np.nanmin, "nanmin")

@@ -79,6 +79,16 @@ def _float(dtype, name):
                         "integer result, which has no gradient; drop dtype=.")
 
 
+def _in_dtype(a, dtype, name):
+    """``a`` in the float ``dtype=`` NumPy accumulates in (a float32 array's
+    ``np.cumsum(x, dtype=np.float64)`` is float64 and summed in float64);
+    without this the traced prod/cumsum/cumprod/var/std ignored ``dtype=``."""
+    _float(dtype, name)
+    if dtype is None or np.dtype(dtype) == plain_dtype(a):
+        return a
+    return _var_astype(a, dtype)
+
+
 def _count(shape, axis):
     return int(np.prod([shape[i] for i in _axes(axis, len(shape))], dtype=np.int64))
 
@@ -109,9 +119,8 @@ _sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, linear_in=(0,), batch=batch_
 
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     no_out("sum", out)
-    _float(dtype, "sum")
+    a = _in_dtype(a, dtype, "sum")
     s = _sum(_masked(a, where, 0), _tuple(axis), keepdims)
-    s = s if dtype is None else s.astype(dtype)
     return s if initial is None else s + initial
 
 
@@ -123,7 +132,7 @@ _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepd
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     no_out("mean", out)
-    _float(dtype, "mean")
+    a = _in_dtype(a, dtype, "mean")
     w = where_mask(where)
     if w is not None:  # the mean of the selected entries: sum / count
         count = np.sum(np.broadcast_to(w, np.shape(a)), axis=_tuple(axis), keepdims=keepdims
@@ -180,7 +189,7 @@ _prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepd
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     no_out("prod", out)
-    _float(dtype, "prod")
+    a = _in_dtype(a, dtype, "prod")
     p = _prod(_masked(a, where, 1), _tuple(axis), keepdims)
     return p if initial is None else p * initial
 
@@ -287,7 +296,7 @@ def _moment_entry(prim, name):
             raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not "
                                       "supported; let NumPy compute the mean.")
         ddof = correction if correction is not None else ddof
-        return prim(a, _tuple(axis), ddof, keepdims)
+        return prim(_in_dtype(a, dtype, name), _tuple(axis), ddof, keepdims)
     moment.__name__ = name
     return moment
 
@@ -341,7 +350,7 @@ _cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod", batch=
 def _scan_entry(prim, name):
     def scan(a, axis=None, dtype=None, out=None):
         no_out(name, out)
-        _float(dtype, name)
+        a = _in_dtype(a, dtype, name)
         if axis is None:
             return prim(np.ravel(a), 0)
         return prim(a, axis % max(np.ndim(a), 1))
