@@ -539,3 +539,8 @@ def test_custom_function_without_rule_is_refused_in_grad_of_vmap(kind):
         tp.grad(lambda v: np.sum(tp.vmap(f)(v)))(X)
     with pytest.raises(TypeError, match="has no rule"):
         tp.vmap(tp.grad(lambda u: np.sum(f(u))))(X)
+
+
+def test_out_axes_of_another_structure_names_the_outputs():
+    with pytest.raises(ValueError, match="out_axes=.*structure of the outputs"):
+        tp.vmap(lambda x: {"a": x, "b": x}, out_axes={"a": 0, "c": 0})(X)

@@ -35,8 +35,9 @@ def _axes_per_leaf(spec, tree, where):
     try:
         subtrees = flatten_up_to(spec_td, tree)
     except ValueError as e:
+        what = "outputs" if where == "out_axes" else "arguments"
         raise ValueError(f"tapestry.vmap: {where}={spec!r} does not match the structure "
-                         f"of the arguments ({tree_structure(tree)}): {e}") from None
+                         f"of the {what} ({tree_structure(tree)}): {e}") from None
     axes = []
     for ax, sub in zip(spec_leaves, subtrees):
         _check_axis_spec(ax, where)
