@@ -20,6 +20,7 @@ converting it with ``np.asarray``.
 """
 from __future__ import annotations
 
+import copy
 import operator
 import threading
 import warnings
@@ -27,9 +28,10 @@ from collections import Counter
 
 import numpy as np
 
-from .batching import elementwise
+from .batching import elementwise, shift_axes
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
-from .var import ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc
+from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
+                  unwrap_all)
 
 #: Operation name -> number of calls that looped over the batch because the
 #: operation has no batching rule (or none for that combination of batched
@@ -81,7 +83,6 @@ class Batched(ArrayMethods):
         return Batched(self._value, self._trace)
 
     def __deepcopy__(self, memo):
-        import copy
         return Batched(copy.deepcopy(self._value, memo), self._trace)
 
     # --- one item's view ---------------------------------------------------
@@ -522,24 +523,15 @@ def _axis_reduction(func, args, kwargs):
     kw = dict(kwargs)
     if axis is None:
         if func in (np.argmax, np.argmin, np.argsort):
-            v = np.reshape(v, (shape_batch(v), -1))
+            if kw.pop("keepdims", False):  # a flat index kept in the item's shape
+                return batched_call(_Plain(func), args, kwargs)
+            v = np.reshape(v, (a._trace.size, -1))
             kw["axis"] = 1
-            if kw.pop("keepdims", False):
-                return _batched_call_plain(func, args, kwargs)
         else:
             kw["axis"] = tuple(range(1, nd + 1))
     else:
-        from .batching import shift_axes
         kw["axis"] = shift_axes(axis, nd)
     return Batched(func(v, **kw), a._trace)
-
-
-def shape_batch(v):
-    return np.shape(v)[0] if v.__class__ is not Batched else v.shape[0]
-
-
-def _batched_call_plain(func, args, kwargs):
-    return batched_call(_Plain(func), args, kwargs)
 
 
 def _like(func, args, kwargs):
@@ -568,7 +560,6 @@ def constant_values(x, dtype=None):
     masks, indices or positions from: a plain ndarray, or -- where a vmap
     runs outside the differentiation (``vmap(grad(f))``) -- a batched one,
     each item its own constant (``np.asarray`` on it would raise)."""
-    from .var import unwrap_all
     v = unwrap_all(x)
     if v.__class__ is Batched:
         return v if dtype is None or v.dtype == dtype else v.astype(dtype)

@@ -26,7 +26,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED, batched_above, batched_call, constant_values
+from ..core.batched import TRACED, Batched, batched_above, batched_call, constant_values
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype
 
@@ -164,7 +164,6 @@ def _batched_index_block(key):
     per item; ``adv`` holds them with each batched array's batch axis first
     and 1-axes after it, so that they broadcast per item.  ``None`` for
     other keys (``...``, ``None``, masks, advanced entries apart)."""
-    from ..core.batched import Batched
     adv = [j for j, k in enumerate(key) if type(k) is not slice]
     if not adv or adv != list(range(adv[0], adv[-1] + 1)):
         return None
@@ -190,7 +189,6 @@ def _batched_index_block(key):
 def _batch_gather(prim, x, x_batched, key):
     """The batched-index case of :func:`_batch_getitem`: one gather, the
     item numbers paired with the indices when ``x`` is batched."""
-    from ..core.batched import Batched
     found = _batched_index_block(key)
     if found is None:
         return NotImplemented
@@ -235,7 +233,6 @@ def _batch_scatter_at(prim, g, g_batched, key, shape):
     """The transpose of :func:`_batch_gather` on a batched array: each item's
     ``g`` added at its own indices, one ``np.add.at`` on the batch with the
     item numbers paired with the indices."""
-    from ..core.batched import Batched
     found = _batched_index_block(key)
     if found is None or shape.__class__ is Batched:
         return NotImplemented
