@@ -90,6 +90,7 @@ def check_all(f, *args, order=1, **kw):
     for vs in variants(args):
         check_grads(f, vs, order=order, **kw)
     check_vmap(f, args)
+    check_jit(f, args)
 
 
 def _other_item(a):
@@ -124,6 +125,86 @@ def check_vmap(f, args):
         want = np.stack([np.asarray(tp.tree_flatten(e)[0][k]) for e in expected])
         np.testing.assert_allclose(np.asarray(g), want, rtol=1e-10, atol=1e-12,
                                    equal_nan=True, err_msg="tapestry.vmap against a loop")
+
+
+def _weighted_sum(out):
+    """A scalar that depends on every element of every output leaf, with
+    weights fixed by the leaf's shape (so the replay's gradient is checked
+    element by element, not only in sum)."""
+    import tapestry as tp
+    total = 0.0
+    for leaf in tp.tree_leaves(out):
+        if getattr(leaf, "dtype", np.dtype(float)).kind not in "fc":
+            continue
+        w = np.cos(np.arange(np.size(leaf), dtype=np.float64)).reshape(np.shape(leaf))
+        total = total + np.sum(np.real(leaf) * w)
+    return total
+
+
+#: ops whose jit trace ran uncompiled (a warning), by the reason given
+JIT_UNCOMPILED: dict = {}
+#: functions whose jit result was not bit-identical to the plain call
+JIT_INEXACT: list = []
+
+
+def _report():
+    import os
+    path = os.environ.get("TAPESTRY_JIT_SWEEP_REPORT")
+    if path:
+        with open(path, "w") as fh:
+            for k, v in sorted(JIT_UNCOMPILED.items(), key=lambda kv: -kv[1]):
+                fh.write(f"UNCOMPILED {v} {k}\n")
+            for k in JIT_INEXACT:
+                fh.write(f"INEXACT {k}\n")
+
+
+import atexit  # noqa: E402
+
+atexit.register(_report)
+
+
+def check_jit(f, args):
+    """``tapestry.jit`` of ``f`` and of the gradient of a weighted sum of its
+    outputs give, bit for bit, what the uncompiled calls give: on the
+    traced arguments, then replayed on other values of the same shapes."""
+    import os
+    import warnings
+
+    import tapestry as tp
+    nums = tuple(i for i, a in enumerate(args) if _is_float(a))
+    if not nums:
+        return
+    try:
+        other = tuple(_other_item(a) if _is_float(a) else a for a in args)
+        f(*other)
+    except (ValueError, np.linalg.LinAlgError):
+        other = tuple(a * 0.97 if _is_float(a) else a for a in args)
+    g = tp.grad(lambda *a: _weighted_sum(f(*a)), argnums=nums)
+    for fun in (f, g):
+        try:
+            expected = [fun(*args), fun(*other)]
+        except (TypeError, ValueError, NotImplementedError):
+            continue  # not differentiable here (integer outputs): f alone is checked
+        jf = tp.jit(fun)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", tp.JitWarning)
+            got = [jf(*args), jf(*other)]
+        for w in caught:
+            if issubclass(w.category, tp.JitWarning):
+                key = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0] + " " + str(w.message)
+                JIT_UNCOMPILED[key] = JIT_UNCOMPILED.get(key, 0) + 1
+        for e, r in zip(expected, got):
+            el, etd = tp.tree_flatten(e)
+            gl, gtd = tp.tree_flatten(r)
+            assert gtd == etd, (gtd, etd)
+            for a, b in zip(el, gl):
+                a, b = np.asarray(a), np.asarray(b)
+                if a.shape == b.shape and a.dtype == b.dtype and \
+                        a.tobytes() == b.tobytes():
+                    continue
+                JIT_INEXACT.append(os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0])
+                np.testing.assert_allclose(b, a, rtol=1e-13, atol=0, equal_nan=True,
+                                           err_msg="tapestry.jit against the plain call")
 
 
 # --- hypothesis strategies ------------------------------------------------------

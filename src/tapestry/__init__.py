@@ -23,6 +23,7 @@ from .core.tape import EscapedTracerError  # noqa: E402
 from .core.tracing import LeakedTracerError  # noqa: E402
 from .core.var import Var  # noqa: E402
 from .core.registry import freeze as _freeze_registries  # noqa: E402
+from .jit import JitError, JitWarning, jit  # noqa: E402
 from .kernels import kernel  # noqa: E402
 from .ops.einsum import einsum  # noqa: E402
 from .parallel import parallel_map, parallel_sum  # noqa: E402
@@ -35,7 +36,7 @@ __version__ = "0.1.0"
 __all__ = [
     # core
     "grad", "value_and_grad", "vjp", "jacobian", "hessian", "hessian_vector_product",
-    "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad", "vmap",
+    "jvp", "linearize", "jacfwd", "jacrev", "elementwise_grad", "vmap", "jit", "JitError", "JitWarning",
     "stop_gradient", "custom_vjp", "custom_jvp", "checkpoint", "tree_flatten", "tree_unflatten",
     "tree_map", "Var", "EscapedTracerError", "LeakedTracerError", "testing", "debug",
     # pytrees

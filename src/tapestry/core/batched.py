@@ -30,6 +30,7 @@ import numpy as np
 
 from .batching import elementwise, shift_axes
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
+from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
                   unwrap_all)
 
@@ -689,4 +690,7 @@ def _holds_batched(key):
 #: The classes whose values stand for arrays being transformed (traced for
 #: differentiation, or batched): rule code that must not hand such a value
 #: to NumPy as a constant tests ``x.__class__ in TRACED``.
-TRACED = (Var, Batched)
+#: ``Staged`` (inside ``jit``) counts: it too must reach NumPy's dispatch,
+#: never ``np.asarray`` or a write into a plain array.
+TRACED = (Var, Batched, Staged)
+HIGHER.update({Batched, Unbatched})

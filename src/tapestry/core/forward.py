@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backward import _FRESH, JointRule, Negated, _refcount, backward_sweep
+from .staged import Staged
 from .batched import Batched, BatchedConversionError, Unbatched, _combine, _item, top_batch
 from .primitive import dtype_of, shape_of
 from .tape import LEAF, open_tape
@@ -57,7 +58,7 @@ def _broadcast(x, shape):
     if x.__class__ is Unbatched:  # vmap's proxy for an array shared by all items
         x = x._value
     if x.__class__ is Var or x.__class__ is Batched or type(x) is np.ndarray \
-            or isinstance(x, np.generic):
+            or isinstance(x, np.generic) or x.__class__ is Staged:
         return x if shape_of(x) == shape else np.broadcast_to(x, shape)
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # the shape of an array not kept
         return _Meta(shape, x.dtype)

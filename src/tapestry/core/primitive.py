@@ -23,6 +23,7 @@ from .batching import shape_of  # noqa: F401  (rule modules import it from here)
 from .backward import Negated
 from .batched import Batched, batched_above, batched_call, top_batch
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
+from .staged import staged_recorder
 from .var import Var, innermost_tape, refuse_masked
 
 
@@ -338,6 +339,9 @@ def _reentering(prim, fun):
             if a.__class__ is Var or a.__class__ is Batched or \
                     a.__class__ is tuple and batched_above(a, 0):  # x[j], j batched
                 return prim._call(args, kwargs)
+        rec = staged_recorder(args, kwargs)
+        if rec is not None:  # inside jit: the forward is one step of the program
+            return rec.call(fun, args, kwargs)
         return fun(*args, **kwargs)
     forward.__name__ = getattr(fun, "__name__", "forward")
     forward.__wrapped__ = fun

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .batched import Batched, Unbatched
+from .staged import Staged
 from .pytree import tree_flatten, tree_map
 from .tape import ClosedNodes, open_tape
 from .var import MASKED_HELP, Var, new_leaf, unwrap_all
@@ -151,7 +152,8 @@ def cast_like(ct, x, sparse="auto"):
         ct = ct.todense(dt)
     if ct is None:
         return np.zeros_like(unwrap_all(x)) if x.__class__ not in (Var, Batched) else x * 0.0
-    if ct.__class__ is Var or ct.__class__ is Batched:  # traced: grad in jvp, hessian, ...
+    if ct.__class__ is Var or ct.__class__ is Batched or ct.__class__ is Staged:
+        # traced: grad in jvp, hessian, ...; staged: inside jit
         return _cast_traced(ct, x)
     if type(ct) is np.ndarray or isinstance(ct, np.generic):
         dt = np.result_type(x)
@@ -170,6 +172,8 @@ def _cast_traced(ct, x):
         ct = ct.astype(dt)
     if np.shape(ct) != np.shape(x) and np.size(ct) == np.size(x):
         ct = np.reshape(ct, np.shape(x))
+    elif ct.__class__ is Staged and type(ct._value) is not np.ndarray:
+        ct = ct._rec.call(np.asarray, (ct,), None)  # an array, as the plain path returns
     return ct
 
 
@@ -230,7 +234,7 @@ def check_scalar_output(out, tape, opname):
     value = out._value if out.__class__ is Var and out._tape is tape else out
     plain = unwrap_all(value)
     if plain is None or isinstance(plain, (str, bytes, bool, np.bool_)) or not (
-            isinstance(plain, (np.ndarray, np.generic, int, float, complex, Batched))):
+            isinstance(plain, (np.ndarray, np.generic, int, float, complex, Batched, Staged))):
         raise TypeError(
             f"tapestry.{opname}: the function must return a float scalar, but it "
             f"returned a value of type {type(plain).__name__}"
@@ -301,7 +305,7 @@ def trace(f, primals, opname, has_aux, nodes=None, keep=False):
 def check_output_leaf(x, opname):
     """Output leaves are numbers or numeric arrays: a string or an object
     would otherwise fail deep inside a sweep, or count as a constant."""
-    if isinstance(x, (np.ndarray, np.generic, Batched)) and x.dtype.kind in "biufc":
+    if isinstance(x, (np.ndarray, np.generic, Batched, Staged)) and x.dtype.kind in "biufc":
         return
     if isinstance(x, (int, float, complex)) or hasattr(x, "todense"):
         return

@@ -1,0 +1,589 @@
+"""Staged values: what ``tapestry.jit`` passes to the function it compiles.
+
+A :class:`Staged` holds a concrete value (the trace runs the function for
+real, on the first call's data) and a slot of a :class:`Recorder`, which
+writes down every NumPy call that touches it: ufuncs and their methods,
+``__array_function__`` calls, operators, indexing, methods.  The record is
+a straight-line program that ``tapestry.jit`` lowers to Python source and
+replays on later calls (``tapestry/jit/``).
+
+Everything the record cannot replay is a *guard*: wherever Python reads a
+staged value (``bool``, ``int``, ``float``, ``.item()``, ``np.asarray``,
+an ``if`` on a comparison), the value read is written down and checked at
+replay; a failed guard makes ``jit`` trace again (CppAD's comparison
+counting, generalized).  Output shapes that depend on data (``nonzero``,
+boolean masks) are guarded too.  An operation that would write a staged
+value into memory the program does not own (``out=`` a plain array,
+``np.add.at`` into one) raises :class:`Unstageable`: the function then
+runs uncompiled, never half-compiled.
+
+Staged values are the lowest level: a ``Var`` (``jit(grad(f))``) or a
+``Batched`` (``jit(vmap(f))``) may hold one as its value, and a staged value
+meeting either defers to it (``NotImplemented``), which then calls NumPy
+on the staged value one level down.
+"""
+from __future__ import annotations
+
+import operator
+import sys
+import threading
+
+import numpy as np
+
+from .var import ArrayMethods, Var
+
+
+class Unstageable(Exception):
+    """The function does something a replay cannot reproduce (a write of a
+    staged value into a plain array, a result object of unknown kind):
+    ``jit`` runs it uncompiled, with a warning naming the reason."""
+
+
+class EscapedStagedError(RuntimeError):
+    """A staged value was used after the ``jit`` trace that made it ended."""
+
+
+class Slot:
+    """A position in the program: where a template holds a staged value."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __repr__(self):
+        return f"v{self.i}"
+
+
+class Step:
+    """One recorded instruction.
+
+    ``kind``:
+
+    - ``"call"``: ``out = fn(*args, **kwargs)`` (args and kwargs are
+      templates: Slots where staged values were, constants elsewhere);
+      ``inplace`` names the slot written when ``out`` is ``None``;
+    - ``"item"``: ``out = args[0][args[1]]`` (an element of a tuple result);
+    - ``"bool"``, ``"int"``, ``"index"``, ``"float"``, ``"pin"``: a guard,
+      ``value`` is what Python read from slot ``args[0]`` at trace time;
+    - ``"shape"``: a guard on slot ``args[0]``'s shape and dtype;
+    - ``"raises"``: the call ``fn(*args, **kwargs)`` raised ``value`` at
+      trace time (the function caught it), so at replay it must raise too.
+
+    ``site`` is ``(filename, line, function)`` of the user's code that made
+    the step (guards name it when they fail).
+    """
+
+    __slots__ = ("kind", "fn", "args", "kwargs", "out", "value", "site", "inplace")
+
+    def __init__(self, kind, fn, args, kwargs, out, value=None, site=None, inplace=None):
+        self.kind, self.fn, self.args, self.kwargs = kind, fn, args, kwargs
+        self.out, self.value, self.site, self.inplace = out, value, site, inplace
+
+
+#: Files whose frames are not "the user's line" of a step.
+_INTERNAL = ("/tapestry/", "/numpy/", "/scipy/", "/opt_einsum/", "<__array_function__")
+
+
+def user_site():
+    """``(file, line, function)`` of the innermost frame outside tapestry,
+    NumPy and SciPy: the line a guard or an error should name."""
+    f = sys._getframe(2)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not any(p in name for p in _INTERNAL):
+            return name, f.f_lineno, f.f_code.co_name
+        f = f.f_back
+    return "?", 0, "?"
+
+
+# --- functions whose results are metadata (no data read) --------------------
+_STATIC_QUERIES = {np.shape, np.ndim, np.size, np.result_type, np.iscomplexobj,
+                   np.isrealobj}
+
+#: Functions whose result shape follows from their arguments' shapes and
+#: static arguments (no shape guard needed).  Anything else gets one.
+_SHAPE_SAFE = {
+    np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.reshape, np.transpose,
+    np.swapaxes, np.moveaxis, np.squeeze, np.expand_dims, np.ravel, np.broadcast_to,
+    np.concatenate, np.stack, np.vstack, np.hstack, np.dot, np.vdot, np.inner, np.outer,
+    np.tensordot, np.einsum, np.where, np.clip, np.zeros_like, np.ones_like, np.full_like,
+    np.empty_like, np.copy, np.take, np.take_along_axis, np.cumsum, np.cumprod, np.var,
+    np.std, np.abs, np.round, np.around, np.diagonal, np.trace, np.tril, np.triu, np.flip,
+    np.roll, np.tile, np.atleast_1d, np.atleast_2d, np.atleast_3d, np.linalg.norm,
+    np.linalg.inv, np.linalg.det, np.linalg.solve, np.linalg.cholesky, np.linalg.slogdet,
+    np.linalg.eigh, np.linalg.qr, np.linalg.svd, np.argmax, np.argmin, np.argsort, np.sort,
+    np.any, np.all, np.real, np.imag, np.conjugate, np.diag, np.pad, np.matmul, np.cross,
+    np.logaddexp, np.average, np.linalg.matrix_transpose, np.matrix_transpose,
+    np.isclose, np.nan_to_num, np.diff, np.kron, np.broadcast_arrays, np.split,
+    np.array_split, np.meshgrid, np.cov, np.corrcoef, np.median, np.percentile,
+    np.quantile, np.cumulative_sum, np.cumulative_prod, np.ptp, np.triu_indices_from,
+    np.asarray, np.asanyarray, np.ascontiguousarray, np.array,
+}
+
+#: Functions that write into their first argument.
+_MUTATING = {np.copyto, np.put, np.place, np.putmask, np.put_along_axis,
+             np.fill_diagonal}
+
+#: Python operators (the forward of arithmetic on traced values, ``x[i]``).
+_OPERATOR_SAFE = {operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
+                  operator.neg, operator.matmul, operator.floordiv, operator.mod,
+                  operator.pos, operator.abs, operator.lt, operator.le, operator.gt,
+                  operator.ge, operator.eq, operator.ne, operator.and_, operator.or_,
+                  operator.xor, operator.invert}
+
+
+class Recorder:
+    """One ``jit`` trace: its steps and slots.  Used by one thread; a staged
+    value of a finished recorder (kept in a global, say) raises when used."""
+
+    __slots__ = ("steps", "n", "open", "external", "thread", "views")
+
+    def __init__(self):
+        self.steps: list = []
+        self.n = 0
+        self.open = True
+        #: Slots that may share memory with an input or a constant (inputs,
+        #: and results of calls that can return views): writing into one
+        #: would change the caller's data, which a replay must not do twice.
+        self.external: set = set()
+        self.thread = threading.get_ident()
+
+    def slot(self):
+        self.n += 1
+        return self.n - 1
+
+    def input(self, value):
+        s = self.slot()
+        self.external.add(s)
+        return Staged(value, self, s)
+
+    # --- recording ------------------------------------------------------------
+    def call(self, fn, args, kwargs, *, inplace=None, site=True):
+        """Run ``fn`` on the concrete values, write it down, and return its
+        result with staged values in place of arrays and numbers."""
+        if not self.open:
+            raise EscapedStagedError(
+                "tapestry.jit: a value staged by a jit trace was used after that trace "
+                "ended (it escaped through a global, a closure or an attribute). Return "
+                "it from the jitted function instead.")
+        targs, cargs, ext = self._template(args)
+        tkw, ckw, extk = self._template(kwargs) if kwargs else ({}, {}, False)
+        try:
+            out = fn(*cargs, **ckw)
+        except Exception as e:
+            self.steps.append(Step("raises", fn, targs, tkw, None, type(e), user_site()))
+            raise
+        if inplace is not None:
+            if inplace in self.external:
+                raise Unstageable(
+                    f"{_name(fn)} writes into an argument of the jitted function, a "
+                    "closed-over array or a view of one, in place")
+            self.steps.append(Step("call", fn, targs, tkw, None, None, None, inplace))
+            return out
+        s = self.slot()
+        self.steps.append(Step("call", fn, targs, tkw, s))
+        if (ext or extk) and not _fresh(fn):  # may be a view of the caller's memory
+            self.external.add(s)
+        res = self._wrap(out, s, fn)
+        if not _shape_safe(fn, args):
+            self._shape_guards(res)
+        return res
+
+    def _template(self, x):
+        """``(template, concrete, may_alias)`` of an argument structure."""
+        c = x.__class__
+        if c is Staged:
+            if x._rec is not self:
+                raise EscapedStagedError(
+                    "tapestry.jit: a value staged by another jit trace met this one (a "
+                    "staged value kept from an earlier call, or shared between threads). "
+                    "Pass it as an argument.")
+            return Slot(x._slot), x._value, x._slot in self.external
+        if c is tuple or c is list:
+            parts = [self._template(v) for v in x]
+            return (c(p[0] for p in parts), c(p[1] for p in parts),
+                    any(p[2] for p in parts))
+        if c is dict:
+            parts = {k: self._template(v) for k, v in x.items()}
+            return ({k: p[0] for k, p in parts.items()}, {k: p[1] for k, p in parts.items()},
+                    any(p[2] for p in parts.values()))
+        if c is slice:
+            t, v, e = self._template((x.start, x.stop, x.step))
+            return slice(*t), slice(*v), e
+        if c is np.ndarray:
+            return x, x, True  # a constant: may be a view of the caller's data
+        return x, x, False
+
+    def _wrap(self, out, s, fn):
+        c = out.__class__
+        if c is np.ndarray or isinstance(out, np.generic) or c in (float, int, complex, bool):
+            return Staged(out, self, s)
+        if isinstance(out, (tuple, list)):
+            items = []
+            for k, v in enumerate(out):
+                e = self.slot()
+                self.steps.append(Step("item", None, (Slot(s), k), None, e))
+                if s in self.external:
+                    self.external.add(e)
+                items.append(self._wrap(v, e, fn))
+            if c is tuple or c is list:
+                return c(items)
+            if hasattr(out, "_fields"):  # a named tuple (EighResult, SlogdetResult)
+                return c(*items)
+            raise Unstageable(f"{_name(fn)} returned a {c.__name__}")
+        if out is None or c in (str, np.dtype) or isinstance(out, type):
+            return out
+        raise Unstageable(f"{_name(fn)} returned a {c.__name__}, which a replay cannot "
+                          "stage")
+
+    def _shape_guards(self, res):
+        if res.__class__ is Staged:
+            v = res._value
+            if v.__class__ is np.ndarray:
+                self.steps.append(Step("shape", None, (Slot(res._slot),), None, None,
+                                       (v.shape, v.dtype), user_site()))
+        elif isinstance(res, (tuple, list)):
+            for r in res:
+                self._shape_guards(r)
+
+    def guard(self, kind, x, value):
+        """Write down that Python read ``value`` from ``x`` (``kind``, see
+        :class:`Step`) and return it."""
+        if not self.open:
+            raise EscapedStagedError("tapestry.jit: a staged value was read after its "
+                                     "trace ended.")
+        if kind == "pin":
+            value = np.array(value, copy=True)
+        self.steps.append(Step(kind, None, (Slot(x._slot),), None, None, value, user_site()))
+        return value
+
+
+def _name(fn):
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+
+
+def _fresh(fn):
+    """Whether ``fn`` always returns new memory (never a view of an argument)."""
+    return isinstance(fn, np.ufunc) or fn in _OPERATOR_SAFE
+
+
+def _shape_safe(fn, args):
+    if isinstance(fn, np.ufunc) or fn in _SHAPE_SAFE or fn in _OPERATOR_SAFE:
+        return True
+    if fn is operator.getitem:
+        return _safe_key(args[1])
+    u = getattr(fn, "__self__", None)
+    if isinstance(u, np.ufunc):  # np.add.reduce, np.multiply.outer, ...
+        return fn.__name__ in ("reduce", "outer", "accumulate")
+    return fn in _METHOD_SAFE
+
+
+def _safe_key(key):
+    """A key whose result shape follows from shapes: no boolean staged mask,
+    no staged slice bounds."""
+    if key.__class__ is tuple:
+        return all(_safe_key(k) for k in key)
+    if key.__class__ is Staged:
+        return np.result_type(key._value).kind != "b"
+    if key.__class__ is slice:
+        return not any(v.__class__ is Staged for v in (key.start, key.stop, key.step))
+    if key.__class__ is list:
+        return not any(v.__class__ is Staged for v in key)
+    return True
+
+
+def _method(name):
+    """``x.<name>(*args)`` as a function of ``x`` (cached: one per name)."""
+    f = _METHODS.get(name)
+    if f is None:
+        def f(x, *args, **kwargs):
+            return getattr(x, name)(*args, **kwargs)
+        f.__name__ = f.__qualname__ = f"ndarray.{name}"
+        _METHODS[name] = f
+    return f
+
+
+_METHODS: dict = {}
+_METHOD_SAFE: set = set()
+_MUTATING_METHODS = {"fill", "sort", "partition", "resize", "put", "itemset", "setfield",
+                     "setflags", "byteswap"}
+_SAFE_METHODS = ("astype", "reshape", "transpose", "sum", "mean", "max", "min", "prod",
+                 "copy", "ravel", "flatten", "squeeze", "swapaxes", "clip", "cumsum",
+                 "cumprod", "dot", "conj", "conjugate", "round", "std", "var", "all",
+                 "any", "argmax", "argmin", "argsort", "diagonal", "trace", "take",
+                 "repeat", "view", "ptp")
+for _n in _SAFE_METHODS:
+    _METHOD_SAFE.add(_method(_n))
+
+
+class Staged(ArrayMethods):
+    """A value inside ``tapestry.jit``'s trace: a concrete value and the
+    slot of the recorder that writes down what is done with it."""
+
+    __slots__ = ("_value", "_rec", "_slot", "__weakref__")
+    __array_priority__ = 50.0  # below Var and Batched: they handle mixed calls
+
+    def __init__(self, value, rec, slot):
+        self._value = value
+        self._rec = rec
+        self._slot = slot
+
+    # --- metadata: static (shapes are part of the cache key or guarded) -----
+    shape = property(lambda self: np.shape(self._value))
+    dtype = property(lambda self: np.result_type(self._value))
+    ndim = property(lambda self: np.ndim(self._value))
+    size = property(lambda self: np.size(self._value))
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def __len__(self):
+        return len(self._value)
+
+    def __repr__(self):
+        return f"Staged(shape={self.shape}, dtype={self.dtype})"
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return id(self)
+
+    # --- reads by Python: guards --------------------------------------------
+    def __bool__(self):
+        return self._rec.guard("bool", self, bool(self._value))
+
+    def __int__(self):
+        return self._rec.guard("int", self, int(self._value))
+
+    def __index__(self):
+        return self._rec.guard("index", self, operator.index(self._value))
+
+    def __float__(self):
+        return self._rec.guard("float", self, float(self._value))
+
+    def __complex__(self):
+        return self._rec.guard("pin", self, complex(self._value)).item()
+
+    def item(self, *args):
+        self._rec.guard("pin", self, self._value)
+        return np.asarray(self._value).item(*args)
+
+    def tolist(self):
+        self._rec.guard("pin", self, self._value)
+        return np.asarray(self._value).tolist()
+
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        self._rec.guard("pin", self, self._value)
+        return format(self._value, spec)
+
+    def __array__(self, dtype=None, copy=None):
+        """NumPy converting the value (``np.asarray``, a library call): the
+        value is pinned (a guard), and handed over read-only unless a copy
+        was asked for, so that a write to it cannot go unrecorded."""
+        v = self._rec.guard("pin", self, self._value)  # a copy
+        if dtype is not None:
+            v = v.astype(dtype)
+        if not copy:
+            v.flags.writeable = False
+        return v
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __contains__(self, v):
+        return bool(np.any(self == v))
+
+    def __copy__(self):
+        return np.copy(self)
+
+    def __deepcopy__(self, memo):
+        return np.copy(self)
+
+    def __reduce__(self):
+        raise TypeError("tapestry.jit: a staged value cannot be pickled (it exists only "
+                        "while jit traces the function).")
+
+    # --- NumPy dispatch ---------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if _foreign(inputs) or (kwargs and _foreign(kwargs.values())):
+            return NotImplemented
+        fn = ufunc if method == "__call__" else getattr(ufunc, method)
+        rec = self._rec
+        out = kwargs.get("out")
+        if method == "at":
+            return _write(rec, fn, inputs, kwargs, inputs[0])
+        if out is not None:
+            outs = out if isinstance(out, tuple) else (out,)
+            if len(outs) == 1 and outs[0].__class__ is Staged:
+                return _write(rec, fn, inputs, kwargs, outs[0], returns=outs[0])
+            if any(o is not None for o in outs):
+                raise Unstageable(f"np.{ufunc.__name__}(..., out=...) writes a staged value "
+                                  "into an array in place")
+        return rec.call(fn, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        for t in types:
+            if t is not Staged and not issubclass(t, np.ndarray):
+                return NotImplemented
+        if func in _STATIC_QUERIES:
+            return func(*_concrete(args), **_concrete(kwargs))
+        if func in _MUTATING:
+            return _write(self._rec, func, args, kwargs, args[0])
+        return self._rec.call(func, args, kwargs)
+
+    # --- operators --------------------------------------------------------
+    def __add__(self, o): return _binary(operator.add, self, o)
+    def __radd__(self, o): return _binary(operator.add, o, self)
+    def __sub__(self, o): return _binary(operator.sub, self, o)
+    def __rsub__(self, o): return _binary(operator.sub, o, self)
+    def __mul__(self, o): return _binary(operator.mul, self, o)
+    def __rmul__(self, o): return _binary(operator.mul, o, self)
+    def __truediv__(self, o): return _binary(operator.truediv, self, o)
+    def __rtruediv__(self, o): return _binary(operator.truediv, o, self)
+    def __pow__(self, o): return _binary(operator.pow, self, o)
+    def __rpow__(self, o): return _binary(operator.pow, o, self)
+    def __matmul__(self, o): return _binary(operator.matmul, self, o)
+    def __rmatmul__(self, o): return _binary(operator.matmul, o, self)
+    def __floordiv__(self, o): return _binary(operator.floordiv, self, o)
+    def __rfloordiv__(self, o): return _binary(operator.floordiv, o, self)
+    def __mod__(self, o): return _binary(operator.mod, self, o)
+    def __rmod__(self, o): return _binary(operator.mod, o, self)
+    def __and__(self, o): return _binary(operator.and_, self, o)
+    def __rand__(self, o): return _binary(operator.and_, o, self)
+    def __or__(self, o): return _binary(operator.or_, self, o)
+    def __ror__(self, o): return _binary(operator.or_, o, self)
+    def __xor__(self, o): return _binary(operator.xor, self, o)
+    def __rxor__(self, o): return _binary(operator.xor, o, self)
+    def __lt__(self, o): return _binary(operator.lt, self, o)
+    def __le__(self, o): return _binary(operator.le, self, o)
+    def __gt__(self, o): return _binary(operator.gt, self, o)
+    def __ge__(self, o): return _binary(operator.ge, self, o)
+    def __eq__(self, o): return _binary(operator.eq, self, o)
+    def __ne__(self, o): return _binary(operator.ne, self, o)
+    def __neg__(self): return self._rec.call(operator.neg, (self,), None)
+    def __pos__(self): return self._rec.call(operator.pos, (self,), None)
+    def __abs__(self): return self._rec.call(operator.abs, (self,), None)
+    def __invert__(self): return self._rec.call(operator.invert, (self,), None)
+
+    def __round__(self, ndigits=None):
+        v = self._rec.guard("pin", self, self._value)
+        return round(v[()]) if ndigits is None else round(v[()], ndigits)
+
+    # ``x += y`` on a staged value: in place where the program owns the memory
+    # (as NumPy does for arrays; a scalar value rebinds, as in Python).
+    def __iadd__(self, o): return _inplace(operator.iadd, operator.add, self, o)
+    def __isub__(self, o): return _inplace(operator.isub, operator.sub, self, o)
+    def __imul__(self, o): return _inplace(operator.imul, operator.mul, self, o)
+    def __itruediv__(self, o): return _inplace(operator.itruediv, operator.truediv, self, o)
+    def __ipow__(self, o): return _inplace(operator.ipow, operator.pow, self, o)
+
+    def __getitem__(self, key):
+        if _foreign((key,) if key.__class__ is not tuple else key):
+            return NotImplemented
+        return self._rec.call(operator.getitem, (self, key), None)
+
+    def __setitem__(self, key, value):
+        _write(self._rec, operator.setitem, (self, key, value), None, self)
+
+    # --- methods (those of ArrayMethods go through NumPy's functions) -------
+    def reshape(self, *shape, **k):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return np.reshape(self, shape, **k)
+
+    def astype(self, dtype, *a, **k):
+        return self._rec.call(_method("astype"), (self, dtype) + a, k)
+
+    def copy(self, *a, **k):
+        return self._rec.call(_method("copy"), (self,) + a, k)
+
+    def view(self, *a, **k):
+        return self._rec.call(_method("view"), (self,) + a, k)
+
+    def fill(self, value):
+        _write(self._rec, _method("fill"), (self, value), None, self)
+
+    def sort(self, *a, **k):
+        _write(self._rec, _method("sort"), (self,) + a, k, self)
+
+    def __getattr__(self, name):
+        """Other ndarray methods, recorded as calls; other attributes
+        (``flags``, ``strides``, ``ctypes``) are refused."""
+        if name.startswith("__") or name in _MUTATING_METHODS:
+            raise AttributeError(name)
+        attr = getattr(np.ndarray, name, None)
+        if attr is None:
+            raise AttributeError(f"'Staged' object (an array inside tapestry.jit) has no "
+                                 f"attribute {name!r}")
+        if callable(attr):
+            f = _method(name)
+            return lambda *a, **k: self._rec.call(f, (self,) + a, k)
+        raise Unstageable(f"reading .{name} of an array inside jit (its memory layout "
+                          "or buffer, which a replay does not guard)")
+
+
+#: Values of the levels above jit: a call meeting one is theirs to handle
+#: (``core.batched`` adds ``Batched`` and ``Unbatched``).
+HIGHER = {Var}
+_HIGHER = HIGHER
+
+
+def _foreign(xs):
+    """Whether a value of a higher level (a ``Var``, a ``Batched``) is among ``xs``."""
+    for x in xs:
+        if x.__class__ in _HIGHER:
+            return True
+    return False
+
+
+def _binary(op, a, b):
+    if (b if a.__class__ is Staged else a).__class__ in _HIGHER:
+        return NotImplemented
+    rec = a._rec if a.__class__ is Staged else b._rec
+    return rec.call(op, (a, b), None)
+
+
+def _inplace(iop, op, x, o):
+    v = x._value
+    if v.__class__ is np.ndarray and v.ndim and x._slot not in x._rec.external:
+        _write(x._rec, iop, (x, o), None, x)
+        return x
+    return _binary(op, x, o)
+
+
+def _write(rec, fn, args, kwargs, target, returns=None):
+    """Record ``fn`` writing into ``target``; a plain array target refuses."""
+    if target.__class__ is not Staged:
+        raise Unstageable(f"{_name(fn)} writes a staged value into a plain array in place")
+    rec.call(fn, args, kwargs, inplace=target._slot)
+    return returns
+
+
+def staged_recorder(args, kwargs=None):
+    """The recorder of a staged value among ``args`` (or inside a list or
+    tuple among them, or among ``kwargs``' values), or ``None``."""
+    for a in args:
+        c = a.__class__
+        if c is Staged:
+            return a._rec
+        if c is tuple or c is list:
+            for b in a:
+                if b.__class__ is Staged:
+                    return b._rec
+    if kwargs:
+        return staged_recorder(tuple(kwargs.values()))
+    return None
+
+
+def _concrete(x):
+    c = x.__class__
+    if c is Staged:
+        return x._value
+    if c is tuple or c is list:
+        return c(_concrete(v) for v in x)
+    if c is dict:
+        return {k: _concrete(v) for k, v in x.items()}
+    return x

@@ -1,0 +1,473 @@
+"""``tapestry.jit``: trace a function once per input signature, replay it after.
+
+The first call with a given signature (the arguments' tree structure, the
+shapes and dtypes of their arrays, the types of their numbers, the values
+of static arguments) runs the function on staged values
+(:mod:`tapestry.core.staged`), which write down every NumPy call, and
+lowers the record to a straight-line Python function
+(:mod:`tapestry.jit.program`).  Later calls with that signature check the
+environment's guards (:mod:`tapestry.jit.env`) and run the program; a
+failed guard (Python read a value that is different now, a closed-over
+array changed) traces again.  Past ``max_traces`` traces of one signature,
+or when the function does something a replay cannot reproduce (random
+draws, writes into its environment, a write into a plain array), it runs
+uncompiled from then on, with one warning naming the reason and the line
+(``strict=True`` raises instead).
+
+``jit`` composes with the transformations by tracing through them:
+``jit(grad(f))``, ``jit(vmap(f))``, ``jit(jvp(...))`` record the whole
+computation (forward, sweeps, batching rules) and replay it.  A jitted
+function called on values traced by an enclosing transformation
+(``grad(jit(f))``, ``vmap(jit(f))``, a jit inside another jit) runs inline
+in it: the enclosing trace sees the operations, as without ``jit``.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import warnings
+from collections import OrderedDict
+
+import numpy as np
+
+from ..core.batched import Batched, Unbatched
+from ..core.pytree import tree_flatten
+from ..core.staged import Recorder, Slot, Staged, Unstageable
+from ..core.var import Var
+from .env import ReachesTraced, environment, rng_changed, rng_states
+from .program import GuardFailed, lower
+
+
+class JitError(RuntimeError):
+    """Raised by a ``strict`` jit where the default would run uncompiled."""
+
+
+class JitWarning(UserWarning):
+    """A jitted function runs uncompiled (once per function and reason)."""
+
+
+_INLINE = object()
+_TRACED = frozenset({Var, Batched, Unbatched, Staged})
+_RUNTIME_SCALARS = frozenset({float, int, complex})
+_STATIC_SCALARS = frozenset({bool, str, bytes, type(None)})
+_LOG = os.environ.get("TAPESTRY_JIT_LOG", "") not in ("", "0")
+
+
+def _signature(leaves):
+    """``(key, runtime positions, static objects)`` of flattened arguments,
+    or ``_INLINE`` if a traced value is among them."""
+    key = []
+    runtime = []
+    objects = []
+    for i, x in enumerate(leaves):
+        c = x.__class__
+        if c is np.ndarray:
+            key.append((x.shape, x.dtype))
+            runtime.append(i)
+        elif c in _RUNTIME_SCALARS:
+            key.append(c)
+            runtime.append(i)
+        elif c in _STATIC_SCALARS:
+            key.append((c, x))
+        elif c in _TRACED:
+            return _INLINE
+        elif isinstance(x, np.generic):
+            key.append((c, x.dtype))
+            runtime.append(i)
+        elif isinstance(x, np.ndarray):
+            key.append(("subclass", c))
+            objects.append(x)
+        else:
+            key.append(("object", id(x)))
+            objects.append(x)
+    return tuple(key), runtime, objects
+
+
+class _Entry:
+    """What the cache holds for one signature: its programs (one per path
+    through the guards met so far), how many traces it took, and whether it
+    gave up (``eager``: the reason)."""
+
+    __slots__ = ("programs", "traces", "eager", "objects")
+
+    def __init__(self, objects):
+        self.programs: list = []
+        self.traces = 0
+        self.eager = None
+        self.objects = objects  # static objects of the key, held so their ids stay unique
+
+
+class _Compiled:
+    __slots__ = ("program", "env", "out_td", "input_slots")
+
+    def __init__(self, program, env, out_td):
+        self.program, self.env, self.out_td = program, env, out_td
+
+
+class jit:
+    """Compile ``fun``: trace it once per input signature and replay the
+    recorded NumPy program on later calls.
+
+    ``static_argnums`` / ``static_argnames``: arguments that are part of the
+    cache key by value (hashable), not inputs; Python numbers are inputs
+    otherwise (read at every call; a Python ``if`` on one is a guard).
+    ``max_traces``: traces of one signature before it runs uncompiled.
+    ``cache_size``: signatures kept (least recently used dropped).
+    ``strict``: raise :class:`JitError` instead of running uncompiled.
+    """
+
+    def __init__(self, fun=None, *, static_argnums=(), static_argnames=(), max_traces=8,
+                 cache_size=64, strict=False):
+        if fun is None:  # @jit(static_argnums=...)
+            self._partial = dict(static_argnums=static_argnums,
+                                 static_argnames=static_argnames, max_traces=max_traces,
+                                 cache_size=cache_size, strict=strict)
+            self.fun = None
+            return
+        if not callable(fun):
+            raise TypeError(f"tapestry.jit: expected a function, got {type(fun).__name__}.")
+        self.fun = fun
+        self.__tapestry_jit_fun__ = fun
+        functools.update_wrapper(self, fun, updated=())
+        nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        self.static_argnums = tuple(sorted(set(nums)))
+        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
+            else tuple(static_argnames)
+        self.max_traces = max_traces
+        self.cache_size = cache_size
+        self.strict = strict
+        self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._misses: list = []
+        self._eager_all = None  # reason the whole function runs uncompiled
+        self._warned: set = set()
+        self._calls = 0
+        self.n_traces = 0
+
+    # ``@jit(static_argnums=1)`` then the function
+    def _finish(self, fun):
+        return jit(fun, **self._partial)
+
+    def __get__(self, obj, objtype=None):
+        """A jitted method: ``self`` is a static argument (each instance its
+        own programs; its attributes are guarded like a closure's)."""
+        if obj is None or self.fun is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def __repr__(self):
+        return f"<tapestry.jit of {getattr(self.fun, '__qualname__', self.fun)!r}>"
+
+    # --- calling -------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if self.fun is None:
+            if len(args) == 1 and callable(args[0]) and not kwargs:
+                return self._finish(args[0])
+            raise TypeError("tapestry.jit(...) without a function takes the function next.")
+        self._calls += 1
+        if self._eager_all is not None:
+            return self.fun(*args, **kwargs)
+        dyn, static_key = self._split_static(args, kwargs)
+        leaves, treedef = tree_flatten(dyn)
+        sig = _signature(leaves)
+        if sig is _INLINE:  # inside another transformation: its trace sees the calls
+            return self.fun(*args, **kwargs)
+        skey, runtime, objects = sig
+        key = (treedef, skey, static_key)
+        entry = self._cache.get(key)
+        if entry is not None:
+            if entry.eager is not None:
+                return self.fun(*args, **kwargs)
+            inputs = [leaves[i] for i in runtime]
+            for comp in entry.programs:
+                why = comp.env.changed() if len(comp.env) else None
+                if why is not None:
+                    self._miss(f"{why} since the trace")
+                    self._drop(entry, comp)
+                    continue
+                try:
+                    outs = comp.program.run(*inputs)
+                except GuardFailed as g:
+                    self._miss(_guard_message(comp.program.steps[g.step]))
+                    continue
+                except Exception as e:  # the trace did not raise here: trace again
+                    self._miss(f"the replay raised {type(e).__name__}: {e}")
+                    continue
+                if entry.programs[0] is not comp:
+                    self._promote(entry, comp)
+                return comp.out_td.unflatten(list(outs))
+            if entry.traces >= self.max_traces:
+                return self._give_up(entry, f"it was traced {entry.traces} times for one "
+                                     f"signature; the last reason: {self._misses[-1]}",
+                                     args, kwargs)
+        else:
+            entry = self._new_entry(key, objects, treedef, skey)
+        return self._trace(entry, args, kwargs, dyn, leaves, treedef, runtime, objects)
+
+    def _split_static(self, args, kwargs):
+        """The dynamic arguments and the key of the static ones."""
+        if not self.static_argnums and not self.static_argnames:
+            return (args, kwargs), ()
+        n = len(args)
+        nums = [a % n if -n <= a < n else None for a in self.static_argnums]
+        static = []
+        for a, i in zip(self.static_argnums, nums):
+            if i is None:
+                continue
+            static.append(("arg", i, _hashable(args[i], f"static argument {a}")))
+        for name in self.static_argnames:
+            if name in kwargs:
+                static.append(("kw", name, _hashable(kwargs[name], f"static argument {name!r}")))
+        idx = set(i for i in nums if i is not None)
+        dyn_args = tuple(_STATIC if i in idx else a for i, a in enumerate(args))
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        return (dyn_args, dyn_kwargs), tuple(static)
+
+    def _new_entry(self, key, objects, treedef, skey):
+        with self._lock:
+            if self._cache:
+                self._miss(_signature_message(self._cache, treedef, skey))
+            entry = self._cache[key] = _Entry(objects)
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return entry
+
+    def _drop(self, entry, comp):
+        with self._lock:
+            if comp in entry.programs:
+                entry.programs.remove(comp)
+
+    def _promote(self, entry, comp):
+        with self._lock:
+            if comp in entry.programs:
+                entry.programs.remove(comp)
+                entry.programs.insert(0, comp)
+
+    def _miss(self, why):
+        msg = f"call {self._calls}: {why}"
+        self._misses.append(msg)
+        if len(self._misses) > 1000:
+            del self._misses[:500]
+        if _LOG:
+            print(f"tapestry.jit({self.__qualname__}): traced again: {msg}", file=sys.stderr)
+
+    # --- tracing ------------------------------------------------------------
+    def _trace(self, entry, args, kwargs, dyn, leaves, treedef, runtime, objects):
+        entry.traces += 1
+        self.n_traces += 1
+        try:
+            env = environment(self.fun, objects)
+        except ReachesTraced:  # closes over a value of an enclosing transformation
+            return self.fun(*args, **kwargs)
+        except Unstageable as e:
+            return self._give_up(entry, str(e), args, kwargs)
+        rec = Recorder()
+        staged = list(leaves)
+        for i in runtime:
+            staged[i] = rec.input(leaves[i])
+        input_slots = [staged[i]._slot for i in runtime]
+        sargs, skwargs = treedef.unflatten(staged)
+        sargs = self._restore_static(sargs, args)
+        skwargs = {**skwargs, **{k: kwargs[k] for k in self.static_argnames if k in kwargs}}
+        before = rng_states(env)
+        try:
+            out = self.fun(*sargs, **skwargs)
+        except Unstageable as e:
+            rec.open = False
+            return self._give_up(entry, str(e), args, kwargs)
+        except ReachesTraced:
+            rec.open = False
+            return self.fun(*args, **kwargs)
+        except Exception as e:
+            rec.open = False
+            # The function's own error, or one of the trace's: running it
+            # uncompiled tells them apart (its own error raises again).
+            result = self.fun(*args, **kwargs)
+            return self._give_up(entry, f"tracing it raised {type(e).__name__}: {e}",
+                                 args, kwargs, result=result)
+        finally:
+            rec.open = False
+        out_leaves, out_td = tree_flatten(out)
+        concrete = [_unstage(v) for v in out_leaves]
+        why = rng_changed(before, env)
+        if why is not None:
+            return self._give_up(entry, f"it draws random numbers from {why}; a compiled "
+                                 "replay would repeat the same draws. Pass the random "
+                                 "values (or a seed) as arguments", args, kwargs,
+                                 result=out_td.unflatten(concrete), whole=True)
+        why = env.changed()
+        if why is not None:
+            return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
+                                 "a replay would skip that", args, kwargs,
+                                 result=out_td.unflatten(concrete), whole=True)
+        outputs = []
+        for v in out_leaves:
+            if v.__class__ is Staged:
+                if v._rec is not rec:
+                    raise ReachesTraced("output")
+                outputs.append(Slot(v._slot))
+            elif v.__class__ in _TRACED:
+                raise TypeError(
+                    f"tapestry.jit: {self.__qualname__} returned a value traced by an "
+                    "enclosing transformation that it read from a closure or a global; "
+                    "pass that value to the jitted function as an argument.")
+            else:
+                outputs.append(v)
+        program = lower(rec, input_slots, outputs, [a for a, *_ in env.arrays],
+                        name=_identifier(getattr(self.fun, "__name__", "f")))
+        comp = _Compiled(program, env, out_td)
+        with self._lock:
+            entry.programs.insert(0, comp)
+            del entry.programs[4:]  # paths through the guards kept per signature
+        return out_td.unflatten(concrete)
+
+    def _restore_static(self, sargs, args):
+        if not self.static_argnums:
+            return sargs
+        return tuple(args[i] if a is _STATIC else a for i, a in enumerate(sargs))
+
+    def _give_up(self, entry, reason, args, kwargs, result=_INLINE, whole=False):
+        """Run uncompiled from now on (this signature, or the whole function),
+        with one warning; ``strict`` raises instead."""
+        name = self.__qualname__
+        msg = f"tapestry.jit({name}) runs uncompiled: {reason}."
+        if self.strict:
+            raise JitError(msg)
+        if whole:
+            self._eager_all = reason
+        else:
+            entry.eager = reason
+        self._miss(f"runs uncompiled: {reason}")
+        if reason not in self._warned:
+            self._warned.add(reason)
+            warnings.warn(msg, JitWarning, stacklevel=3)
+        if result is _INLINE:
+            return self.fun(*args, **kwargs)
+        return result
+
+    # --- diagnostics --------------------------------------------------------
+    def explain_cache_misses(self):
+        """Why each trace after the first happened, one line per trace (the
+        environment switch ``TAPESTRY_JIT_LOG=1`` prints them as they happen)."""
+        return list(self._misses)
+
+    def explain(self, *args, **kwargs):
+        """The program for these arguments (traced now if not cached): its
+        guards, its environment and its source.  Returns the text."""
+        self(*args, **kwargs)
+        dyn, static_key = self._split_static(args, kwargs)
+        leaves, treedef = tree_flatten(dyn)
+        sig = _signature(leaves)
+        if sig is _INLINE:
+            return "called inside another transformation: runs inline, not compiled"
+        entry = self._cache.get((treedef, sig[0], static_key))
+        if self._eager_all is not None or entry is None or entry.eager is not None:
+            why = self._eager_all or (entry.eager if entry is not None else "not cached")
+            return f"runs uncompiled: {why}"
+        comp = entry.programs[0]
+        p = comp.program
+        lines = [f"tapestry.jit({self.__qualname__}): {p.n_calls} NumPy calls, "
+                 f"{p.n_guards} guards, {len(comp.env)} environment checks, "
+                 f"{entry.traces} trace(s) for this signature"]
+        guards = [s for s in p.steps if s.kind not in ("call", "item")]
+        if guards:
+            lines.append("guards (Python read these values; a change traces again):")
+            for s in guards:
+                lines.append(f"  {_guard_site(s)}: {s.kind} {_shown(s.value)}")
+        env = comp.env.describe()
+        if env:
+            lines.append("environment (checked before every replay):")
+            lines += [f"  {d}" for d in env]
+        lines.append("program:")
+        lines.append(p.source)
+        text = "\n".join(lines)
+        print(text)
+        return text
+
+    def cache_info(self):
+        """``{"signatures", "programs", "traces", "calls"}`` so far."""
+        return {"signatures": len(self._cache),
+                "programs": sum(len(e.programs) for e in self._cache.values()),
+                "traces": self.n_traces, "calls": self._calls}
+
+    def clear_cache(self):
+        with self._lock:
+            self._cache.clear()
+            self._eager_all = None
+
+
+class _StaticMarker:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<static>"
+
+
+_STATIC = _StaticMarker()
+
+
+def _hashable(x, what):
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(f"tapestry.jit: {what} must be hashable (it is part of the cache "
+                        f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
+                        "or a tuple instead of a list.") from None
+    return (type(x), x)
+
+
+def _unstage(v):
+    return v._value if v.__class__ is Staged else v
+
+
+def _identifier(name):
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return name if name and not name[0].isdigit() else "f_" + name
+
+
+def _guard_site(step):
+    f, line, fn = step.site or ("?", 0, "?")
+    return f"{os.path.basename(f)}:{line} in {fn}"
+
+
+def _shown(v):
+    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], np.dtype):
+        return f"shape {v[0]} dtype {v[1]}"
+    if isinstance(v, type):
+        return f"raises {v.__name__}"
+    if isinstance(v, np.ndarray):
+        return f"the value {np.array2string(v, threshold=6)}"
+    return repr(v)
+
+
+_KIND_WORDS = {"bool": "a truth value (if / while / bool())", "int": "int()",
+               "index": "an index (range(), a slice bound, __index__)",
+               "float": "float()", "pin": "the value itself (np.asarray, .item(), tolist)",
+               "shape": "a shape that depends on the data", "raises": "an exception"}
+
+
+def _guard_message(step):
+    return (f"the guard at {_guard_site(step)} failed: Python read "
+            f"{_KIND_WORDS.get(step.kind, step.kind)}, which was {_shown(step.value)} "
+            "at trace time and differs now")
+
+
+def _signature_message(cache, treedef, skey):
+    """What differs from the most recent signature."""
+    last_td, last_key, _ = next(reversed(cache))
+    if last_td != treedef:
+        return f"a new argument structure {treedef!r} (was {last_td!r})"
+    for i, (a, b) in enumerate(zip(last_key, skey)):
+        if a != b:
+            return f"a new signature: leaf {i} was {_key_word(a)}, now {_key_word(b)}"
+    return "a new value of a static argument"
+
+
+def _key_word(k):
+    if isinstance(k, tuple) and len(k) == 2 and isinstance(k[1], np.dtype):
+        return f"an array {k[0]} {k[1]}"
+    if isinstance(k, type):
+        return f"a Python {k.__name__}"
+    return repr(k)

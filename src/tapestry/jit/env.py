@@ -1,0 +1,393 @@
+"""What a compiled function reads besides its arguments, and the guards on it.
+
+A replay is valid only while everything the traced function read is as it
+was: its closure cells, the globals its code names, the attributes of the
+objects it reaches (``self.W``), default arguments, containers.  Before each
+trace :func:`environment` walks all of that (the code of every reachable
+user function, its nested code, the helpers it calls) and returns an
+:class:`Environment`: identity checks on every binding (a rebound global,
+a reassigned attribute, a replaced list item) and a bitwise comparison of
+every reachable array against its value at trace time (``W[:] = 0``, ``W
+-= lr * g``).  A replay runs only when every check passes; otherwise the
+function is traced again.  Library code (NumPy, SciPy, tapestry) is trusted
+not to change between calls and is not walked, except the closures of
+tapestry's own wrappers (``tp.grad(f)`` holds ``f``).
+
+Random number generators reachable from the function, NumPy's global
+generator and Python's ``random`` are listed too: if a trace changes their
+state, the function draws random numbers, which a replay would repeat.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import random
+import sys
+import types
+
+import numpy as np
+
+from ..core.batched import Batched, Unbatched
+from ..core.staged import Staged, Unstageable
+from ..core.var import Var
+
+#: Modules whose functions and data are trusted not to change between calls.
+_LIBRARIES = ("numpy", "scipy", "opt_einsum", "builtins", "math", "cmath", "functools",
+              "operator", "collections", "typing", "abc", "itertools", "numbers",
+              "random", "warnings", "contextlib", "dataclasses", "enum", "re", "os",
+              "sys", "time", "threading", "copy", "types", "weakref", "inspect",
+              "logging", "numba", "matplotlib", "torch", "jax", "autograd", "pandas")
+#: Immutable leaves: an identity check of their binding is all they need.
+_ATOMS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), np.generic,
+          np.dtype, type, types.ModuleType, types.BuiltinFunctionType, np.ufunc, slice,
+          range, type(NotImplemented))
+#: Most values the walk visits before it gives up (a function reaching a
+#: large object graph is run uncompiled rather than guarded partially).
+MAX_VALUES = 20_000
+_RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+              random.Random)
+
+
+class ReachesTraced(Exception):
+    """The function closes over a value traced by an enclosing transform
+    (a ``Var``, a ``Batched``, another jit's staged value): it must run
+    inline in that transform, not be compiled on its own."""
+
+
+def _library(module_name):
+    root = (module_name or "").partition(".")[0]
+    return root in _LIBRARIES or root == "tapestry"
+
+
+def _code_names(code, names, seen):
+    if code in seen:
+        return
+    seen.add(code)
+    names.update(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_names(c, names, seen)
+        elif isinstance(c, str) and c.isidentifier():
+            names.add("'" + c)  # getattr(self, "W"): an attribute name, marked
+
+
+class Environment:
+    """Guards on what a function reads besides its arguments."""
+
+    def __init__(self):
+        self.bindings: list = []   # (kind, holder, key, obj, label)
+        self.arrays: list = []     # (array, snapshot, compare, label)
+        self.rngs: list = []       # generator objects reached
+        self.functions: list = []  # user functions reached (for explain)
+
+    # --- checks ---------------------------------------------------------
+    def changed(self):
+        """``None`` if every binding and array is as at trace time, else a
+        sentence saying what changed."""
+        for kind, holder, key, obj, label in self.bindings:
+            if kind == "cell":
+                try:
+                    cur = holder.cell_contents
+                except ValueError:
+                    return f"{label} was deleted"
+            elif kind == "dict":
+                cur = holder.get(key, _MISSING)
+            elif kind == "attr":
+                cur = getattr(holder, key, _MISSING)
+            elif kind == "len":
+                if len(holder) != obj:
+                    return f"{label} changed length ({obj} -> {len(holder)})"
+                continue
+            else:  # "seq": a list's items, by identity
+                if len(holder) != len(obj) or any(a is not b for a, b in zip(holder, obj)):
+                    return f"{label} was modified"
+                continue
+            if cur is not obj:
+                return f"{label} was rebound"
+        for a, snap, same, label in self.arrays:
+            if not same(a, snap):
+                return f"{label} was modified in place"
+        return None
+
+    def __len__(self):
+        return len(self.bindings) + len(self.arrays)
+
+    def describe(self):
+        out = [label for *_, label in self.bindings if not label.startswith("len")]
+        out += [f"{label}: array {a.shape} {a.dtype}, compared bitwise"
+                for a, _, _, label in self.arrays]
+        return out
+
+
+_MISSING = object()
+
+
+def environment(fn, extra=()):
+    """Walk what ``fn`` reads (and the static objects ``extra``); raises
+    :class:`ReachesTraced` if a traced value is among it and
+    :class:`Unstageable` if it is too large to guard."""
+    names: set = set()
+    # The names the code reads decide which attributes count; they grow as
+    # helper functions are found, so walk until they stop growing.
+    for _ in range(4):
+        before = len(names)
+        env = _Walker(names).run(fn, extra)
+        if len(names) == before:
+            return env
+    return env
+
+
+class _Walker:
+    def __init__(self, names):
+        self.names = names
+        self.env = Environment()
+        self.seen: set = set()
+        self.codes: set = set()
+        self.count = 0
+
+    def run(self, fn, extra):
+        self.function(fn, "the function")
+        for i, x in enumerate(extra):
+            self.value(x, f"static argument {i}")
+        return self.env
+
+    def bind(self, kind, holder, key, obj, label):
+        self.env.bindings.append((kind, holder, key, obj, label))
+
+    def function(self, f, label):
+        if id(f) in self.seen:
+            return
+        self.seen.add(id(f))
+        if isinstance(f, types.MethodType):
+            self.value(f.__self__, f"{label}.__self__")
+            self.function(f.__func__, label)
+            return
+        if isinstance(f, functools.partial):
+            self.function(f.func, f"{label}.func")
+            for k, a in enumerate(f.args):
+                self.value(a, f"{label}.args[{k}]")
+            for k, a in (f.keywords or {}).items():
+                self.value(a, f"{label}.keywords[{k!r}]")
+            return
+        inner = getattr(f, "__tapestry_jit_fun__", None)
+        if inner is not None:
+            self.function(inner, label)
+            return
+        if not isinstance(f, types.FunctionType):
+            if callable(f) and not isinstance(f, _ATOMS) and hasattr(f, "__dict__"):
+                self.obj(f, label)  # a callable object: its state and its __call__
+                call = getattr(type(f), "__call__", None)
+                if isinstance(call, types.FunctionType):
+                    self.function(call, f"{label}.__call__")
+            return
+        module = f.__globals__.get("__name__", "")
+        library = _library(module)
+        name = f.__qualname__
+        if not library:
+            self.env.functions.append(f)
+            _code_names(f.__code__, self.names, self.codes)
+        if f.__closure__:
+            for var, cell in zip(f.__code__.co_freevars, f.__closure__):
+                try:
+                    v = cell.cell_contents
+                except ValueError:
+                    continue
+                self.bind("cell", cell, None, v, f"closure variable {var!r} of {name}")
+                self.value(v, f"{var!r} (closure of {name})")
+        wrapped = getattr(f, "__wrapped__", None)
+        if wrapped is not None:
+            self.function(wrapped, label)
+        if library:
+            return
+        for k, d in enumerate(f.__defaults__ or ()):
+            self.value(d, f"default argument {k} of {name}")
+        for k, d in (f.__kwdefaults__ or {}).items():
+            self.value(d, f"default argument {k!r} of {name}")
+        g = f.__globals__
+        for n in sorted(self.names):
+            if n in g:  # (a marked string constant never matches a global)
+                v = g[n]
+                self.bind("dict", g, n, v, f"global {n!r} of {module}")
+                self.value(v, f"global {n!r}")
+
+    def value(self, x, label):
+        c = x.__class__
+        if c in (Var, Batched, Unbatched, Staged):
+            raise ReachesTraced(label)
+        if isinstance(x, _ATOMS):
+            if isinstance(x, types.ModuleType) and not _library(x.__name__):
+                self.module(x, label)
+            return
+        if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or \
+                hasattr(x, "__tapestry_jit_fun__"):
+            self.function(x, label)  # marks it seen itself
+            return
+        if id(x) in self.seen:
+            return
+        self.seen.add(id(x))
+        self.count += 1
+        if self.count > MAX_VALUES:
+            raise Unstageable(f"the function reaches more than {MAX_VALUES} objects "
+                              "(closures, globals, attributes) to guard")
+        if c is np.ndarray or isinstance(x, np.ndarray):
+            if x.dtype.hasobject:
+                raise Unstageable(f"{label} is an object array, which jit cannot guard")
+            self.env.arrays.append((x, x.copy(), _comparer(x), label))
+            return
+        if c is tuple or c is frozenset or (isinstance(x, tuple) and hasattr(x, "_fields")):
+            for k, v in enumerate(x):
+                self.value(v, f"{label}[{k}]")
+            return
+        if isinstance(x, list):
+            self.bind("seq", x, None, list(x), label)
+            for k, v in enumerate(x):
+                self.value(v, f"{label}[{k}]")
+            return
+        if isinstance(x, dict):
+            self.bind("len", x, None, len(x), f"len {label}")
+            for k, v in list(x.items()):
+                self.bind("dict", x, k, v, f"{label}[{k!r}]")
+                self.value(v, f"{label}[{k!r}]")
+            return
+        if isinstance(x, (set, bytearray)):
+            self.bind("seq", x, None, list(x), label)
+            return
+        if isinstance(x, _RNG_TYPES):
+            self.env.rngs.append(x)
+            return
+        self.obj(x, label)
+
+    def obj(self, x, label):
+        """A user object: the attributes its code can name."""
+        if _library(type(x).__module__) and not hasattr(x, "__dict__"):
+            return
+        d = getattr(x, "__dict__", None)
+        for n in sorted(a.lstrip("'") for a in self.names):
+            if d is not None and n in d:
+                v = d[n]
+                self.bind("dict", d, n, v, f"{label}.{n}")
+                self.value(v, f"{label}.{n}")
+            else:
+                for klass in type(x).__mro__:
+                    if n in klass.__dict__ and not _library(klass.__module__):
+                        v = klass.__dict__[n]
+                        if isinstance(v, (staticmethod, classmethod)):
+                            v = v.__func__
+                        if isinstance(v, property):
+                            self.function(v.fget, f"{label}.{n}")
+                            break
+                        if isinstance(v, types.MemberDescriptorType):  # __slots__
+                            cur = getattr(x, n, _MISSING)
+                            self.bind("attr", x, n, cur, f"{label}.{n}")
+                            if cur is not _MISSING:
+                                self.value(cur, f"{label}.{n}")
+                            break
+                        self.bind("attr", x, n, getattr(x, n, _MISSING), f"{label}.{n}")
+                        self.value(v, f"{type(x).__name__}.{n}")
+                        break
+
+    def module(self, m, label):
+        if id(m) in self.seen:
+            return
+        self.seen.add(id(m))
+        d = m.__dict__
+        for n in sorted(self.names):
+            if n in d:
+                v = d[n]
+                self.bind("dict", d, n, v, f"{m.__name__}.{n}")
+                self.value(v, f"{m.__name__}.{n}")
+
+
+# --- bitwise comparison of an array with its snapshot ----------------------------
+_libc = None
+
+
+def _memcmp():
+    global _libc
+    if _libc is None:
+        try:
+            lib = ctypes.CDLL(None)
+            f = lib.memcmp
+            f.restype = ctypes.c_int
+            f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+            _libc = f
+        except (OSError, AttributeError):  # pragma: no cover - no libc (not CPython/POSIX)
+            _libc = False
+    return _libc
+
+
+def _comparer(x):
+    """A function ``same(a, snapshot)`` for arrays like ``x``: bitwise
+    equality (NaN equals NaN, -0.0 differs from 0.0) of the same shape and
+    dtype; the fastest way for its size and layout."""
+    def meta(a, s):
+        return a.shape == s.shape and a.dtype == s.dtype
+    if x.size == 0:
+        return meta
+    if x.flags.c_contiguous and x.nbytes <= 512:
+        def same(a, s):
+            return meta(a, s) and a.flags.c_contiguous and \
+                memoryview(a).cast("B") == memoryview(s).cast("B")
+        return same
+    mc = _memcmp()
+    if x.flags.c_contiguous and mc:
+        def same(a, s):
+            return meta(a, s) and a.flags.c_contiguous and \
+                mc(a.ctypes.data, s.ctypes.data, a.nbytes) == 0
+        return same
+
+    def same(a, s):
+        if not meta(a, s):
+            return False
+        if a.dtype.kind in "fc":
+            return bool(np.array_equal(a, s, equal_nan=True)) and \
+                bool(np.array_equal(np.signbit(a.real), np.signbit(s.real)))
+        return bool(np.array_equal(a, s))
+    return same
+
+
+# --- random state ------------------------------------------------------------------
+def rng_states(env):
+    """The state of every generator a trace could draw from."""
+    states = [_np_global_state(), random.getstate()]
+    for g in env.rngs:
+        bg = g.bit_generator if isinstance(g, (np.random.Generator,)) else \
+            getattr(g, "_bit_generator", g)
+        if isinstance(g, random.Random):
+            states.append(g.getstate())
+        else:
+            states.append(_freeze(bg.state))
+    return states
+
+
+def _np_global_state():
+    try:
+        return _freeze(np.random.mtrand._rand._bit_generator.state)
+    except AttributeError:  # pragma: no cover - NumPy internals moved
+        return _freeze(np.random.get_state(legacy=False))
+
+
+def _freeze(state):
+    if isinstance(state, dict):
+        return tuple((k, _freeze(v)) for k, v in sorted(state.items()))
+    if isinstance(state, np.ndarray):
+        return state.tobytes()
+    return state
+
+
+def rng_changed(before, env):
+    """Which generator's state a trace changed (a sentence), or ``None``."""
+    after = rng_states(env)
+    if after[0] != before[0]:
+        return "NumPy's global random generator (np.random.*)"
+    if after[1] != before[1]:
+        return "Python's random module"
+    for g, a, b in zip(env.rngs, after[2:], before[2:]):
+        if a != b:
+            return f"the generator {type(g).__name__} it reads"
+    return None
+
+
+def module_of(fn):
+    f = getattr(fn, "__func__", fn)
+    return getattr(f, "__module__", None) or sys.modules.get("__main__").__name__

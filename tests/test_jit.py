@@ -1,0 +1,501 @@
+"""tapestry.jit: replays equal the uncompiled calls, and everything that
+could make a replay stale traces again (or runs uncompiled, warned).
+
+Each test calls the jitted function on a sequence of inputs built to break
+a trace-once compiler and compares every result with the plain call
+(``check``).  The op sweep (tests/sweep.py ``check_jit``) covers every
+rule under jit; this file covers the compiler's own semantics.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.jit import JitError, JitWarning
+
+
+def same(a, b):
+    la, ta = tp.tree_flatten(a)
+    lb, tb = tp.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape and x.dtype == y.dtype, (x, y)
+        assert x.tobytes() == y.tobytes(), (x, y)
+
+
+def check(f, *calls, **jit_kw):
+    """Every call of ``jit(f)`` equals the plain call; returns the jit."""
+    jf = tp.jit(f, **jit_kw)
+    for args in calls:
+        same(jf(*args), f(*args))
+    return jf
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+# --- replay --------------------------------------------------------------------------
+def test_replay_is_the_plain_call_and_traces_once():
+    f = lambda x, w: np.tanh(x @ w).sum() * 2.0  # noqa: E731
+    r = rng()
+    calls = [(r.normal(size=(4, 3)), r.normal(size=(3, 2))) for _ in range(4)]
+    jf = check(f, *calls)
+    assert jf.cache_info()["traces"] == 1
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "hessian", "hvp",
+                                       "jacobian", "jacfwd", "elementwise_grad"])
+def test_jit_of_transformations(transform):
+    def loss(x):
+        return np.sum(np.sin(x) * x ** 2) + np.prod(np.cos(x[:2]))
+    r = rng(1)
+    xs = [(r.normal(size=3),) for _ in range(3)]
+    if transform == "hvp":
+        v = r.normal(size=3)
+        f = lambda x: tp.hessian_vector_product(loss)(x, v)  # noqa: E731
+    elif transform == "elementwise_grad":
+        f = tp.elementwise_grad(lambda x: np.sin(x) * x)
+    else:
+        f = getattr(tp, transform)(loss)
+    jf = check(f, *xs)
+    assert jf.cache_info()["traces"] == 1
+
+
+def test_jit_of_jvp_vjp_and_vmap():
+    f = lambda x: np.sin(x) * np.exp(x[::-1])  # noqa: E731
+    r = rng(2)
+    xs = [r.normal(size=4) for _ in range(3)]
+    check(lambda x, t: tp.jvp(f, (x,), (t,)), *[(x, x + 1) for x in xs])
+    check(lambda x, c: tp.vjp(f, x)[1](c), *[(x, x * 2) for x in xs])
+    check(tp.vmap(lambda x: np.sum(np.tanh(x) ** 2)), *[(r.normal(size=(5, 3)),)
+                                                        for _ in range(3)])
+    check(tp.vmap(tp.grad(lambda w, x: np.sum(np.tanh(x @ w))), in_axes=(None, 0)),
+          *[(r.normal(size=(3, 2)), r.normal(size=(6, 4, 3))) for _ in range(2)])
+
+
+def test_grad_of_jit_and_vmap_of_jit_run_inline():
+    jf = tp.jit(lambda x: np.sum(np.sin(x) ** 2))
+    x = rng(3).normal(size=5)
+    same(tp.grad(jf)(x), tp.grad(lambda x: np.sum(np.sin(x) ** 2))(x))
+    same(tp.vmap(jf)(np.stack([x, x * 2])),
+         np.array([np.sum(np.sin(x) ** 2), np.sum(np.sin(2 * x) ** 2)]))
+    inner = tp.jit(lambda x: x * 3.0)
+    outer = check(lambda x: inner(x) + inner(x * 2), (x,), (x + 1,))
+    assert outer.cache_info()["traces"] == 1
+
+
+def test_pytrees_in_and_out():
+    def f(p, x):
+        h = np.tanh(x @ p["w"] + p["b"])
+        return {"loss": np.sum(h ** 2), "h": h, "n": 3}
+    r = rng(4)
+    p = {"w": r.normal(size=(3, 2)), "b": r.normal(size=2)}
+    check(f, (p, r.normal(size=(4, 3))), (p, r.normal(size=(4, 3))))
+    check(tp.grad(lambda p, x: f(p, x)["loss"]), (p, r.normal(size=(4, 3))),
+          ({"w": p["w"] * 2, "b": p["b"]}, r.normal(size=(4, 3))))
+
+
+# --- signatures ----------------------------------------------------------------------
+def test_shapes_dtypes_and_structures_trace_again():
+    f = lambda x: np.sum(x * x) / x.shape[0]  # noqa: E731
+    jf = check(f, (np.ones(3),), (np.ones(4),), (np.ones(3, np.float32),),
+               (np.ones((2, 2)),), (np.arange(3),), (np.ones(3),))
+    assert jf.cache_info()["signatures"] == 5
+    misses = jf.explain_cache_misses()
+    assert any("(4,)" in m for m in misses), misses
+
+
+def test_python_scalars_are_inputs_not_constants():
+    f = lambda x, s, n: x * s + n  # noqa: E731
+    x = np.arange(3.0, dtype=np.float32)
+    jf = check(f, (x, 2.0, 1), (x, 3.5, 7), (x, -1.0, 0))
+    assert jf.cache_info()["traces"] == 1
+    # the weak type of a Python float survives: float32 stays float32
+    assert jf(x, 2.0, 1).dtype == np.float32
+
+
+def test_python_int_read_by_range_is_a_guard():
+    def f(x, n):
+        for _ in range(n):
+            x = np.sin(x)
+        return x
+    x = rng(5).normal(size=3)
+    jf = check(f, (x, 1), (x, 2), (x, 1), (x, 3))
+    assert any("index" in m for m in jf.explain_cache_misses())
+
+
+def test_static_argnums_and_argnames():
+    def f(x, mode, scale=1.0):
+        return np.sum(x) * scale if mode == "sum" else np.max(x) * scale
+    x = rng(6).normal(size=4)
+    jf = tp.jit(f, static_argnums=1, static_argnames="scale")
+    for mode in ("sum", "max", "sum"):
+        for scale in (1.0, 2.0):
+            same(jf(x, mode, scale=scale), f(x, mode, scale=scale))
+    assert jf.cache_info()["signatures"] == 4
+    with pytest.raises(TypeError, match="hashable"):
+        tp.jit(f, static_argnums=1)(x, ["sum"])
+
+
+def test_bool_arguments_are_static():
+    f = lambda x, flag: np.sum(x) if flag else -np.sum(x)  # noqa: E731
+    x = np.ones(3)
+    jf = check(f, (x, True), (x, False), (x, True))
+    assert jf.cache_info()["traces"] == 2
+
+
+# --- guards --------------------------------------------------------------------------
+def test_branch_on_data_is_guarded():
+    def f(x):
+        if np.sum(x) > 0:
+            return x * 2
+        return x - 1
+    jf = check(f, (np.ones(3),), (-np.ones(3),), (np.ones(3) * 2,), (-np.ones(3) * 3,))
+    assert jf.cache_info()["traces"] == 2  # one program per branch, both kept
+
+
+def test_while_loop_on_data():
+    def f(x):
+        n = 0
+        while np.max(np.abs(x)) > 1.0:
+            x = x / 2
+            n += 1
+        return x, n
+    check(f, (np.array([3.0]),), (np.array([30.0]),), (np.array([0.5]),), (np.array([3.1]),))
+
+
+def test_float_item_and_asarray_reads_are_guarded():
+    f1 = lambda x: x * float(np.sum(x))  # noqa: E731
+    f2 = lambda x: x * np.sum(x).item()  # noqa: E731
+    f3 = lambda x: np.asarray(x) * 2  # noqa: E731
+    f4 = lambda x: x[int(np.argmax(x))]  # noqa: E731
+    r = rng(7)
+    xs = [(r.normal(size=4),) for _ in range(3)]
+    for f in (f1, f2, f3, f4):
+        check(f, *xs)
+
+
+def test_index_from_argmax_needs_no_guard_when_staged():
+    f = lambda x, w: w[np.argmax(x)] * x  # noqa: E731
+    r = rng(8)
+    w = r.normal(size=4)
+    jf = check(f, *[(r.normal(size=4), w) for _ in range(5)])
+    assert jf.cache_info()["traces"] == 1
+
+
+def test_data_dependent_shapes_are_guarded():
+    f = lambda x: np.sum(x[x > 0] ** 2) + len(np.nonzero(x > 1)[0])  # noqa: E731
+    check(f, (np.array([1.0, -1, 2]),), (np.array([1.0, 1, 2]),), (np.array([-1.0, -1, 3]),))
+    g = lambda x: np.unique(np.round(x)).sum()  # noqa: E731
+    check(g, (np.array([1.0, 1, 2]),), (np.array([1.0, 2, 3]),))
+
+
+def test_too_many_traces_fall_back_with_one_warning_naming_the_line():
+    f = lambda x: x * float(np.sum(x))  # noqa: E731
+    jf = tp.jit(f, max_traces=3)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for k in range(8):
+            x = np.full(2, float(k))
+            same(jf(x), f(x))
+    msgs = [str(m.message) for m in w if issubclass(m.category, JitWarning)]
+    assert len(msgs) == 1 and "test_jit.py" in msgs[0], msgs
+
+
+def test_strict_raises_instead_of_falling_back():
+    f = lambda x: x * float(np.sum(x))  # noqa: E731
+    jf = tp.jit(f, max_traces=2, strict=True)
+    jf(np.ones(2))
+    jf(np.ones(2) * 2)
+    with pytest.raises(JitError, match="traced 2 times"):
+        jf(np.ones(2) * 3)
+
+
+def test_exceptions_in_the_function():
+    def f(x):
+        if np.any(x < 0):
+            raise ValueError("negative")
+        return np.sqrt(x)
+    jf = tp.jit(f)
+    same(jf(np.ones(2)), f(np.ones(2)))
+    with pytest.raises(ValueError, match="negative"):
+        jf(-np.ones(2))
+    same(jf(np.ones(2) * 4), f(np.ones(2) * 4))
+
+
+def test_caught_exceptions_are_guards():
+    def f(a):
+        try:
+            return np.linalg.cholesky(a)
+        except np.linalg.LinAlgError:
+            return np.zeros_like(a)
+    spd = np.array([[2.0, 0.5], [0.5, 1.0]])
+    bad = np.array([[1.0, 2.0], [2.0, 1.0]])
+    check(f, (spd,), (bad,), (spd * 2,), (bad * 2,), (spd,))
+
+
+# --- environment ---------------------------------------------------------------------
+W_GLOBAL = np.ones(3)
+SCALE = 2.0
+
+
+def _uses_globals(x):
+    return np.sum(x * W_GLOBAL) * SCALE
+
+
+def test_globals_rebound_and_mutated():
+    global W_GLOBAL, SCALE
+    x = np.arange(3.0)
+    jf = tp.jit(_uses_globals)
+    same(jf(x), _uses_globals(x))
+    W_GLOBAL[1] = 5.0                      # in place
+    same(jf(x), _uses_globals(x))
+    W_GLOBAL = np.full(3, 7.0)             # rebound
+    same(jf(x), _uses_globals(x))
+    SCALE = 3.0                            # a Python float rebound
+    same(jf(x), _uses_globals(x))
+    W_GLOBAL, SCALE = np.ones(3), 2.0
+
+
+def test_closures_mutated_rebound_and_derived():
+    w = np.ones(3)
+    table = {"b": np.zeros(3)}
+    items = [1.0]
+
+    def f(x):
+        return np.sum(np.exp(w) * x + table["b"]) * items[0]  # exp(w): plain NumPy
+    x = np.arange(3.0)
+    jf = tp.jit(f)
+    same(jf(x), f(x))
+    w[0] = -1.0
+    same(jf(x), f(x))
+    table["b"] = np.ones(3)
+    same(jf(x), f(x))
+    items.append(2.0)
+    items[0] = 4.0
+    same(jf(x), f(x))
+
+    def rebind():
+        nonlocal w
+        w = np.full(3, 0.5)
+    rebind()
+    same(jf(x), f(x))
+
+
+class Model:
+    def __init__(self, w):
+        self.w = w
+        self.scale = 1.0
+
+    @tp.jit
+    def forward(self, x):
+        return np.tanh(x @ self.w) * self.scale
+
+
+def test_methods_and_attributes():
+    r = rng(9)
+    a, b = Model(r.normal(size=(3, 2))), Model(r.normal(size=(3, 2)))
+    x = r.normal(size=(4, 3))
+    plain = Model.forward.fun
+    same(a.forward(x), plain(a, x))
+    same(b.forward(x), plain(b, x))  # another instance: its own weights
+    a.scale = 3.0
+    same(a.forward(x), plain(a, x))
+    a.w = a.w * 2
+    same(a.forward(x), plain(a, x))
+    a.w[0, 0] = 10.0
+    same(a.forward(x), plain(a, x))
+
+
+def test_helper_functions_and_their_globals_are_guarded():
+    state = {"k": 2.0}
+
+    def helper(x):
+        return x * state["k"]
+
+    def f(x):
+        return np.sum(helper(x) ** 2)
+    x = np.arange(3.0)
+    jf = tp.jit(f)
+    same(jf(x), f(x))
+    state["k"] = 5.0
+    same(jf(x), f(x))
+
+
+def test_mutating_the_environment_while_running_runs_uncompiled():
+    history = []
+
+    def f(x):
+        history.append(1)
+        return x * len(history)
+    jf = tp.jit(f)
+    with pytest.warns(JitWarning, match="changes what it reads"):
+        r1 = jf(np.ones(2))
+    r2 = jf(np.ones(2))
+    same(r2, np.ones(2) * 2)
+    assert r1[0] == 1.0 and len(history) == 2
+
+
+# --- randomness ----------------------------------------------------------------------
+def test_random_draws_are_fresh_or_refused():
+    f = lambda x: x + np.random.normal(size=x.shape)  # noqa: E731
+    jf = tp.jit(f)
+    with pytest.warns(JitWarning, match="random"):
+        a = jf(np.zeros(3))
+    b = jf(np.zeros(3))
+    assert not np.array_equal(a, b)
+    g = rng(10)
+    h = tp.jit(lambda x: x + g.normal(size=x.shape))
+    with pytest.warns(JitWarning, match="random"):
+        a = h(np.zeros(3))
+    assert not np.array_equal(a, h(np.zeros(3)))
+    p = tp.jit(lambda x: x + random.random())
+    with pytest.warns(JitWarning, match="random"):
+        a = p(np.zeros(1))
+    assert a[0] != p(np.zeros(1))[0]
+    with pytest.raises(JitError, match="random"):
+        tp.jit(f, strict=True)(np.zeros(3))
+
+
+def test_seeded_generator_made_inside_is_deterministic_and_compiles():
+    def f(x):
+        noise = np.random.default_rng(0).normal(size=x.shape)
+        return x + noise
+    jf = check(f, (np.zeros(3),), (np.ones(3),))
+    assert jf.cache_info()["traces"] == 1
+
+
+# --- buffers and in-place updates ----------------------------------------------------
+def test_returned_arrays_are_never_overwritten():
+    c = np.arange(3.0)
+    f = lambda x: (x * 2, c * 1.0, x)  # noqa: E731
+    jf = tp.jit(f)
+    r1 = jf(np.ones(3))
+    r2 = jf(np.ones(3) * 5)
+    assert r1[0][0] == 2.0 and r2[0][0] == 10.0
+    r2[1][0] = 99.0  # the caller writes into a result
+    assert jf(np.ones(3))[1][0] == 0.0
+
+
+def test_inputs_updated_in_place_between_calls():
+    p = {"w": np.ones(3)}
+    loss = lambda p, x: np.sum((p["w"] * x - 1.0) ** 2)  # noqa: E731
+    step = tp.jit(tp.grad(loss))
+    x = np.arange(3.0)
+    for _ in range(5):
+        g = step(p, x)
+        same(g, tp.grad(loss)(p, x))
+        p["w"] -= 0.1 * g["w"]  # what the optimizers do
+
+
+def test_optimizer_loop_with_jit():
+    r = rng(11)
+    X, y = r.normal(size=(20, 3)), r.normal(size=20)
+    params = {"w": np.zeros(3), "b": np.zeros(())}
+    loss = lambda p: np.mean((X @ p["w"] + p["b"] - y) ** 2)  # noqa: E731
+    vg = tp.jit(tp.value_and_grad(loss))
+    params2 = {"w": np.zeros(3), "b": np.zeros(())}
+    opt, opt2 = tp.optim.Adam(lr=0.1), tp.optim.Adam(lr=0.1)
+    for _ in range(10):
+        v, g = vg(params)
+        v2, g2 = tp.value_and_grad(loss)(params2)
+        same((v, g), (v2, g2))
+        opt.update(params, g)
+        opt2.update(params2, g2)
+    assert vg.cache_info()["traces"] == 1
+
+
+def test_writes_inside_the_function():
+    def f(x):
+        y = x * 2
+        y[0] = 7.0
+        y += 1
+        v = y[1:]
+        v *= 3
+        return y
+    check(f, (np.ones(3),), (np.arange(3.0),))
+
+    def g(x):
+        x[0] = 0.0  # into the caller's array: runs uncompiled
+        return x * 2
+    jg = tp.jit(g)
+    with pytest.warns(JitWarning, match="in place"):
+        a = np.ones(3)
+        jg(a)
+    assert a[0] == 0.0
+
+
+def test_out_into_a_plain_array_runs_uncompiled():
+    buf = np.zeros(3)
+
+    def f(x):
+        np.multiply(x, 2, out=buf)
+        return buf.sum()
+    jf = tp.jit(f)
+    with pytest.warns(JitWarning):
+        assert jf(np.ones(3)) == 6.0
+    assert jf(np.ones(3) * 2) == 12.0
+
+
+# --- diagnostics, threads, misuse ----------------------------------------------------
+def test_explain_shows_program_guards_and_environment():
+    w = np.ones(2)
+
+    def f(x):
+        return np.sum(x * w) if np.sum(x) > 0 else 0.0
+    text = tp.jit(f).explain(np.ones(2))
+    assert "guards" in text and "bool True" in text
+    assert "closure variable 'w'" in text and "def f(" in text
+
+
+def test_threads_share_one_program():
+    f = tp.jit(tp.grad(lambda x: np.sum(np.sin(x) ** 2)))
+    r = rng(12)
+    xs = [r.normal(size=50) for _ in range(40)]
+    want = [tp.grad(lambda x: np.sum(np.sin(x) ** 2))(x) for x in xs]
+    got = [None] * len(xs)
+
+    def work(k):
+        for i in range(k, len(xs), 4):
+            got[i] = f(xs[i])
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for a, b in zip(got, want):
+        same(a, b)
+    assert f.cache_info()["traces"] <= 4
+
+
+def test_staged_value_escaping_the_trace_raises():
+    kept = []
+
+    def f(x):
+        kept.append(x)
+        return x * 2
+    jf = tp.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jf(np.ones(2))
+    assert not any(isinstance(k, tp.Var) for k in kept)
+
+
+def test_not_a_function():
+    with pytest.raises(TypeError, match="expected a function"):
+        tp.jit(3)
+
+
+def test_closure_over_a_traced_value_runs_inline():
+    def outer(w):
+        inner = tp.jit(lambda x: np.sum(x * w))
+        return inner(np.arange(3.0))
+    w = np.ones(3)
+    same(tp.grad(outer)(w), np.arange(3.0))
