@@ -39,6 +39,8 @@ DEMOS = {
                     "index-notation kernels: their plans and a gradient step"),
     "vmap": Demo("tapestry.examples.per_example:main",
                  "per-example gradients with vmap(grad): DP-SGD's clipped, noisy mean"),
+    "jit": Demo("tapestry.examples.jit_training:main",
+                "a training loop under jit(value_and_grad): traced once, replayed as NumPy"),
 }
 
 

@@ -387,10 +387,12 @@ class jit:
         return text
 
     def cache_info(self):
-        """``{"signatures", "programs", "traces", "calls"}`` so far."""
-        return {"signatures": len(self._cache),
-                "programs": sum(len(e.programs) for e in self._cache.values()),
-                "traces": self.n_traces, "calls": self._calls}
+        """``{"signatures", "programs", "traces", "calls", "numpy_calls"}`` so
+        far (``numpy_calls``: the NumPy calls of the largest program)."""
+        progs = [c.program for e in self._cache.values() for c in e.programs]
+        return {"signatures": len(self._cache), "programs": len(progs),
+                "traces": self.n_traces, "calls": self._calls,
+                "numpy_calls": max((p.n_calls for p in progs), default=0)}
 
     def clear_cache(self):
         with self._lock:
