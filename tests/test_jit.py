@@ -499,3 +499,26 @@ def test_closure_over_a_traced_value_runs_inline():
         return inner(np.arange(3.0))
     w = np.ones(3)
     same(tp.grad(outer)(w), np.arange(3.0))
+
+
+# --- the lowering's buffer plan ----------------------------------------------------------
+def test_reused_buffers_never_change_a_value_still_read():
+    def f(x):
+        a = np.exp(x)            # a fresh buffer
+        v = a[:, 0]              # a view of it: a may not be reused
+        b = np.tanh(a) * 2.0     # a dies here, but its view lives on
+        c = np.sin(b) + 1.0      # b dies: its buffer may take the result
+        return v * 1.0, c, b.shape
+    r = rng(13)
+    check(f, (r.normal(size=(64, 8)),), (r.normal(size=(64, 8)),))
+
+    def g(x):
+        h = np.exp(x) * 2.0
+        out = h + 1.0            # h dies here but is returned: never reused
+        return h, out
+    check(g, (r.normal(size=(40, 10)),), (r.normal(size=(40, 10)),))
+
+
+def test_program_drops_what_it_no_longer_reads():
+    src = tp.jit(lambda x: np.sum(np.exp(np.sin(x) * 2.0))).explain(np.ones(300))
+    assert "del " in src and "out=" in src

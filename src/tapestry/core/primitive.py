@@ -23,7 +23,7 @@ from .batching import shape_of  # noqa: F401  (rule modules import it from here)
 from .backward import Negated
 from .batched import Batched, batched_above, batched_call, top_batch
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
-from .staged import staged_recorder
+from .staged import Staged, staged_recorder
 from .var import Var, innermost_tape, refuse_masked
 
 
@@ -491,7 +491,8 @@ def scale_cotangent(g, y):
     which case ``y`` itself is the answer (it is never written to: the
     engine only adds in place into buffers it allocated)."""
     if (type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE and not any(g.strides)
-            and type(y) is np.ndarray and g.shape == y.shape and g.dtype == y.dtype):
+            and (type(y) is np.ndarray or y.__class__ is Staged)  # (jit: staged y)
+            and g.shape == y.shape and g.dtype == y.dtype):
         c = g.flat[0]
         if c == 1:
             return y

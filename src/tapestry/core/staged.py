@@ -137,7 +137,7 @@ class Recorder:
     """One ``jit`` trace: its steps and slots.  Used by one thread; a staged
     value of a finished recorder (kept in a global, say) raises when used."""
 
-    __slots__ = ("steps", "n", "open", "external", "thread", "views")
+    __slots__ = ("steps", "n", "open", "external", "thread", "meta")
 
     def __init__(self):
         self.steps: list = []
@@ -148,6 +148,9 @@ class Recorder:
         #: would change the caller's data, which a replay must not do twice.
         self.external: set = set()
         self.thread = threading.get_ident()
+        #: slot -> (shape, dtype) of the arrays (not scalars) the trace made:
+        #: what the lowering needs to reuse a dead buffer for a result.
+        self.meta: dict = {}
 
     def slot(self):
         self.n += 1
@@ -217,7 +220,10 @@ class Recorder:
 
     def _wrap(self, out, s, fn):
         c = out.__class__
-        if c is np.ndarray or isinstance(out, np.generic) or c in (float, int, complex, bool):
+        if c is np.ndarray:
+            self.meta[s] = (out.shape, out.dtype)
+            return Staged(out, self, s)
+        if isinstance(out, np.generic) or c in (float, int, complex, bool):
             return Staged(out, self, s)
         if isinstance(out, (tuple, list)):
             items = []

@@ -113,14 +113,21 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
             return repr(t)
         return const(t)
 
-    def call(step):
+    reuse = _buffer_plan(steps, live, outputs, inputs, rec.meta)
+
+    def call(step, k=None):
         fn = getattr(step.fn, "_implementation", step.fn)  # skips NumPy's dispatch
         parts = [expr(a) for a in step.args]
         if step.kwargs:
-            for k, v in step.kwargs.items():
-                parts.append(f"{k}={expr(v)}")
+            for key, v in step.kwargs.items():
+                parts.append(f"{key}={expr(v)}")
+        into = reuse.get(k)
+        if into is not None:  # a dead buffer of the same shape takes the result
+            fn = _UFUNC_OF.get(step.fn, step.fn)
+            parts.append(f"out=v{into}")
         return f"{const(fn, copy=False)}({', '.join(parts)})"
 
+    dead = _last_uses(steps, live, outputs, inputs)
     lines = [f"def {name}({', '.join(f'v{s}' for s in inputs)}):"]
     n_calls = n_guards = 0
     for k, step in enumerate(steps):
@@ -132,10 +139,12 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
             if step.out is None:
                 lines.append(f"    {call(step)}")
             else:
-                lines.append(f"    v{step.out} = {call(step)}")
+                lines.append(f"    v{step.out} = {call(step, k)}")
+            _release(lines, dead.get(k))
             continue
         if kind == "item":
             lines.append(f"    v{step.out} = v{step.args[0].i}[{step.args[1]!r}]")
+            _release(lines, dead.get(k))
             continue
         n_guards += 1
         v = f"v{step.args[0].i}"
@@ -163,6 +172,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
             lines.append(f"        raise GuardFailed({k})")
         else:  # pragma: no cover - a step kind added without lowering it
             raise AssertionError(kind)
+        _release(lines, dead.get(k))
     outs = []
     for o in outputs:
         if o.__class__ is Slot:
@@ -176,6 +186,113 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
     code = compile(source, f"<tapestry.jit {name}>", "exec")
     exec(code, ns)
     return Program(source, ns[name], steps, n_calls, n_guards, keep)
+
+
+#: Python operators as the ufuncs that take ``out=`` (``**`` is left out:
+#: ``x ** 2`` is NumPy's ``square`` fast path, not ``power``).
+_UFUNC_OF = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+             operator.truediv: np.true_divide, operator.neg: np.negative}
+#: Smallest array whose buffer is worth reusing (below it an ``out=`` saves
+#: less than it costs to pass).
+REUSE_MIN_SIZE = 256
+
+
+def _slots_in(t, out):
+    c = t.__class__
+    if c is Slot:
+        out.append(t.i)
+    elif c is tuple or c is list:
+        for v in t:
+            _slots_in(v, out)
+    elif c is dict:
+        for v in t.values():
+            _slots_in(v, out)
+    elif c is slice:
+        _slots_in((t.start, t.stop, t.step), out)
+    return out
+
+
+def _reads_of(step):
+    r = _slots_in(step.args, [])
+    if step.kwargs:
+        _slots_in(step.kwargs, r)
+    return r
+
+
+def _last_uses(steps, live, outputs, inputs):
+    """step index -> slots whose last read is that step (``del`` them
+    after it, so a replay holds no more memory than the plain call does).
+    Outputs are kept; so are slots written in place (a view may alias them)."""
+    keep = {o.i for o in outputs if o.__class__ is Slot}
+    keep.update(s.inplace for s in steps if s.kind == "call" and s.out is None)
+    last = {}
+    for k, s in enumerate(steps):
+        if live[k]:
+            for i in _reads_of(s):
+                last[i] = k
+    dead: dict = {}
+    for i, k in last.items():
+        if i not in keep:
+            dead.setdefault(k, []).append(i)
+    return dead
+
+
+def _release(lines, slots):
+    if slots:
+        lines.append(f"    del {', '.join(f'v{i}' for i in sorted(set(slots)))}")
+
+
+#: Operators whose result is always new memory (never a view of an operand).
+_FRESH_OPERATORS = frozenset(_UFUNC_OF) | {operator.matmul, operator.pow}
+
+
+def _fresh_step(step):
+    """A call whose result is new memory (a ufunc, arithmetic)."""
+    return step.kind == "call" and step.out is not None and not step.kwargs and \
+        (isinstance(step.fn, np.ufunc) or step.fn in _FRESH_OPERATORS)
+
+
+def _reusing_step(step):
+    """A call that can write its result into a given buffer (``out=``)."""
+    return _fresh_step(step) and (step.fn in _UFUNC_OF or (
+        isinstance(step.fn, np.ufunc) and step.fn.nout == 1 and step.fn.signature is None))
+
+
+def _buffer_plan(steps, live, outputs, inputs, meta):
+    """step index -> a slot whose buffer the step's result may be written
+    into: a plain ufunc (or arithmetic operator) call whose argument dies
+    there, has the result's shape and dtype, was made by such a call itself,
+    and was only ever read by such calls (so no view of it exists), is no
+    output, no input and no target of a write."""
+    outs = {o.i for o in outputs if o.__class__ is Slot}
+    made_fresh = {s.out for k, s in enumerate(steps) if live[k] and _fresh_step(s)}
+    only_fresh_readers = set(made_fresh)
+    last = {}
+    for k, s in enumerate(steps):
+        if not live[k]:
+            continue
+        reads = _reads_of(s)
+        for i in reads:
+            last[i] = k
+            if not _fresh_step(s):
+                only_fresh_readers.discard(i)
+        if s.kind == "call" and s.out is None:
+            only_fresh_readers.discard(s.inplace)
+    plan = {}
+    taken = set()
+    for k, s in enumerate(steps):
+        if not live[k] or not _reusing_step(s) or s.out not in meta:
+            continue
+        want = meta[s.out]
+        if int(np.prod(want[0])) < REUSE_MIN_SIZE:
+            continue
+        for a in s.args:
+            if a.__class__ is Slot and a.i in only_fresh_readers and last.get(a.i) == k \
+                    and a.i not in outs and a.i not in taken and meta.get(a.i) == want:
+                plan[k] = a.i
+                taken.add(a.i)
+                break
+    return plan
 
 
 def _root(a):
