@@ -85,6 +85,33 @@ def _signature(leaves):
     return tuple(key), runtime, objects
 
 
+class _FlatMarker:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<flat arguments>"
+
+
+_FLAT = _FlatMarker()
+_FLAT_SCALARS = frozenset({float, int, complex})
+
+
+def _flat_key(args):
+    """The cache key of positional arguments that are all plain arrays or
+    Python numbers (the common hot call), or ``None``: then the arguments'
+    tree is flattened."""
+    key = [_FLAT]
+    for a in args:
+        c = a.__class__
+        if c is np.ndarray:
+            key.append((a.shape, a.dtype))
+        elif c in _FLAT_SCALARS:
+            key.append(c)
+        else:
+            return None
+    return tuple(key)
+
+
 class _Entry:
     """What the cache holds for one signature: its programs (one per path
     through the guards met so far), how many traces it took, and whether it
@@ -138,6 +165,7 @@ class jit:
         self.max_traces = max_traces
         self.cache_size = cache_size
         self.strict = strict
+        self._static = bool(self.static_argnums or self.static_argnames)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self._misses: list = []
@@ -169,18 +197,25 @@ class jit:
         self._calls += 1
         if self._eager_all is not None:
             return self.fun(*args, **kwargs)
-        dyn, static_key = self._split_static(args, kwargs)
-        leaves, treedef = tree_flatten(dyn)
-        sig = _signature(leaves)
-        if sig is _INLINE:  # inside another transformation: its trace sees the calls
-            return self.fun(*args, **kwargs)
-        skey, runtime, objects = sig
-        key = (treedef, skey, static_key)
-        entry = self._cache.get(key)
+        key = None if kwargs or self._static else _flat_key(args)
+        if key is not None:  # arrays and numbers only: no tree to flatten
+            entry = self._cache.get(key)
+            if entry is not None and entry.eager is None:
+                inputs = args
+        else:
+            dyn, static_key = self._split_static(args, kwargs)
+            leaves, treedef = tree_flatten(dyn)
+            sig = _signature(leaves)
+            if sig is _INLINE:  # inside another transformation: its trace sees the calls
+                return self.fun(*args, **kwargs)
+            skey, runtime, objects = sig
+            key = (treedef, skey, static_key)
+            entry = self._cache.get(key)
+            if entry is not None and entry.eager is None:
+                inputs = [leaves[i] for i in runtime]
         if entry is not None:
             if entry.eager is not None:
                 return self.fun(*args, **kwargs)
-            inputs = [leaves[i] for i in runtime]
             for comp in entry.programs:
                 why = comp.env.changed() if len(comp.env) else None
                 if why is not None:
@@ -202,7 +237,11 @@ class jit:
                 return self._give_up(entry, f"it was traced {entry.traces} times for one "
                                      f"signature; the last reason: {self._misses[-1]}",
                                      args, kwargs)
-        else:
+        if key[0] is _FLAT:
+            dyn, static_key = (args, kwargs), ()
+            leaves, treedef = tree_flatten(dyn)
+            skey, runtime, objects = _signature(leaves)
+        if entry is None:
             entry = self._new_entry(key, objects, treedef, skey)
         return self._trace(entry, args, kwargs, dyn, leaves, treedef, runtime, objects)
 
@@ -357,12 +396,15 @@ class jit:
         """The program for these arguments (traced now if not cached): its
         guards, its environment and its source.  Returns the text."""
         self(*args, **kwargs)
-        dyn, static_key = self._split_static(args, kwargs)
-        leaves, treedef = tree_flatten(dyn)
-        sig = _signature(leaves)
-        if sig is _INLINE:
-            return "called inside another transformation: runs inline, not compiled"
-        entry = self._cache.get((treedef, sig[0], static_key))
+        key = None if kwargs or self._static else _flat_key(args)
+        if key is None:
+            dyn, static_key = self._split_static(args, kwargs)
+            leaves, treedef = tree_flatten(dyn)
+            sig = _signature(leaves)
+            if sig is _INLINE:
+                return "called inside another transformation: runs inline, not compiled"
+            key = (treedef, sig[0], static_key)
+        entry = self._cache.get(key)
         if self._eager_all is not None or entry is None or entry.eager is not None:
             why = self._eager_all or (entry.eager if entry is not None else "not cached")
             return f"runs uncompiled: {why}"
@@ -458,7 +500,10 @@ def _guard_message(step):
 
 def _signature_message(cache, treedef, skey):
     """What differs from the most recent signature."""
-    last_td, last_key, _ = next(reversed(cache))
+    last = next(reversed(cache))
+    if last[0] is _FLAT:
+        return f"a new signature {_key_word(skey)} (was {_key_word(last[1:])})"
+    last_td, last_key, _ = last
     if last_td != treedef:
         return f"a new argument structure {treedef!r} (was {last_td!r})"
     for i, (a, b) in enumerate(zip(last_key, skey)):
