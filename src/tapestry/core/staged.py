@@ -137,7 +137,7 @@ class Recorder:
     """One ``jit`` trace: its steps and slots.  Used by one thread; a staged
     value of a finished recorder (kept in a global, say) raises when used."""
 
-    __slots__ = ("steps", "n", "open", "external", "thread", "meta")
+    __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars")
 
     def __init__(self):
         self.steps: list = []
@@ -151,6 +151,8 @@ class Recorder:
         #: slot -> (shape, dtype) of the arrays (not scalars) the trace made:
         #: what the lowering needs to reuse a dead buffer for a result.
         self.meta: dict = {}
+        #: slot -> type of the scalars (np.float64, float, ...) it made.
+        self.scalars: dict = {}
 
     def slot(self):
         self.n += 1
@@ -159,7 +161,14 @@ class Recorder:
     def input(self, value):
         s = self.slot()
         self.external.add(s)
+        self._note(value, s)
         return Staged(value, self, s)
+
+    def _note(self, value, s):
+        if value.__class__ is np.ndarray:
+            self.meta[s] = (value.shape, value.dtype)
+        else:
+            self.scalars[s] = value.__class__
 
     # --- recording ------------------------------------------------------------
     def call(self, fn, args, kwargs, *, inplace=None, site=True):
@@ -220,10 +229,8 @@ class Recorder:
 
     def _wrap(self, out, s, fn):
         c = out.__class__
-        if c is np.ndarray:
-            self.meta[s] = (out.shape, out.dtype)
-            return Staged(out, self, s)
-        if isinstance(out, np.generic) or c in (float, int, complex, bool):
+        if c is np.ndarray or isinstance(out, np.generic) or c in (float, int, complex, bool):
+            self._note(out, s)
             return Staged(out, self, s)
         if isinstance(out, (tuple, list)):
             items = []

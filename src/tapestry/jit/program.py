@@ -55,7 +55,8 @@ class Program:
     """A lowered trace: ``run(*inputs) -> output leaves``, plus what
     ``explain`` prints."""
 
-    def __init__(self, source, run, steps, n_calls, n_guards, consts):
+    def __init__(self, source, run, steps, n_calls, n_guards, consts, n_runs=0):
+        self.n_runs = n_runs  # fused loops (tapestry.jit.fuse)
         self.source = source
         self.run = run
         self.steps = steps
@@ -64,11 +65,17 @@ class Program:
         self.consts = consts
 
 
-def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
+def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
     """Compile the steps of ``rec`` into a function of the input slots
-    ``inputs`` returning ``outputs`` (a list of ``Slot`` or constants)."""
+    ``inputs`` returning ``outputs`` (a list of ``Slot`` or constants);
+    with ``fuse``, runs of elementwise steps become compiled loops
+    (:mod:`tapestry.jit.fuse`)."""
     steps = rec.steps
     live = _live_steps(steps, outputs)
+    n_runs = 0
+    if fuse:
+        from .fuse import fuse as fuse_runs
+        steps, live, n_runs = fuse_runs(steps, live, outputs, rec.meta, rec.scalars)
     ns = {"GuardFailed": GuardFailed, "same_array": same_array, "same_float": same_float,
           "slice": slice, "Ellipsis": Ellipsis, "int": int, "float": float, "bool": bool,
           "index": operator.index, "np": np}
@@ -185,7 +192,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
     source = "\n".join(lines) + "\n"
     code = compile(source, f"<tapestry.jit {name}>", "exec")
     exec(code, ns)
-    return Program(source, ns[name], steps, n_calls, n_guards, keep)
+    return Program(source, ns[name], steps, n_calls, n_guards, keep, n_runs)
 
 
 #: Python operators as the ufuncs that take ``out=`` (``**`` is left out:

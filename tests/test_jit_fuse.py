@@ -1,0 +1,133 @@
+"""tapestry.jit's fused loops (numba): runs of elementwise steps compiled
+into one loop give what the NumPy replay gives (within a few ulp where libm
+and NumPy's SIMD functions differ), and never fuse what they cannot."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+
+pytest.importorskip("numba")
+
+
+def close(a, b, rtol=1e-13):
+    la, ta = tp.tree_flatten(a)
+    lb, tb = tp.tree_flatten(b)
+    assert ta == tb
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape and x.dtype == y.dtype, (x.dtype, y.dtype)
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-300)
+
+
+def chain(x, s=0.5):
+    for i in range(30):
+        k = i % 5
+        if k == 0:
+            x = np.sin(x)
+        elif k == 1:
+            x = x * 1.0001 - s
+        elif k == 2:
+            x = np.exp(-x * x)
+        elif k == 3:
+            x = np.tanh(x) / 2.0
+        else:
+            x = x + np.sqrt(np.abs(x) + 1.0)
+    return np.sum(x)
+
+
+@pytest.mark.parametrize("shape", [(), (7,), (3, 4), (0,)])
+def test_forward_and_backward_chains_fuse(shape):
+    f = tp.value_and_grad(chain)
+    jf = tp.jit(f, fuse=True)
+    r = np.random.default_rng(0)
+    for _ in range(3):
+        x = r.normal(size=shape)
+        close(jf(x), f(x))
+    info = jf.cache_info()
+    assert info["fused_loops"] >= 1 and info["traces"] == 1
+    # forward and backward chains share one loop: the sum between them is passed over
+    assert info["numpy_calls"] <= 4, jf.explain(x)
+
+
+def test_python_scalars_keep_their_weak_type_in_a_fused_scalar_run():
+    f = lambda s, x: (s * 2.0 + 1.0) * x  # noqa: E731  (a Python float times float32)
+    jf = tp.jit(f, fuse=True)
+    x = np.ones(3, np.float32)
+    for s in (1.5, 2.5):
+        out = jf(s, x)
+        assert out.dtype == np.float32 and np.array_equal(out, f(s, x))
+
+
+def test_float32_and_integers_are_not_fused_and_stay_exact():
+    f = lambda x, n: np.sum(np.sin(x) * 2 + 1) + np.sum(n * 3 + 1)  # noqa: E731
+    jf = tp.jit(f, fuse=True)
+    x, n = np.ones(5, np.float32), np.arange(5)
+    assert jf(x, n) == f(x, n) and jf(x * 2, n) == f(x * 2, n)
+
+
+def test_constants_broadcasts_and_views_around_a_run():
+    w = np.linspace(0, 1, 12).reshape(3, 4)
+
+    def f(x):
+        y = np.exp(x) * w + 1.0           # a constant array of the run's shape
+        v = y[:, 1]                        # a view of a run's result
+        z = np.tanh(y) * 3.0 - y
+        return np.sum(z) + np.sum(v), z.T
+    jf = tp.jit(f, fuse=True)
+    r = np.random.default_rng(1)
+    for _ in range(3):
+        x = r.normal(size=(3, 4))
+        close(jf(x), f(x))
+
+
+def test_data_dependent_shapes_and_branches_with_fused_loops():
+    def f(x):
+        y = x[x > 0]
+        z = np.exp(y) * 2.0 + 1.0
+        if np.sum(z) > 10:
+            return np.sum(np.sin(z) * z)
+        return np.sum(np.cos(z) * z)
+    jf = tp.jit(f, fuse=True)
+    for x in ([1.0, -1, 2], [1.0, 1, 2], [3.0, -3, -1], [0.1, 0.2, -0.3]):
+        x = np.array(x)
+        close(jf(x), f(x))
+
+
+def test_auto_fuses_once_a_program_is_hot():
+    f = tp.value_and_grad(chain)
+    jf = tp.jit(f, fuse="auto", fuse_after=3)
+    x = np.ones(4) * 0.3
+    for k in range(5):
+        close(jf(x + k), f(x + k))
+    assert jf.cache_info()["fused_loops"] >= 1
+
+
+def test_threads_run_fused_loops_concurrently():
+    f = tp.grad(chain)
+    jf = tp.jit(f, fuse=True)
+    r = np.random.default_rng(2)
+    xs = [r.normal(size=64) for _ in range(32)]
+    jf(xs[0])
+    got = [None] * len(xs)
+
+    def work(k):
+        for i in range(k, len(xs), 4):
+            got[i] = jf(xs[i])
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for x, g in zip(xs, got):
+        close(g, f(x))
+
+
+def test_fuse_true_without_numba_names_the_extra(monkeypatch):
+    monkeypatch.setenv("TAPESTRY_NO_NUMBA", "1")
+    with pytest.raises(ImportError, match=r"tapestry\[numba\]"):
+        tp.jit(chain, fuse=True)
+    assert tp.jit(chain).cache_info()["fused_loops"] == 0
