@@ -56,7 +56,6 @@ def main(quick=False, seed=0):
     repeats = 20 if quick else 100
     t_eager = _median_ms(eager, (params, x, y), repeats)
     t_jit = _median_ms(step, (params, x, y), repeats)
-    n_calls = step.cache_info()["numpy_calls"]
     print(f"  first call (trace + lowering) {t_first:.1f} ms; then the replay: "
           f"{t_jit:.3f} ms per step against {t_eager:.3f} ms uncompiled "
           f"({t_eager / t_jit:.1f}x)")

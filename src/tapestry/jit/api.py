@@ -259,7 +259,7 @@ class jit:
                 if comp.lowering is not None:
                     comp.replays += 1
                     if comp.replays >= self.fuse_after:
-                        self._fuse_loops(comp)
+                        self._fuse_loops(comp, inputs)
                 return comp.out_td.unflatten(list(outs))
             if entry.traces >= self.max_traces:
                 return self._give_up(entry, f"it was traced {entry.traces} times for one "
@@ -392,12 +392,16 @@ class jit:
             del entry.programs[4:]  # paths through the guards kept per signature
         return out_td.unflatten(concrete)
 
-    def _fuse_loops(self, comp):
+    def _fuse_loops(self, comp, inputs):
         """Lower a hot program again with its elementwise runs compiled
-        (numba); a compile failure keeps the NumPy replay, with a warning."""
+        (numba), and keep whichever of the two replays faster on these
+        inputs (replays are pure: running them again changes nothing).  A
+        compile failure keeps the NumPy replay, with a warning."""
         lowering, comp.lowering = comp.lowering, None
         try:
-            comp.program = lower(*lowering[:4], name=lowering[4], fuse=True)
+            fused = lower(*lowering[:4], name=lowering[4], fuse=True)
+            if fused.n_runs and _faster(fused.run, comp.program.run, inputs):
+                comp.program = fused
         except Exception as e:  # numba could not compile a loop: the replay stays
             msg = (f"tapestry.jit({self.__qualname__}): fusing elementwise loops failed "
                    f"({type(e).__name__}: {e}); the NumPy replay is used")
@@ -486,6 +490,21 @@ class jit:
         with self._lock:
             self._cache.clear()
             self._eager_all = None
+
+
+def _faster(new, old, inputs, repeats=5):
+    """Whether ``new(*inputs)`` runs faster than ``old(*inputs)`` (best of
+    ``repeats`` each, interleaved, after one warm-up call of each)."""
+    import time
+    new(*inputs)
+    old(*inputs)
+    best = [float("inf"), float("inf")]
+    for _ in range(repeats):
+        for k, f in enumerate((new, old)):
+            t0 = time.perf_counter()
+            f(*inputs)
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best[0] < best[1]
 
 
 class _StaticMarker:

@@ -50,7 +50,7 @@ _TRANSCENDENTAL = {
 }
 #: Runs over arrays larger than this fuse arithmetic only (NumPy's SIMD
 #: transcendentals are faster than a scalar loop's libm calls there).
-MAX_TRANSCENDENTAL_SIZE = 4096
+MAX_TRANSCENDENTAL_SIZE = 1024
 #: Shortest run worth a loop.
 MIN_RUN = 2
 _F8 = np.dtype(np.float64)
