@@ -131,3 +131,16 @@ def test_fuse_true_without_numba_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"tapestry\[numba\]"):
         tp.jit(chain, fuse=True)
     assert tp.jit(chain).cache_info()["fused_loops"] == 0
+
+
+def test_broadcast_operands_join_a_run():
+    def f(x, b, c):
+        h = np.tanh(x + b) * 2.0 + c      # b: (3,), c: (4, 1) against x: (4, 3)
+        return np.sum(h * h - b)
+    g = tp.value_and_grad(f, argnums=(0, 1, 2))
+    jg = tp.jit(g, fuse=True)
+    r = np.random.default_rng(3)
+    for _ in range(3):
+        args = (r.normal(size=(4, 3)), r.normal(size=3), r.normal(size=(4, 1)))
+        close(jg(*args), g(*args))
+    assert jg.cache_info()["fused_loops"] >= 1

@@ -66,19 +66,31 @@ def available():
     return importlib.util.find_spec("numba") is not None
 
 
+def _broadcasts(small, shape):
+    """Whether an operand of shape ``small`` broadcasts to ``shape`` (NumPy's
+    rule: aligned from the right, each dimension equal or 1)."""
+    if len(small) > len(shape):
+        return False
+    off = len(shape) - len(small)
+    return all(d == shape[off + k] or d == 1 for k, d in enumerate(small))
+
+
 def _operand_ok(a, shape, meta, scalars):
-    """Whether ``a`` can enter a run of ``shape``: a float64 slot of that
-    shape, a float64 scalar slot, or a float / int / float64 constant."""
+    """Whether ``a`` can enter a run of ``shape``: a float64 slot or
+    constant array that broadcasts to it (``x @ W + b``'s ``b``), a float64
+    scalar slot, or a float / int / float64 constant."""
     c = a.__class__
     if c is Slot:
         m = meta.get(a.i)
         if m is not None:
-            return m == (shape, _F8)
+            return m[1] == _F8 and _broadcasts(m[0], shape)
         return scalars.get(a.i) in _FLOAT64
     if c is float or (c is int and abs(a) < 2 ** 53) or c is np.float64:
         return math.isfinite(a)
     if c is np.ndarray and a.dtype == _F8:  # a constant (a sum's cotangent of ones)
-        return a.shape == shape or (a.shape == () and math.isfinite(a[()]))
+        if a.shape == ():
+            return math.isfinite(a[()])
+        return _broadcasts(a.shape, shape)
     return False
 
 
@@ -178,22 +190,35 @@ def fuse(steps, live, outputs, meta, scalars):
     return out_steps, out_live, runs
 
 
+def _index(small, shape):
+    """The subscript of an operand of shape ``small`` at the loop indices
+    ``i0, i1, ...`` of a run of ``shape`` (0 along its broadcast axes)."""
+    off = len(shape) - len(small)
+    return ", ".join("0" if d == 1 and shape[off + k] != 1 else f"i{off + k}"
+                     for k, d in enumerate(small))
+
+
 def _compile_run(run, made, results, shape, meta, scalars):
     """The Python function computing ``results`` of a run from its inputs,
     and the input slots in the order it takes them."""
-    inputs: list = []
-    names: dict = {}
+    inputs: list = []    # slots read, in parameter order
+    names: dict = {}     # slot -> its name in the loop body
+    arrays: dict = {}    # slot -> its shape, for the array inputs
+    consts: list = []    # constant arrays, passed after the inputs
     scalar = shape == ()
-
-    consts: list = []   # constant arrays of the run's shape, passed after the inputs
 
     def operand(a):
         if a.__class__ is Slot:
             if a.i in made:
                 return f"t{a.i}"
             if a.i not in names:
-                array = not scalar and a.i in meta
-                names[a.i] = f"x{len(inputs)}" if array else f"s{len(inputs)}"
+                k = len(inputs)
+                m = meta.get(a.i)
+                if not scalar and m is not None and m[0] != ():
+                    arrays[a.i] = m[0]
+                    names[a.i] = f"x{k}"
+                else:
+                    names[a.i] = f"s{k}"
                 inputs.append(a.i)
             return names[a.i]
         if a.__class__ is np.ndarray and a.shape != ():
@@ -212,8 +237,8 @@ def _compile_run(run, made, results, shape, meta, scalars):
         else:
             expr = (_ARITH.get(s.fn) or _TRANSCENDENTAL[s.fn]).format(*ops)
         body.append(f"t{s.out} = {expr}")
-    params = [names[i].replace("x", "a", 1) if names[i][0] == "x" else names[i]
-              for i in inputs] + [f"b{j}" for j in range(len(consts))]
+    params = [f"a{k}" if i in arrays else names[i] for k, i in enumerate(inputs)]
+    params += [f"b{j}" for j in range(len(consts))]
     lines = ["import math", "from numba import njit", "",
              '@njit(nogil=True, cache=True, error_model="numpy")']
     if scalar:
@@ -222,13 +247,17 @@ def _compile_run(run, made, results, shape, meta, scalars):
         lines.append(f"    return ({', '.join(f't{r}' for r in results)},)")
     else:
         outs = [f"o{k}" for k in range(len(results))]
-        lines.append(f"def kern(n, {', '.join(params + outs)}):")
-        lines.append("    for i in range(n):")
-        lines += [f"        {names[i]} = {p}[i]" for i, p in zip(inputs, params)
-                  if names[i][0] == "x"]
-        lines += [f"        y{j} = b{j}[i]" for j in range(len(consts))]
-        lines += [f"        {b}" for b in body]
-        lines += [f"        {o}[i] = t{r}" for o, r in zip(outs, results)]
+        lines.append(f"def kern({', '.join(params + outs)}):")
+        ind = "    "
+        for d in range(len(shape)):
+            lines.append(f"{ind}for i{d} in range(o0.shape[{d}]):")
+            ind += "    "
+        full = ", ".join(f"i{d}" for d in range(len(shape)))
+        lines += [f"{ind}x{k} = a{k}[{_index(arrays[i], shape)}]"
+                  for k, i in enumerate(inputs) if i in arrays]
+        lines += [f"{ind}y{j} = b{j}[{_index(c.shape, shape)}]" for j, c in enumerate(consts)]
+        lines += [f"{ind}{b}" for b in body]
+        lines += [f"{ind}{o}[{full}] = t{r}" for o, r in zip(outs, results)]
     kern = _load("\n".join(lines) + "\n")
     if scalar:
         kinds = tuple(scalars.get(r, np.float64) for r in results)
@@ -238,16 +267,20 @@ def _compile_run(run, made, results, shape, meta, scalars):
             return tuple(k(r) for k, r in zip(kinds, kern(*args)))
         return _named(run_scalar, len(run)), inputs
     n_out = len(results)
-    size = int(np.prod(shape))
-    fixed = [np.ascontiguousarray(c).ravel() for c in consts]
+    expect = [arrays.get(i) for i in inputs]
+    fixed = list(consts)
 
     def run_arrays(*args):
-        flat = [a.ravel() if a.__class__ is np.ndarray else a for a in args]
-        for a in flat:  # the loop trusts its sizes: never let it run past an array
-            if a.__class__ is np.ndarray and a.size != size:
-                raise ValueError(f"a fused loop of {size} elements got {a.size}")
+        # the loop trusts its shapes: never let it index past an array
+        args = list(args)
+        for k, (a, want) in enumerate(zip(args, expect)):
+            if want is None:
+                if a.__class__ is np.ndarray:
+                    args[k] = a[()]
+            elif a.__class__ is not np.ndarray or a.shape != want:
+                raise ValueError(f"a fused loop expected shape {want}, got {np.shape(a)}")
         outs = [np.empty(shape) for _ in range(n_out)]
-        kern(size, *flat, *fixed, *[o.reshape(-1) for o in outs])
+        kern(*args, *fixed, *outs)
         return tuple(outs)
     return _named(run_arrays, len(run)), inputs
 
