@@ -53,9 +53,11 @@ def main(quick=False, plot=False):
         rows.append(row("W3", label, "tapestry", median_time(lambda: g(w1, b1, x), reps),
                         peak_bytes(lambda: g(w1, b1, x)), "tracemalloc"))
         jg = tp.jit(tp.grad(loss, argnums=argnums))
-        compiled += compile_rows("W3", label, jit_compiled(jg, g, w1, b1, x))
-        rows.append(row("W3", label, "tapestry jit", median_time(lambda: jg(w1, b1, x), reps),
-                        peak_bytes(lambda: jg(w1, b1, x)), "tracemalloc; " + jit_note(jg)))
+        info = jit_compiled(jg, g, w1, b1, x)
+        jt = median_time(lambda: jg(w1, b1, x), reps)
+        compiled += compile_rows("W3", label, info, jt)
+        rows.append(row("W3", label, "tapestry jit", jt, peak_bytes(lambda: jg(w1, b1, x)),
+                        "tracemalloc; " + jit_note(jg)))
         want_x = len(argnums) == 3
         rows.append(row("W3", label, "numpy by hand",
                         median_time(lambda: by_hand(w1, b1, x, want_x), reps),

@@ -171,7 +171,7 @@ def _vmap_jit_rows(tp, case, ms, x, reps):
     return [row("W4", case, "tapestry vmap (stacked), eager", t["eager"]),
             row("W4", case, "tapestry jit(vmap) (stacked)", t["jit"],
                 note=f"x{t['eager'] / t['jit']:.2f} vs vmap eager; " + jit_note(jitted))
-            ] + compile_rows("W4", case, info)
+            ] + compile_rows("W4", case, info, t["jit"])
 
 
 class _null:

@@ -47,9 +47,9 @@ def main(quick=False, plot=False):
         rows.append(row("W5", case, "tapestry", per_op(lambda: vg(x0)), note="per op"))
         jvg = tp.jit(tp.value_and_grad(lambda x: np.sum(chain(x))))
         info = jit_compiled(jvg, vg, x0)
-        rows.append(row("W5", case, "tapestry jit", per_op(lambda: jvg(x0)),
-                        note="per op; " + jit_note(jvg)))
-        compiled_rows = compile_rows("W5", case, info)
+        jit_op = per_op(lambda: jvg(x0))
+        rows.append(row("W5", case, "tapestry jit", jit_op, note="per op; " + jit_note(jvg)))
+        compiled_rows = compile_rows("W5", case, info, jit_op * N_OPS)
         rows.append(row("W5", case, "numpy forward only", per_op(lambda: chain(x0)),
                         note="floor, no gradient"))
         if torch is not None:

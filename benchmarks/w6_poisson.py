@@ -131,15 +131,16 @@ def _jit_rows(tp, case, data, u, a, b, reps, vec, vec_t):
                                       argnums=argnums))
     info = jit_compiled(by_arg, lambda u, a, b, d: vec(u, a, b), u, a, b, data)
     jit_compiled(closed, vec, u, a, b)
-    rows = []
+    rows, medians = [], []
     for name, fn, f in (("tapestry jit(vectorized), data as argument",
                          lambda: by_arg(u, a, b, data), by_arg),
                         ("tapestry jit(vectorized), data in closure",
                          lambda: closed(u, a, b), closed)):
         s = median_time(fn, repeats=reps, warmup=1, number=1)
+        medians.append(s)
         rows.append(row("W6", case, name, s,
                         note=f"x{vec_t / s:.2f} vs vectorized eager; " + jit_note(f)))
-    return rows + compile_rows("W6", case, info)
+    return rows + compile_rows("W6", case, info, medians[0])
 
 
 def _torch_rows(case, data, u, a, b, reps):

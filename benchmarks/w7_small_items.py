@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from benchmarks._harness import (blas_one_thread, compile_rows, interleaved_times, jit_compiled,
-                                 jit_note, row)
+                                 jit_note, median_time, row)
 from benchmarks.w6_poisson import make_data
 
 G = 1000
@@ -170,7 +170,12 @@ def main(quick=False, plot=False):
                     note=f"tapestry x{serial / best:.2f} vs serial; NumPy by hand "
                          f"x{hand / hand2:.2f} on 2 threads; ratio "
                          f"{(serial / best) / (hand / hand2):.2f}"))
-    return rows + compile_rows("W7", case + " one group", info)
+    return rows + compile_rows("W7", case + " one group", info, one_group(jvg, groups[0], u, a, b))
+
+
+def one_group(jvg, g, u, a, b):
+    """Median time of one jitted call (one group), for the compile rows."""
+    return median_time(blas_one_thread(lambda: jvg(g, u, a, b)), repeats=7)
 
 
 if __name__ == "__main__":
