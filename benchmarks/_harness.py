@@ -154,3 +154,70 @@ def save_figure(fig, name, plot=True, dpi=110):
         where += f" and published as docs/img/{name}"
     print(where)
     return out
+
+
+def jit_compiled(jitted, eager, *args):
+    """Call the ``tapestry.jit`` function ``jitted`` twice on ``args`` and
+    check it against ``eager`` before anything is timed.
+
+    The first call traces and lowers, the second replays; both results must
+    equal ``eager(*args)`` bit for bit (``np.array_equal`` on every leaf),
+    else AssertionError: a fast wrong answer is not a benchmark result.
+    Returns ``{"first", "replay", "traces"}`` (seconds, seconds, count)."""
+    import numpy as np
+
+    from tapestry.tree_util import tree_leaves
+    t0 = time.perf_counter()
+    first_out = jitted(*args)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    replay_out = jitted(*args)
+    replay = time.perf_counter() - t0
+    want = tree_leaves(eager(*args))
+    for what, out in (("first call", first_out), ("replay", replay_out)):
+        got = tree_leaves(out)
+        if len(got) != len(want) or not all(np.array_equal(g, w) for g, w in zip(got, want)):
+            raise AssertionError(f"tapestry.jit {what} of {jitted!r} differs from the eager "
+                                 "result")
+    return {"first": first, "replay": replay, "traces": jitted.cache_info()["traces"]}
+
+
+def jit_note(jitted):
+    """The note of a jit row: its traces so far (1 expected: a replay
+    after every other call) and that its result was checked."""
+    return f"{jitted.cache_info()['traces']} trace(s); equal to eager (checked)"
+
+
+def compile_rows(workload, case, info, replay_s):
+    """Rows for a jit's compile cost: the median replay ``replay_s`` (timed
+    by the caller) and the first call (trace + lower, one call); the ratio
+    column then reads first call / median replay."""
+    return [row(workload, f"{case} compile", "tapestry jit replay (median)", replay_s),
+            row(workload, f"{case} compile", "tapestry jit first call (trace+lower)",
+                info["first"], note=f"x{info['first'] / replay_s:.1f} a replay; "
+                                    f"second call {info['replay'] * 1e3:.2f} ms")]
+
+
+def torch_compile(torch, fn, first_call, timeout_s=150):
+    """``(torch.compile(fn), seconds)`` after ``first_call(compiled)`` (which
+    compiles: the forward, and the backward if it runs one), or
+    ``(None, reason)`` if compiling fails or does not finish in
+    ``timeout_s`` (it then goes on in a daemon thread, unused, and the
+    timings after it share the CPU with it: the reason says so)."""
+    import threading
+    box = {}
+
+    def work():
+        try:
+            t0 = time.perf_counter()
+            cf = torch.compile(fn)
+            first_call(cf)
+            box["out"] = (cf, time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001  (any failure: report and skip)
+            line = str(e).splitlines()[0][:120] if str(e) else ""
+            box["out"] = (None, f"torch.compile failed: {type(e).__name__}: {line}")
+    th = threading.Thread(target=work, daemon=True)
+    th.start()
+    th.join(timeout_s)
+    return box.get("out", (None, f"torch.compile did not finish in {timeout_s} s (still "
+                                 "compiling in the background during later rows)"))

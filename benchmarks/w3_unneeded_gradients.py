@@ -7,12 +7,19 @@ Peak memory: tracemalloc for NumPy-based systems (tapestry, hand-written,
 HIPS autograd); PyTorch allocates outside tracemalloc, so its figure is
 the CPU allocator's peak via torch's profiler-free counter when available,
 else max-RSS growth (said in the note).
+``tapestry jit`` is ``tp.jit(tp.grad(loss, argnums))``, checked equal to
+the eager gradient before timing; its peak is the replay's (the program's
+own constants are allocated at trace time, outside the measurement).
+Peers also under ``torch.compile`` (when it compiles here) and ``jax.jit``.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from benchmarks._harness import median_time, optional, peak_bytes, peak_rss_delta, row
+from benchmarks._harness import (compile_rows, jit_compiled, jit_note, median_time, optional,
+                                 peak_bytes, peak_rss_delta, row, torch_compile)
 
 
 def make(quick=False):
@@ -40,10 +47,17 @@ def main(quick=False, plot=False):
     w1, b1, x = make(quick)
     reps = 5 if quick else 9
     rows = []
+    compiled = []
     for label, argnums in (("grad (w1, b1)", (0, 1)), ("grad (w1, b1, x)", (0, 1, 2))):
         g = tp.grad(loss, argnums=argnums)
         rows.append(row("W3", label, "tapestry", median_time(lambda: g(w1, b1, x), reps),
                         peak_bytes(lambda: g(w1, b1, x)), "tracemalloc"))
+        jg = tp.jit(tp.grad(loss, argnums=argnums))
+        info = jit_compiled(jg, g, w1, b1, x)
+        jt = median_time(lambda: jg(w1, b1, x), reps)
+        compiled += compile_rows("W3", label, info, jt)
+        rows.append(row("W3", label, "tapestry jit", jt, peak_bytes(lambda: jg(w1, b1, x)),
+                        "tracemalloc; " + jit_note(jg)))
         want_x = len(argnums) == 3
         rows.append(row("W3", label, "numpy by hand",
                         median_time(lambda: by_hand(w1, b1, x, want_x), reps),
@@ -61,6 +75,7 @@ def main(quick=False, plot=False):
                 return torch.autograd.grad(y, [t for t, r in zip(a, req) if r])
             rows.append(row("W3", label, "pytorch", median_time(step, reps),
                             _torch_peak(torch, step), "torch CPU allocator peak"))
+        rows += _torch_compile_rows(torch, tw, tb, tx, reps)
     ag = optional("autograd")
     if ag is not None:
         import autograd.numpy as anp
@@ -84,6 +99,35 @@ def main(quick=False, plot=False):
             rows.append(row("W3", label, "jax eager",
                             median_time(lambda: jax.block_until_ready(g(jw, jb, jx)), reps),
                             None, "peak not measured"))
+            jg = jax.jit(g)
+            jax.block_until_ready(jg(jw, jb, jx))
+            rows.append(row("W3", label, "jax jit",
+                            median_time(lambda: jax.block_until_ready(jg(jw, jb, jx)), reps),
+                            None, "peak not measured"))
+    return rows + compiled
+
+
+def _torch_compile_rows(torch, tw, tb, tx, reps):
+    """PyTorch's gradient with the loss under ``torch.compile`` (forward and
+    backward graphs), time and allocator peak; or one row saying why not."""
+    def loss_t(w1, b1, x):
+        return torch.exp(w1 @ x + b1[:, None]).sum()
+    rows = []
+    cl = None
+    for label, req in (("grad (w1, b1)", (True, True, False)),
+                       ("grad (w1, b1, x)", (True, True, True))):
+        def step(cf, req=req):
+            a = [t.detach().requires_grad_(r) for t, r in zip((tw, tb, tx), req)]
+            return torch.autograd.grad(cf(*a), [t for t, r in zip(a, req) if r])
+        if cl is None:
+            cl, took = torch_compile(torch, loss_t, step)
+            if cl is None:
+                return [row("W3", label, "pytorch torch.compile", None, None, f"skipped: {took}")]
+        else:
+            t0 = time.perf_counter(); step(cl); took = time.perf_counter() - t0
+        rows.append(row("W3", label, "pytorch torch.compile", median_time(lambda: step(cl), reps),
+                        _torch_peak(torch, lambda: step(cl)),
+                        f"torch CPU allocator peak; first call {took:.1f} s"))
     return rows
 
 

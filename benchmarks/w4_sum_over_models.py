@@ -8,6 +8,9 @@ turns with the hand-written NumPy rows.  Peers: PyTorch (loop,
 ``torch.func`` vmap over stacked parameters), JAX (loop, vmap, jit(vmap)).
 A "machine ceiling" row measures how much two processes can speed up pure
 NumPy work on this machine right now (other users' load caps every ratio).
+Also the stacked models written with ``tp.vmap`` inside ``value_and_grad``,
+eager and under ``tp.jit`` (checked equal to eager first), against
+``torch.func`` vmap and JAX jit(vmap).
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import time
 
 import numpy as np
 
-from benchmarks._harness import blas_one_thread, interleaved_times, median_time, optional, row
+from benchmarks._harness import (blas_one_thread, compile_rows, interleaved_times, jit_compiled,
+                                 jit_note, median_time, optional, row)
 
 EXECUTORS = ("threads", "processes", "dask")
 
@@ -152,6 +156,24 @@ def _tapestry_rows(tp, case, ms, x, reps):
     return rows
 
 
+def _vmap_jit_rows(tp, case, ms, x, reps):
+    """``value_and_grad`` of ``sum(vmap(mlp)(stacked, x))``, eager and under
+    ``tp.jit``, timed in turns; then the jit's compile rows."""
+    stacked = {k: np.stack([m[k] for m in ms]) for k in ms[0]}
+
+    def total(p, x):
+        return np.sum(tp.vmap(mlp, in_axes=(0, None))(p, x))
+    eager = tp.value_and_grad(total)
+    jitted = tp.jit(tp.value_and_grad(total))
+    info = jit_compiled(jitted, eager, stacked, x)
+    t = interleaved_times([("eager", lambda: eager(stacked, x)),
+                           ("jit", lambda: jitted(stacked, x))], repeats=reps)
+    return [row("W4", case, "tapestry vmap (stacked), eager", t["eager"]),
+            row("W4", case, "tapestry jit(vmap) (stacked)", t["jit"],
+                note=f"x{t['eager'] / t['jit']:.2f} vs vmap eager; " + jit_note(jitted))
+            ] + compile_rows("W4", case, info, t["jit"])
+
+
 class _null:
     def __enter__(self):
         return self
@@ -229,6 +251,7 @@ def main(quick=False, plot=False):
     for case, M, hidden in cases:
         ms, x = make_models(M, hidden)
         rows += _tapestry_rows(tp, case, ms, x, reps)
+        rows += _vmap_jit_rows(tp, case, ms, x, reps)
         rows += _torch_rows(case, ms, x, reps)
         rows += _jax_rows(case, ms, x, reps, quick)
     if plot:

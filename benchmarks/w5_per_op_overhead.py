@@ -3,12 +3,17 @@
 A chain of 1,000 elementwise ops cycling (sin, * 1.0001, + 0.5) on a 0-d
 value and on a 10-element array; loss = sum.  Reported as microseconds per
 op (value+gradient time / 1,000), every system in the same process.
+``tapestry jit`` is ``tp.jit(tp.value_and_grad(...))``: the chain traced
+once, then replayed as 2,000-odd NumPy calls (forward and backward) with no
+engine in between; its compile rows give the first call against a replay.
+PyTorch is also timed under ``torch.compile`` when that compiles here.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from benchmarks._harness import median_time, optional, row
+from benchmarks._harness import (compile_rows, jit_compiled, jit_note, median_time, optional,
+                                 row, torch_compile)
 
 N_OPS = 1000
 
@@ -40,6 +45,11 @@ def main(quick=False, plot=False):
 
         vg = tp.value_and_grad(lambda x: np.sum(chain(x)))
         rows.append(row("W5", case, "tapestry", per_op(lambda: vg(x0)), note="per op"))
+        jvg = tp.jit(tp.value_and_grad(lambda x: np.sum(chain(x))))
+        info = jit_compiled(jvg, vg, x0)
+        jit_op = per_op(lambda: jvg(x0))
+        rows.append(row("W5", case, "tapestry jit", jit_op, note="per op; " + jit_note(jvg)))
+        compiled_rows = compile_rows("W5", case, info, jit_op * N_OPS)
         rows.append(row("W5", case, "numpy forward only", per_op(lambda: chain(x0)),
                         note="floor, no gradient"))
         if torch is not None:
@@ -52,6 +62,7 @@ def main(quick=False, plot=False):
                 y.backward()
                 return y, xt.grad
             rows.append(row("W5", case, "pytorch eager", per_op(torch_vg), note="per op"))
+            rows.append(_torch_compile_row(torch, case, xt0, per_op))
         if jax is not None:
             import jax.numpy as jnp
             jax.config.update("jax_enable_x64", True)
@@ -66,4 +77,21 @@ def main(quick=False, plot=False):
             import autograd.numpy as anp
             avg = ag.value_and_grad(lambda x: anp.sum(chain(x, anp.sin)))
             rows.append(row("W5", case, "hips autograd", per_op(lambda: avg(x0)), note="per op"))
+        rows += compiled_rows
     return rows
+
+
+def _torch_compile_row(torch, case, xt0, per_op):
+    """PyTorch's value and gradient with the chain under ``torch.compile``
+    (its compile time, forward and backward graphs, in the note), or a row
+    saying why it did not run."""
+    def step(cf):
+        xt = xt0.clone().requires_grad_(True)
+        y = cf(xt)
+        y.backward()
+        return y, xt.grad
+    cf, took = torch_compile(torch, lambda x: chain(x, torch.sin).sum(), step)
+    if cf is None:
+        return row("W5", case, "pytorch torch.compile", None, note=f"skipped: {took}")
+    return row("W5", case, "pytorch torch.compile", per_op(lambda: step(cf)),
+               note=f"per op; first call (compile) {took:.1f} s")

@@ -6,7 +6,10 @@ plus a normal(0, 1) prior on u.  Written as a reduce_sum user would: a
 partial log-likelihood over a slice of groups, summed by ``parallel_sum``
 (``batched=True``).  Value+gradient w.r.t. (u, alpha, beta): serial, each
 executor, and one vectorized call; peers: the same chunked loop and a
-vectorized version (JAX also jit).
+vectorized version (JAX also jit).  The vectorized call also under
+``tp.jit`` (checked equal to eager first), with the observations passed as
+an argument and, as a user may first write it, read from a closure (whose
+arrays a replay compares with their trace-time bits every call).
 """
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ import sys
 
 import numpy as np
 
-from benchmarks._harness import (RESULTS_DIR, blas_one_thread, interleaved_times, median_time,
-                                 optional, pyplot, row, save_figure)
+from benchmarks._harness import (RESULTS_DIR, blas_one_thread, compile_rows, interleaved_times,
+                                 jit_compiled, jit_note, median_time, optional, pyplot, row,
+                                 save_figure)
 
 EXECUTORS = ("serial", "threads", "processes", "dask")
 N_OBS = 20
@@ -94,6 +98,7 @@ def _tapestry_rows(tp, case, data, u, a, b, reps):
     t["tapestry vectorized (one call)"] = median_time(lambda: vec(u, a, b), repeats=reps,
                                                       warmup=1, number=1)
     pool.shutdown()
+    jit_rows = _jit_rows(tp, case, data, u, a, b, reps, vec, t["tapestry vectorized (one call)"])
     if optional("distributed") is not None:
         t["tapestry dask"] = median_time(lambda: vg["dask"](u, a, b), repeats=reps, warmup=1,
                                          number=1)
@@ -113,7 +118,29 @@ def _tapestry_rows(tp, case, data, u, a, b, reps):
     rows += [row("W6", case, "numpy by hand (no AD), 16 chunks, loop", h1),
              row("W6", case, "numpy by hand (no AD), 16 chunks, 2 threads", h2,
                  note=f"x{h1 / h2:.2f} vs its loop: the 2-thread ceiling here")]
-    return rows
+    return rows + jit_rows
+
+
+def _jit_rows(tp, case, data, u, a, b, reps, vec, vec_t):
+    """The vectorized call under ``tp.jit``: data as an argument, and data
+    in a closure (guarded bitwise before each replay); then compile rows."""
+    argnums = (0, 1, 2)
+    by_arg = tp.jit(tp.value_and_grad(lambda u, a, b, d: partial_loglik(dict(d, u=u), a, b),
+                                      argnums=argnums))
+    closed = tp.jit(tp.value_and_grad(lambda u, a, b: partial_loglik(dict(data, u=u), a, b),
+                                      argnums=argnums))
+    info = jit_compiled(by_arg, lambda u, a, b, d: vec(u, a, b), u, a, b, data)
+    jit_compiled(closed, vec, u, a, b)
+    rows, medians = [], []
+    for name, fn, f in (("tapestry jit(vectorized), data as argument",
+                         lambda: by_arg(u, a, b, data), by_arg),
+                        ("tapestry jit(vectorized), data in closure",
+                         lambda: closed(u, a, b), closed)):
+        s = median_time(fn, repeats=reps, warmup=1, number=1)
+        medians.append(s)
+        rows.append(row("W6", case, name, s,
+                        note=f"x{vec_t / s:.2f} vs vectorized eager; " + jit_note(f)))
+    return rows + compile_rows("W6", case, info, medians[0])
 
 
 def _torch_rows(case, data, u, a, b, reps):

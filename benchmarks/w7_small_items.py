@@ -11,6 +11,14 @@ written by hand in NumPy (no AD), item by item, in a loop and on two
 threads: the engine's overhead per item is (tapestry serial - by hand) / G,
 and the 2-thread ratio of the hand-written loop is this machine's ceiling
 for this work.
+
+Under ``tp.jit``: a loop of calls to one jitted ``value_and_grad`` of
+``group_logp`` (every group has the same signature: one trace, then
+replays), and the same loop split over two threads (each thread calls
+the jitted function on half the groups).  ``parallel_sum`` itself cannot
+be traced by ``tp.jit`` (it refuses the staged values the trace passes
+through it, and the jit then runs uncompiled with a warning), so the
+threads are plain ones.
 """
 from __future__ import annotations
 
@@ -18,7 +26,8 @@ import sys
 
 import numpy as np
 
-from benchmarks._harness import blas_one_thread, interleaved_times, row
+from benchmarks._harness import (blas_one_thread, compile_rows, interleaved_times, jit_compiled,
+                                 jit_note, median_time, row)
 from benchmarks.w6_poisson import make_data
 
 G = 1000
@@ -64,8 +73,9 @@ def make_items(n_groups=G, seed=0):
     return groups, stacked, u, a, b
 
 
-def systems(tp, groups, stacked, u, a, b):
-    """``[(name, fn)]``: every way of computing value+gradient compared here."""
+def systems(tp, groups, stacked, u, a, b, jvg):
+    """``[(name, fn)]``: every way of computing value+gradient compared here
+    (``jvg``: the jitted ``value_and_grad`` of ``group_logp``, compiled)."""
     from concurrent.futures import ThreadPoolExecutor
     argnums = (0, 1, 2)
 
@@ -87,6 +97,17 @@ def systems(tp, groups, stacked, u, a, b):
     vec = tp.value_and_grad(lambda u, a, b: groups_logp(stacked, u, a, b), argnums=argnums)
     pool = ThreadPoolExecutor(2)
     halves = [groups[0::2], groups[1::2]]
+
+    def jit_loop(gs=groups):
+        v, gu, ga, gb = 0.0, np.zeros_like(u), 0.0, 0.0
+        for g in gs:
+            dv, (du, da, db) = jvg(g, u, a, b)
+            v, gu, ga, gb = v + dv, gu + du, ga + da, gb + db
+        return v, (gu, ga, gb)
+
+    def jit_threads():
+        (v1, (gu1, ga1, gb1)), (v2, (gu2, ga2, gb2)) = pool.map(jit_loop, halves)
+        return v1 + v2, (gu1 + gu2, ga1 + ga2, gb1 + gb2)
     out = [("plain loop of value_and_grad", per_item)]
     for batched in (False, True):
         for ex in ("serial", "threads", "processes"):
@@ -99,7 +120,9 @@ def systems(tp, groups, stacked, u, a, b):
     out += [("tapestry vectorized (one call)", lambda: vec(u, a, b)),
             ("numpy by hand (no AD), loop", lambda: by_hand(groups, u, a, b)),
             ("numpy by hand (no AD), 2 threads",
-             lambda: list(pool.map(lambda gs: by_hand(gs, u, a, b), halves)))]
+             lambda: list(pool.map(lambda gs: by_hand(gs, u, a, b), halves))),
+            ("tapestry jit: loop of jitted value_and_grad", jit_loop),
+            ("tapestry jit: 2 threads, each a loop of jitted calls", jit_threads)]
     return [(name, blas_one_thread(fn)) for name, fn in out]
 
 
@@ -109,7 +132,9 @@ def main(quick=False, plot=False):
     import tapestry as tp
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for worker processes
     groups, stacked, u, a, b = make_items()
-    t = interleaved_times(systems(tp, groups, stacked, u, a, b), repeats=3 if quick else 7)
+    jvg = tp.jit(tp.value_and_grad(group_logp, argnums=(1, 2, 3)))
+    info = jit_compiled(jvg, tp.value_and_grad(group_logp, argnums=(1, 2, 3)), groups[0], u, a, b)
+    t = interleaved_times(systems(tp, groups, stacked, u, a, b, jvg), repeats=3 if quick else 7)
     case = f"G={G:,}"
     serial, batched = t["tapestry serial"], t["tapestry serial, batched"]
     hand, hand2 = t["numpy by hand (no AD), loop"], t["numpy by hand (no AD), 2 threads"]
@@ -117,7 +142,13 @@ def main(quick=False, plot=False):
     rows = []
     for name, s in t.items():
         note = ""
-        if name == "tapestry serial":
+        if name == "tapestry jit: loop of jitted value_and_grad":
+            note = (f"x{t['plain loop of value_and_grad'] / s:.2f} vs the plain loop; "
+                    f"{(s - hand) / G * 1e6:.1f} us per item over by hand; "
+                    + jit_note(jvg))
+        elif name == "tapestry jit: 2 threads, each a loop of jitted calls":
+            note = f"x{t['tapestry jit: loop of jitted value_and_grad'] / s:.2f} vs its serial loop"
+        elif name == "tapestry serial":
             note = f"engine overhead {(serial - hand) / G * 1e6:.1f} us per item"
         elif name.startswith("tapestry") and "chunk_size" in name:
             base = t[f"tapestry serial, batched, chunk_size={G // 4}"]
@@ -130,6 +161,7 @@ def main(quick=False, plot=False):
             note = f"x{hand / hand2:.2f} vs its loop: the 2-thread ceiling here"
         elif name == "plain loop of value_and_grad":
             note = f"tapestry serial is {serial / s:.3f}x this"
+
         rows.append(row("W7", case, name, s, note=note))
     best = min(t["tapestry threads"], t["tapestry processes"], serial)
     rows.append(row("W7", case, "engine overhead per item (serial - by hand) / G",
@@ -138,7 +170,12 @@ def main(quick=False, plot=False):
                     note=f"tapestry x{serial / best:.2f} vs serial; NumPy by hand "
                          f"x{hand / hand2:.2f} on 2 threads; ratio "
                          f"{(serial / best) / (hand / hand2):.2f}"))
-    return rows
+    return rows + compile_rows("W7", case + " one group", info, one_group(jvg, groups[0], u, a, b))
+
+
+def one_group(jvg, g, u, a, b):
+    """Median time of one jitted call (one group), for the compile rows."""
+    return median_time(blas_one_thread(lambda: jvg(g, u, a, b)), repeats=7)
 
 
 if __name__ == "__main__":

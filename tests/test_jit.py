@@ -373,6 +373,23 @@ def test_seeded_generator_made_inside_is_deterministic_and_compiles():
 
 
 # --- buffers and in-place updates ----------------------------------------------------
+def test_constants_keep_the_memory_layout_of_the_trace():
+    """A constant made inside the function as a broadcast (zero strides) or a
+    reversed view is replayed in that layout: matmul picks BLAS or its own
+    loop by layout, so a contiguous copy rounded differently from the trace
+    (seen as 3e-13 in W4's stacked gradients under jit(value_and_grad(vmap)))."""
+    h = rng(12).normal(size=(64, 256, 64))
+    broadcast = lambda h: np.broadcast_to(np.ones((1, 1, 1)), (64, 1, 256)) @ h  # noqa: E731
+    reversed_ = lambda h: np.arange(256.0)[::-1] @ h  # noqa: E731
+    for f in (broadcast, reversed_):
+        check(f, (h,), (h,), (h + 1.0,))
+    ms = {"W": rng(13).normal(size=(16, 64, 32)), "b": rng(14).normal(size=(16, 64))}
+    x = rng(15).normal(size=(32, 256))
+    mlp = lambda m, x: np.sum(np.tanh(m["W"] @ x + m["b"][:, None]))  # noqa: E731
+    total = lambda ms, x: np.sum(tp.vmap(mlp, in_axes=(0, None))(ms, x))  # noqa: E731
+    check(tp.value_and_grad(total), (ms, x), (ms, x))
+
+
 def test_returned_arrays_are_never_overwritten():
     c = np.arange(3.0)
     f = lambda x: (x * 2, c * 1.0, x)  # noqa: E731

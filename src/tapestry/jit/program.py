@@ -10,7 +10,8 @@ no dispatch and no node recording.
 
 Steps nobody reads are dropped (guards are always kept: a guard on a value
 the program never uses still protects a decision Python made with it).
-Constant arrays the program holds are private copies, except arrays of the
+Constant arrays the program holds are private copies, laid out in memory as
+the trace's were (NumPy sums in layout order), except arrays of the
 function's environment, which the environment's guards compare with their
 trace-time value before every replay.  Outputs are fresh arrays: a constant
 output is copied on every call, so a caller writing into a result never
@@ -90,9 +91,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             return got
         held = obj
         if copy and obj.__class__ is np.ndarray and id(_root(obj)) not in env_ids:
-            # private (a later write by anyone cannot reach it), in the same
-            # memory order: BLAS sums a transposed view in another order
-            held = obj.copy(order="K")
+            held = private_copy(obj)  # a later write by anyone cannot reach it
         n = f"c{len(names)}"
         if callable(obj) and not isinstance(obj, (np.ndarray, np.generic, type)):
             n = f"{_ident(getattr(obj, '__name__', 'f'))}_{len(names)}"
@@ -300,6 +299,24 @@ def _buffer_plan(steps, live, outputs, inputs, meta):
                 taken.add(a.i)
                 break
     return plan
+
+
+def private_copy(a):
+    """A copy of ``a`` laid out in memory exactly as ``a`` is: the same
+    strides, zero strides (a broadcast) and negative ones (a reversed view)
+    included.  NumPy and BLAS choose their loop, and with it the order of
+    a sum, by layout: a broadcast constant copied contiguous goes to BLAS
+    where the trace ran NumPy's own matmul loop, and the replay rounds
+    differently from the trace (a difference of 1e-13 in W4's gradients)."""
+    if a.dtype.hasobject or a.size == 0 or a.flags.c_contiguous:
+        return a.copy(order="K")
+    lo = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0) + a.itemsize
+    buf = np.empty(hi - lo, np.uint8)
+    held = np.ndarray(a.shape, a.dtype, buffer=buf, offset=-lo, strides=a.strides)
+    np.copyto(held, a)  # overlapping elements (zero strides) hold one value
+    held.flags.writeable = a.flags.writeable
+    return held
 
 
 def _root(a):
