@@ -539,3 +539,16 @@ def test_reused_buffers_never_change_a_value_still_read():
 def test_program_drops_what_it_no_longer_reads():
     src = tp.jit(lambda x: np.sum(np.exp(np.sin(x) * 2.0))).explain(np.ones(300))
     assert "del " in src and "out=" in src
+
+
+def test_repeated_calls_and_multiplies_by_one_are_simplified_not_shared():
+    def f(x):
+        a = np.sum(np.exp(x), axis=0)
+        b = np.sum(np.exp(x), axis=0)          # the same call again
+        return a, b, np.sum(np.exp(x) * np.ones_like(x)) * 2.0
+    jf = check(f, (np.ones((3, 4)),), (np.arange(12.0).reshape(3, 4),))
+    a, b, _ = jf(np.ones((3, 4)))
+    a[0] = 99.0
+    assert b[0] != 99.0  # outputs stay distinct arrays
+    src = jf.explain(np.ones((3, 4)))
+    assert src.count("exp") < 3

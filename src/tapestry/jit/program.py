@@ -24,7 +24,7 @@ import operator
 
 import numpy as np
 
-from ..core.staged import Slot
+from ..core.staged import Slot, Step
 
 
 class GuardFailed(Exception):
@@ -71,7 +71,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
     ``inputs`` returning ``outputs`` (a list of ``Slot`` or constants);
     with ``fuse``, runs of elementwise steps become compiled loops
     (:mod:`tapestry.jit.fuse`)."""
-    steps = rec.steps
+    steps, outputs = simplify(rec.steps, outputs, rec.meta)
     live = _live_steps(steps, outputs)
     n_runs = 0
     if fuse:
@@ -317,6 +317,106 @@ def private_copy(a):
     np.copyto(held, a)  # overlapping elements (zero strides) hold one value
     held.flags.writeable = a.flags.writeable
     return held
+
+
+# --- simplification ------------------------------------------------------------------
+def simplify(steps, outputs, meta):
+    """Two rewrites that never change a value, applied before lowering:
+
+    - a call repeated with the same function and arguments (a cotangent
+      summed twice by two rules) is computed once;
+    - ``g * y`` where ``g`` is a broadcast constant 1 of ``y``'s shape and
+      dtype (the cotangent a ``sum`` hands its input) is ``y``.
+
+    Both make a later step read an earlier slot instead, so neither applies
+    to a value the program returns (the caller gets distinct fresh arrays,
+    as from the plain call), nor in a program that writes in place."""
+    if any(s.kind == "call" and s.out is None for s in steps):
+        return steps, outputs
+    returned = {o.i for o in outputs if o.__class__ is Slot}
+    alias: dict = {}
+    seen: dict = {}
+    out = []
+    for s in steps:
+        args = _rename(s.args, alias) if alias else s.args
+        kwargs = _rename(s.kwargs, alias) if alias and s.kwargs else s.kwargs
+        if args is not s.args or kwargs is not s.kwargs:
+            s = Step(s.kind, s.fn, args, kwargs, s.out, s.value, s.site, s.inplace)
+        if s.kind == "call" and s.out is not None and s.out not in returned:
+            same = _times_one(s, meta)
+            if same is not None:
+                alias[s.out] = same
+                continue
+            key = _call_key(s)
+            if key is not None:
+                got = seen.get(key)
+                if got is not None:
+                    alias[s.out] = got
+                    continue
+                seen[key] = s.out
+        out.append(s)
+    return out, outputs
+
+
+def _rename(t, alias):
+    c = t.__class__
+    if c is Slot:
+        j = alias.get(t.i)
+        return t if j is None else Slot(j)
+    if c is tuple or c is list:
+        new = [_rename(v, alias) for v in t]
+        return t if all(a is b for a, b in zip(new, t)) else c(new)
+    if c is dict:
+        new = {k: _rename(v, alias) for k, v in t.items()}
+        return t if all(new[k] is t[k] for k in t) else new
+    if c is slice:
+        new = _rename((t.start, t.stop, t.step), alias)
+        return t if new == (t.start, t.stop, t.step) else slice(*new)
+    return t
+
+
+def _times_one(s, meta):
+    """The slot ``s`` multiplies by a broadcast 1 of its own shape, or ``None``."""
+    if s.fn is not np.multiply and s.fn is not operator.mul or len(s.args) != 2:
+        return None
+    a, b = s.args
+    if a.__class__ is Slot:
+        a, b = b, a
+    if b.__class__ is not Slot or a.__class__ is not np.ndarray or any(a.strides):
+        return None
+    want = meta.get(s.out)
+    if want is None or meta.get(b.i) != want or a.shape != want[0] or a.dtype != want[1] \
+            or a.size == 0 or a.flat[0] != 1:
+        return None
+    return b.i
+
+
+def _call_key(s):
+    """A hashable key of a call step (function and arguments), or ``None``
+    when an argument is not hashable by value (an array: by identity)."""
+    try:
+        key = (s.fn, _freeze(s.args), _freeze(s.kwargs) if s.kwargs else None)
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def _freeze(t):
+    c = t.__class__
+    if c is Slot:
+        return ("slot", t.i)
+    if c is tuple or c is list:
+        return (c.__name__,) + tuple(_freeze(v) for v in t)
+    if c is dict:
+        return ("dict",) + tuple((k, _freeze(v)) for k, v in sorted(t.items()))
+    if c is slice:
+        return ("slice", _freeze(t.start), _freeze(t.stop), _freeze(t.step))
+    if c is np.ndarray:
+        return ("array", id(t))  # the same constant object (held by the steps)
+    if c is float:
+        return ("float", t.hex())  # -0.0 and 0.0 differ; nan equals itself
+    return (c, t)
 
 
 def _root(a):
