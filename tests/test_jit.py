@@ -552,3 +552,39 @@ def test_repeated_calls_and_multiplies_by_one_are_simplified_not_shared():
     assert b[0] != 99.0  # outputs stay distinct arrays
     src = jf.explain(np.ones((3, 4)))
     assert src.count("exp") < 3
+
+
+# --- sparse gradients through the replay -----------------------------------------------
+def test_sparse_gradients_stay_sparse_under_jit():
+    r = rng(14)
+    W = r.normal(size=(65536, 8))
+    x = r.normal(size=8)
+
+    def f(W, S):
+        return np.sum(W[S] @ x) + np.sum(W[S[:2]] ** 2)   # two gathers: accumulated
+    jg = tp.jit(tp.grad(f))
+    for S in (np.array([1, 3, 3]), np.array([4, 5, 6]), np.array([7, 7, 9])):
+        a, b = jg(W, S), tp.grad(f)(W, S)
+        assert isinstance(a, tp.AxisSparse) and isinstance(b, tp.AxisSparse)
+        same((a.indices, a.values), (b.indices, b.values))
+    assert jg.cache_info()["traces"] == 1
+    # a sparse gradient meeting a dense one is added densely, as without jit
+    g2 = tp.jit(tp.grad(lambda W, S: np.sum(W[S]) + 1e-3 * np.sum(W[:3] ** 2)))
+    for S in (np.array([1, 2]), np.array([5, 5])):
+        same(np.asarray(g2(W, S)), np.asarray(
+            tp.grad(lambda W, S: np.sum(W[S]) + 1e-3 * np.sum(W[:3] ** 2))(W, S)))
+
+
+def test_sparse_training_loop_under_jit():
+    r = rng(15)
+    W, W2 = r.normal(size=(20000, 4)), None
+    W2 = W.copy()
+    loss = lambda W, S, y: np.sum((W[S] @ np.ones(4) - y) ** 2)  # noqa: E731
+    step = tp.jit(tp.grad(loss))
+    opt, opt2 = tp.optim.SGD(lr=0.1), tp.optim.SGD(lr=0.1)
+    for _ in range(5):
+        S, y = r.integers(0, 20000, size=16), r.normal(size=16)
+        g, g2 = step(W, S, y), tp.grad(loss)(W2, S, y)
+        opt.update(W, g)
+        opt2.update(W2, g2)
+        same(W, W2)

@@ -38,7 +38,8 @@ from ..core.staged import Recorder, Slot, Staged, Unstageable
 from ..core.var import Var
 from .env import ReachesTraced, environment, rng_changed, rng_states
 from .fuse import available as fuse_available
-from .program import GuardFailed, lower
+from ..sparse import AxisSparse
+from .program import GuardFailed, Rebuild, lower
 
 
 class JitError(RuntimeError):
@@ -380,6 +381,10 @@ class jit:
                     f"tapestry.jit: {self.__qualname__} returned a value traced by an "
                     "enclosing transformation that it read from a closure or a global; "
                     "pass that value to the jitted function as an argument.")
+            elif isinstance(v, AxisSparse):  # a sparse gradient: rebuilt from its parts
+                outputs.append(Rebuild(AxisSparse._trusted, (
+                    v.axis, _slot_or_copy(v.indices, rec), _slot_or_copy(v.values, rec),
+                    v.shape, v.coalesced)))
             else:
                 outputs.append(v)
         lowering = (rec, input_slots, outputs, [a for a, *_ in env.arrays],
@@ -528,7 +533,22 @@ def _hashable(x, what):
 
 
 def _unstage(v):
-    return v._value if v.__class__ is Staged else v
+    if v.__class__ is Staged:
+        return v._value
+    if isinstance(v, AxisSparse) and v.staged():
+        return AxisSparse._trusted(v.axis, _unstage(v.indices), _unstage(v.values),
+                                   v.shape, v.coalesced)
+    return v
+
+
+def _slot_or_copy(x, rec):
+    """A part of a returned object: its slot if staged by this trace, else
+    the constant itself (copied by the program on every call)."""
+    if x.__class__ is Staged:
+        if x._rec is not rec:
+            raise ReachesTraced("output")
+        return Slot(x._slot)
+    return x
 
 
 def _identifier(name):

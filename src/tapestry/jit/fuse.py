@@ -134,11 +134,11 @@ def fuse(steps, live, outputs, meta, scalars):
     step passed over, made: they are computed earlier, in the run, which
     changes no value (every step is pure) and lets the backward chain of
     ``jit(grad(f))`` join its forward chain in one loop."""
-    from .program import _reads_of
+    from .program import _reads_of, output_slots
     n = len(steps)
     taken = [False] * n
     next_slot = max([s.out for s in steps if s.out is not None] + [-1]
-                    + [o.i for o in outputs if o.__class__ is Slot]) + 1
+                    + list(output_slots(outputs))) + 1
     out_steps, out_live, runs = [], [], 0
     for k in range(n):
         if not live[k] or taken[k]:
@@ -172,7 +172,7 @@ def fuse(steps, live, outputs, meta, scalars):
             taken[i] = True
         made = {steps[i].out for i in run}
         inside = set(run)
-        read_outside = {o.i for o in outputs if o.__class__ is Slot}
+        read_outside = output_slots(outputs)
         for j in range(n):
             if live[j] and j not in inside:
                 read_outside.update(_reads_of(steps[j]))

@@ -52,6 +52,27 @@ def same_float(a, b):
         or (a != a and b != b)
 
 
+class Rebuild:
+    """An output object made at every call from parts (slots or constants):
+    ``fn(*parts)`` (a sparse gradient: ``AxisSparse._trusted``)."""
+
+    __slots__ = ("fn", "parts")
+
+    def __init__(self, fn, parts):
+        self.fn, self.parts = fn, tuple(parts)
+
+
+def output_slots(outputs):
+    """The slots the outputs read (a Rebuild's parts included)."""
+    got = set()
+    for o in outputs:
+        if o.__class__ is Slot:
+            got.add(o.i)
+        elif o.__class__ is Rebuild:
+            got.update(p.i for p in o.parts if p.__class__ is Slot)
+    return got
+
+
 class Program:
     """A lowered trace: ``run(*inputs) -> output leaves``, plus what
     ``explain`` prints."""
@@ -185,6 +206,10 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             outs.append(f"v{o.i}")
         elif o.__class__ is np.ndarray:
             outs.append(f"{const(o)}.copy()")  # a fresh array on every call
+        elif o.__class__ is Rebuild:
+            parts = [f"{const(p)}.copy()" if p.__class__ is np.ndarray else expr(p)
+                     for p in o.parts]
+            outs.append(f"{const(o.fn, copy=False)}({', '.join(parts)})")
         else:
             outs.append(expr(o))
     lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
@@ -229,7 +254,7 @@ def _last_uses(steps, live, outputs, inputs):
     """step index -> slots whose last read is that step (``del`` them
     after it, so a replay holds no more memory than the plain call does).
     Outputs are kept; so are slots written in place (a view may alias them)."""
-    keep = {o.i for o in outputs if o.__class__ is Slot}
+    keep = output_slots(outputs)
     keep.update(s.inplace for s in steps if s.kind == "call" and s.out is None)
     last = {}
     for k, s in enumerate(steps):
@@ -270,7 +295,7 @@ def _buffer_plan(steps, live, outputs, inputs, meta):
     there, has the result's shape and dtype, was made by such a call itself,
     and was only ever read by such calls (so no view of it exists), is no
     output, no input and no target of a write."""
-    outs = {o.i for o in outputs if o.__class__ is Slot}
+    outs = output_slots(outputs)
     made_fresh = {s.out for k, s in enumerate(steps) if live[k] and _fresh_step(s)}
     only_fresh_readers = set(made_fresh)
     last = {}
@@ -333,7 +358,7 @@ def simplify(steps, outputs, meta):
     as from the plain call), nor in a program that writes in place."""
     if any(s.kind == "call" and s.out is None for s in steps):
         return steps, outputs
-    returned = {o.i for o in outputs if o.__class__ is Slot}
+    returned = output_slots(outputs)
     alias: dict = {}
     seen: dict = {}
     out = []
@@ -436,7 +461,7 @@ def _live_steps(steps, outputs):
     are always kept (a write into a view changes the array it views, which
     a liveness by slot would not see); the rest by a backward pass over the
     steps, repeated until nothing more is needed."""
-    needed = {o.i for o in outputs if o.__class__ is Slot}
+    needed = output_slots(outputs)
     live = [False] * len(steps)
     changed = True
     while changed:

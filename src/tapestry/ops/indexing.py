@@ -26,6 +26,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from ..core.staged import Staged
 from ..core.batched import TRACED, Batched, batched_above, batched_call, constant_values
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype
@@ -74,8 +75,8 @@ def gather_axis(key, shape):
             return None
         if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
             idx, ishape = np.array([int(k)]), ()
-        elif isinstance(k, np.ndarray) and k.dtype.kind in "iu":
-            idx, ishape = k.reshape(-1), k.shape
+        elif (isinstance(k, np.ndarray) or k.__class__ is Staged) and k.dtype.kind in "iu":
+            idx, ishape = k.reshape(-1), k.shape  # (staged: jit's input indices)
         elif isinstance(k, np.ndarray) and k.dtype == bool and k.ndim == 1:
             idx = np.flatnonzero(k)
             ishape = idx.shape
@@ -88,6 +89,12 @@ def gather_axis(key, shape):
     if idx.size and idx.min() < 0:
         idx = np.where(idx < 0, idx + shape[axis], idx)
     return axis, idx, ishape
+
+
+def _staged_sparse(g):
+    """An AxisSparse whose values or indices are jit's staged values."""
+    return isinstance(g, AxisSparse) and (g.values.__class__ is Staged
+                                         or g.indices.__class__ is Staged)
 
 
 def _has_advanced(key):
@@ -109,10 +116,13 @@ def dense_scatter(g, key, shape, dtype=None):
 def _getitem_vjp(g, ans, x, key):
     """x̄ = scatter-add of ḡ at ``key``; sparse for a gather along one axis."""
     shape = x.shape
-    if g.__class__ in TRACED:  # nested differentiation: keep the scatter traced
+    staged = g.__class__ is Staged or _staged_sparse(g)
+    if g.__class__ in TRACED and not staged:  # nested differentiation: keep the scatter traced
         return scatter_add(g, key, shape)
     gather = gather_axis(key, shape)
     if gather is None:
+        if staged:  # inside jit: the scatter is one step of the program
+            return scatter_add(densify(g, "getitem (general key)"), key, shape)
         return dense_scatter(densify(g, "getitem (general key)"), key, shape)
     axis, idx, ishape = gather
     if isinstance(g, AxisSparse):

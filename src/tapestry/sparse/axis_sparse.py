@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.batched import TRACED
+from ..core.staged import Staged
 from ..debug import record_densify
 from .ufuncs import array_function, array_ufunc, densify
 
@@ -111,9 +112,18 @@ class AxisSparse:
     # --- conversion ---------------------------------------------------------
     def todense(self, dtype=None):
         """The dense array (O(size): use it on purpose)."""
+        if self.staged():  # inside jit: zeros the program makes, then one scatter
+            out = np.zeros_like(self.values, shape=self.shape, dtype=dtype or self.dtype)
+            return self.scatter_add_into(out)
         out = np.zeros(self.shape, dtype=dtype or self.dtype)
         self.scatter_add_into(out)
         return out
+
+    def staged(self):
+        """Whether the values or indices are ``tapestry.jit``'s staged values
+        (a gradient being traced by jit): then every operation is one a
+        replay can record (no Python loop over the indices)."""
+        return self.values.__class__ is Staged or self.indices.__class__ is Staged
 
     def __array__(self, dtype=None, copy=None):
         record_densify("np.asarray (__array__)", self.shape)
@@ -190,6 +200,10 @@ class AxisSparse:
         if dense.shape != self.shape:
             raise ValueError(f"tapestry.AxisSparse: cannot add shape {self.shape} into "
                              f"an array of shape {dense.shape}.")
+        if dense.__class__ is Staged or self.staged():
+            # np.add.at adds repeats in order of appearance, as the rounds do
+            (np.subtract if subtract else np.add).at(dense, self.key(), self.values)
+            return dense
         rounds = self._rounds()
         op = np.subtract if subtract else np.add
         if rounds is None:
@@ -389,10 +403,12 @@ def _add(a, b):
     if sa and sb:
         if a.shape == b.shape and a.axis == b.axis:
             dt = np.result_type(a.dtype, b.dtype)
-            return AxisSparse(a.axis, np.concatenate([a.indices, b.indices]),
-                              np.concatenate([a.values.astype(dt, copy=False),
-                                              b.values.astype(dt, copy=False)],
-                                             axis=a.axis), a.shape)
+            parts = (a.axis, np.concatenate([a.indices, b.indices]),
+                     np.concatenate([a.values.astype(dt, copy=False),
+                                     b.values.astype(dt, copy=False)], axis=a.axis), a.shape)
+            if a.staged() or b.staged():  # (inside jit: the parts are already checked)
+                return AxisSparse._trusted(*parts)
+            return AxisSparse(*parts)
         if a.shape != b.shape:
             raise ValueError(f"tapestry.AxisSparse: cannot add shapes {a.shape} and "
                              f"{b.shape}.")
@@ -400,6 +416,10 @@ def _add(a, b):
     sp, other = (a, b) if sa else (b, a)
     if other is None:
         return sp
+    if other.__class__ is Staged or sp.staged():  # inside jit: a dense sum, recorded
+        out = np.add(np.zeros_like(sp.values, shape=sp.shape, dtype=np.result_type(
+            sp.dtype, other)), other)
+        return sp.scatter_add_into(out)
     if other.__class__ in TRACED:
         return np.add(a, b)  # the traced operand records the addition
     other = np.asarray(other)
