@@ -86,6 +86,11 @@ def _batch_matmul(prim, args, batched, kwargs):
     na, nb = batching.item_ndim(a, batched[0]), batching.item_ndim(b, batched[1])
     if na == 0 or nb == 0:
         return NotImplemented  # NumPy's error, from the loop
+    if batched[0] and not batched[1] and na == 2 and nb == 2:
+        # (B, m, k) @ (k, n): the items' rows stacked into one GEMM, not B
+        # small ones (W4's 64 models: one (4096, 32) @ (32, 256) product)
+        n_b, m, k = np.shape(a)
+        return np.reshape(prim(np.reshape(a, (n_b * m, k)), b), (n_b, m, np.shape(b)[-1]))
     if na == 1:
         a = np.expand_dims(a, -2)
     if nb == 1:
