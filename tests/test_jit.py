@@ -588,3 +588,21 @@ def test_sparse_training_loop_under_jit():
         opt.update(W, g)
         opt2.update(W2, g2)
         same(W, W2)
+
+
+# --- parallel reductions inside jit --------------------------------------------------
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_parallel_sum_and_map_are_traced_into_the_program(executor):
+    r = rng(16)
+    items = [{"x": r.normal(size=5), "y": r.normal(size=5)} for _ in range(8)]
+
+    def f(item, a, b):
+        return np.sum((a * item["x"] + b - item["y"]) ** 2)
+
+    def loss(its, a, b):
+        return tp.parallel_sum(f, its, a, b, executor=executor, chunk_size=3)
+    jf = check(tp.value_and_grad(loss, argnums=(1, 2)), (items, 1.0, 2.0), (items, 3.0, -1.0),
+               ([{"x": r.normal(size=5), "y": r.normal(size=5)} for _ in range(8)], 1.0, 2.0))
+    assert jf.cache_info()["traces"] == 1
+    check(lambda a: tp.parallel_map(lambda it, a: it["x"] * a, items, a, executor=executor),
+          (2.0,), (3.0,))

@@ -15,6 +15,7 @@ import numpy as np
 from ..core.primitive import shape_of
 from ..core.pytree import tree_flatten
 from ..core.batched import Batched, top_batch
+from ..core.staged import Staged
 from ..core.var import Var, innermost_tape, refuse_masked, traced_from
 from .work import Task
 
@@ -108,7 +109,9 @@ class Plan:
             flat = list(self.item_values)
         self.shared_active = [act(x) for x in self.shared_leaves]
         self.shared_values = [low(x) for x in self.shared_leaves]
-        self.inline = any(x.__class__ in (Var, Batched) for x in flat + self.shared_values)
+        # (staged values: jit traces the chunks in place, into its program)
+        self.inline = any(x.__class__ in (Var, Batched, Staged)
+                          for x in flat + self.shared_values)
 
     def check_outputs(self, leaves, serial):
         """Refuse outputs traced at this call's level or above: ``f`` read a

@@ -19,6 +19,7 @@ from ..core.forward import forward_sweep
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from ..core.tape import open_tape
+from ..core.staged import Staged
 from ..core.var import Var, new_leaf
 from .faults import Failure
 
@@ -173,7 +174,7 @@ def _check_scalar(v):
         x = x._value
     if isinstance(x, (int, float, complex)) and not isinstance(x, bool):
         return
-    if isinstance(x, (np.ndarray, np.generic, Batched)) and x.dtype.kind in "iufc" \
+    if isinstance(x, (np.ndarray, np.generic, Batched, Staged)) and x.dtype.kind in "iufc" \
             and x.shape == ():  # a batched value under vmap: one number per item
         return
     raise BadValue(f"f returned {_describe(x)}; parallel_sum adds f's values, so f must "
