@@ -268,7 +268,8 @@ class jit:
         for i in runtime:
             staged[i] = rec.input(leaves[i])
         input_slots = [staged[i]._slot for i in runtime]
-        sargs, skwargs = treedef.unflatten(staged)
+        sdyn = treedef.unflatten(staged)
+        sargs, skwargs = sdyn
         sargs = self._restore_static(sargs, args)
         skwargs = {**skwargs, **{k: kwargs[k] for k in self.static_argnames if k in kwargs}}
         before = rng_states(env)
@@ -282,6 +283,14 @@ class jit:
             return self.fun(*args, **kwargs)
         except Exception as e:
             rec.open = False
+            if env.changed() is not None or rng_changed(before, env) is not None:
+                # it changed its environment (or drew random numbers) before it
+                # raised: running it again would do that twice. The trace ran
+                # on the real values, so this is the plain call's error.
+                self._give_up(entry, f"it changes what it reads while it runs and "
+                              f"raised {type(e).__name__}", args, kwargs, result=None,
+                              whole=True)
+                raise
             # The function's own error, or one of the trace's: running it
             # uncompiled tells them apart (its own error raises again).
             result = self.fun(*args, **kwargs)
@@ -291,6 +300,13 @@ class jit:
             rec.open = False
         out_leaves, out_td = tree_flatten(out)
         concrete = [_unstage(v) for v in out_leaves]
+        if rec.refused is not None:
+            # the function finished on the concrete values: its result and its
+            # effects are the plain call's, unless it changed the copies of
+            # the argument containers it was given (then it runs again)
+            done = _INLINE if _containers_changed(sdyn, treedef, staged) else \
+                out_td.unflatten(concrete)
+            return self._give_up(entry, rec.refused, args, kwargs, result=done)
         why = rng_changed(before, env)
         if why is not None:
             return self._give_up(entry, f"it draws random numbers from {why}; a compiled "
@@ -302,6 +318,12 @@ class jit:
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
+        if _containers_changed(sdyn, treedef, staged):
+            # the trace changed copies of the caller's lists and dicts: the
+            # uncompiled run changes the caller's own, as the plain call does
+            return self._give_up(entry, "it changes a list or dict it was passed (an "
+                                 "append, an item assigned); a replay would skip that",
+                                 args, kwargs, whole=True)
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -416,6 +438,13 @@ def _hashable(x, what):
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
     return (type(x), x)
+
+
+def _containers_changed(tree, treedef, leaves):
+    """Whether the function changed the structure or the items of the
+    argument containers it was given (``tree``, built from ``leaves``)."""
+    now, td = tree_flatten(tree)
+    return td != treedef or any(a is not b for a, b in zip(now, leaves))
 
 
 def _unstage(v):

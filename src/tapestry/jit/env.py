@@ -44,6 +44,9 @@ _ATOMS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), np.
 #: Most values the walk visits before it gives up (a function reaching a
 #: large object graph is run uncompiled rather than guarded partially).
 MAX_VALUES = 20_000
+#: Names in the code that read attributes by a computed name: every
+#: attribute of the objects reached is then guarded, not only those named.
+_DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__"})
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
               random.Random)
 
@@ -257,12 +260,28 @@ class _Walker:
             return
         self.obj(x, label)
 
+    def attr_names(self, d, classes):
+        """The attribute names to guard on an object (or module) with the
+        namespace ``d``: those the code names, or, when the code computes
+        names (``getattr(self, "w%d" % i)``, ``vars(obj)``), all of them."""
+        names = {a.lstrip("'") for a in self.names}
+        if not names & _DYNAMIC:
+            return sorted(names)
+        if d is not None:
+            names.update(k for k in d if isinstance(k, str))
+        for klass in classes:
+            if not _library(klass.__module__):
+                names.update(k for k in klass.__dict__ if not k.startswith("__"))
+        return sorted(names)
+
     def obj(self, x, label):
         """A user object: the attributes its code can name."""
         if _library(type(x).__module__) and not hasattr(x, "__dict__"):
             return
         d = getattr(x, "__dict__", None)
-        for n in sorted(a.lstrip("'") for a in self.names):
+        if d is not None and self.names & _DYNAMIC:
+            self.bind("len", d, None, len(d), f"len {label}.__dict__")
+        for n in self.attr_names(d, type(x).__mro__):
             if d is not None and n in d:
                 v = d[n]
                 self.bind("dict", d, n, v, f"{label}.{n}")
@@ -291,7 +310,11 @@ class _Walker:
             return
         self.seen.add(id(m))
         d = m.__dict__
-        for n in sorted(self.names):
+        dynamic = bool(self.names & _DYNAMIC)
+        if dynamic:
+            self.bind("len", d, None, len(d), f"len {m.__name__}")
+        for n in self.attr_names(None, ()) if not dynamic else \
+                sorted(k for k in d if isinstance(k, str) and not k.startswith("__")):
             if n in d:
                 v = d[n]
                 self.bind("dict", d, n, v, f"{m.__name__}.{n}")

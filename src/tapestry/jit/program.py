@@ -127,18 +127,22 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
         if not live[k]:
             continue
         kind = step.kind
+        pad = "    "
+        if step.err:  # the function's np.errstate around this call
+            lines.append(f"    with np.errstate(**{step.err!r}):")
+            pad = "        "
         if kind == "call":
             n_calls += 1
             if step.out is None:
-                lines.append(f"    {call(step)}")
+                lines.append(f"{pad}{call(step)}")
             else:
-                lines.append(f"    v{step.out} = {call(step)}")
+                lines.append(f"{pad}v{step.out} = {call(step)}")
             continue
         if kind == "item":
             lines.append(f"    v{step.out} = v{step.args[0].i}[{step.args[1]!r}]")
             continue
         n_guards += 1
-        v = f"v{step.args[0].i}"
+        v = f"v{step.args[0].i}" if kind != "raises" else None  # a raise: a call's args
         if kind == "bool":
             lines.append(f"    if {'not ' if step.value else ''}{v}: raise GuardFailed({k})")
         elif kind in ("int", "index"):
@@ -155,12 +159,12 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
             lines.append(f"    if {v}.shape != {shape!r} or {v}.dtype != "
                          f"{const(dtype, copy=False)}: raise GuardFailed({k})")
         elif kind == "raises":
-            lines.append("    try:")
-            lines.append(f"        {call(step)}")
-            lines.append(f"    except {const(step.value, copy=False)}:")
-            lines.append("        pass")
-            lines.append("    else:")
-            lines.append(f"        raise GuardFailed({k})")
+            lines.append(f"{pad}try:")
+            lines.append(f"{pad}    {call(step)}")
+            lines.append(f"{pad}except {const(step.value, copy=False)}:")
+            lines.append(f"{pad}    pass")
+            lines.append(f"{pad}else:")
+            lines.append(f"{pad}    raise GuardFailed({k})")
         else:  # pragma: no cover - a step kind added without lowering it
             raise AssertionError(kind)
     outs = []

@@ -1,0 +1,213 @@
+"""tapestry.jit against call sequences built to break a trace-once compiler.
+
+Each test is one class of defect: the jitted call must return what the
+plain call returns (bit for bit), and leave the caller's arguments and the
+function's environment as the plain call leaves them.  Running uncompiled
+(with a ``JitWarning``) or tracing again is allowed; a different result is
+not.  ``check`` runs ``jit(f)`` and ``f`` on separate deep copies of each
+call's arguments and compares results and arguments after the call.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.jit import JitWarning
+
+
+def same(a, b):
+    la, ta = tp.tree_flatten(a)
+    lb, tb = tp.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        assert type(x) is type(y), (x, y)
+        if isinstance(x, str):
+            assert x == y
+            continue
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape and x.dtype == y.dtype, (x, y)
+        assert x.tobytes() == y.tobytes(), (x, y)
+
+
+def check(f, *calls):
+    """Every call of ``jit(f)`` equals the plain call, results and the
+    arguments after the call (``JitWarning`` allowed); returns the jit."""
+    jf = tp.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for args in calls:
+            ja, pa = copy.deepcopy(args), copy.deepcopy(args)
+            same(jf(*ja), f(*pa))
+            same(list(ja), list(pa))
+    return jf
+
+
+X = np.array([1.0, -2.0, 3.0])
+
+
+def test_text_and_hash_of_staged_values_are_reads():
+    # str / f-strings / format show the value; a number hashes by value
+    check(lambda x: f"{x}", (X,), (X * 2,))
+    check(lambda x: str(x.sum()) + repr(x[0]), (X,), (X * 2,))
+    check(lambda x, n: f"{n}/{n:d}", (X, 1), (X, 2))
+    check(lambda x, n: x * {1: 2.0, 2: 3.0}.get(n, 5.0), (X, 1), (X, 2), (X, 7))
+    check(lambda x, n: x * (2.0 if n in {1, 2} else 3.0), (X, 1), (X, 5))
+    with pytest.raises(TypeError, match="unhashable"):
+        tp.jit(lambda x: {x: 1})(X)
+
+
+def test_result_shapes_that_depend_on_staged_numbers_are_guarded():
+    # np.where(c) is nonzero; a staged count, axis or shape decides the shape
+    check(lambda x: len(np.where(x > 0)[0]) * x, (X,), (-X,), (X * 0 + 1,))
+    check(lambda x: len(np.where(x)[0]) * x, (X,), (X * 0,))
+    check(lambda x, n: np.tile(x, n).shape[0] * x, (X, 1), (X, 2))
+    check(lambda x, n: np.sum(x, axis=n).shape[0] * np.ones(2),
+          (np.ones((2, 3)), 0), (np.ones((2, 3)), 1))
+    check(lambda x, n: np.reshape(x, (n, -1)).shape[1] * x,
+          (np.ones(6), 2), (np.ones(6), 3))
+
+
+def test_inplace_operators_write_where_numpy_writes():
+    def into_view_of_argument(x):
+        v = x[:2]
+        v += 1
+        return x.sum()
+
+    def into_argument(x):
+        x *= 2
+        return x + 1
+
+    def zero_d(x):
+        y = (x * 1).reshape(())  # a 0-d array the function owns
+        z = y
+        y += 1
+        return y, z
+    check(into_view_of_argument, (np.ones(3),), (np.arange(3.0),))
+    check(into_argument, (np.ones(3),), (np.arange(3.0),))
+    check(zero_d, (np.ones(1),), (np.ones(1) * 2,))
+
+
+def test_refused_writes_and_effects_happen_once():
+    # the trace is refused at a write it cannot replay: what the function did
+    # before (and the write itself) must not happen twice
+    log = []
+    buf = np.zeros(3)
+
+    def out_into_closure(x):
+        log.append(1)
+        np.multiply(x, 2, out=buf)
+        return buf.sum()
+
+    def increment_argument(x):
+        x[0] = x[0] + 1
+        return x * 2
+    jf = tp.jit(out_into_closure)
+    with pytest.warns(JitWarning, match="in place"):
+        same(jf(np.ones(3)), np.float64(6.0))
+    assert log == [1]
+    check(increment_argument, (np.ones(3),), (np.ones(3),))
+
+
+def test_effects_before_an_error_happen_once():
+    log = []
+
+    def f(x):
+        log.append(1)
+        if np.sum(x) > 100:
+            raise ValueError("too big")
+        return x
+    jf = tp.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(ValueError, match="too big"):
+            jf(np.full(3, 100.0))
+    assert log == [1]
+
+
+def test_error_state_set_inside_is_replayed():
+    def f(x):
+        with np.errstate(divide="raise"):
+            try:
+                return 1.0 / x
+            except FloatingPointError:
+                return np.zeros_like(x)
+    check(f, (np.ones(2),), (np.zeros(2),), (np.ones(2) * 2,), (np.zeros(2),))
+    check(f, (np.zeros(2),), (np.ones(2),), (np.zeros(2),))
+
+
+def test_warning_filters_set_inside():
+    def f(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                return np.log(x)
+            except RuntimeWarning:
+                return np.zeros_like(x)
+
+    def recorded(x):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y = np.log(x)
+        return np.zeros_like(y) if w else y
+    check(f, (np.ones(2),), (np.zeros(2),), (np.ones(2) * 2,))
+    check(recorded, (np.ones(2),), (np.zeros(2),), (np.ones(2) * 2,))
+
+
+def test_caught_error_of_a_call_with_a_constant_first_argument():
+    singular = np.zeros((2, 2))
+
+    def f(x):
+        try:
+            return np.linalg.solve(singular, x)
+        except np.linalg.LinAlgError:
+            return x * 2
+    check(f, (np.ones(2),), (np.ones(2) * 3,))
+
+
+def test_argument_containers_changed_by_the_function():
+    def rebind_item(p, x):
+        p["w"] = p["w"] * 2
+        return x * p["w"]
+
+    def append(x, out):
+        out.append(x * 2)
+        return x.sum()
+    check(rebind_item, ({"w": np.ones(2)}, np.ones(2)), ({"w": np.ones(2) * 3}, np.ones(2)))
+    jf = tp.jit(append)
+    got, want = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for _ in range(3):
+            same(jf(X, got), append(X, want))
+    same(got, want)
+
+
+class _Layers:
+    pass
+
+
+NAMES = ("a", "b")
+
+
+def test_attributes_read_by_computed_names_are_guarded():
+    m = _Layers()
+    m.w0, m.w1, m.a, m.b = np.ones(3), np.ones(3) * 2, np.ones(3), np.ones(3)
+
+    def numbered(x):
+        return sum(getattr(m, "w%d" % i) for i in range(2)) * x
+
+    def listed(x):
+        return sum(getattr(m, n) for n in NAMES) * x
+    for f in (numbered, listed):
+        jf = tp.jit(f)
+        same(jf(X), f(X))
+        m.w0[0] = 7.0
+        m.a[1] = 5.0
+        same(jf(X), f(X))
+        m.w1 = np.zeros(3)
+        m.b = np.full(3, 4.0)
+        same(jf(X), f(X))
