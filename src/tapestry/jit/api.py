@@ -300,6 +300,14 @@ class jit:
             rec.open = False
         out_leaves, out_td = tree_flatten(out)
         concrete = [_unstage(v) for v in out_leaves]
+        odd = _odd_output(out_leaves)
+        if odd is not None and rec.refused is None and env.changed() is None and \
+                rng_changed(before, env) is None:
+            # an object a replay would hand back shared between calls, with
+            # staged values inside: the plain call makes a new one each time
+            return self._give_up(entry, f"it returns a {odd} (not a pytree of arrays and "
+                                 "numbers), which a replay would share between calls",
+                                 args, kwargs)
         if rec.refused is not None:
             # the function finished on the concrete values: its result and its
             # effects are the plain call's, unless it changed the copies of
@@ -445,6 +453,20 @@ def _containers_changed(tree, treedef, leaves):
     argument containers it was given (``tree``, built from ``leaves``)."""
     now, td = tree_flatten(tree)
     return td != treedef or any(a is not b for a, b in zip(now, leaves))
+
+
+#: Output leaves a replay may hand back as they are (immutable values).
+_PLAIN_OUTPUTS = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None),
+                  np.dtype, type, slice, type(Ellipsis))
+
+
+def _odd_output(leaves):
+    """The type name of the first output leaf that is not a staged value nor
+    an immutable plain value (an object of the user's, a function), or ``None``."""
+    for v in leaves:
+        if v.__class__ is not Staged and not isinstance(v, _PLAIN_OUTPUTS):
+            return type(v).__name__
+    return None
 
 
 def _unstage(v):

@@ -265,8 +265,12 @@ class _Walker:
         namespace ``d``: those the code names, or, when the code computes
         names (``getattr(self, "w%d" % i)``, ``vars(obj)``), all of them."""
         names = {a.lstrip("'") for a in self.names}
-        if not names & _DYNAMIC:
+        if not names & _DYNAMIC and not (d is not None and classes and
+                                         _library(classes[0].__module__)):
             return sorted(names)
+        # computed names, or an object of a library type (tp.custom_jvp holding
+        # the user's rule, an optimizer's state): its code is not walked for
+        # names, so every attribute counts
         if d is not None:
             names.update(k for k in d if isinstance(k, str))
         for klass in classes:
@@ -279,7 +283,7 @@ class _Walker:
         if _library(type(x).__module__) and not hasattr(x, "__dict__"):
             return
         d = getattr(x, "__dict__", None)
-        if d is not None and self.names & _DYNAMIC:
+        if d is not None and (self.names & _DYNAMIC or _library(type(x).__module__)):
             self.bind("len", d, None, len(d), f"len {label}.__dict__")
         for n in self.attr_names(d, type(x).__mro__):
             if d is not None and n in d:
