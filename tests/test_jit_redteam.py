@@ -267,3 +267,34 @@ def test_sparse_gradient_keeps_its_type_under_jit():
         warnings.simplefilter("ignore", JitWarning)
         got = tp.jit(g)(w, np.array([1, 3, 3]))
     assert type(got) is type(g(w, np.array([1, 3, 3])))
+
+
+class _Net:
+    def __init__(self):
+        self.w = np.ones(3)
+
+    def layer(self, x):
+        return np.tanh(x * self.w)
+
+    @tp.jit
+    def forward(self, x):
+        return self.layer(x).sum()
+
+
+def test_a_method_calling_a_method_compiles():
+    # each getattr makes a new bound method: the guard is on the class's
+    # function, not on the bound method (which never compares the same)
+    net = _Net()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for k in range(3):
+            same(net.forward(X * k), _Net.forward.fun(net, X * k))
+    net.w[0] = 5.0
+    same(net.forward(X), _Net.forward.fun(net, X))
+    layer = _Net.layer
+    _Net.layer = lambda self, x: np.cos(x * self.w)
+    try:
+        same(net.forward(X), _Net.forward.fun(net, X))
+    finally:
+        _Net.layer = layer
+    assert _Net.forward.cache_info()["traces"] == 3

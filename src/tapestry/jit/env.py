@@ -97,6 +97,11 @@ class Environment:
                 cur = holder.get(key, _MISSING)
             elif kind == "attr":
                 cur = getattr(holder, key, _MISSING)
+            elif kind == "eq":  # a value read fresh each time: equal and of one type
+                cur = getattr(holder, key, _MISSING)
+                if type(cur) is not type(obj) or not _equal(cur, obj):
+                    return f"{label} was rebound"
+                continue
             elif kind == "len":
                 if len(holder) != obj:
                     return f"{label} changed length ({obj} -> {len(holder)})"
@@ -123,6 +128,13 @@ class Environment:
 
 
 _MISSING = object()
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # an array, or a comparison that refuses: not the same
+        return a is b
 
 
 def environment(fn, extra=()):
@@ -301,11 +313,19 @@ class _Walker:
                             break
                         if isinstance(v, types.MemberDescriptorType):  # __slots__
                             cur = getattr(x, n, _MISSING)
-                            self.bind("attr", x, n, cur, f"{label}.{n}")
+                            # a C type's member makes a new number on each read
+                            kind = "attr" if n in getattr(klass, "__slots__", ()) else "eq"
+                            self.bind(kind, x, n, cur, f"{label}.{n}")
                             if cur is not _MISSING:
                                 self.value(cur, f"{label}.{n}")
                             break
-                        self.bind("attr", x, n, getattr(x, n, _MISSING), f"{label}.{n}")
+                        # the class's binding, and no instance attribute
+                        # hiding it (``getattr`` would make a new bound method
+                        # on every call: never the same object)
+                        if d is not None:
+                            self.bind("dict", d, n, _MISSING, f"{label}.{n}")
+                        self.bind("dict", klass.__dict__, n, klass.__dict__[n],
+                                  f"{klass.__name__}.{n}")
                         self.value(v, f"{type(x).__name__}.{n}")
                         break
 
@@ -314,11 +334,7 @@ class _Walker:
             return
         self.seen.add(id(m))
         d = m.__dict__
-        dynamic = bool(self.names & _DYNAMIC)
-        if dynamic:
-            self.bind("len", d, None, len(d), f"len {m.__name__}")
-        for n in self.attr_names(None, ()) if not dynamic else \
-                sorted(k for k in d if isinstance(k, str) and not k.startswith("__")):
+        for n in self.attr_names(None, ()):
             if n in d:
                 v = d[n]
                 self.bind("dict", d, n, v, f"{m.__name__}.{n}")
