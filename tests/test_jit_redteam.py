@@ -298,3 +298,48 @@ def test_a_method_calling_a_method_compiles():
     finally:
         _Net.layer = layer
     assert _Net.forward.cache_info()["traces"] == 3
+
+
+class _Params:
+    """Attributes served by ``__getattr__`` from a dict."""
+
+    def __init__(self):
+        self._p = {"w": np.ones(3)}
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_p"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def test_attributes_served_by_getattr_and_function_defaults_are_guarded():
+    p = _Params()
+
+    def f(x):
+        return x * p.w
+
+    def g(x, s=2.0):
+        return x * s
+    jf, jg = tp.jit(f), tp.jit(g)
+    same(jf(X), f(X))
+    same(jg(X), g(X))
+    p._p["w"][0] = 9.0
+    g.__defaults__ = (5.0,)
+    same(jf(X), f(X))
+    same(jg(X), g(X))
+
+
+def test_writes_into_fresh_copies_compile():
+    def f(x):
+        y = np.empty_like(x)
+        y[:] = x * 2
+        z = np.zeros_like(x)
+        z[0] = 1.0
+        c = x.copy()
+        c[1] = 0.0
+        return y + z + c
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        jf = check(f, (X,), (X * 2,))
+    assert jf.cache_info()["traces"] == 1

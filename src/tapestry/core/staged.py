@@ -337,7 +337,7 @@ def _name(fn):
 
 def _fresh(fn):
     """Whether ``fn`` always returns new memory (never a view of an argument)."""
-    return isinstance(fn, np.ufunc) or fn in _OPERATOR_SAFE
+    return isinstance(fn, np.ufunc) or fn in _OPERATOR_SAFE or fn in _FRESH
 
 
 def _shape_safe(fn, args, kwargs=None):
@@ -418,6 +418,10 @@ _SAFE_METHODS = ("astype", "reshape", "transpose", "sum", "mean", "max", "min", 
                  "repeat", "view", "ptp")
 for _n in _SAFE_METHODS:
     _METHOD_SAFE.add(_method(_n))
+#: Functions that return new memory: writing into their result is the
+#: program's own business (``y = np.empty_like(x); y[:] = ...``).
+_FRESH = {np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.copy,
+          _method("copy")}
 
 
 class Staged(ArrayMethods):

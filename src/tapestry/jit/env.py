@@ -130,6 +130,18 @@ class Environment:
 _MISSING = object()
 
 
+def _attribute_hook(cls):
+    """The user's ``__getattr__`` / ``__getattribute__`` of ``cls``, or ``None``."""
+    for klass in cls.__mro__:
+        if klass is object or _library(klass.__module__):
+            continue
+        for n in ("__getattribute__", "__getattr__"):
+            f = klass.__dict__.get(n)
+            if isinstance(f, types.FunctionType):
+                return f
+    return None
+
+
 def _equal(a, b):
     try:
         return bool(a == b)
@@ -214,6 +226,8 @@ class _Walker:
             self.function(wrapped, label)
         if library:
             return
+        for a in ("__code__", "__defaults__", "__kwdefaults__"):  # f.__defaults__ = (...)
+            self.bind("attr", f, a, getattr(f, a), f"{name}.{a}")
         for k, d in enumerate(f.__defaults__ or ()):
             self.value(d, f"default argument {k} of {name}")
         for k, d in (f.__kwdefaults__ or {}).items():
@@ -272,13 +286,14 @@ class _Walker:
             return
         self.obj(x, label)
 
-    def attr_names(self, d, classes):
+    def attr_names(self, d, classes, everything=False):
         """The attribute names to guard on an object (or module) with the
         namespace ``d``: those the code names, or, when the code computes
-        names (``getattr(self, "w%d" % i)``, ``vars(obj)``), all of them."""
+        names (``getattr(self, "w%d" % i)``, ``vars(obj)``, a ``__getattr__``),
+        all of them."""
         names = {a.lstrip("'") for a in self.names}
-        if not names & _DYNAMIC and not (d is not None and classes and
-                                         _library(classes[0].__module__)):
+        if not everything and not names & _DYNAMIC and \
+                not (d is not None and classes and _library(classes[0].__module__)):
             return sorted(names)
         # computed names, or an object of a library type (tp.custom_jvp holding
         # the user's rule, an optimizer's state): its code is not walked for
@@ -295,9 +310,13 @@ class _Walker:
         if _library(type(x).__module__) and not hasattr(x, "__dict__"):
             return
         d = getattr(x, "__dict__", None)
-        if d is not None and (self.names & _DYNAMIC or _library(type(x).__module__)):
+        hook = _attribute_hook(type(x))
+        if hook is not None:  # attributes served by __getattr__: its reads count
+            self.function(hook, f"{label}.{hook.__name__}")
+        if d is not None and (self.names & _DYNAMIC or _library(type(x).__module__)
+                              or hook is not None):
             self.bind("len", d, None, len(d), f"len {label}.__dict__")
-        for n in self.attr_names(d, type(x).__mro__):
+        for n in self.attr_names(d, type(x).__mro__, hook is not None):
             if d is not None and n in d:
                 v = d[n]
                 self.bind("dict", d, n, v, f"{label}.{n}")
