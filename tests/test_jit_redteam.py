@@ -345,3 +345,40 @@ def test_writes_into_fresh_copies_compile():
         for x in (X, X * 2):
             same(jf(x), f(x))
     assert jf.cache_info()["traces"] == 1
+
+
+class _Config:
+    scale = 2.0
+
+
+def test_state_outside_lists_dicts_and_attributes_is_guarded():
+    # class attributes read through the class, deques, array.array, weakrefs;
+    # iterators (whose position no guard sees) run uncompiled
+    import array
+    import collections
+    import itertools
+    import weakref
+    dq = collections.deque([np.ones(3)])
+    buf = array.array("d", [1.0, 2.0, 3.0])
+    holder = _Layers()
+    holder.w = np.ones(3)
+    ref = weakref.ref(holder)
+    fs = [lambda x: x * _Config.scale, lambda x: x * dq[-1], lambda x: x * np.asarray(buf),
+          lambda x: x * ref().w]
+    jfs = [tp.jit(f) for f in fs]
+    for f, jf in zip(fs, jfs):
+        same(jf(X), f(X))
+    _Config.scale = 3.0
+    dq.append(np.full(3, 5.0))
+    buf[0] = 9.0
+    holder.w[0] = 8.0
+    try:
+        for f, jf in zip(fs, jfs):
+            same(jf(X), f(X))
+    finally:
+        _Config.scale = 2.0
+    counter = itertools.count()
+    jc = tp.jit(lambda x: x * next(counter))
+    with pytest.warns(JitWarning, match="iterator"):
+        jc(X)
+    same(jc(X), X * 1)

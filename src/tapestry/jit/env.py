@@ -19,11 +19,14 @@ state, the function draws random numbers, which a replay would repeat.
 """
 from __future__ import annotations
 
+import collections
+import collections.abc
 import ctypes
 import functools
 import random
 import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -102,6 +105,12 @@ class Environment:
                 if type(cur) is not type(obj) or not _equal(cur, obj):
                     return f"{label} was rebound"
                 continue
+            elif kind == "ref":
+                cur = holder()
+            elif kind == "bytes":
+                if _buffer(holder) != obj:
+                    return f"{label} was modified in place"
+                continue
             elif kind == "len":
                 if len(holder) != obj:
                     return f"{label} changed length ({obj} -> {len(holder)})"
@@ -140,6 +149,17 @@ def _attribute_hook(cls):
             if isinstance(f, types.FunctionType):
                 return f
     return None
+
+
+def _buffer(x):
+    """The bytes of an object with a writable buffer (``array.array``), or ``None``."""
+    if isinstance(x, (bytes, str, np.generic)):
+        return None
+    try:
+        m = memoryview(x)
+    except TypeError:
+        return None
+    return None if m.readonly else m.tobytes()
 
 
 def _equal(a, b):
@@ -246,6 +266,8 @@ class _Walker:
         if isinstance(x, _ATOMS):
             if isinstance(x, types.ModuleType) and not _library(x.__name__):
                 self.module(x, label)
+            elif isinstance(x, type) and not _library(x.__module__):
+                self.klass(x, label)  # Config.scale read through the class
             return
         if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or \
                 hasattr(x, "__tapestry_jit_fun__"):
@@ -284,7 +306,51 @@ class _Walker:
         if isinstance(x, _RNG_TYPES):
             self.env.rngs.append(x)
             return
+        if _buffer(x) is not None:  # array.array, memoryview: compared bitwise
+            self.bind("bytes", x, None, _buffer(x), f"{label} (its bytes)")
+            return
+        if isinstance(x, (collections.deque, collections.abc.MutableSequence)):
+            self.bind("seq", x, None, list(x), label)
+            for k, v in enumerate(x):
+                self.value(v, f"{label}[{k}]")
+            return
+        if isinstance(x, collections.abc.Mapping) and hasattr(x, "get"):
+            self.bind("len", x, None, len(x), f"len {label}")
+            for k, v in list(x.items()):
+                self.bind("dict", x, k, v, f"{label}[{k!r}]")
+                self.value(v, f"{label}[{k!r}]")
+            return
+        if isinstance(x, weakref.ref):
+            target = x()
+            self.bind("ref", x, None, target, f"{label}()")
+            if target is not None:
+                self.value(target, f"{label}()")
+            return
+        if hasattr(type(x), "__next__"):
+            # an iterator, a generator, a file: its position is state that no
+            # guard sees, and next() on it is a read a replay would repeat
+            raise Unstageable(f"{label} is an iterator ({type(x).__name__}), whose "
+                              "state jit cannot guard")
         self.obj(x, label)
+
+    def klass(self, k, label):
+        """A user class reached as a value: the class attributes the code
+        names (``Config.scale``), as a module's."""
+        if id(k) in self.seen:
+            return
+        self.seen.add(id(k))
+        for n in self.attr_names(None, ()):
+            for base in k.__mro__:
+                if base is object or _library(base.__module__):
+                    break
+                if n in base.__dict__:
+                    v = base.__dict__[n]
+                    self.bind("dict", base.__dict__, n, v, f"{k.__name__}.{n}")
+                    if isinstance(v, (staticmethod, classmethod)):
+                        v = v.__func__
+                    if not isinstance(v, property):
+                        self.value(v, f"{k.__name__}.{n}")
+                    break
 
     def attr_names(self, d, classes, everything=False):
         """The attribute names to guard on an object (or module) with the
