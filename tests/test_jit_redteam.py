@@ -382,3 +382,20 @@ def test_state_outside_lists_dicts_and_attributes_is_guarded():
     with pytest.warns(JitWarning, match="iterator"):
         jc(X)
     same(jc(X), X * 1)
+
+
+def test_constant_arrays_held_elsewhere_are_guarded():
+    # an array the function got from a cache is not a temporary: a write
+    # into it by anyone must reach the replay
+    import functools
+
+    @functools.lru_cache
+    def table(n):
+        return np.arange(float(n))
+
+    def f(x):
+        return x * table(3)
+    jf = tp.jit(f)
+    same(jf(X), f(X))
+    table(3)[0] = 9.0
+    same(jf(X), f(X))

@@ -37,7 +37,7 @@ from ..core.pytree import tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable
 from ..core.var import Var
 from .env import ReachesTraced, environment, rng_changed, rng_states
-from .program import GuardFailed, lower
+from .program import GuardFailed, held_constants, lower
 
 
 class JitError(RuntimeError):
@@ -345,6 +345,8 @@ class jit:
                     "pass that value to the jitted function as an argument.")
             else:
                 outputs.append(v)
+        env.add_arrays(held_constants(rec.steps, outputs, {id(a) for a, *_ in env.arrays}),
+                       "an array the program reads that something else holds")
         program = lower(rec, input_slots, outputs, [a for a, *_ in env.arrays],
                         name=_identifier(getattr(self.fun, "__name__", "f")))
         comp = _Compiled(program, env, out_td)

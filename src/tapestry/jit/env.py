@@ -129,6 +129,11 @@ class Environment:
     def __len__(self):
         return len(self.bindings) + len(self.arrays)
 
+    def add_arrays(self, arrays, label):
+        """Guard ``arrays`` too (compared bitwise before every replay)."""
+        for a in arrays:
+            self.arrays.append((a, a.copy(), _comparer(a), label))
+
     def describe(self):
         out = [label for *_, label in self.bindings if not label.startswith("len")]
         out += [f"{label}: array {a.shape} {a.dtype}, compared bitwise"

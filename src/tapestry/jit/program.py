@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 
 import numpy as np
 
@@ -180,6 +181,67 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay"):
     code = compile(source, f"<tapestry.jit {name}>", "exec")
     exec(code, ns)
     return Program(source, ns[name], steps, n_calls, n_guards, keep)
+
+
+def held_constants(steps, outputs, known=()):
+    """The arrays among the record's constants (or owning their memory)
+    that something besides the record holds: a cache (``lru_cache``), a
+    container or an object the environment walk cannot see, foreign memory
+    (``np.frombuffer``).  Their contents can change between calls, so they
+    are guarded like the environment's arrays instead of copied.  A
+    temporary the function made is held by the record alone (its reference
+    count says so) and stays a private copy; constant outputs always count.
+    ``known``: ids of arrays already guarded."""
+    occ: dict = {}
+    members: dict = {}
+
+    def visit(t):
+        c = t.__class__
+        if c is np.ndarray:
+            occ[id(t)] = occ.get(id(t), 0) + 1
+            members[id(t)] = t
+        elif c is tuple or c is list:
+            for v in t:
+                visit(v)
+        elif c is dict:
+            for v in t.values():
+                visit(v)
+        elif c is slice:
+            visit((t.start, t.stop, t.step))
+    for st in steps:
+        if st.kind == "call" or st.kind == "raises":
+            visit(st.args)
+            if st.kwargs:
+                visit(st.kwargs)
+    held = {}
+    for o in outputs:
+        if o.__class__ is np.ndarray:
+            r = _root(o)
+            held[id(r)] = r
+    base_refs: dict = {}
+    for a in list(members.values()):  # the chains of bases, each base once
+        while isinstance(a.base, np.ndarray):
+            base_refs[id(a.base)] = base_refs.get(id(a.base), 0) + 1
+            if id(a.base) in members:
+                break
+            members[id(a.base)] = a = a.base
+        else:
+            if a.base is not None:  # memory of a non-array (bytes, mmap)
+                held[id(a)] = a
+    control = np.empty(0)
+    members[id(control)] = control
+    baseline = None
+    for k, m in members.items():  # held by: members, m, getrefcount's argument
+        if m is control:
+            baseline = sys.getrefcount(m)
+            break
+    del members[id(control)]
+    for k, m in members.items():
+        extra = sys.getrefcount(m) - baseline - occ.get(k, 0) - base_refs.get(k, 0)
+        if extra > 0:
+            r = _root(m)
+            held[id(r)] = r
+    return [a for k, a in held.items() if k not in known]
 
 
 def _root(a):
