@@ -399,3 +399,15 @@ def test_constant_arrays_held_elsewhere_are_guarded():
     same(jf(X), f(X))
     table(3)[0] = 9.0
     same(jf(X), f(X))
+
+
+def test_unseeded_generators_made_inside_draw_anew():
+    # default_rng() reads the OS's entropy: every plain call draws new numbers
+    jf = tp.jit(lambda x: x + np.random.default_rng().normal(size=x.shape))
+    with pytest.warns(JitWarning, match="entropy"):
+        a = jf(np.zeros(3))
+    assert not np.array_equal(a, jf(np.zeros(3)))
+    seeded = tp.jit(lambda x: x + np.random.default_rng(0).normal(size=x.shape))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        same(seeded(np.zeros(3)), seeded(np.zeros(3)))

@@ -36,7 +36,7 @@ from ..core.batched import Batched, Unbatched
 from ..core.pytree import tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable
 from ..core.var import Var
-from .env import ReachesTraced, environment, rng_changed, rng_states
+from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
 from .program import GuardFailed, held_constants, lower
 
 
@@ -273,8 +273,10 @@ class jit:
         sargs = self._restore_static(sargs, args)
         skwargs = {**skwargs, **{k: kwargs[k] for k in self.static_argnames if k in kwargs}}
         before = rng_states(env)
+        entropy = EntropyWatch()
         try:
-            out = self.fun(*sargs, **skwargs)
+            with entropy:
+                out = self.fun(*sargs, **skwargs)
         except Unstageable as e:
             rec.open = False
             return self._give_up(entry, str(e), args, kwargs)
@@ -283,7 +285,8 @@ class jit:
             return self.fun(*args, **kwargs)
         except Exception as e:
             rec.open = False
-            if env.changed() is not None or rng_changed(before, env) is not None:
+            if env.changed() is not None or rng_changed(before, env) is not None or \
+                    entropy.drew:
                 # it changed its environment (or drew random numbers) before it
                 # raised: running it again would do that twice. The trace ran
                 # on the real values, so this is the plain call's error.
@@ -302,7 +305,7 @@ class jit:
         concrete = [_unstage(v) for v in out_leaves]
         odd = _odd_output(out_leaves)
         if odd is not None and rec.refused is None and env.changed() is None and \
-                rng_changed(before, env) is None:
+                rng_changed(before, env) is None and not entropy.drew:
             # an object a replay would hand back shared between calls, with
             # staged values inside: the plain call makes a new one each time
             return self._give_up(entry, f"it returns a {odd} (not a pytree of arrays and "
@@ -315,7 +318,9 @@ class jit:
             done = _INLINE if _containers_changed(sdyn, treedef, staged) else \
                 out_td.unflatten(concrete)
             return self._give_up(entry, rec.refused, args, kwargs, result=done)
-        why = rng_changed(before, env)
+        why = rng_changed(before, env) or ("the operating system's entropy (an unseeded "
+                                           "generator made inside, np.random.default_rng())"
+                                           if entropy.drew else None)
         if why is not None:
             return self._give_up(entry, f"it draws random numbers from {why}; a compiled "
                                  "replay would repeat the same draws. Pass the random "

@@ -23,8 +23,10 @@ import collections
 import collections.abc
 import ctypes
 import functools
+import os
 import random
 import sys
+import threading
 import types
 import weakref
 
@@ -506,6 +508,47 @@ def _freeze(state):
     if isinstance(state, np.ndarray):
         return state.tobytes()
     return state
+
+
+class EntropyWatch:
+    """Counts reads of the operating system's entropy (``os.urandom``, which
+    ``np.random.default_rng()``, ``SeedSequence()`` and ``secrets`` use)
+    while a trace runs: an unseeded generator made inside the function draws
+    new numbers on every plain call, which a replay would repeat.  The spy is
+    installed while any trace runs (reads by other threads count too: the
+    safe side)."""
+
+    _lock = threading.Lock()
+    _active = 0
+    reads = 0
+    _saved = None
+
+    def __enter__(self):
+        cls = EntropyWatch
+        with cls._lock:
+            if cls._active == 0:
+                cls._saved = (random._urandom, os.urandom)
+                random._urandom = _spy(cls._saved[0])
+                os.urandom = _spy(cls._saved[1])
+            cls._active += 1
+            self.start = cls.reads
+        return self
+
+    def __exit__(self, *exc):
+        cls = EntropyWatch
+        with cls._lock:
+            self.drew = cls.reads != self.start
+            cls._active -= 1
+            if cls._active == 0:
+                random._urandom, os.urandom = cls._saved
+        return False
+
+
+def _spy(urandom):
+    def spied(n):
+        EntropyWatch.reads += 1
+        return urandom(n)
+    return spied
 
 
 def rng_changed(before, env):
