@@ -411,3 +411,18 @@ def test_unseeded_generators_made_inside_draw_anew():
     with warnings.catch_warnings():
         warnings.simplefilter("error", JitWarning)
         same(seeded(np.zeros(3)), seeded(np.zeros(3)))
+
+
+def test_tapestry_numpy_constructors_keep_staged_values():
+    # tnp.asarray / tnp.array on a staged value record a call instead of
+    # reading the value (a guard that traced again for every new value)
+    import tapestry.numpy as tnp
+
+    def f(x):
+        y = tnp.array(x)
+        y[0] = 5.0
+        return np.sum(tnp.asarray(y) ** 2) + tnp.asarray(x, dtype=np.float32)
+    jf = tp.jit(f)
+    for k in range(4):
+        same(jf(X * k), f(X * k))
+    assert jf.cache_info()["traces"] == 1
