@@ -13,6 +13,7 @@ import numpy as np
 
 from .batched import BatchTrace, Batched, Unbatched
 from .pytree import flatten_up_to, tree_flatten, tree_structure
+from .staged import Staged
 from .tape import _levels
 from .var import Var
 
@@ -82,7 +83,11 @@ def _leaf_names(args):
 
 
 def _to_front(x, ax, trace):
-    x = x if isinstance(x, (Var, Batched, np.ndarray)) else np.asarray(x)
+    # a staged array (jit(vmap(f))) stays staged: np.asarray would read its
+    # value, a guard that makes jit trace again for every new input
+    keep = isinstance(x, (Var, Batched, np.ndarray)) or \
+        (x.__class__ is Staged and x._value.__class__ is np.ndarray)
+    x = x if keep else np.asarray(x)
     if ax != 0:
         x = np.moveaxis(x, ax, 0)
     return Batched(x, trace)

@@ -14,8 +14,11 @@ replay; a failed guard makes ``jit`` trace again (CppAD's comparison
 counting, generalized).  Output shapes that depend on data (``nonzero``,
 boolean masks) are guarded too.  An operation that would write a staged
 value into memory the program does not own (``out=`` a plain array,
-``np.add.at`` into one) raises :class:`Unstageable`: the function then
-runs uncompiled, never half-compiled.
+``np.add.at`` into one) *refuses* the trace (:meth:`Recorder.refuse`): the
+function then finishes on the concrete values, recording nothing more, so
+that its effects (the write, an append to a list) happen once, as in the
+plain call; ``jit`` returns that result and runs the function uncompiled
+from then on, never half-compiled.
 
 Staged values are the lowest level: a ``Var`` (``jit(grad(f))``) or a
 ``Batched`` (``jit(vmap(f))``) may hold one as its value, and a staged value
@@ -27,6 +30,7 @@ from __future__ import annotations
 import operator
 import sys
 import threading
+import warnings
 
 import numpy as np
 
@@ -36,7 +40,9 @@ from .var import ArrayMethods, Var
 class Unstageable(Exception):
     """The function does something a replay cannot reproduce (a write of a
     staged value into a plain array, a result object of unknown kind):
-    ``jit`` runs it uncompiled, with a warning naming the reason."""
+    ``jit`` runs it uncompiled, with a warning naming the reason.  Raised
+    before the function runs (its environment cannot be guarded); during
+    the trace the recorder is refused instead (:meth:`Recorder.refuse`)."""
 
 
 class EscapedStagedError(RuntimeError):
@@ -71,14 +77,19 @@ class Step:
       trace time (the function caught it), so at replay it must raise too.
 
     ``site`` is ``(filename, line, function)`` of the user's code that made
-    the step (guards name it when they fail).
+    the step (guards name it when they fail).  ``err``: the NumPy error
+    state the function set around the call (``np.errstate``), the entries
+    that differ from the state at the start of the trace; the replay sets
+    them around the call too.
     """
 
-    __slots__ = ("kind", "fn", "args", "kwargs", "out", "value", "site", "inplace")
+    __slots__ = ("kind", "fn", "args", "kwargs", "out", "value", "site", "inplace", "err")
 
-    def __init__(self, kind, fn, args, kwargs, out, value=None, site=None, inplace=None):
+    def __init__(self, kind, fn, args, kwargs, out, value=None, site=None, inplace=None,
+                 err=None):
         self.kind, self.fn, self.args, self.kwargs = kind, fn, args, kwargs
         self.out, self.value, self.site, self.inplace = out, value, site, inplace
+        self.err = err
 
 
 #: Files whose frames are not "the user's line" of a step.
@@ -137,7 +148,8 @@ class Recorder:
     """One ``jit`` trace: its steps and slots.  Used by one thread; a staged
     value of a finished recorder (kept in a global, say) raises when used."""
 
-    __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars")
+    __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
+                 "warn", "refused")
 
     def __init__(self):
         self.steps: list = []
@@ -153,6 +165,13 @@ class Recorder:
         self.meta: dict = {}
         #: slot -> type of the scalars (np.float64, float, ...) it made.
         self.scalars: dict = {}
+        #: NumPy's error state and Python's warning machinery at the start:
+        #: the function changing them around a call is part of the call.
+        self.err = np.geterr()
+        self.warn = _warning_state()
+        #: Why the trace cannot be replayed (``None`` while it can): from
+        #: then on the function runs on the concrete values, unrecorded.
+        self.refused = None
 
     def slot(self):
         self.n += 1
@@ -179,28 +198,59 @@ class Recorder:
                 "tapestry.jit: a value staged by a jit trace was used after that trace "
                 "ended (it escaped through a global, a closure or an attribute). Return "
                 "it from the jitted function instead.")
+        if self.refused is not None:
+            return fn(*self._template(args)[1], **(self._template(kwargs)[1] if kwargs else {}))
+        if inplace is not None and inplace in self.external:
+            return self.refuse(
+                f"{_name(fn)} writes into an argument of the jitted function, a "
+                "closed-over array or a view of one, in place", fn, args, kwargs)
+        err = self._errstate(fn)
+        if self.refused is not None:
+            return self.call(fn, args, kwargs)
         targs, cargs, ext = self._template(args)
         tkw, ckw, extk = self._template(kwargs) if kwargs else ({}, {}, False)
         try:
             out = fn(*cargs, **ckw)
         except Exception as e:
-            self.steps.append(Step("raises", fn, targs, tkw, None, type(e), user_site()))
+            self.steps.append(Step("raises", fn, targs, tkw, None, type(e), user_site(),
+                                   err=err))
             raise
         if inplace is not None:
-            if inplace in self.external:
-                raise Unstageable(
-                    f"{_name(fn)} writes into an argument of the jitted function, a "
-                    "closed-over array or a view of one, in place")
-            self.steps.append(Step("call", fn, targs, tkw, None, None, None, inplace))
+            self.steps.append(Step("call", fn, targs, tkw, None, None, None, inplace, err))
             return out
         s = self.slot()
-        self.steps.append(Step("call", fn, targs, tkw, s))
+        self.steps.append(Step("call", fn, targs, tkw, s, err=err))
         if (ext or extk) and not _fresh(fn):  # may be a view of the caller's memory
             self.external.add(s)
         res = self._wrap(out, s, fn)
-        if not _shape_safe(fn, args):
+        if not _shape_safe(fn, args, kwargs):
             self._shape_guards(res)
         return res
+
+    def refuse(self, why, fn=None, args=(), kwargs=None):
+        """The trace cannot be replayed (``why``): record nothing more, and
+        run ``fn`` (when given) and the rest of the function on the concrete
+        values, as the plain call does."""
+        if self.refused is None:
+            self.refused = why
+        if fn is not None:
+            return self.call(fn, args, kwargs)
+        return None
+
+    def _errstate(self, fn):
+        """The entries of NumPy's error state the function changed (``None``
+        if none).  Changed warning filters that turn a warning into an error,
+        or a recording of warnings, cannot be replayed: the function may
+        catch or read a warning that a replay would not raise."""
+        if _warning_state() != self.warn and _warnings_matter(self.warn):
+            return self.refuse(
+                f"{_name(fn)} runs under warning filters the function set "
+                "(warnings.catch_warnings with 'error' or record=True), which a replay "
+                "does not reproduce")
+        e = np.geterr()
+        if e == self.err:
+            return None
+        return {k: v for k, v in e.items() if v != self.err[k]}
 
     def _template(self, x):
         """``(template, concrete, may_alias)`` of an argument structure."""
@@ -244,11 +294,12 @@ class Recorder:
                 return c(items)
             if hasattr(out, "_fields"):  # a named tuple (EighResult, SlogdetResult)
                 return c(*items)
-            raise Unstageable(f"{_name(fn)} returned a {c.__name__}")
+            self.refuse(f"{_name(fn)} returned a {c.__name__}")
+            return out
         if out is None or c in (str, np.dtype) or isinstance(out, type):
             return out
-        raise Unstageable(f"{_name(fn)} returned a {c.__name__}, which a replay cannot "
-                          "stage")
+        self.refuse(f"{_name(fn)} returned a {c.__name__}, which a replay cannot stage")
+        return out
 
     def _shape_guards(self, res):
         if res.__class__ is Staged:
@@ -266,10 +317,31 @@ class Recorder:
         if not self.open:
             raise EscapedStagedError("tapestry.jit: a staged value was read after its "
                                      "trace ended.")
+        if self.refused is not None:
+            return value
         if kind == "pin":
             value = np.array(value, copy=True)
         self.steps.append(Step(kind, None, (Slot(x._slot),), None, None, value, user_site()))
         return value
+
+
+def _warning_state():
+    """What decides how a warning is handled: the filter list (its identity,
+    replaced by ``catch_warnings``; its length, grown by ``simplefilter``) and
+    the functions that show it (replaced by ``record=True``)."""
+    return (warnings.filters, len(warnings.filters), warnings.showwarning,
+            getattr(warnings, "_showwarnmsg_impl", None))
+
+
+def _warnings_matter(before):
+    """Whether the warning state now differs from ``before`` in a way that can
+    change what the function computes: a warning recorded (it may read the
+    list) or a new "error" filter (it may catch the exception).  Filters that
+    only hide or show warnings change no result."""
+    if (warnings.showwarning, getattr(warnings, "_showwarnmsg_impl", None)) != before[2:]:
+        return True
+    old = set(map(id, before[0]))
+    return any(f[0] == "error" and id(f) not in old for f in warnings.filters)
 
 
 def _name(fn):
@@ -278,18 +350,49 @@ def _name(fn):
 
 def _fresh(fn):
     """Whether ``fn`` always returns new memory (never a view of an argument)."""
-    return isinstance(fn, np.ufunc) or fn in _OPERATOR_SAFE
+    return isinstance(fn, np.ufunc) or fn in _OPERATOR_SAFE or fn in _FRESH
 
 
-def _shape_safe(fn, args):
-    if isinstance(fn, np.ufunc) or fn in _SHAPE_SAFE or fn in _OPERATOR_SAFE:
+def _shape_safe(fn, args, kwargs=None):
+    """Whether the result's shape follows from the shapes of the staged
+    arguments (no shape guard needed).  A listed function is safe only when
+    its staged arguments are all floating data arrays: a staged number or
+    integer array among them may be a shape, an axis, a count or indices
+    (``np.tile(x, n)``, ``np.sum(x, axis=n)``), and ``np.where(c)`` is
+    ``nonzero``."""
+    if isinstance(fn, np.ufunc) or fn in _OPERATOR_SAFE:
         return True
     if fn is operator.getitem:
         return _safe_key(args[1])
     u = getattr(fn, "__self__", None)
     if isinstance(u, np.ufunc):  # np.add.reduce, np.multiply.outer, ...
-        return fn.__name__ in ("reduce", "outer", "accumulate")
-    return fn in _METHOD_SAFE
+        listed = fn.__name__ in ("reduce", "outer", "accumulate")
+    else:
+        listed = fn in _SHAPE_SAFE or fn in _METHOD_SAFE
+    if not listed or (fn is np.where and len(args) == 1 and not kwargs):
+        return False
+    return _data_only(args) and (not kwargs or _data_only(tuple(kwargs.values())))
+
+
+def _data_only(xs):
+    """No staged value among ``xs`` (nested in tuples, lists, dicts) but
+    floating or complex arrays of at least one dimension."""
+    for x in xs:
+        c = x.__class__
+        if c is Staged:
+            v = x._value
+            if v.__class__ is not np.ndarray or v.ndim == 0 or v.dtype.kind not in "fc":
+                return False
+        elif c is tuple or c is list:
+            if not _data_only(x):
+                return False
+        elif c is dict:
+            if not _data_only(tuple(x.values())):
+                return False
+        elif c is slice:
+            if not _data_only((x.start, x.stop, x.step)):
+                return False
+    return True
 
 
 def _safe_key(key):
@@ -328,6 +431,10 @@ _SAFE_METHODS = ("astype", "reshape", "transpose", "sum", "mean", "max", "min", 
                  "repeat", "view", "ptp")
 for _n in _SAFE_METHODS:
     _METHOD_SAFE.add(_method(_n))
+#: Functions that return new memory: writing into their result is the
+#: program's own business (``y = np.empty_like(x); y[:] = ...``).
+_FRESH = {np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.copy,
+          _method("copy")}
 
 
 class Staged(ArrayMethods):
@@ -353,13 +460,26 @@ class Staged(ArrayMethods):
     def __len__(self):
         return len(self._value)
 
+    # ``str``, ``repr``, f-strings and ``hash`` are reads of the value by
+    # Python (the text or the dict slot depends on it): guards, as ``float``.
     def __repr__(self):
-        return f"Staged(shape={self.shape}, dtype={self.dtype})"
+        if not self._rec.open:
+            return f"Staged(shape={self.shape}, dtype={self.dtype}, trace ended)"
+        self._rec.guard("pin", self, self._value)
+        return repr(self._value)
 
-    __str__ = __repr__
+    def __str__(self):
+        self._rec.guard("pin", self, self._value)
+        return str(self._value)
 
     def __hash__(self):
-        return id(self)
+        """Like the value's: an array is unhashable, a number hashes by value
+        (``{1: a}.get(n)``, ``n in {1, 2}``), which is a read of it."""
+        v = self._value
+        if v.__class__ is np.ndarray:
+            raise TypeError("unhashable type: 'numpy.ndarray'")
+        self._rec.guard("pin", self, v)
+        return hash(v)
 
     # --- reads by Python: guards --------------------------------------------
     def __bool__(self):
@@ -386,8 +506,6 @@ class Staged(ArrayMethods):
         return np.asarray(self._value).tolist()
 
     def __format__(self, spec):
-        if not spec:
-            return repr(self)
         self._rec.guard("pin", self, self._value)
         return format(self._value, spec)
 
@@ -395,6 +513,9 @@ class Staged(ArrayMethods):
         """NumPy converting the value (``np.asarray``, a library call): the
         value is pinned (a guard), and handed over read-only unless a copy
         was asked for, so that a write to it cannot go unrecorded."""
+        if self._rec.refused is not None and self._rec.open:  # as the plain call
+            v = self._value
+            return np.asarray(v, dtype=dtype) if copy is not True else np.array(v, dtype)
         v = self._rec.guard("pin", self, self._value)  # a copy
         if dtype is not None:
             v = v.astype(dtype)
@@ -433,8 +554,8 @@ class Staged(ArrayMethods):
             if len(outs) == 1 and outs[0].__class__ is Staged:
                 return _write(rec, fn, inputs, kwargs, outs[0], returns=outs[0])
             if any(o is not None for o in outs):
-                raise Unstageable(f"np.{ufunc.__name__}(..., out=...) writes a staged value "
-                                  "into an array in place")
+                return rec.refuse(f"np.{ufunc.__name__}(..., out=...) writes a staged value "
+                                  "into an array in place", fn, inputs, kwargs)
         return rec.call(fn, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -534,8 +655,9 @@ class Staged(ArrayMethods):
         if callable(attr):
             f = _method(name)
             return lambda *a, **k: self._rec.call(f, (self,) + a, k)
-        raise Unstageable(f"reading .{name} of an array inside jit (its memory layout "
-                          "or buffer, which a replay does not guard)")
+        self._rec.refuse(f"reading .{name} of an array inside jit (its memory layout "
+                         "or buffer, which a replay does not guard)")
+        return getattr(self._value, name)
 
 
 #: Values of the levels above jit: a call meeting one is theirs to handle
@@ -560,8 +682,11 @@ def _binary(op, a, b):
 
 
 def _inplace(iop, op, x, o):
-    v = x._value
-    if v.__class__ is np.ndarray and v.ndim and x._slot not in x._rec.external:
+    """``x += o``: NumPy writes into an array (0-d included: a name bound to
+    the same array sees the change); a scalar rebinds.  A write into an
+    argument or a view of one raises :class:`Unstageable` (``_write``): the
+    plain call changes the caller's array, which a replay must not skip."""
+    if x._value.__class__ is np.ndarray:
         _write(x._rec, iop, (x, o), None, x)
         return x
     return _binary(op, x, o)
@@ -570,7 +695,9 @@ def _inplace(iop, op, x, o):
 def _write(rec, fn, args, kwargs, target, returns=None):
     """Record ``fn`` writing into ``target``; a plain array target refuses."""
     if target.__class__ is not Staged:
-        raise Unstageable(f"{_name(fn)} writes a staged value into a plain array in place")
+        rec.refuse(f"{_name(fn)} writes a staged value into a plain array in place",
+                   fn, args, kwargs)
+        return returns
     rec.call(fn, args, kwargs, inplace=target._slot)
     return returns
 

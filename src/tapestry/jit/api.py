@@ -36,10 +36,10 @@ from ..core.batched import Batched, Unbatched
 from ..core.pytree import tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable
 from ..core.var import Var
-from .env import ReachesTraced, environment, rng_changed, rng_states
-from .fuse import available as fuse_available
 from ..sparse import AxisSparse
-from .program import GuardFailed, Rebuild, lower
+from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
+from .fuse import available as fuse_available
+from .program import GuardFailed, Rebuild, held_constants, lower
 
 
 class JitError(RuntimeError):
@@ -336,12 +336,15 @@ class jit:
         for i in runtime:
             staged[i] = rec.input(leaves[i])
         input_slots = [staged[i]._slot for i in runtime]
-        sargs, skwargs = treedef.unflatten(staged)
+        sdyn = treedef.unflatten(staged)
+        sargs, skwargs = sdyn
         sargs = self._restore_static(sargs, args)
         skwargs = {**skwargs, **{k: kwargs[k] for k in self.static_argnames if k in kwargs}}
         before = rng_states(env)
+        entropy = EntropyWatch()
         try:
-            out = self.fun(*sargs, **skwargs)
+            with entropy:
+                out = self.fun(*sargs, **skwargs)
         except Unstageable as e:
             rec.open = False
             return self._give_up(entry, str(e), args, kwargs)
@@ -350,6 +353,15 @@ class jit:
             return self.fun(*args, **kwargs)
         except Exception as e:
             rec.open = False
+            if env.changed() is not None or rng_changed(before, env) is not None or \
+                    entropy.drew:
+                # it changed its environment (or drew random numbers) before it
+                # raised: running it again would do that twice. The trace ran
+                # on the real values, so this is the plain call's error.
+                self._give_up(entry, f"it changes what it reads while it runs and "
+                              f"raised {type(e).__name__}", args, kwargs, result=None,
+                              whole=True)
+                raise
             # The function's own error, or one of the trace's: running it
             # uncompiled tells them apart (its own error raises again).
             result = self.fun(*args, **kwargs)
@@ -359,7 +371,24 @@ class jit:
             rec.open = False
         out_leaves, out_td = tree_flatten(out)
         concrete = [_unstage(v) for v in out_leaves]
-        why = rng_changed(before, env)
+        odd = _odd_output(out_leaves)
+        if odd is not None and rec.refused is None and env.changed() is None and \
+                rng_changed(before, env) is None and not entropy.drew:
+            # an object a replay would hand back shared between calls, with
+            # staged values inside: the plain call makes a new one each time
+            return self._give_up(entry, f"it returns a {odd} (not a pytree of arrays and "
+                                 "numbers), which a replay would share between calls",
+                                 args, kwargs)
+        if rec.refused is not None:
+            # the function finished on the concrete values: its result and its
+            # effects are the plain call's, unless it changed the copies of
+            # the argument containers it was given (then it runs again)
+            done = _INLINE if _containers_changed(sdyn, treedef, staged) else \
+                out_td.unflatten(concrete)
+            return self._give_up(entry, rec.refused, args, kwargs, result=done)
+        why = rng_changed(before, env) or ("the operating system's entropy (an unseeded "
+                                           "generator made inside, np.random.default_rng())"
+                                           if entropy.drew else None)
         if why is not None:
             return self._give_up(entry, f"it draws random numbers from {why}; a compiled "
                                  "replay would repeat the same draws. Pass the random "
@@ -370,6 +399,12 @@ class jit:
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
+        if _containers_changed(sdyn, treedef, staged):
+            # the trace changed copies of the caller's lists and dicts: the
+            # uncompiled run changes the caller's own, as the plain call does
+            return self._give_up(entry, "it changes a list or dict it was passed (an "
+                                 "append, an item assigned); a replay would skip that",
+                                 args, kwargs, whole=True)
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -387,6 +422,8 @@ class jit:
                     v.shape, v.coalesced)))
             else:
                 outputs.append(v)
+        env.add_arrays(held_constants(rec.steps, outputs, {id(a) for a, *_ in env.arrays}),
+                       "an array the program reads that something else holds")
         lowering = (rec, input_slots, outputs, [a for a, *_ in env.arrays],
                     _identifier(getattr(self.fun, "__name__", "f")))
         fuse_now = self._fuse is True
@@ -530,6 +567,27 @@ def _hashable(x, what):
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
     return (type(x), x)
+
+
+def _containers_changed(tree, treedef, leaves):
+    """Whether the function changed the structure or the items of the
+    argument containers it was given (``tree``, built from ``leaves``)."""
+    now, td = tree_flatten(tree)
+    return td != treedef or any(a is not b for a, b in zip(now, leaves))
+
+
+#: Output leaves a replay may hand back as they are (immutable values).
+_PLAIN_OUTPUTS = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None),
+                  np.dtype, type, slice, type(Ellipsis))
+
+
+def _odd_output(leaves):
+    """The type name of the first output leaf that is not a staged value nor
+    an immutable plain value (an object of the user's, a function), or ``None``."""
+    for v in leaves:
+        if v.__class__ is not Staged and not isinstance(v, _PLAIN_OUTPUTS):
+            return type(v).__name__
+    return None
 
 
 def _unstage(v):

@@ -19,11 +19,16 @@ state, the function draws random numbers, which a replay would repeat.
 """
 from __future__ import annotations
 
+import collections
+import collections.abc
 import ctypes
 import functools
+import os
 import random
 import sys
+import threading
 import types
+import weakref
 
 import numpy as np
 
@@ -44,6 +49,9 @@ _ATOMS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), np.
 #: Most values the walk visits before it gives up (a function reaching a
 #: large object graph is run uncompiled rather than guarded partially).
 MAX_VALUES = 20_000
+#: Names in the code that read attributes by a computed name: every
+#: attribute of the objects reached is then guarded, not only those named.
+_DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__"})
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
               random.Random)
 
@@ -94,6 +102,17 @@ class Environment:
                 cur = holder.get(key, _MISSING)
             elif kind == "attr":
                 cur = getattr(holder, key, _MISSING)
+            elif kind == "eq":  # a value read fresh each time: equal and of one type
+                cur = getattr(holder, key, _MISSING)
+                if type(cur) is not type(obj) or not _equal(cur, obj):
+                    return f"{label} was rebound"
+                continue
+            elif kind == "ref":
+                cur = holder()
+            elif kind == "bytes":
+                if _buffer(holder) != obj:
+                    return f"{label} was modified in place"
+                continue
             elif kind == "len":
                 if len(holder) != obj:
                     return f"{label} changed length ({obj} -> {len(holder)})"
@@ -112,6 +131,11 @@ class Environment:
     def __len__(self):
         return len(self.bindings) + len(self.arrays)
 
+    def add_arrays(self, arrays, label):
+        """Guard ``arrays`` too (compared bitwise before every replay)."""
+        for a in arrays:
+            self.arrays.append((a, a.copy(), _comparer(a), label))
+
     def describe(self):
         out = [label for *_, label in self.bindings if not label.startswith("len")]
         out += [f"{label}: array {a.shape} {a.dtype}, compared bitwise"
@@ -120,6 +144,36 @@ class Environment:
 
 
 _MISSING = object()
+
+
+def _attribute_hook(cls):
+    """The user's ``__getattr__`` / ``__getattribute__`` of ``cls``, or ``None``."""
+    for klass in cls.__mro__:
+        if klass is object or _library(klass.__module__):
+            continue
+        for n in ("__getattribute__", "__getattr__"):
+            f = klass.__dict__.get(n)
+            if isinstance(f, types.FunctionType):
+                return f
+    return None
+
+
+def _buffer(x):
+    """The bytes of an object with a writable buffer (``array.array``), or ``None``."""
+    if isinstance(x, (bytes, str, np.generic)):
+        return None
+    try:
+        m = memoryview(x)
+    except TypeError:
+        return None
+    return None if m.readonly else m.tobytes()
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # an array, or a comparison that refuses: not the same
+        return a is b
 
 
 def environment(fn, extra=()):
@@ -199,6 +253,8 @@ class _Walker:
             self.function(wrapped, label)
         if library:
             return
+        for a in ("__code__", "__defaults__", "__kwdefaults__"):  # f.__defaults__ = (...)
+            self.bind("attr", f, a, getattr(f, a), f"{name}.{a}")
         for k, d in enumerate(f.__defaults__ or ()):
             self.value(d, f"default argument {k} of {name}")
         for k, d in (f.__kwdefaults__ or {}).items():
@@ -217,6 +273,8 @@ class _Walker:
         if isinstance(x, _ATOMS):
             if isinstance(x, types.ModuleType) and not _library(x.__name__):
                 self.module(x, label)
+            elif isinstance(x, type) and not _library(x.__module__):
+                self.klass(x, label)  # Config.scale read through the class
             return
         if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or \
                 hasattr(x, "__tapestry_jit_fun__"):
@@ -255,14 +313,83 @@ class _Walker:
         if isinstance(x, _RNG_TYPES):
             self.env.rngs.append(x)
             return
+        if _buffer(x) is not None:  # array.array, memoryview: compared bitwise
+            self.bind("bytes", x, None, _buffer(x), f"{label} (its bytes)")
+            return
+        if isinstance(x, (collections.deque, collections.abc.MutableSequence)):
+            self.bind("seq", x, None, list(x), label)
+            for k, v in enumerate(x):
+                self.value(v, f"{label}[{k}]")
+            return
+        if isinstance(x, collections.abc.Mapping) and hasattr(x, "get"):
+            self.bind("len", x, None, len(x), f"len {label}")
+            for k, v in list(x.items()):
+                self.bind("dict", x, k, v, f"{label}[{k!r}]")
+                self.value(v, f"{label}[{k!r}]")
+            return
+        if isinstance(x, weakref.ref):
+            target = x()
+            self.bind("ref", x, None, target, f"{label}()")
+            if target is not None:
+                self.value(target, f"{label}()")
+            return
+        if hasattr(type(x), "__next__"):
+            # an iterator, a generator, a file: its position is state that no
+            # guard sees, and next() on it is a read a replay would repeat
+            raise Unstageable(f"{label} is an iterator ({type(x).__name__}), whose "
+                              "state jit cannot guard")
         self.obj(x, label)
+
+    def klass(self, k, label):
+        """A user class reached as a value: the class attributes the code
+        names (``Config.scale``), as a module's."""
+        if id(k) in self.seen:
+            return
+        self.seen.add(id(k))
+        for n in self.attr_names(None, ()):
+            for base in k.__mro__:
+                if base is object or _library(base.__module__):
+                    break
+                if n in base.__dict__:
+                    v = base.__dict__[n]
+                    self.bind("dict", base.__dict__, n, v, f"{k.__name__}.{n}")
+                    if isinstance(v, (staticmethod, classmethod)):
+                        v = v.__func__
+                    if not isinstance(v, property):
+                        self.value(v, f"{k.__name__}.{n}")
+                    break
+
+    def attr_names(self, d, classes, everything=False):
+        """The attribute names to guard on an object (or module) with the
+        namespace ``d``: those the code names, or, when the code computes
+        names (``getattr(self, "w%d" % i)``, ``vars(obj)``, a ``__getattr__``),
+        all of them."""
+        names = {a.lstrip("'") for a in self.names}
+        if not everything and not names & _DYNAMIC and \
+                not (d is not None and classes and _library(classes[0].__module__)):
+            return sorted(names)
+        # computed names, or an object of a library type (tp.custom_jvp holding
+        # the user's rule, an optimizer's state): its code is not walked for
+        # names, so every attribute counts
+        if d is not None:
+            names.update(k for k in d if isinstance(k, str))
+        for klass in classes:
+            if not _library(klass.__module__):
+                names.update(k for k in klass.__dict__ if not k.startswith("__"))
+        return sorted(names)
 
     def obj(self, x, label):
         """A user object: the attributes its code can name."""
         if _library(type(x).__module__) and not hasattr(x, "__dict__"):
             return
         d = getattr(x, "__dict__", None)
-        for n in sorted(a.lstrip("'") for a in self.names):
+        hook = _attribute_hook(type(x))
+        if hook is not None:  # attributes served by __getattr__: its reads count
+            self.function(hook, f"{label}.{hook.__name__}")
+        if d is not None and (self.names & _DYNAMIC or _library(type(x).__module__)
+                              or hook is not None):
+            self.bind("len", d, None, len(d), f"len {label}.__dict__")
+        for n in self.attr_names(d, type(x).__mro__, hook is not None):
             if d is not None and n in d:
                 v = d[n]
                 self.bind("dict", d, n, v, f"{label}.{n}")
@@ -278,11 +405,19 @@ class _Walker:
                             break
                         if isinstance(v, types.MemberDescriptorType):  # __slots__
                             cur = getattr(x, n, _MISSING)
-                            self.bind("attr", x, n, cur, f"{label}.{n}")
+                            # a C type's member makes a new number on each read
+                            kind = "attr" if n in getattr(klass, "__slots__", ()) else "eq"
+                            self.bind(kind, x, n, cur, f"{label}.{n}")
                             if cur is not _MISSING:
                                 self.value(cur, f"{label}.{n}")
                             break
-                        self.bind("attr", x, n, getattr(x, n, _MISSING), f"{label}.{n}")
+                        # the class's binding, and no instance attribute
+                        # hiding it (``getattr`` would make a new bound method
+                        # on every call: never the same object)
+                        if d is not None:
+                            self.bind("dict", d, n, _MISSING, f"{label}.{n}")
+                        self.bind("dict", klass.__dict__, n, klass.__dict__[n],
+                                  f"{klass.__name__}.{n}")
                         self.value(v, f"{type(x).__name__}.{n}")
                         break
 
@@ -291,7 +426,7 @@ class _Walker:
             return
         self.seen.add(id(m))
         d = m.__dict__
-        for n in sorted(self.names):
+        for n in self.attr_names(None, ()):
             if n in d:
                 v = d[n]
                 self.bind("dict", d, n, v, f"{m.__name__}.{n}")
@@ -373,6 +508,47 @@ def _freeze(state):
     if isinstance(state, np.ndarray):
         return state.tobytes()
     return state
+
+
+class EntropyWatch:
+    """Counts reads of the operating system's entropy (``os.urandom``, which
+    ``np.random.default_rng()``, ``SeedSequence()`` and ``secrets`` use)
+    while a trace runs: an unseeded generator made inside the function draws
+    new numbers on every plain call, which a replay would repeat.  The spy is
+    installed while any trace runs (reads by other threads count too: the
+    safe side)."""
+
+    _lock = threading.Lock()
+    _active = 0
+    reads = 0
+    _saved = None
+
+    def __enter__(self):
+        cls = EntropyWatch
+        with cls._lock:
+            if cls._active == 0:
+                cls._saved = (random._urandom, os.urandom)
+                random._urandom = _spy(cls._saved[0])
+                os.urandom = _spy(cls._saved[1])
+            cls._active += 1
+            self.start = cls.reads
+        return self
+
+    def __exit__(self, *exc):
+        cls = EntropyWatch
+        with cls._lock:
+            self.drew = cls.reads != self.start
+            cls._active -= 1
+            if cls._active == 0:
+                random._urandom, os.urandom = cls._saved
+        return False
+
+
+def _spy(urandom):
+    def spied(n):
+        EntropyWatch.reads += 1
+        return urandom(n)
+    return spied
 
 
 def rng_changed(before, env):

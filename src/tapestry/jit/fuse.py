@@ -96,8 +96,8 @@ def _operand_ok(a, shape, meta, scalars):
 
 def _fusible(step, meta, scalars):
     """The run shape of ``step`` if it can be fused, else ``None``."""
-    if step.kind != "call" or step.out is None or step.kwargs:
-        return None
+    if step.kind != "call" or step.out is None or step.kwargs or step.err:
+        return None  # (an np.errstate around the call: NumPy's checks, not a loop's)
     fn = step.fn
     if fn not in _ARITH and fn not in _TRANSCENDENTAL:
         if fn is operator.pow and len(step.args) == 2 and step.args[1] in (2, 2.0):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 
 import numpy as np
 
@@ -161,12 +162,16 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         if not live[k]:
             continue
         kind = step.kind
+        pad = "    "
+        if step.err:  # the function's np.errstate around this call
+            lines.append(f"    with np.errstate(**{step.err!r}):")
+            pad = "        "
         if kind == "call":
             n_calls += 1
             if step.out is None:
-                lines.append(f"    {call(step)}")
+                lines.append(f"{pad}{call(step)}")
             else:
-                lines.append(f"    v{step.out} = {call(step, k)}")
+                lines.append(f"{pad}v{step.out} = {call(step, k)}")
             _release(lines, dead.get(k))
             continue
         if kind == "item":
@@ -174,7 +179,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             _release(lines, dead.get(k))
             continue
         n_guards += 1
-        v = f"v{step.args[0].i}"
+        v = f"v{step.args[0].i}" if kind != "raises" else None  # a raise: a call's args
         if kind == "bool":
             lines.append(f"    if {'not ' if step.value else ''}{v}: raise GuardFailed({k})")
         elif kind in ("int", "index"):
@@ -191,12 +196,12 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             lines.append(f"    if {v}.shape != {shape!r} or {v}.dtype != "
                          f"{const(dtype, copy=False)}: raise GuardFailed({k})")
         elif kind == "raises":
-            lines.append("    try:")
-            lines.append(f"        {call(step)}")
-            lines.append(f"    except {const(step.value, copy=False)}:")
-            lines.append("        pass")
-            lines.append("    else:")
-            lines.append(f"        raise GuardFailed({k})")
+            lines.append(f"{pad}try:")
+            lines.append(f"{pad}    {call(step)}")
+            lines.append(f"{pad}except {const(step.value, copy=False)}:")
+            lines.append(f"{pad}    pass")
+            lines.append(f"{pad}else:")
+            lines.append(f"{pad}    raise GuardFailed({k})")
         else:  # pragma: no cover - a step kind added without lowering it
             raise AssertionError(kind)
         _release(lines, dead.get(k))
@@ -366,8 +371,8 @@ def simplify(steps, outputs, meta):
         args = _rename(s.args, alias) if alias else s.args
         kwargs = _rename(s.kwargs, alias) if alias and s.kwargs else s.kwargs
         if args is not s.args or kwargs is not s.kwargs:
-            s = Step(s.kind, s.fn, args, kwargs, s.out, s.value, s.site, s.inplace)
-        if s.kind == "call" and s.out is not None and s.out not in returned:
+            s = Step(s.kind, s.fn, args, kwargs, s.out, s.value, s.site, s.inplace, s.err)
+        if s.kind == "call" and s.out is not None and s.out not in returned and not s.err:
             same = _times_one(s, meta)
             if same is not None:
                 alias[s.out] = same
@@ -442,6 +447,68 @@ def _freeze(t):
     if c is float:
         return ("float", t.hex())  # -0.0 and 0.0 differ; nan equals itself
     return (c, t)
+
+
+def held_constants(steps, outputs, known=()):
+    """The arrays among the record's constants (or owning their memory)
+    that something besides the record holds: a cache (``lru_cache``), a
+    container or an object the environment walk cannot see, foreign memory
+    (``np.frombuffer``).  Their contents can change between calls, so they
+    are guarded like the environment's arrays instead of copied.  A
+    temporary the function made is held by the record alone (its reference
+    count says so) and stays a private copy; constant outputs always count.
+    ``known``: ids of arrays already guarded."""
+    occ: dict = {}
+    members: dict = {}
+
+    def visit(t):
+        c = t.__class__
+        if c is np.ndarray:
+            occ[id(t)] = occ.get(id(t), 0) + 1
+            members[id(t)] = t
+        elif c is tuple or c is list:
+            for v in t:
+                visit(v)
+        elif c is dict:
+            for v in t.values():
+                visit(v)
+        elif c is slice:
+            visit((t.start, t.stop, t.step))
+    for st in steps:
+        if st.kind == "call" or st.kind == "raises":
+            visit(st.args)
+            if st.kwargs:
+                visit(st.kwargs)
+    held = {}
+    for o in outputs:
+        for part in (o.parts if o.__class__ is Rebuild else (o,)):
+            if part.__class__ is np.ndarray:
+                r = _root(part)
+                held[id(r)] = r
+    base_refs: dict = {}
+    for a in list(members.values()):  # the chains of bases, each base once
+        while isinstance(a.base, np.ndarray):
+            base_refs[id(a.base)] = base_refs.get(id(a.base), 0) + 1
+            if id(a.base) in members:
+                break
+            members[id(a.base)] = a = a.base
+        else:
+            if a.base is not None:  # memory of a non-array (bytes, mmap)
+                held[id(a)] = a
+    control = np.empty(0)
+    members[id(control)] = control
+    baseline = None
+    for k, m in members.items():  # held by: members, m, getrefcount's argument
+        if m is control:
+            baseline = sys.getrefcount(m)
+            break
+    del members[id(control)]
+    for k, m in members.items():
+        extra = sys.getrefcount(m) - baseline - occ.get(k, 0) - base_refs.get(k, 0)
+        if extra > 0:
+            r = _root(m)
+            held[id(r)] = r
+    return [a for k, a in held.items() if k not in known]
 
 
 def _root(a):

@@ -14,6 +14,7 @@ import numpy as _np
 
 from ..core.var import unwrap_all as _unwrap_all
 from ..core.var import Var as _Var
+from ..core.staged import Staged as _Staged
 
 
 def _traced(obj):
@@ -52,6 +53,11 @@ def array(object, dtype=None, *args, ndmin=0, **kwargs):  # noqa: A002  (NumPy's
     ``tnp.array([[x[0], x[1]], [x[1], x[0]]])`` is differentiable."""
     if _traced(object):
         return _build(object, dtype, ndmin)
+    if object.__class__ is _Staged and not args and not ndmin and set(kwargs) <= {"copy"}:
+        # inside jit: a recorded copy (NumPy's conversion would read the value)
+        if kwargs.get("copy", True) is not True:
+            return asarray(object, dtype)
+        return _np.copy(object) if dtype is None else object.astype(dtype)
     return _np.array(object, dtype, *args, ndmin=ndmin, **kwargs)
 
 
@@ -61,13 +67,17 @@ def asarray(a, dtype=None, *args, **kwargs):
     if _traced(a):
         return _build(a, dtype) if dtype is not None or a.__class__ is not _Var \
             else a
+    if a.__class__ is _Staged and not args and not kwargs:
+        # inside jit: the staged value (NumPy's conversion would read it, a
+        # guard that traces again for every new value)
+        return a if dtype is None else a.astype(dtype, copy=False)
     return _np.asarray(a, dtype, *args, **kwargs)
 
 
 def asanyarray(a, dtype=None, *args, **kwargs):
     """``np.asanyarray``, with traced values handled as :func:`asarray`."""
-    if _traced(a):
-        return asarray(a, dtype)
+    if _traced(a) or a.__class__ is _Staged:
+        return asarray(a, dtype, *args, **kwargs)
     return _np.asanyarray(a, dtype, *args, **kwargs)
 
 
