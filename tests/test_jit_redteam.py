@@ -257,16 +257,18 @@ def test_returned_objects_are_not_shared_between_calls():
     same(b.v, X * 4)
 
 
-@pytest.mark.xfail(strict=True, reason="engine: under jit the W[S] gradient is traced dense "
-                   "(ops/indexing.py _getitem_vjp treats a staged cotangent as nested "
-                   "differentiation, and AxisSparse is not a pytree a replay could return)")
 def test_sparse_gradient_keeps_its_type_under_jit():
     g = tp.grad(lambda w, idx: np.sum(np.tanh(w[idx]) ** 2), sparse=True)
     w = np.random.default_rng(0).normal(size=(100, 3))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", JitWarning)
-        got = tp.jit(g)(w, np.array([1, 3, 3]))
-    assert type(got) is type(g(w, np.array([1, 3, 3])))
+    jg = tp.jit(g)
+    for idx in (np.array([1, 3, 3]), np.array([0, 5, 9])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", JitWarning)
+            got = jg(w, idx)
+        want = g(w, idx)
+        assert type(got) is type(want)
+        same((got.indices, got.values), (want.indices, want.values))
+    assert jg.cache_info()["traces"] == 1
 
 
 class _Net:

@@ -544,6 +544,9 @@ class Staged(ArrayMethods):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if _foreign(inputs) or (kwargs and _foreign(kwargs.values())):
             return NotImplemented
+        for x in inputs:  # a sparse gradient handles the call (on staged operands)
+            if hasattr(x.__class__, "scatter_add_into"):
+                return NotImplemented
         fn = ufunc if method == "__call__" else getattr(ufunc, method)
         rec = self._rec
         out = kwargs.get("out")

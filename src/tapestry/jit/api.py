@@ -585,7 +585,8 @@ def _odd_output(leaves):
     """The type name of the first output leaf that is not a staged value nor
     an immutable plain value (an object of the user's, a function), or ``None``."""
     for v in leaves:
-        if v.__class__ is not Staged and not isinstance(v, _PLAIN_OUTPUTS):
+        if v.__class__ is not Staged and not isinstance(v, _PLAIN_OUTPUTS) \
+                and v.__class__ is not AxisSparse:  # (rebuilt on every call)
             return type(v).__name__
     return None
 

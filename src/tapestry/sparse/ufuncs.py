@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.batched import TRACED
+from ..core.staged import Staged
 from ..debug import record_densify
 
 _LINEAR_UNARY = {np.negative, np.positive, np.conjugate}
@@ -38,8 +39,9 @@ def array_ufunc(Sp, ufunc, method, inputs, kwargs):
     """``AxisSparse.__array_ufunc__`` (``Sp`` is the AxisSparse class, passed
     in so that this module does not import the one that imports it)."""
     for x in inputs:
-        if x.__class__ in TRACED:
+        if x.__class__ in TRACED and x.__class__ is not Staged:
             return NotImplemented  # let the traced operand record the operation
+    # (a staged operand, inside jit, is an array here: NumPy calls on it are recorded)
     out = kwargs.get("out")
     if out is not None:
         return _inplace(ufunc, method, inputs, kwargs, Sp)
@@ -78,7 +80,8 @@ def _binary(ufunc, a, b, Sp):
 
 def _scale(sp, other, op):
     """``op(sp, other)`` on the stored slices, when the result has sp's shape."""
-    other = np.asarray(other)
+    if other.__class__ is not Staged:
+        other = np.asarray(other)
     if other.ndim == 0:
         return sp._with(op(sp.values, other))
     if np.broadcast_shapes(sp.shape, other.shape) != sp.shape:
@@ -94,10 +97,12 @@ def _matmul(a, b, sa, sb):
     column-sparse (2-D operands)."""
     if sa and not sb and a.ndim == 2 and a.axis == 0 and np.ndim(b) == 2:
         v = a.values @ b
-        return type(a)(0, a.indices, v, (a.shape[0], v.shape[1]), a.coalesced)
+        make = type(a)._trusted if a.staged() or v.__class__ is Staged else type(a)
+        return make(0, a.indices, v, (a.shape[0], v.shape[1]), a.coalesced)
     if sb and not sa and b.ndim == 2 and b.axis == 1 and np.ndim(a) == 2:
         v = a @ b.values
-        return type(b)(1, b.indices, v, (v.shape[0], b.shape[1]), b.coalesced)
+        make = type(b)._trusted if b.staged() or v.__class__ is Staged else type(b)
+        return make(1, b.indices, v, (v.shape[0], b.shape[1]), b.coalesced)
     return NotImplemented
 
 
