@@ -606,3 +606,57 @@ def test_parallel_sum_and_map_are_traced_into_the_program(executor):
     assert jf.cache_info()["traces"] == 1
     check(lambda a: tp.parallel_map(lambda it, a: it["x"] * a, items, a, executor=executor),
           (2.0,), (3.0,))
+
+
+# --- grad(jit(f)): compiled forward and pullback -------------------------------------------
+def test_grad_of_jit_compiles_forward_and_pullback():
+    def f(x, w):
+        return np.sum(np.tanh(x @ w) ** 2)
+    jf = tp.jit(f)
+    r = rng(17)
+    x, w = r.normal(size=(4, 3)), r.normal(size=(3, 2))
+    for k in range(3):
+        same(tp.grad(jf, argnums=(0, 1))(x * (k + 1), w), tp.grad(f, argnums=(0, 1))(x * (k + 1), w))
+        same(tp.value_and_grad(jf)(x, w + k), tp.value_and_grad(f)(x, w + k))
+    assert jf.cache_info()["traces"] == 1 and jf._reverse.cache_info()["traces"] <= 2
+
+
+def test_grad_of_jit_with_several_outputs_and_higher_derivatives():
+    g = tp.jit(lambda x: (np.sin(x), np.sum(x ** 3), 3))
+    h = lambda x: np.sum(g(x)[0] * 2.0) + g(x)[1]  # noqa: E731
+    h0 = lambda x: np.sum(np.sin(x) * 2.0) + np.sum(x ** 3)  # noqa: E731
+    x = np.arange(3.0)
+    same(tp.grad(h)(x), tp.grad(h0)(x))
+    np.testing.assert_allclose(tp.hessian(h)(x), tp.hessian(h0)(x), rtol=1e-13)
+    np.testing.assert_allclose(tp.jacfwd(tp.grad(h))(x), tp.hessian(h0)(x), rtol=1e-13)
+    np.testing.assert_allclose(tp.jvp(tp.grad(h), (x,), (np.ones(3),))[1],
+                               tp.jvp(tp.grad(h0), (x,), (np.ones(3),))[1], rtol=1e-13)
+    np.testing.assert_allclose(tp.vmap(tp.grad(h))(np.stack([x, x + 1])),
+                               tp.vmap(tp.grad(h0))(np.stack([x, x + 1])), rtol=1e-13)
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(tp.grad(h)(x) ** 2))(x),
+                               tp.grad(lambda x: np.sum(tp.grad(h0)(x) ** 2))(x), rtol=1e-13)
+
+
+def test_grad_of_jit_sees_closure_changes_and_traced_closures():
+    w = np.ones(3)
+    jf = tp.jit(lambda x: np.sum(np.sin(x) * w))
+    x = np.arange(3.0)
+    same(tp.grad(jf)(x), np.cos(x) * w)
+    w[1] = 5.0
+    same(tp.grad(jf)(x), np.cos(x) * w)
+
+    def outer(v):  # the jitted function reads a value the outer grad traces
+        inner = tp.jit(lambda x: np.sum(x * v))
+        return inner(v)
+    same(tp.grad(outer)(x), 2 * x)
+
+
+def test_parallel_sum_of_a_jitted_item_function():
+    r = rng(18)
+    items = [r.normal(size=4) for _ in range(6)]
+    f = lambda item, a: np.sum(np.tanh(a * item) ** 2)  # noqa: E731
+    jf = tp.jit(f)
+    for ex in ("serial", "threads"):
+        same(tp.grad(lambda a: tp.parallel_sum(jf, items, a, executor=ex))(0.7),
+             tp.grad(lambda a: tp.parallel_sum(f, items, a, executor=ex))(0.7))
+    assert jf.cache_info()["traces"] == 1

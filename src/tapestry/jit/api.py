@@ -40,6 +40,7 @@ from ..sparse import AxisSparse
 from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
 from .fuse import available as fuse_available
 from .program import GuardFailed, Rebuild, held_constants, lower
+from .reverse import call_on_traced
 
 
 class JitError(RuntimeError):
@@ -190,6 +191,7 @@ class jit:
         if fuse == "auto" and (not fuse_available() or _NO_FUSE):
             self._fuse = False
         self.fuse_after = fuse_after
+        self._reverse = None  # the jitted pullback, for grad(jit(f)) (jit/reverse.py)
         self._static = bool(self.static_argnums or self.static_argnames)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
@@ -231,8 +233,8 @@ class jit:
             dyn, static_key = self._split_static(args, kwargs)
             leaves, treedef = tree_flatten(dyn)
             sig = _signature(leaves)
-            if sig is _INLINE:  # inside another transformation: its trace sees the calls
-                return self.fun(*args, **kwargs)
+            if sig is _INLINE:  # inside another transformation (grad(jit(f)), ...)
+                return call_on_traced(self, args, kwargs)
             skey, runtime, objects = sig
             key = (treedef, skey, static_key)
             entry = self._cache.get(key)
