@@ -15,10 +15,10 @@ for this work.
 Under ``tp.jit``: a loop of calls to one jitted ``value_and_grad`` of
 ``group_logp`` (every group has the same signature: one trace, then
 replays), and the same loop split over two threads (each thread calls
-the jitted function on half the groups).  ``parallel_sum`` itself cannot
-be traced by ``tp.jit`` (it refuses the staged values the trace passes
-through it, and the jit then runs uncompiled with a warning), so the
-threads are plain ones.
+the jitted function on half the groups); ``parallel_sum`` of the jitted
+``group_logp`` (``grad(jit(f))`` per item: each item's forward and pullback
+are replays), serial and on threads; and ``jit`` of the whole
+``value_and_grad(parallel_sum(...))`` (the chunks traced into one program).
 """
 from __future__ import annotations
 
@@ -123,6 +123,13 @@ def systems(tp, groups, stacked, u, a, b, jvg):
              lambda: list(pool.map(lambda gs: by_hand(gs, u, a, b), halves))),
             ("tapestry jit: loop of jitted value_and_grad", jit_loop),
             ("tapestry jit: 2 threads, each a loop of jitted calls", jit_threads)]
+    jitem = tp.jit(group_logp)
+    for ex in ("serial", "threads"):  # grad(jit(f)) per item, inside parallel_sum
+        fn = tp.value_and_grad(lambda u, a, b, ex=ex: tp.parallel_sum(
+            jitem, groups, u, a, b, executor=ex), argnums=argnums)
+        out.append((f"tapestry {ex}, f jitted", lambda fn=fn: fn(u, a, b)))
+    whole = tp.jit(psum("serial", False))  # the chunks traced into one program
+    out.append(("tapestry jit of value_and_grad(parallel_sum)", lambda: whole(u, a, b)))
     return [(name, blas_one_thread(fn)) for name, fn in out]
 
 
