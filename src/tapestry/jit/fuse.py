@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.staged import Slot, Step
+from .slots import output_slots, reads_of
 
 #: scalar expression of each fusible operation (``{0}``, ``{1}``: operands)
 _ARITH = {
@@ -134,7 +135,6 @@ def fuse(steps, live, outputs, meta, scalars):
     step passed over, made: they are computed earlier, in the run, which
     changes no value (every step is pure) and lets the backward chain of
     ``jit(grad(f))`` join its forward chain in one loop."""
-    from .program import _reads_of, output_slots
     n = len(steps)
     taken = [False] * n
     next_slot = max([s.out for s in steps if s.out is not None] + [-1]
@@ -155,7 +155,7 @@ def fuse(steps, live, outputs, meta, scalars):
             s = steps[j]
             if s.kind == "call" and s.out is None:
                 break  # a write in place: nothing moves past it
-            if _fusible(s, meta, scalars) == shape and not blocked.intersection(_reads_of(s)):
+            if _fusible(s, meta, scalars) == shape and not blocked.intersection(reads_of(s)):
                 run.append(j)
                 missed = 0
                 continue
@@ -175,7 +175,7 @@ def fuse(steps, live, outputs, meta, scalars):
         read_outside = output_slots(outputs)
         for j in range(n):
             if live[j] and j not in inside:
-                read_outside.update(_reads_of(steps[j]))
+                read_outside.update(reads_of(steps[j]))
         results = [steps[i].out for i in run if steps[i].out in read_outside]
         fn, inputs = _compile_run([steps[i] for i in run], made, results, shape, meta,
                                   scalars)

@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 from ..core.staged import Slot, Step
+from .slots import Rebuild, output_slots, reads_of  # noqa: F401  (Rebuild: for api)
 
 
 class GuardFailed(Exception):
@@ -51,27 +52,6 @@ def same_float(a, b):
     """Two Python floats with the same bits (NaN equals NaN, -0.0 differs)."""
     return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)) \
         or (a != a and b != b)
-
-
-class Rebuild:
-    """An output object made at every call from parts (slots or constants):
-    ``fn(*parts)`` (a sparse gradient: ``AxisSparse._trusted``)."""
-
-    __slots__ = ("fn", "parts")
-
-    def __init__(self, fn, parts):
-        self.fn, self.parts = fn, tuple(parts)
-
-
-def output_slots(outputs):
-    """The slots the outputs read (a Rebuild's parts included)."""
-    got = set()
-    for o in outputs:
-        if o.__class__ is Slot:
-            got.add(o.i)
-        elif o.__class__ is Rebuild:
-            got.update(p.i for p in o.parts if p.__class__ is Slot)
-    return got
 
 
 class Program:
@@ -233,28 +213,6 @@ _UFUNC_OF = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.m
 REUSE_MIN_SIZE = 256
 
 
-def _slots_in(t, out):
-    c = t.__class__
-    if c is Slot:
-        out.append(t.i)
-    elif c is tuple or c is list:
-        for v in t:
-            _slots_in(v, out)
-    elif c is dict:
-        for v in t.values():
-            _slots_in(v, out)
-    elif c is slice:
-        _slots_in((t.start, t.stop, t.step), out)
-    return out
-
-
-def _reads_of(step):
-    r = _slots_in(step.args, [])
-    if step.kwargs:
-        _slots_in(step.kwargs, r)
-    return r
-
-
 def _last_uses(steps, live, outputs, inputs):
     """step index -> slots whose last read is that step (``del`` them
     after it, so a replay holds no more memory than the plain call does).
@@ -264,7 +222,7 @@ def _last_uses(steps, live, outputs, inputs):
     last = {}
     for k, s in enumerate(steps):
         if live[k]:
-            for i in _reads_of(s):
+            for i in reads_of(s):
                 last[i] = k
     dead: dict = {}
     for i, k in last.items():
@@ -307,7 +265,7 @@ def _buffer_plan(steps, live, outputs, inputs, meta):
     for k, s in enumerate(steps):
         if not live[k]:
             continue
-        reads = _reads_of(s)
+        reads = reads_of(s)
         for i in reads:
             last[i] = k
             if not _fresh_step(s):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.api import vjp
 from ..core.backward import JointRule
 from ..core.batched import Batched, Unbatched
 from ..core.primitive import record
@@ -99,8 +100,6 @@ def _pullback(jf, point, diff):
 def _vjp_at(fun, td, pos, plain, out_td, cts):
     """The pullback of ``fun`` at ``plain`` applied to ``cts`` (one cotangent
     per output leaf), as a tuple with one cotangent per traced leaf."""
-    from ..core.api import vjp
-
     def of_active(*active):
         leaves = list(plain)
         for i, a in zip(pos, active):
@@ -116,7 +115,7 @@ def _backward(jf):
     its closure holds ``jf.fun``, so the function's state is guarded)."""
     bwd = jf._reverse
     if bwd is None:
-        from .api import jit
+        jit = type(jf)  # (tapestry.jit: this module is imported by it)
         fun = jf.fun
 
         def pullback_at(plain, cts, td, pos, out_td):
