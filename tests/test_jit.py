@@ -660,3 +660,18 @@ def test_parallel_sum_of_a_jitted_item_function():
         same(tp.grad(lambda a: tp.parallel_sum(jf, items, a, executor=ex))(0.7),
              tp.grad(lambda a: tp.parallel_sum(f, items, a, executor=ex))(0.7))
     assert jf.cache_info()["traces"] == 1
+
+
+def test_decorator_options_and_pickling_for_process_workers():
+    import cloudpickle
+
+    @tp.jit(fuse=False, max_traces=3)
+    def f(x):
+        return np.sum(x ** 2)
+    assert f(np.ones(3)) == 3.0 and f.max_traces == 3
+    g = cloudpickle.loads(cloudpickle.dumps(f))   # function and options, a fresh cache
+    assert g(np.ones(3)) == 3.0 and g.max_traces == 3 and g.cache_info()["traces"] == 1
+    items = [np.ones(3) * i for i in range(4)]
+    item = tp.jit(lambda it, a: np.sum(it * a) ** 2)
+    same(tp.grad(lambda a: tp.parallel_sum(item, items, a, executor="processes"))(1.0),
+         tp.grad(lambda a: tp.parallel_sum(lambda it, a: np.sum(it * a) ** 2, items, a))(1.0))

@@ -191,6 +191,7 @@ class jit:
         if fuse == "auto" and (not fuse_available() or _NO_FUSE):
             self._fuse = False
         self.fuse_after = fuse_after
+        self._fuse_option = fuse
         self._reverse = None  # the jitted pullback, for grad(jit(f)) (jit/reverse.py)
         self._static = bool(self.static_argnums or self.static_argnames)
         self._cache: OrderedDict = OrderedDict()
@@ -204,6 +205,14 @@ class jit:
     # ``@jit(static_argnums=1)`` then the function
     def _finish(self, fun):
         return jit(fun, **self._partial)
+
+    def __reduce__(self):
+        """Pickled (for a process worker) as the function and the options: the
+        programs, cache and counters are this process's and start afresh."""
+        return (_rebuild_jit, (self.fun, dict(
+            static_argnums=self.static_argnums, static_argnames=self.static_argnames,
+            max_traces=self.max_traces, cache_size=self.cache_size, strict=self.strict,
+            fuse=self._fuse_option, fuse_after=self.fuse_after)))
 
     def __get__(self, obj, objtype=None):
         """A jitted method: ``self`` is a static argument (each instance its
@@ -549,6 +558,10 @@ def _faster(new, old, inputs, repeats=5):
             f(*inputs)
             best[k] = min(best[k], time.perf_counter() - t0)
     return best[0] < best[1]
+
+
+def _rebuild_jit(fun, options):
+    return jit(fun, **options)
 
 
 class _StaticMarker:
