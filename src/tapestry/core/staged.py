@@ -73,6 +73,8 @@ class Step:
     - ``"bool"``, ``"int"``, ``"index"``, ``"float"``, ``"pin"``: a guard,
       ``value`` is what Python read from slot ``args[0]`` at trace time;
     - ``"shape"``: a guard on slot ``args[0]``'s shape and dtype;
+    - ``"errstate"``: a guard on NumPy's error state at the call
+      (``np.geterr()`` equals ``value``; ``args`` is empty);
     - ``"raises"``: the call ``fn(*args, **kwargs)`` raised ``value`` at
       trace time (the function caught it), so at replay it must raise too.
 
@@ -149,7 +151,7 @@ class Recorder:
     value of a finished recorder (kept in a global, say) raises when used."""
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
-                 "warn", "refused")
+                 "warn", "refused", "ext", "err_entered")
 
     def __init__(self):
         self.steps: list = []
@@ -168,6 +170,12 @@ class Recorder:
         #: NumPy's error state and Python's warning machinery at the start:
         #: the function changing them around a call is part of the call.
         self.err = np.geterr()
+        self.ext = _extobj()
+        #: Whether the function set NumPy's error state (``np.errstate``)
+        #: around a call: the entries it set that equal the caller's at the
+        #: trace look unchanged, so the replay checks the caller's state
+        #: (a guard, added by ``jit`` at the end of the trace).
+        self.err_entered = False
         self.warn = _warning_state()
         #: Why the trace cannot be replayed (``None`` while it can): from
         #: then on the function runs on the concrete values, unrecorded.
@@ -247,6 +255,8 @@ class Recorder:
                 f"{_name(fn)} runs under warning filters the function set "
                 "(warnings.catch_warnings with 'error' or record=True), which a replay "
                 "does not reproduce")
+        if _extobj() is not self.ext:
+            self.err_entered = True
         e = np.geterr()
         if e == self.err:
             return None
@@ -323,6 +333,14 @@ class Recorder:
             value = np.array(value, copy=True)
         self.steps.append(Step(kind, None, (Slot(x._slot),), None, None, value, user_site()))
         return value
+
+
+try:  # NumPy's error state: an object replaced by every np.errstate / np.seterr
+    from numpy._core.umath import _extobj_contextvar as _EXTOBJ
+    _extobj = _EXTOBJ.get
+except ImportError:  # pragma: no cover - another NumPy: compare the values only
+    def _extobj():
+        return None
 
 
 def _warning_state():

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..core.batched import Batched, Unbatched
 from ..core.pytree import tree_flatten
-from ..core.staged import Recorder, Slot, Staged, Unstageable
+from ..core.staged import Recorder, Slot, Staged, Step, Unstageable
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
@@ -405,6 +405,8 @@ class jit:
             return self._give_up(entry, "it changes a list or dict it was passed (an "
                                  "append, an item assigned); a replay would skip that",
                                  args, kwargs, whole=True)
+        if rec.err_entered:  # the function set np.errstate: the caller's state matters
+            rec.steps.insert(0, Step("errstate", None, (), None, None, rec.err))
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -633,7 +635,8 @@ def _shown(v):
 _KIND_WORDS = {"bool": "a truth value (if / while / bool())", "int": "int()",
                "index": "an index (range(), a slice bound, __index__)",
                "float": "float()", "pin": "the value itself (np.asarray, .item(), tolist)",
-               "shape": "a shape that depends on the data", "raises": "an exception"}
+               "shape": "a shape that depends on the data", "raises": "an exception",
+               "errstate": "NumPy's error state (the function sets np.errstate)"}
 
 
 def _guard_message(step):
