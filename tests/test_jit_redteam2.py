@@ -145,3 +145,22 @@ def test_fused_nans_and_infs_are_numpys_bits():
         with np.errstate(all="ignore"):
             for _ in range(2):
                 same(jf(w), f(w))
+
+
+# --- buffers reused with out=: the result is laid out as NumPy lays it out ----
+def test_a_reused_buffer_keeps_numpys_layout_of_the_result():
+    r = np.random.default_rng(1)
+    a, b = r.normal(size=(40, 30)), r.normal(size=(30, 40))
+
+    def f(a, b):
+        t = np.exp(a.T)                # Fortran-ordered
+        return np.sum(t + b, axis=1)   # summed in layout order
+
+    def g(a, b):
+        t = np.exp(a)
+        return np.sum(t * 1.5 + b.T, axis=0), np.sum(np.sin(b) * b, axis=1)
+
+    calls = [(a, b), (a, b), (np.asfortranarray(a), b), (a, np.asfortranarray(b)),
+             (a[:, ::-1], b)]
+    check(f, *calls, fuse=False)
+    check(g, *calls, fuse=False)

@@ -150,10 +150,16 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             for key, v in step.kwargs.items():
                 parts.append(f"{key}={expr(v)}")
         into = reuse.get(k)
-        if into is not None:  # a dead buffer of the same shape takes the result
-            fn = _UFUNC_OF.get(step.fn, step.fn)
-            parts.append(f"out=v{into}")
-        return f"{const(fn, copy=False)}({', '.join(parts)})"
+        plain = f"{const(fn, copy=False)}({', '.join(parts)})"
+        if into is None:
+            return plain
+        checks = _layout_checks(step, rec.meta)
+        if checks is None:
+            return plain
+        # a dead buffer of the same shape takes the result
+        ufunc = const(_UFUNC_OF.get(step.fn, step.fn), copy=False)
+        reused = f"{ufunc}({', '.join(parts + [f'out=v{into}'])})"
+        return f"({reused} if {' and '.join(checks)} else {plain})" if checks else reused
 
     dead = _last_uses(steps, live, outputs, inputs)
     lines = [f"def {name}({', '.join(f'v{s}' for s in inputs)}):"]
@@ -331,6 +337,28 @@ def _buffer_plan(steps, live, outputs, inputs, meta):
                 taken.add(a.i)
                 break
     return plan
+
+
+def _layout_checks(step, meta):
+    """The run-time tests under which ``out=`` a dead buffer gives the
+    result NumPy would allocate: a C-contiguous one.  NumPy lays a ufunc's
+    result out like its operands (``np.exp(a.T)`` is Fortran-ordered), and
+    a later reduction sums in layout order: the same values laid out
+    otherwise round differently.  With at most one axis longer than 1 every
+    contiguous layout is the same (no test); otherwise every operand of two
+    or more dimensions must be C-contiguous (then so is NumPy's result).
+    ``None``: never (a constant operand laid out otherwise)."""
+    if sum(d > 1 for d in meta[step.out][0]) < 2:
+        return []
+    checks = []
+    for a in step.args:
+        if a.__class__ is Slot:
+            m = meta.get(a.i)
+            if m is not None and len(m[0]) >= 2:
+                checks.append(f"v{a.i}.flags.c_contiguous")
+        elif a.__class__ is np.ndarray and a.ndim >= 2 and not a.flags.c_contiguous:
+            return None
+    return checks
 
 
 def private_copy(a):
