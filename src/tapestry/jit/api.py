@@ -394,7 +394,8 @@ class jit:
                                  "replay would repeat the same draws. Pass the random "
                                  "values (or a seed) as arguments", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
-        why = env.changed()
+        why = env.changed() or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err
+                                else None)
         if why is not None:
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
