@@ -193,3 +193,30 @@ def test_a_function_that_leaves_the_error_state_changed_runs_uncompiled():
             assert np.geterr()["divide"] == "raise"
     finally:
         np.seterr(**old)
+
+
+# --- text of a value: the value and the print options decide it -------------
+@pytest.mark.parametrize("fmt", [np.array2string, np.array_str, np.array_repr, str, repr,
+                                 lambda x: f"{x[0]}|{x}"])
+def test_text_of_a_value_follows_the_value_and_the_print_options(fmt):
+    x = np.array([1.123456789, 2.0])
+    jf = check(fmt, (x,), (x * 2,), (x,), fuse=False)
+    with np.printoptions(precision=2):
+        assert jf(x) == fmt(x)
+    assert jf(x) == fmt(x)
+
+
+def test_a_function_that_leaves_the_print_options_changed_runs_uncompiled():
+    def f(x):
+        np.set_printoptions(precision=2)
+        return str(x)
+
+    old = np.get_printoptions()
+    try:
+        jf = tp.jit(f, fuse=False)
+        with pytest.warns(JitWarning, match="print options"):
+            jf(X[:3])
+        np.set_printoptions(**old)
+        assert jf(X[:3]) == str(np.round(X[:3], 2)) and np.get_printoptions()["precision"] == 2
+    finally:
+        np.set_printoptions(**old)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..core.batched import Batched, Unbatched
 from ..core.pytree import tree_flatten
-from ..core.staged import Recorder, Slot, Staged, Step, Unstageable
+from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
@@ -395,7 +395,8 @@ class jit:
                                  "values (or a seed) as arguments", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
         why = env.changed() or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err
-                                else None)
+                                else "NumPy's print options" if np.get_printoptions()
+                                != rec.printopts else None)
         if why is not None:
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
@@ -406,8 +407,7 @@ class jit:
             return self._give_up(entry, "it changes a list or dict it was passed (an "
                                  "append, an item assigned); a replay would skip that",
                                  args, kwargs, whole=True)
-        if rec.err_entered:  # the function set np.errstate: the caller's state matters
-            rec.steps.insert(0, Step("errstate", None, (), None, None, rec.err))
+        rec.steps[:0] = state_guards(rec)
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -637,7 +637,8 @@ _KIND_WORDS = {"bool": "a truth value (if / while / bool())", "int": "int()",
                "index": "an index (range(), a slice bound, __index__)",
                "float": "float()", "pin": "the value itself (np.asarray, .item(), tolist)",
                "shape": "a shape that depends on the data", "raises": "an exception",
-               "errstate": "NumPy's error state (the function sets np.errstate)"}
+               "state": "NumPy's error state (np.errstate) or print options (text of a "
+                        "value)"}
 
 
 def _guard_message(step):

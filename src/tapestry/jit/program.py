@@ -197,8 +197,9 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         elif kind == "pin":
             lines.append(f"    if not same_array({v}, {const(step.value, copy=False)}): "
                          f"raise GuardFailed({k})")
-        elif kind == "errstate":
-            lines.append(f"    if np.geterr() != {step.value!r}: raise GuardFailed({k})")
+        elif kind == "state":
+            lines.append(f"    if {const(step.fn, copy=False)}() != "
+                         f"{const(step.value, copy=False)}: raise GuardFailed({k})")
         elif kind == "shape":
             shape, dtype = step.value
             lines.append(f"    if {v}.shape != {shape!r} or {v}.dtype != "
