@@ -619,6 +619,8 @@ def _identifier(name):
 
 
 def _guard_site(step):
+    if step.site is None and step.kind == "state":
+        return f"np.{step.fn.__name__}()"
     f, line, fn = step.site or ("?", 0, "?")
     return f"{os.path.basename(f)}:{line} in {fn}"
 
