@@ -73,6 +73,10 @@ class Step:
     - ``"bool"``, ``"int"``, ``"index"``, ``"float"``, ``"pin"``: a guard,
       ``value`` is what Python read from slot ``args[0]`` at trace time;
     - ``"shape"``: a guard on slot ``args[0]``'s shape and dtype;
+    - ``"state"``: a guard on state the function reads besides its values
+      (``fn()`` equals ``value``: ``np.geterr`` where the function sets
+      ``np.errstate``, ``np.get_printoptions`` where it makes text of a
+      value; ``args`` is empty);
     - ``"raises"``: the call ``fn(*args, **kwargs)`` raised ``value`` at
       trace time (the function caught it), so at replay it must raise too.
 
@@ -149,7 +153,7 @@ class Recorder:
     value of a finished recorder (kept in a global, say) raises when used."""
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
-                 "warn", "refused")
+                 "warn", "refused", "ext", "err_entered", "printopts", "text_read")
 
     def __init__(self):
         self.steps: list = []
@@ -168,6 +172,17 @@ class Recorder:
         #: NumPy's error state and Python's warning machinery at the start:
         #: the function changing them around a call is part of the call.
         self.err = np.geterr()
+        self.ext = _extobj()
+        #: Whether the function set NumPy's error state (``np.errstate``)
+        #: around a call: the entries it set that equal the caller's at the
+        #: trace look unchanged, so the replay checks the caller's state
+        #: (a guard, added by ``jit`` at the end of the trace).
+        self.err_entered = False
+        #: NumPy's print options, and whether the function made text of a
+        #: staged value (``str``, f-strings, ``np.array2string``): the text
+        #: depends on them, so the replay checks them (a guard).
+        self.printopts = np.get_printoptions()
+        self.text_read = False
         self.warn = _warning_state()
         #: Why the trace cannot be replayed (``None`` while it can): from
         #: then on the function runs on the concrete values, unrecorded.
@@ -215,6 +230,10 @@ class Recorder:
             self.steps.append(Step("raises", fn, targs, tkw, None, type(e), user_site(),
                                    err=err))
             raise
+        if out.__class__ is str:  # text of the values (np.array2string): a read of them
+            for x in _staged_in((args, kwargs), []):
+                self.read_text(x)
+            return out
         if inplace is not None:
             self.steps.append(Step("call", fn, targs, tkw, None, None, None, inplace, err))
             return out
@@ -247,6 +266,8 @@ class Recorder:
                 f"{_name(fn)} runs under warning filters the function set "
                 "(warnings.catch_warnings with 'error' or record=True), which a replay "
                 "does not reproduce")
+        if _extobj() is not self.ext:
+            self.err_entered = True
         e = np.geterr()
         if e == self.err:
             return None
@@ -311,6 +332,12 @@ class Recorder:
             for r in res:
                 self._shape_guards(r)
 
+    def read_text(self, x):
+        """Python made text of ``x``'s value: a guard on the value, and on
+        the print options (checked at replay)."""
+        self.text_read = True
+        return self.guard("pin", x, x._value)
+
     def guard(self, kind, x, value):
         """Write down that Python read ``value`` from ``x`` (``kind``, see
         :class:`Step`) and return it."""
@@ -323,6 +350,41 @@ class Recorder:
             value = np.array(value, copy=True)
         self.steps.append(Step(kind, None, (Slot(x._slot),), None, None, value, user_site()))
         return value
+
+
+try:  # NumPy's error state: an object replaced by every np.errstate / np.seterr
+    from numpy._core.umath import _extobj_contextvar as _EXTOBJ
+    _extobj = _EXTOBJ.get
+except ImportError:  # pragma: no cover - another NumPy: compare the values only
+    def _extobj():
+        return None
+
+
+def _staged_in(t, out):
+    """The staged values in a structure of arguments."""
+    c = t.__class__
+    if c is Staged:
+        out.append(t)
+    elif c is tuple or c is list:
+        for v in t:
+            _staged_in(v, out)
+    elif c is dict:
+        for v in t.values():
+            _staged_in(v, out)
+    return out
+
+
+def state_guards(rec):
+    """Guards on the state the trace read besides values, to put first in
+    its program: NumPy's error state where the function set ``np.errstate``
+    (entries it set equal to the caller's look unchanged), the print
+    options where it made text of a value."""
+    got = []
+    if rec.err_entered:
+        got.append(Step("state", np.geterr, (), None, None, rec.err))
+    if rec.text_read:
+        got.append(Step("state", np.get_printoptions, (), None, None, rec.printopts))
+    return got
 
 
 def _warning_state():
@@ -465,11 +527,11 @@ class Staged(ArrayMethods):
     def __repr__(self):
         if not self._rec.open:
             return f"Staged(shape={self.shape}, dtype={self.dtype}, trace ended)"
-        self._rec.guard("pin", self, self._value)
+        self._rec.read_text(self)
         return repr(self._value)
 
     def __str__(self):
-        self._rec.guard("pin", self, self._value)
+        self._rec.read_text(self)
         return str(self._value)
 
     def __hash__(self):
@@ -506,7 +568,7 @@ class Staged(ArrayMethods):
         return np.asarray(self._value).tolist()
 
     def __format__(self, spec):
-        self._rec.guard("pin", self, self._value)
+        self._rec.read_text(self)
         return format(self._value, spec)
 
     def __array__(self, dtype=None, copy=None):

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..core.batched import Batched, Unbatched
 from ..core.pytree import tree_flatten
-from ..core.staged import Recorder, Slot, Staged, Unstageable
+from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
@@ -405,7 +405,9 @@ class jit:
                                  "replay would repeat the same draws. Pass the random "
                                  "values (or a seed) as arguments", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
-        why = env.changed()
+        why = env.changed() or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err
+                                else "NumPy's print options" if np.get_printoptions()
+                                != rec.printopts else None)
         if why is not None:
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
@@ -416,6 +418,7 @@ class jit:
             return self._give_up(entry, "it changes a list or dict it was passed (an "
                                  "append, an item assigned); a replay would skip that",
                                  args, kwargs, whole=True)
+        rec.steps[:0] = state_guards(rec)
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -631,6 +634,8 @@ def _identifier(name):
 
 
 def _guard_site(step):
+    if step.site is None and step.kind == "state":
+        return f"np.{step.fn.__name__}()"
     f, line, fn = step.site or ("?", 0, "?")
     return f"{os.path.basename(f)}:{line} in {fn}"
 
@@ -648,7 +653,9 @@ def _shown(v):
 _KIND_WORDS = {"bool": "a truth value (if / while / bool())", "int": "int()",
                "index": "an index (range(), a slice bound, __index__)",
                "float": "float()", "pin": "the value itself (np.asarray, .item(), tolist)",
-               "shape": "a shape that depends on the data", "raises": "an exception"}
+               "shape": "a shape that depends on the data", "raises": "an exception",
+               "state": "NumPy's error state (np.errstate) or print options (text of a "
+                        "value)"}
 
 
 def _guard_message(step):

@@ -237,6 +237,8 @@ def _compile_run(run, made, results, shape, meta, scalars):
         else:
             expr = (_ARITH.get(s.fn) or _TRANSCENDENTAL[s.fn]).format(*ops)
         body.append(f"t{s.out} = {expr}")
+    # every value the run makes is checked: t - t is 0.0 unless t is inf or nan
+    odd = " + ".join(f"(t{s.out} - t{s.out})" for s in run)
     params = [f"a{k}" if i in arrays else names[i] for k, i in enumerate(inputs)]
     params += [f"b{j}" for j in range(len(consts))]
     lines = ["import math", "from numba import njit", "",
@@ -244,10 +246,11 @@ def _compile_run(run, made, results, shape, meta, scalars):
     if scalar:
         lines.append(f"def kern({', '.join(params)}):")
         lines += [f"    {b}" for b in body]
-        lines.append(f"    return ({', '.join(f't{r}' for r in results)},)")
+        lines.append(f"    return ({', '.join(f't{r}' for r in results)}, ({odd}) != 0.0)")
     else:
         outs = [f"o{k}" for k in range(len(results))]
         lines.append(f"def kern({', '.join(params + outs)}):")
+        lines.append("    odd = False")
         ind = "    "
         for d in range(len(shape)):
             lines.append(f"{ind}for i{d} in range(o0.shape[{d}]):")
@@ -258,21 +261,26 @@ def _compile_run(run, made, results, shape, meta, scalars):
         lines += [f"{ind}y{j} = b{j}[{_index(c.shape, shape)}]" for j, c in enumerate(consts)]
         lines += [f"{ind}{b}" for b in body]
         lines += [f"{ind}{o}[{full}] = t{r}" for o, r in zip(outs, results)]
+        lines.append(f"{ind}odd |= ({odd}) != 0.0")
+        lines.append("    return odd")
     kern = _load("\n".join(lines) + "\n")
+    numpy_run = _numpy_run(run, inputs, results)
     if scalar:
         kinds = tuple(scalars.get(r, np.float64) for r in results)
 
         def run_scalar(*args):
-            args = [a[()] if a.__class__ is np.ndarray else a for a in args]
-            return tuple(k(r) for k, r in zip(kinds, kern(*args)))
+            got = kern(*[a[()] if a.__class__ is np.ndarray else a for a in args])
+            if got[-1]:  # an inf or a nan: NumPy's (or Python's) errors and bits
+                return numpy_run(args)
+            return tuple(k(r) for k, r in zip(kinds, got[:-1]))
         return _named(run_scalar, len(run)), inputs
     n_out = len(results)
     expect = [arrays.get(i) for i in inputs]
     fixed = list(consts)
 
-    def run_arrays(*args):
+    def run_arrays(*given):
         # the loop trusts its shapes: never let it index past an array
-        args = list(args)
+        args = list(given)
         for k, (a, want) in enumerate(zip(args, expect)):
             if want is None:
                 if a.__class__ is np.ndarray:
@@ -280,9 +288,27 @@ def _compile_run(run, made, results, shape, meta, scalars):
             elif a.__class__ is not np.ndarray or a.shape != want:
                 raise ValueError(f"a fused loop expected shape {want}, got {np.shape(a)}")
         outs = [np.empty(shape) for _ in range(n_out)]
-        kern(*args, *fixed, *outs)
+        if kern(*args, *fixed, *outs):  # an inf or a nan: NumPy's errors and bits
+            return numpy_run(given)
         return tuple(outs)
     return _named(run_arrays, len(run)), inputs
+
+
+def _numpy_run(run, inputs, results):
+    """The run's steps as NumPy calls, one by one, as the replay would make
+    them: what a fused run falls back to when it meets an inf or a nan.
+    NumPy's error state (``np.errstate(divide="raise")`` around the call),
+    its warnings, a Python float's ``ZeroDivisionError`` and the bits of a
+    nan are then the plain call's, which a compiled loop cannot reproduce."""
+    def value(a, env):
+        return env[a.i] if a.__class__ is Slot else a
+
+    def numpy_run(args):
+        env = dict(zip(inputs, args))
+        for s in run:
+            env[s.out] = s.fn(*[value(a, env) for a in s.args])
+        return tuple(env[r] for r in results)
+    return numpy_run
 
 
 def _named(fn, n):

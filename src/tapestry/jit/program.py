@@ -130,10 +130,16 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             for key, v in step.kwargs.items():
                 parts.append(f"{key}={expr(v)}")
         into = reuse.get(k)
-        if into is not None:  # a dead buffer of the same shape takes the result
-            fn = _UFUNC_OF.get(step.fn, step.fn)
-            parts.append(f"out=v{into}")
-        return f"{const(fn, copy=False)}({', '.join(parts)})"
+        plain = f"{const(fn, copy=False)}({', '.join(parts)})"
+        if into is None:
+            return plain
+        checks = _layout_checks(step, rec.meta)
+        if checks is None:
+            return plain
+        # a dead buffer of the same shape takes the result
+        ufunc = const(_UFUNC_OF.get(step.fn, step.fn), copy=False)
+        reused = f"{ufunc}({', '.join(parts + [f'out=v{into}'])})"
+        return f"({reused} if {' and '.join(checks)} else {plain})" if checks else reused
 
     dead = _last_uses(steps, live, outputs, inputs)
     lines = [f"def {name}({', '.join(f'v{s}' for s in inputs)}):"]
@@ -159,7 +165,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             _release(lines, dead.get(k))
             continue
         n_guards += 1
-        v = f"v{step.args[0].i}" if kind != "raises" else None  # a raise: a call's args
+        v = f"v{step.args[0].i}" if step.args and kind != "raises" else None  # a raise: a call's args
         if kind == "bool":
             lines.append(f"    if {'not ' if step.value else ''}{v}: raise GuardFailed({k})")
         elif kind in ("int", "index"):
@@ -171,6 +177,9 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         elif kind == "pin":
             lines.append(f"    if not same_array({v}, {const(step.value, copy=False)}): "
                          f"raise GuardFailed({k})")
+        elif kind == "state":
+            lines.append(f"    if {const(step.fn, copy=False)}() != "
+                         f"{const(step.value, copy=False)}: raise GuardFailed({k})")
         elif kind == "shape":
             shape, dtype = step.value
             lines.append(f"    if {v}.shape != {shape!r} or {v}.dtype != "
@@ -289,6 +298,28 @@ def _buffer_plan(steps, live, outputs, inputs, meta):
     return plan
 
 
+def _layout_checks(step, meta):
+    """The run-time tests under which ``out=`` a dead buffer gives the
+    result NumPy would allocate: a C-contiguous one.  NumPy lays a ufunc's
+    result out like its operands (``np.exp(a.T)`` is Fortran-ordered), and
+    a later reduction sums in layout order: the same values laid out
+    otherwise round differently.  With at most one axis longer than 1 every
+    contiguous layout is the same (no test); otherwise every operand of two
+    or more dimensions must be C-contiguous (then so is NumPy's result).
+    ``None``: never (a constant operand laid out otherwise)."""
+    if sum(d > 1 for d in meta[step.out][0]) < 2:
+        return []
+    checks = []
+    for a in step.args:
+        if a.__class__ is Slot:
+            m = meta.get(a.i)
+            if m is not None and len(m[0]) >= 2:
+                checks.append(f"v{a.i}.flags.c_contiguous")
+        elif a.__class__ is np.ndarray and a.ndim >= 2 and not a.flags.c_contiguous:
+            return None
+    return checks
+
+
 def private_copy(a):
     """A copy of ``a`` laid out in memory exactly as ``a`` is: the same
     strides, zero strides (a broadcast) and negative ones (a reversed view)
@@ -317,11 +348,12 @@ def simplify(steps, outputs, meta):
       dtype (the cotangent a ``sum`` hands its input) is ``y``.
 
     Both make a later step read an earlier slot instead, so neither applies
-    to a value the program returns (the caller gets distinct fresh arrays,
-    as from the plain call), nor in a program that writes in place."""
+    to a value the program returns or that a returned value may view (the
+    caller gets distinct fresh arrays, never a view of an argument, as from
+    the plain call), nor in a program that writes in place."""
     if any(s.kind == "call" and s.out is None for s in steps):
         return steps, outputs
-    returned = output_slots(outputs)
+    returned = _may_be_returned(steps, outputs)
     alias: dict = {}
     seen: dict = {}
     out = []
@@ -344,6 +376,42 @@ def simplify(steps, outputs, meta):
                 seen[key] = s.out
         out.append(s)
     return out, outputs
+
+
+def _may_be_returned(steps, outputs):
+    """The slots whose memory the outputs may share: the outputs, and the
+    operands of every step that made one of those without being sure to
+    make new memory (a view, a reshape, an element of a tuple)."""
+    got = output_slots(outputs)
+    for s in reversed(steps):
+        if s.out in got and not _fresh_step(s) and not _new_memory(s.fn):
+            got.update(_reads_of(s))
+    return got
+
+
+def _new_memory(fn):
+    """Whether ``fn`` returns new memory whatever its arguments' layout:
+    reductions, products, joins, copies (a reshape or ``np.einsum`` may
+    return a view: not listed)."""
+    if fn in _NEW_MEMORY:
+        return True
+    u = getattr(fn, "__self__", None)
+    return isinstance(u, np.ufunc) and getattr(fn, "__name__", "") in (
+        "reduce", "accumulate", "outer", "reduceat")
+
+
+def _new_memory_functions():
+    from ..core.staged import _method
+    from ..ops.reductions import _sum_fun
+    fns = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.dot, np.vdot,
+           np.inner, np.outer, np.tensordot, np.var, np.std, np.cumsum, np.cumprod,
+           np.concatenate, np.stack, np.copy, np.zeros_like, np.ones_like, np.empty_like,
+           np.full_like, np.linalg.inv, np.linalg.solve, np.linalg.det, np.sort,
+           np.argsort, np.take, np.all, np.any, np.argmax, np.argmin, _sum_fun}
+    fns.update(_method(n) for n in ("sum", "mean", "max", "min", "prod", "copy", "flatten",
+                                    "dot", "std", "var", "cumsum", "cumprod", "all", "any",
+                                    "argmax", "argmin", "argsort"))
+    return frozenset(fns)
 
 
 def _rename(t, alias):
@@ -370,7 +438,8 @@ def _times_one(s, meta):
     a, b = s.args
     if a.__class__ is Slot:
         a, b = b, a
-    if b.__class__ is not Slot or a.__class__ is not np.ndarray or any(a.strides):
+    if b.__class__ is not Slot or a.__class__ is not np.ndarray or any(a.strides) \
+            or a.dtype.kind not in "biuf":  # complex: (1+0j) * (0-0j) is 0+0j
         return None
     want = meta.get(s.out)
     if want is None or meta.get(b.i) != want or a.shape != want[0] or a.dtype != want[1] \
@@ -404,7 +473,18 @@ def _freeze(t):
         return ("array", id(t))  # the same constant object (held by the steps)
     if c is float:
         return ("float", t.hex())  # -0.0 and 0.0 differ; nan equals itself
-    return (c, t)
+    if c is complex:
+        return ("complex", t.real.hex(), t.imag.hex())
+    if isinstance(t, np.generic) and not t.dtype.hasobject:
+        return (c, t.tobytes())  # np.float64(-0.0) == 0.0: compare the bits
+    if c in _BY_VALUE:
+        return (c, t)
+    return ("object", id(t))  # equality may be coarser than the value (held by the steps)
+
+
+_NEW_MEMORY = _new_memory_functions()
+#: Constants whose equality is their value (a key by value merges only equal calls).
+_BY_VALUE = frozenset({int, bool, str, bytes, type(None), type(Ellipsis), np.dtype, type})
 
 
 def held_constants(steps, outputs, known=()):
