@@ -145,6 +145,11 @@ def _weighted_sum(out):
 JIT_UNCOMPILED: dict = {}
 #: functions whose jit result was not bit-identical to the plain call
 JIT_INEXACT: list = []
+#: Sweep tests (pytest node id, with its parameters for one op, or without
+#: for all of them) whose jit replay may differ from the plain call in the
+#: last bits, with the reason; they are held to rtol=1e-13 instead.  Every
+#: other op is compared bit for bit.  Empty: no op needs it.
+JIT_NOT_BITWISE: dict = {}
 
 
 def _report():
@@ -202,7 +207,13 @@ def check_jit(f, args):
                 if a.shape == b.shape and a.dtype == b.dtype and \
                         a.tobytes() == b.tobytes():
                     continue
-                JIT_INEXACT.append(os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0])
+                test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+                JIT_INEXACT.append(test)
+                assert test in JIT_NOT_BITWISE or test.split("[")[0] in JIT_NOT_BITWISE, (
+                    f"tapestry.jit of {'the gradient' if fun is g else 'the function'} "
+                    f"is not bit-identical to the plain call: "
+                    f"{np.array2string(b, precision=17)} ({b.dtype}) against "
+                    f"{np.array2string(a, precision=17)} ({a.dtype})")
                 np.testing.assert_allclose(b, a, rtol=1e-13, atol=0, equal_nan=True,
                                            err_msg="tapestry.jit against the plain call")
 

@@ -675,3 +675,76 @@ def test_decorator_options_and_pickling_for_process_workers():
     item = tp.jit(lambda it, a: np.sum(it * a) ** 2)
     same(tp.grad(lambda a: tp.parallel_sum(item, items, a, executor="processes"))(1.0),
          tp.grad(lambda a: tp.parallel_sum(lambda it, a: np.sum(it * a) ** 2, items, a))(1.0))
+
+
+# --- rules under jit take the plain call's path ---------------------------------------------
+def _compiled_once(f, *calls):
+    """``check`` that also insists on one trace, compiled (no JitWarning):
+    a staged value must be neither pinned (a trace per value) nor refused."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        jf = check(f, *calls)
+    assert jf.cache_info()["traces"] == 1, jf.explain_cache_misses()
+
+
+def test_scipy_calls_on_staged_values_are_the_plain_calls():
+    """tapestry.scipy functions on staged values run SciPy's function as one
+    recorded step: the same bits as the plain call (not tapestry's traced
+    formula), no pinned values, no refusal of functions without a rule."""
+    import tapestry.scipy.linalg as tsl
+    import tapestry.scipy.special as tss
+    r = rng(5)
+    a = r.normal(size=(4, 4))
+    s = a @ a.T + 4 * np.eye(4)
+    b = r.normal(size=4)
+    _compiled_once(lambda v: tss.softmax(v), (b,), (2 * b,))
+    _compiled_once(lambda v: tss.log_softmax(v), (b,), (2 * b,))
+    _compiled_once(lambda v: tss.logsumexp(v, b=v * v), (b,), (2 * b,))
+    _compiled_once(lambda v: tss.multigammaln(v, 3), (np.float64(3.3),), (np.float64(4.1),))
+    _compiled_once(lambda m, v: tsl.cho_solve(tsl.cho_factor(m), v), (s, b), (2 * s, b))
+    _compiled_once(lambda m: tsl.lu(m), (a,), (a * 0.5,))
+
+
+def test_jit_of_grad_staged_constants_stay_constants():
+    """Arguments that are constants of the gradient (interp's knots, pad's
+    constant) are staged, not traced: no refusal, no pinned values."""
+    r = rng(6)
+    x, fp = np.linspace(0.1, 2.9, 7), r.normal(size=4)
+    xp = np.array([0.0, 1.0, 2.0, 3.0])
+    _compiled_once(tp.grad(lambda x, xp, fp: np.sum(np.interp(x, xp, fp) ** 2),
+                           argnums=(0, 2)), (x, xp, fp), (0.9 * x, 1.1 * xp, fp))
+    _compiled_once(tp.grad(lambda v, c: np.sum(np.pad(v, 1, constant_values=c) ** 2)),
+                   (fp, np.float64(2.0)), (2 * fp, np.float64(3.0)))
+
+
+def test_jit_of_grad_masks_from_staged_values_are_not_pinned():
+    """Masks that rules compute from the values (nan-reductions, where=,
+    piecewise conditions) are recorded, not read: one trace for all values."""
+    x = np.array([[1.5, np.nan, -0.3], [0.2, 2.0, np.nan]])
+    for h in (np.nanprod, np.nancumsum, np.nanvar, np.nanmedian,
+              lambda v: np.interp(v, [0.0, 1.0, 2.0], [1.0, 3.0, 2.0])):
+        _compiled_once(tp.grad(lambda v: np.sum(h(v) ** 2)), (x,), (2 * x,))
+    y = np.array([-2.0, -0.7, 0.3, 1.5, 2.5])
+    _compiled_once(tp.grad(lambda v: np.sum(np.piecewise(v, [v > 0], [np.sqrt, np.cos]))),
+                   (y,), (y + 0.05,))
+
+
+def test_jit_of_grad_sparse_cotangent_meets_a_constant_one():
+    """A staged sparse cotangent (a gather's) added to a plain one (a rule's
+    constant) is a step of the program, not a write into the plain array."""
+    u, v = np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.array([0.5, 1.5, 2.0])
+    _compiled_once(tp.grad(lambda u, v: np.sum(np.polydiv(u, v)[1][-2:] * np.array([0.3, 0.7])),
+                           argnums=(0, 1)), (u, v), (1.1 * u, v))
+
+
+def test_jit_of_grad_sparse_plus_dense_keeps_negative_zeros():
+    """A staged sparse cotangent added to a dense one copies the dense one
+    (as the plain call does), not ``zeros + dense``, which loses -0.0."""
+    x = np.array([-0.0, 1.0, 2.0, -0.0])
+    _compiled_once(tp.grad(lambda v: np.sum(v[np.array([1, 2, 1])] ** 2) + np.sum(v * v[0])),
+                   (x,), (x * 2,))
+    if not hasattr(np, "unstack"):  # NumPy < 2.1
+        return
+    X = rng(7).normal(size=(3, 5))  # two gathers along different axes
+    _compiled_once(tp.grad(lambda x: np.sum(np.unstack(x, axis=1)[2] * np.unstack(x)[1][:3])),
+                   (X,), (2 * X,))

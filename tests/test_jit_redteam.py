@@ -430,9 +430,6 @@ def test_tapestry_numpy_constructors_keep_staged_values():
     assert jf.cache_info()["traces"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="engine: rules that branch on `x.__class__ in TRACED` "
-                   "(TRACED includes Staged) take their nested-differentiation path under "
-                   "jit, a different formula than the plain call (ops/elementwise.py _pow_x)")
 def test_jit_of_grad_takes_the_plain_rule_path():
     g = tp.grad(lambda a, b: np.sum(np.power(a, b) * np.cos(np.arange(2.0))[:, None]),
                 argnums=(0, 1))

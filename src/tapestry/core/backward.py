@@ -222,11 +222,15 @@ def accumulate(prev, c, p, owned):
     # Sparse cotangents (``scatter_add_into(dense) -> dense``, in place) meet
     # a dense total: scatter into the engine's own buffer, copying only once.
     if type(prev) is np.ndarray and hasattr(c, "scatter_add_into") and prev.shape == c.shape:
+        if c.staged():  # inside jit, onto a constant: the sum is a step of the program
+            return prev + c
         if p not in owned or not np.can_cast(c.dtype, prev.dtype, "same_kind"):
             prev = np.array(prev, dtype=np.result_type(prev.dtype, c.dtype))
             owned.add(p)
         return c.scatter_add_into(prev)
     if type(c) is np.ndarray and hasattr(prev, "scatter_add_into") and prev.shape == c.shape:
+        if prev.staged():
+            return prev + c
         owned.add(p)
         return prev.scatter_add_into(np.array(c, dtype=np.result_type(c.dtype, prev.dtype)))
     add = getattr(c, "__accumulate_into__", None)

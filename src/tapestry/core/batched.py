@@ -560,9 +560,11 @@ def constant_values(x, dtype=None):
     """``x`` with its differentiation levels stripped, as an array to compute
     masks, indices or positions from: a plain ndarray, or -- where a vmap
     runs outside the differentiation (``vmap(grad(f))``) -- a batched one,
-    each item its own constant (``np.asarray`` on it would raise)."""
+    each item its own constant (``np.asarray`` on it would raise); or,
+    inside ``jit``, a staged one (``np.asarray`` would pin its value: a
+    re-trace for every new value)."""
     v = unwrap_all(x)
-    if v.__class__ is Batched:
+    if v.__class__ is Batched or v.__class__ is Staged:
         return v if dtype is None or v.dtype == dtype else v.astype(dtype)
     return np.asarray(v, dtype=dtype)
 
@@ -691,6 +693,16 @@ def _holds_batched(key):
 #: differentiation, or batched): rule code that must not hand such a value
 #: to NumPy as a constant tests ``x.__class__ in TRACED``.
 #: ``Staged`` (inside ``jit``) counts: it too must reach NumPy's dispatch,
-#: never ``np.asarray`` or a write into a plain array.
+#: never ``np.asarray`` (which pins its value: a re-trace for every new
+#: value), SciPy, or a write into a plain array.
 TRACED = (Var, Batched, Staged)
+#: The classes of values an enclosing differentiation or vmap transforms:
+#: rule code that picks its *formula* by whether a value is traced (the
+#: nested-differentiation path against the plain one) tests
+#: ``x.__class__ in NESTED``.  ``Staged`` is left out on purpose: a staged
+#: value behaves as a plain ndarray (its NumPy calls are recorded), so under
+#: ``jit`` the rule takes the plain call's formula and the replay is bit for
+#: bit the plain result.  Use ``TRACED`` where the question is only "may
+#: this value be converted or written into a plain array?".
+NESTED = (Var, Batched)
 HIGHER.update({Batched, Unbatched})

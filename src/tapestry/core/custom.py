@@ -81,11 +81,11 @@ def _batch_above_tapes(leaves):
     differentiated (inside a batched value: ``grad(vmap(f))``; or beside it:
     a shared parameter).  ``None`` otherwise: with nothing traced, the plain
     function on batched values is right."""
-    from .batched import TRACED, Batched, top_batch
+    from .batched import NESTED, Batched, top_batch
     trace = top_batch(leaves)
     if trace is None:
         return None
-    traced = any(x.__class__ is Var or (x.__class__ is Batched and x._value.__class__ in TRACED)
+    traced = any(x.__class__ is Var or (x.__class__ is Batched and x._value.__class__ in NESTED)
                  for x in leaves)
     return trace if traced else None
 

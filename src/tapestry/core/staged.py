@@ -783,6 +783,20 @@ def staged_recorder(args, kwargs=None):
     return None
 
 
+def plain_call(fun, *args, **kwargs):
+    """``fun(*args, **kwargs)`` as the plain call; inside ``jit`` (a staged
+    value among the arguments) one step of the program, run on the values.
+
+    For functions NumPy's dispatch does not reach (SciPy's, Python wrappers
+    that call ``np.asarray``): called on staged values they would pin them
+    (a re-trace for every new value); a rule that took its traced path
+    instead would compute another formula than the plain call."""
+    rec = staged_recorder(args, kwargs)
+    if rec is not None:
+        return rec.call(fun, args, kwargs)
+    return fun(*args, **kwargs)
+
+
 def _concrete(x):
     c = x.__class__
     if c is Staged:

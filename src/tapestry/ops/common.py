@@ -6,7 +6,7 @@ import numpy as np
 
 from ..core.primitive import declares_rules, implements
 from ..core.var import unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import NESTED, TRACED
 
 
 @declares_rules
@@ -28,9 +28,11 @@ def probe(shape, dtype=bool):
 
 
 def traced(*xs):
-    """Whether any of ``xs`` (or an element of a list/tuple among them) is traced."""
+    """Whether any of ``xs`` (or an element of a list/tuple among them) is
+    traced by an enclosing differentiation or vmap (``NESTED``: a staged
+    value takes the plain path, see ``core.batched``)."""
     for x in xs:
-        if x.__class__ in TRACED:
+        if x.__class__ in NESTED:
             return True
         if type(x) in (list, tuple) and traced(*x):
             return True

@@ -28,7 +28,7 @@ from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEE
                               Primitive, implements, negate_cotangent, scale_cotangent,
                               shape_of, unbroadcast)
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import NESTED
 from .common import implements_if, near_point, plain_dtype, series
 
 
@@ -135,8 +135,11 @@ def _pow_x(g, ans, x, y):
     on y == 0 alone made the exponent a constant there and gave x).
 
     Scalar exponents are written so that NumPy reuses the temporaries
-    (``g * x * 2`` allocates one array; ``x**2`` is the common case)."""
-    if y.__class__ not in TRACED and np.ndim(y) == 0:
+    (``g * x * 2`` allocates one array; ``x**2`` is the common case).
+    A staged exponent (inside ``jit``) takes the plain path too: the replay
+    is the plain call's bits (its tests ``y == 2`` are guards on a bool,
+    which a new exponent other than 2, 1, 0 passes)."""
+    if y.__class__ not in NESTED and np.ndim(y) == 0:
         if y == 2:
             return g * x * 2
         if y == 1:

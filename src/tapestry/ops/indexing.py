@@ -27,7 +27,7 @@ from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from ..core.staged import Staged
-from ..core.batched import TRACED, Batched, batched_above, batched_call, constant_values
+from ..core.batched import NESTED, TRACED, Batched, batched_above, batched_call, constant_values
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype
 
@@ -117,7 +117,7 @@ def _getitem_vjp(g, ans, x, key):
     """x̄ = scatter-add of ḡ at ``key``; sparse for a gather along one axis."""
     shape = x.shape
     staged = g.__class__ is Staged or _staged_sparse(g)
-    if g.__class__ in TRACED and not staged:  # nested differentiation: keep the scatter traced
+    if g.__class__ in NESTED:  # nested differentiation: keep the scatter traced
         return scatter_add(g, key, shape)
     gather = gather_axis(key, shape)
     if gather is None:
@@ -127,7 +127,7 @@ def _getitem_vjp(g, ans, x, key):
     axis, idx, ishape = gather
     if isinstance(g, AxisSparse):
         if len(ishape) == 1 and g.axis == axis:  # x[S][T] along the same axis
-            return AxisSparse(axis, idx[g.indices], g.values, shape)
+            return AxisSparse(axis, np.take(idx, g.indices), g.values, shape)  # staged: recorded
         g = densify(g, "getitem (cotangent of the gathered array)")
     values = np.reshape(g, shape[:axis] + (idx.size,) + shape[axis + 1:])
     return AxisSparse._trusted(axis, idx, values, tuple(shape))
@@ -396,7 +396,7 @@ def select(condlist, choicelist, default=0):
 
 def _piece_conditions(x, condlist, n_funcs):
     xv = unwrap_all(x)
-    if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray))
+    if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray, Staged))
                                  and np.ndim(xv) != 0):
         condlist = [condlist]
     conds = [constant_values(c, bool) for c in condlist]

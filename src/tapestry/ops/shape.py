@@ -14,7 +14,7 @@ from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.registry import FUNCTIONS
 from ..core.var import reject_out, unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import NESTED, TRACED
 from .common import implements_if, plain_dtype, probe
 from .indexing import float_source, gather_by_labels
 
@@ -277,7 +277,7 @@ def _split_entry(np_split, default_axis=0):
     def split(ary, indices_or_sections, axis=default_axis):
         if np_split is np.split and np.ndim(indices_or_sections) == 0:
             np.split(probe(np.shape(ary)), indices_or_sections, axis)  # NumPy's error
-        if not isinstance(ary, TRACED):
+        if ary.__class__ not in NESTED:  # a staged ary: NumPy's call, recorded
             return np_split(ary, indices_or_sections, axis)
         return list(_split(ary, indices_or_sections, axis % np.ndim(ary), np_split))
     return split
@@ -440,7 +440,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
             f"modes are 'constant', {', '.join(map(repr, _GATHER_PAD_MODES))}. Build "
             "others from np.concatenate and slices.")
     cv = kwargs.get("constant_values", 0)
-    if isinstance(cv, TRACED):
+    if cv.__class__ in NESTED:  # a staged constant is a constant of the gradient
         raise TypeError("tapestry: np.pad with traced constant_values is not "
                         "differentiable; add the constant after padding with zeros.")
     return _pad(array, tuple(map(tuple, width.tolist())), cv)

@@ -12,7 +12,8 @@ import numpy as np
 from ..core.batching import batch_size, shape_of
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
-from ..core.batched import TRACED, constant_values
+from ..core.batched import NESTED, TRACED, constant_values
+from ..core.staged import Staged
 
 
 # --- interp ------------------------------------------------------------------------------
@@ -40,18 +41,26 @@ def _as_double(v):
     return v.astype(want) if v.__class__ in TRACED else np.asarray(v, dtype=want)
 
 
+def _as_knots(xp):
+    """``xp`` as float64 knots; a staged ``xp`` stays staged (``np.asarray``
+    would pin its value: a re-trace for every new value)."""
+    if xp.__class__ is Staged:
+        return xp if xp.dtype == np.float64 else xp.astype(np.float64)
+    return np.asarray(xp, dtype=float)
+
+
 @implements(np.interp)
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation, differentiable in ``x``, ``fp``,
     ``left`` and ``right``; the knots ``xp`` must be constant (the result is
     not differentiable where ``x`` crosses a knot anyway, and moving knots
     is rarely what a model means)."""
-    if xp.__class__ in TRACED:
+    if xp.__class__ in NESTED:  # staged knots (inside jit) are constants: as plain
         raise NotImplementedError(
             "tapestry: np.interp is not differentiable in xp (the knots); pass them "
             "as a constant (tapestry.stop_gradient(xp)) or write the interpolation "
             "with np.searchsorted and arithmetic.")
-    xp = np.asarray(xp, dtype=float)
+    xp = _as_knots(xp)
     x, fp = _as_double(x), _as_double(fp)  # NumPy computes in double precision
     if period is not None:
         x, xp, fp = _periodic(x, xp, fp, unwrap_all(period))

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED, all_items
+from ..core.batched import NESTED, all_items
 from .common import plain_dtype, traced
 
 _range = builtins.range  # ``range`` is also NumPy's argument name below
@@ -144,7 +144,7 @@ _bincount = Primitive(lambda x, w, minlength: np.bincount(x, w, minlength), "bin
 def bincount(x, weights=None, minlength=0):
     """Counts are constant; with ``weights`` the result is linear in them."""
     x = unwrap_all(x)
-    if weights is None or weights.__class__ not in TRACED:
+    if weights is None or weights.__class__ not in NESTED:  # staged: NumPy's call
         return np.bincount(x, unwrap_all(weights), minlength)
     return _bincount(np.asarray(x), weights, minlength)
 
@@ -167,7 +167,7 @@ def hist_edges(a, bins, range_, plain_edges):
     ``range`` themselves; the plain edges otherwise."""
     from .creation import linspace
     if np.ndim(unwrap_all(bins)) == 1:
-        return bins if bins.__class__ in TRACED else plain_edges
+        return bins if bins.__class__ in NESTED else plain_edges
     if range_ is not None:
         first, last = range_
     elif np.size(unwrap_all(a)) == 0:
@@ -197,7 +197,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     ap, wp = unwrap_all(a), unwrap_all(weights)
     counts, edges_p = np.histogram(ap, unwrap_all(bins), unwrap_all(range), weights=wp)
     edges = hist_edges(a, bins, range, edges_p)
-    if weights.__class__ in TRACED:
+    if weights.__class__ in NESTED:
         idx, inside = bin_index(np.ravel(ap), edges_p)
         counts = _weighted_counts(idx, inside, weights, len(edges_p) - 1, counts.dtype)
     if density:
@@ -241,7 +241,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
     nd = len(cols)
     edges = [hist_edges(cols[d], _dim_arg(bins, d, nd), _dim_arg(range, d, nd), edges_p[d])
              for d in _range(nd)]
-    if weights.__class__ in TRACED:
+    if weights.__class__ in NESTED:
         idx, inside = zip(*[bin_index(plain_cols[d], edges_p[d]) for d in _range(nd)])
         shape = tuple(len(e) - 1 for e in edges_p)
         flat = np.ravel_multi_index(idx, shape) if nd else np.zeros(0, np.intp)

@@ -28,7 +28,8 @@ import numpy as np
 import scipy.linalg as _sla
 
 from ..core.primitive import Primitive
-from ..core.batched import TRACED
+from ..core.batched import NESTED
+from ..core.staged import plain_call
 from ..ops.complex import match_input
 from ..ops.linalg_common import _H, _T
 
@@ -36,7 +37,10 @@ __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm"]
 
 
 def _traced(*xs):
-    return any(x.__class__ in TRACED for x in xs)
+    """Whether an enclosing differentiation or vmap transforms one of ``xs``.
+    A staged value (inside ``jit``) is not: SciPy's own function runs on it
+    as one recorded step (``plain_call``), the same bits as the plain call."""
+    return any(x.__class__ in NESTED for x in xs)
 
 
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
@@ -89,8 +93,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False,
                      overwrite_b=False, check_finite=True):
     """scipy.linalg.solve_triangular, differentiable in ``a`` and ``b``."""
     if not _traced(a, b):
-        return _sla.solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b,
-                                     check_finite=check_finite)
+        return plain_call(_sla.solve_triangular, a, b, trans, lower, unit_diagonal,
+                          overwrite_b, check_finite=check_finite)
     return _solve_tri(a, b, _TRANS[trans], bool(lower), bool(unit_diagonal))
 
 
@@ -99,7 +103,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """(c, lower): the factor in the ``lower`` (or upper) triangle of ``c``,
     ``a``'s own entries in the other, as SciPy returns it."""
     if not _traced(a):
-        return _sla.cho_factor(a, lower, overwrite_a, check_finite)
+        return plain_call(_sla.cho_factor, a, lower, overwrite_a, check_finite)
     if lower:
         c = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1)
     else:
@@ -111,7 +115,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """Solve a x = b given cho_factor(a): L y = b, Lᴴ x = y (or Uᴴ y = b, U x = y)."""
     c, lower = c_and_lower
     if not _traced(c, b):
-        return _sla.cho_solve((c, lower), b, overwrite_b, check_finite)
+        return plain_call(_sla.cho_solve, (c, lower), b, overwrite_b, check_finite)
     if lower:
         return solve_triangular(c, solve_triangular(c, b, 0, True), 2, True)
     return solve_triangular(c, solve_triangular(c, b, 2, False), 0, False)
@@ -138,7 +142,7 @@ _expm = Primitive(_expm_fwd, "scipy.linalg.expm", vjps=(_expm_vjp,))
 
 def expm(A):
     """scipy.linalg.expm, differentiable to any order (stacks (..., n, n) too)."""
-    return _expm(A) if _traced(A) else _sla.expm(A)
+    return _expm(A) if _traced(A) else plain_call(_sla.expm, A)
 
 
 # --- everything else --------------------------------------------------------------------------
@@ -154,7 +158,7 @@ def __getattr__(name):
                 f"tapestry: scipy.linalg.{name} has no gradient rule (tapestry.scipy.linalg "
                 "differentiates solve_triangular, cho_factor, cho_solve and expm). Use the "
                 "numpy.linalg function, or supply the rule with tapestry.custom_vjp.")
-        return fun(*args, **kwargs)
+        return plain_call(fun, *args, **kwargs)
     refuse_traced.__name__ = name
     refuse_traced.__doc__ = fun.__doc__
     return refuse_traced

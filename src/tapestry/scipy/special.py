@@ -30,7 +30,8 @@ import scipy.special as _sp
 from scipy.special import _ufuncs as _spu
 
 from ..core.primitive import Primitive
-from ..core.batched import TRACED
+from ..core.batched import NESTED
+from ..core.staged import plain_call
 from ..core.var import unwrap_all
 from ..ops.elementwise import unbroadcasting
 from ..ops import reductions as _reductions
@@ -58,8 +59,8 @@ def polygamma(n, x):
 def multigammaln(a, d):
     """scipy.special.multigammaln(a, d) (the log of the multivariate gamma
     function), differentiable in ``a``; SciPy's checks on ``d`` and ``a``."""
-    if a.__class__ not in TRACED:
-        return _sp.multigammaln(a, d)
+    if a.__class__ not in NESTED:  # a staged a: SciPy's call, recorded (see plain_call)
+        return plain_call(_sp.multigammaln, a, d)
     _sp.multigammaln(unwrap_all(a), d)  # SciPy's own argument checks, on the values
     d = int(d)
     terms = [_sp.gammaln(a - 0.5 * j) for j in range(d)]
@@ -71,8 +72,8 @@ def _spherical(kind, sign_n_even):
     scipy_fun = getattr(_sp, f"spherical_{kind}")
 
     def spherical(n, z, derivative=False):
-        if z.__class__ not in TRACED:
-            return scipy_fun(n, z, derivative)
+        if z.__class__ not in NESTED:
+            return plain_call(scipy_fun, n, z, derivative)
         n = np.asarray(n, dtype=np.dtype("long"))
         f = slope if derivative else value
         if np.iscomplexobj(z):
@@ -102,24 +103,24 @@ spherical_kn = _spherical("kn", None)
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """scipy.special.logsumexp, differentiable in ``a`` and ``b``."""
-    if a.__class__ not in TRACED and b.__class__ not in TRACED:
-        return _sp.logsumexp(a, axis, b, keepdims, return_sign)
+    if a.__class__ not in NESTED and b.__class__ not in NESTED:
+        return plain_call(_sp.logsumexp, a, axis, b, keepdims, return_sign)
     return _logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
 
 
 def log_softmax(x, axis=None):
     """scipy.special.log_softmax: ``x - logsumexp(x, axis)`` (SciPy's default:
     every element; ``tnp.log_softmax`` defaults to the last axis)."""
-    if x.__class__ not in TRACED:
-        return _sp.log_softmax(x, axis)
+    if x.__class__ not in NESTED:
+        return plain_call(_sp.log_softmax, x, axis)
     return _reductions.log_softmax(x, axis)
 
 
 def softmax(x, axis=None):
     """scipy.special.softmax: ``exp(x - logsumexp(x, axis))`` (SciPy's default:
     every element; ``tnp.softmax`` defaults to the last axis)."""
-    if x.__class__ not in TRACED:
-        return _sp.softmax(x, axis)
+    if x.__class__ not in NESTED:
+        return plain_call(_sp.softmax, x, axis)
     return _reductions.softmax(x, axis)
 
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.batched import TRACED
-from ..core.staged import Staged
+from ..core.batched import NESTED
+from ..core.staged import Staged, staged_recorder
 from ..debug import record_densify
 from .ufuncs import array_function, array_ufunc, densify
 
@@ -60,11 +60,11 @@ class AxisSparse:
             raise ValueError(f"tapestry.AxisSparse: axis {axis} out of range for "
                              f"shape {shape}.")
         axis = axis % ndim
-        indices = np.asarray(indices)
+        indices = _as_array(indices)
         if indices.ndim != 1 or indices.dtype.kind not in "iu":
             raise ValueError("tapestry.AxisSparse: indices must be a 1-D integer "
                              f"array, got shape {indices.shape} dtype {indices.dtype}.")
-        values = np.asarray(values)
+        values = _as_array(values)
         want = shape[:axis] + (len(indices),) + shape[axis + 1:]
         if values.shape != want:
             raise ValueError(f"tapestry.AxisSparse: values have shape {values.shape}; "
@@ -417,10 +417,12 @@ def _add(a, b):
     if other is None:
         return sp
     if other.__class__ is Staged or sp.staged():  # inside jit: a dense sum, recorded
-        out = np.add(np.zeros_like(sp.values, shape=sp.shape, dtype=np.result_type(
-            sp.dtype, other)), other)
+        if np.shape(other) == sp.shape:
+            return _scatter_copy(other, sp)
+        out = np.add(np.zeros_like(sp.values, shape=sp.shape,
+                                   dtype=np.result_type(sp.dtype, other)), other)
         return sp.scatter_add_into(out)
-    if other.__class__ in TRACED:
+    if other.__class__ in NESTED:
         return np.add(a, b)  # the traced operand records the addition
     other = np.asarray(other)
     if other.shape == sp.shape:
@@ -431,7 +433,24 @@ def _add(a, b):
     return d + other if sa else other + d
 
 
+def _as_array(x):
+    """``x`` as an array; a staged one (inside ``jit``) as it is, since
+    ``np.asarray`` would pin its value (a re-trace for every new value)."""
+    return x if x.__class__ is Staged else np.asarray(x)
+
+
+def _staged_copy(dense, sp, dtype):
+    """A new array ``dense`` (plain or staged) of ``dtype``, made by a step
+    of ``sp``'s jit trace, so that the scatter into it is recorded.  A copy,
+    not ``zeros + dense``: that would turn ``-0.0`` into ``0.0``."""
+    out = staged_recorder((dense, sp.values, sp.indices)).call(np.copy, (dense,), None)
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
 def _scatter_copy(dense, sp):
     """A new array ``dense + sp`` (``dense`` is never modified)."""
-    out = np.array(dense, dtype=np.result_type(dense, sp.dtype), copy=True)
+    dtype = np.result_type(dense, sp.dtype)
+    if dense.__class__ is Staged or sp.staged():  # inside jit: the copy is recorded too
+        return sp.scatter_add_into(_staged_copy(dense, sp, dtype))
+    out = np.array(dense, dtype=dtype, copy=True)
     return sp.scatter_add_into(out)

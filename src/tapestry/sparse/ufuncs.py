@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.batched import TRACED
+from ..core.batched import NESTED
 from ..core.staged import Staged
 from ..debug import record_densify
 
@@ -39,7 +39,7 @@ def array_ufunc(Sp, ufunc, method, inputs, kwargs):
     """``AxisSparse.__array_ufunc__`` (``Sp`` is the AxisSparse class, passed
     in so that this module does not import the one that imports it)."""
     for x in inputs:
-        if x.__class__ in TRACED and x.__class__ is not Staged:
+        if x.__class__ in NESTED:
             return NotImplemented  # let the traced operand record the operation
     # (a staged operand, inside jit, is an array here: NumPy calls on it are recorded)
     out = kwargs.get("out")
