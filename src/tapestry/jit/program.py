@@ -385,7 +385,7 @@ def _may_be_returned(steps, outputs):
     got = output_slots(outputs)
     for s in reversed(steps):
         if s.out in got and not _fresh_step(s) and not _new_memory(s.fn):
-            got.update(_reads_of(s))
+            got.update(reads_of(s))
     return got
 
 
