@@ -17,18 +17,16 @@ transcendentals beat a scalar loop, so runs over arrays above
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import math
 import operator
 import os
-import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 
 from ..core.staged import Slot, Step
+from ..kernels.compile_numba import load_source
 from .slots import output_slots, reads_of
 
 #: scalar expression of each fusible operation (``{0}``, ``{1}``: operands)
@@ -316,10 +314,6 @@ def _named(fn, n):
     return fn
 
 
-_loaded: dict = {}
-_lock = threading.Lock()
-
-
 def cache_dir():
     d = os.environ.get("TAPESTRY_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "tapestry", "jit")
@@ -328,20 +322,6 @@ def cache_dir():
 
 
 def _load(src):
-    """``kern`` of the generated module, written under the cache directory
-    (numba's ``cache=True`` needs a real file to key its disk cache on)."""
-    key = hashlib.sha1(src.encode()).hexdigest()[:20]
-    with _lock:
-        fn = _loaded.get(key)
-        if fn is None:
-            path = Path(cache_dir()) / f"tj_{key}.py"
-            if not path.exists():
-                tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-                tmp.write_text(src)
-                os.replace(tmp, path)
-            spec = importlib.util.spec_from_file_location(f"tapestry_jit_{key}", path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = mod  # numba's disk cache re-imports it by name
-            spec.loader.exec_module(mod)
-            fn = _loaded[key] = mod.kern
-    return fn
+    """``kern`` of the generated module (written under the cache directory,
+    so numba's ``cache=True`` keeps its machine code across processes)."""
+    return load_source(src, "tj", "tapestry_jit", cache_dir()).kern

@@ -579,21 +579,5 @@ def _live_steps(steps, outputs):
                 if s.out is not None and s.out not in needed:
                     continue
             live[k] = changed = True
-            _reads(s.args, needed)
-            if s.kwargs:
-                _reads(s.kwargs, needed)
+            needed.update(reads_of(s))
     return live
-
-
-def _reads(t, needed):
-    c = t.__class__
-    if c is Slot:
-        needed.add(t.i)
-    elif c is tuple or c is list:
-        for v in t:
-            _reads(v, needed)
-    elif c is dict:
-        for v in t.values():
-            _reads(v, needed)
-    elif c is slice:
-        _reads((t.start, t.stop, t.step), needed)

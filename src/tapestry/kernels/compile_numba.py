@@ -223,23 +223,33 @@ _compiled = {}
 _lock = threading.Lock()
 
 
-def compiled(src):
-    """Import the generated module from the on-disk cache and return ``kern``."""
-    key = hashlib.sha1(src.encode()).hexdigest()[:20]
+def load_source(src, prefix, module, directory):
+    """The module of generated source ``src``, written to the file
+    ``<directory>/<prefix>_<hash>.py`` and imported as ``<module>_<hash>``
+    (numba's ``cache=True`` keys its disk cache on a real file, and
+    re-imports it by that name: it is registered in ``sys.modules``).  One
+    module per source text, loaded once per process."""
+    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
+    key = f"{prefix}_{digest}"
     with _lock:
-        fn = _compiled.get(key)
-        if fn is None:
-            path = Path(cache_dir()) / f"tk_{key}.py"
+        mod = _compiled.get(key)
+        if mod is None:
+            path = Path(directory) / f"{key}.py"
             if not path.exists():
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
                 tmp.write_text(src)
                 os.replace(tmp, path)
-            spec = importlib.util.spec_from_file_location(f"tapestry_kernel_{key}", path)
+            spec = importlib.util.spec_from_file_location(f"{module}_{digest}", path)
             mod = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = mod  # numba's disk cache re-imports it by name
+            sys.modules[spec.name] = mod
             spec.loader.exec_module(mod)
-            fn = _compiled[key] = mod.kern
-    return fn
+            _compiled[key] = mod
+    return mod
+
+
+def compiled(src):
+    """Import the generated module from the on-disk cache and return ``kern``."""
+    return load_source(src, "tk", "tapestry_kernel", cache_dir()).kern
 
 
 def run(ir, arrays, origins, ranges, dtype):
