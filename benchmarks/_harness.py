@@ -156,13 +156,14 @@ def save_figure(fig, name, plot=True, dpi=110):
     return out
 
 
-def jit_compiled(jitted, eager, *args):
+def jit_compiled(jitted, eager, *args, rtol=None):
     """Call the ``tapestry.jit`` function ``jitted`` twice on ``args`` and
     check it against ``eager`` before anything is timed.
 
     The first call traces and lowers, the second replays; both results must
-    equal ``eager(*args)`` bit for bit (``np.array_equal`` on every leaf),
-    else AssertionError: a fast wrong answer is not a benchmark result.
+    equal ``eager(*args)`` bit for bit (``np.array_equal`` on every leaf), or
+    within ``rtol`` of each leaf's largest value (fused loops), else
+    AssertionError: a fast wrong answer is not a benchmark result.
     Returns ``{"first", "replay", "traces"}`` (seconds, seconds, count)."""
     import numpy as np
 
@@ -176,16 +177,25 @@ def jit_compiled(jitted, eager, *args):
     want = tree_leaves(eager(*args))
     for what, out in (("first call", first_out), ("replay", replay_out)):
         got = tree_leaves(out)
-        if len(got) != len(want) or not all(np.array_equal(g, w) for g, w in zip(got, want)):
+        if rtol is None:
+            same = [np.array_equal(g, w) for g, w in zip(got, want)]
+        else:
+            same = [np.max(np.abs(np.asarray(g) - w), initial=0) <= rtol * max(
+                np.max(np.abs(w), initial=0), 1e-300) for g, w in zip(got, want)]
+        if len(got) != len(want) or not all(same):
             raise AssertionError(f"tapestry.jit {what} of {jitted!r} differs from the eager "
                                  "result")
     return {"first": first, "replay": replay, "traces": jitted.cache_info()["traces"]}
 
 
-def jit_note(jitted):
+def jit_note(jitted, rtol=None):
     """The note of a jit row: its traces so far (1 expected: a replay
     after every other call) and that its result was checked."""
-    return f"{jitted.cache_info()['traces']} trace(s); equal to eager (checked)"
+    info = jitted.cache_info()
+    if rtol is None:
+        return f"{info['traces']} trace(s); equal to eager (checked)"
+    return (f"{info['traces']} trace(s), {info['fused_loops']} fused loop(s); "
+            f"within {rtol:g} of eager (checked)")
 
 
 def compile_rows(workload, case, info, replay_s):

@@ -52,7 +52,7 @@ def main(quick=False, plot=False):
         g = tp.grad(loss, argnums=argnums)
         rows.append(row("W3", label, "tapestry", median_time(lambda: g(w1, b1, x), reps),
                         peak_bytes(lambda: g(w1, b1, x)), "tracemalloc"))
-        jg = tp.jit(tp.grad(loss, argnums=argnums))
+        jg = tp.jit(tp.grad(loss, argnums=argnums), fuse=False)
         info = jit_compiled(jg, g, w1, b1, x)
         jt = median_time(lambda: jg(w1, b1, x), reps)
         compiled += compile_rows("W3", label, info, jt)

@@ -164,7 +164,7 @@ def _vmap_jit_rows(tp, case, ms, x, reps):
     def total(p, x):
         return np.sum(tp.vmap(mlp, in_axes=(0, None))(p, x))
     eager = tp.value_and_grad(total)
-    jitted = tp.jit(tp.value_and_grad(total))
+    jitted = tp.jit(tp.value_and_grad(total), fuse=False)
     info = jit_compiled(jitted, eager, stacked, x)
     t = interleaved_times([("eager", lambda: eager(stacked, x)),
                            ("jit", lambda: jitted(stacked, x))], repeats=reps)

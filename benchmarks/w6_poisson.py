@@ -126,9 +126,9 @@ def _jit_rows(tp, case, data, u, a, b, reps, vec, vec_t):
     in a closure (guarded bitwise before each replay); then compile rows."""
     argnums = (0, 1, 2)
     by_arg = tp.jit(tp.value_and_grad(lambda u, a, b, d: partial_loglik(dict(d, u=u), a, b),
-                                      argnums=argnums))
+                                      argnums=argnums), fuse=False)
     closed = tp.jit(tp.value_and_grad(lambda u, a, b: partial_loglik(dict(data, u=u), a, b),
-                                      argnums=argnums))
+                                      argnums=argnums), fuse=False)
     info = jit_compiled(by_arg, lambda u, a, b, d: vec(u, a, b), u, a, b, data)
     jit_compiled(closed, vec, u, a, b)
     rows, medians = [], []

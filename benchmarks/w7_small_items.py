@@ -123,12 +123,12 @@ def systems(tp, groups, stacked, u, a, b, jvg):
              lambda: list(pool.map(lambda gs: by_hand(gs, u, a, b), halves))),
             ("tapestry jit: loop of jitted value_and_grad", jit_loop),
             ("tapestry jit: 2 threads, each a loop of jitted calls", jit_threads)]
-    jitem = tp.jit(group_logp)
+    jitem = tp.jit(group_logp, fuse=False)
     for ex in ("serial", "threads"):  # grad(jit(f)) per item, inside parallel_sum
         fn = tp.value_and_grad(lambda u, a, b, ex=ex: tp.parallel_sum(
             jitem, groups, u, a, b, executor=ex), argnums=argnums)
         out.append((f"tapestry {ex}, f jitted", lambda fn=fn: fn(u, a, b)))
-    whole = tp.jit(psum("serial", False))  # the chunks traced into one program
+    whole = tp.jit(psum("serial", False), fuse=False)  # the chunks traced into one program
     out.append(("tapestry jit of value_and_grad(parallel_sum)", lambda: whole(u, a, b)))
     return [(name, blas_one_thread(fn)) for name, fn in out]
 
@@ -139,7 +139,7 @@ def main(quick=False, plot=False):
     import tapestry as tp
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for worker processes
     groups, stacked, u, a, b = make_items()
-    jvg = tp.jit(tp.value_and_grad(group_logp, argnums=(1, 2, 3)))
+    jvg = tp.jit(tp.value_and_grad(group_logp, argnums=(1, 2, 3)), fuse=False)
     info = jit_compiled(jvg, tp.value_and_grad(group_logp, argnums=(1, 2, 3)), groups[0], u, a, b)
     t = interleaved_times(systems(tp, groups, stacked, u, a, b, jvg), repeats=3 if quick else 7)
     case = f"G={G:,}"
