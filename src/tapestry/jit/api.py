@@ -193,6 +193,7 @@ class jit:
         self.fuse_after = fuse_after
         self._fuse_option = fuse
         self._reverse = None  # the jitted pullback, for grad(jit(f)) (jit/reverse.py)
+        self._reverse_env = None  # (objects, environment) of its last forward (reverse.py)
         self._static = bool(self.static_argnums or self.static_argnames)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()

@@ -339,6 +339,9 @@ class _Walker:
             raise Unstageable(f"{label} is an iterator ({type(x).__name__}), whose "
                               "state jit cannot guard")
         self.obj(x, label)
+        call = getattr(type(x), "__call__", None)
+        if isinstance(call, types.FunctionType):  # m(v) reads m's __call__ (no name for it)
+            self.function(call, f"{label}.__call__")
 
     def klass(self, k, label):
         """A user class reached as a value: the class attributes the code

@@ -24,11 +24,14 @@ from ..core.backward import JointRule
 from ..core.batched import Batched, Unbatched
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
-from ..core.staged import Staged
+from ..core.staged import Staged, Unstageable
 from ..core.tape import ClosedNodes
 from ..core.var import Var
+from .env import ReachesTraced, environment
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
+#: Argument leaves that are values, not objects whose attributes f may read.
+_PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
 
 
 def call_on_traced(jf, args, kwargs):
@@ -58,8 +61,11 @@ def call_on_traced(jf, args, kwargs):
     diff = [k for k, o in enumerate(out_leaves) if _inexact(o)]
     if not diff:
         return out
+    env = _environment_now(jf, plain)
+    if env is None:
+        return jf.fun(*args, **kwargs)
     point = (td, tuple(pos), plain, out_td, list(out_leaves))  # plain: kept as is
-    pullback = _pullback(jf, point, diff)
+    pullback = _pullback(jf, point, diff, env)
     parents = [leaves[i]._index for i in pos]
     values = [out_leaves[k] for k in diff]
     if len(diff) == 1:
@@ -80,10 +86,38 @@ def _inexact(o):
     return isinstance(o, (float, complex)) and not isinstance(o, bool)
 
 
-def _pullback(jf, point, diff):
+def _environment_now(jf, plain):
+    """What ``jf.fun`` reads besides its traced arguments (closures,
+    globals, the objects among its arguments), with copies of the arrays,
+    as at the forward; ``None`` if it cannot be guarded (then ``f`` runs
+    inline).  The pullback recomputes the forward: it must see these same
+    values, or it would differentiate another function than the one the
+    forward ran.  The last walk is kept and reused while nothing in it
+    changed (its copies are then the values now)."""
+    objects = [x for x in plain if not isinstance(x, _PLAIN_LEAVES)]
+    last = jf._reverse_env
+    if last is not None and len(last[0]) == len(objects) and \
+            all(a is b for a, b in zip(last[0], objects)) and last[1].changed() is None:
+        return last[1]
+    try:
+        env = environment(jf.fun, objects)
+    except (Unstageable, ReachesTraced):
+        return None
+    jf._reverse_env = (objects, env)
+    return env
+
+
+def _pullback(jf, point, diff, env):
     td, pos, plain, out_td, out_leaves = point
 
     def jit_pullback(g, ans):
+        why = env.changed() if len(env) else None
+        if why is not None:
+            raise RuntimeError(
+                f"tapestry.jit({jf.__qualname__}): {why} between the forward and the "
+                "pullback; the pullback recomputes the forward, which would now differ "
+                "from the one that ran. Copy the value before changing it (or rebind "
+                "the name to a new array), or call the function without jit.")
         gs = [g] if len(diff) == 1 else list(g)
         cts = [np.zeros_like(np.asarray(o)) for o in out_leaves]
         traced = False
