@@ -166,10 +166,7 @@ def test_a_reused_buffer_keeps_numpys_layout_of_the_result():
     check(g, *calls, fuse=False)
 
 
-# --- rules whose layout differs on staged values (in ops/: reported, not fixed here)
-@pytest.mark.xfail(strict=True, reason="ops/reductions.py expand_reduced: a plain "
-                   "cotangent becomes np.full (contiguous), a staged one np.broadcast_to "
-                   "(zero strides), and matmul's backward rounds differently on each")
+# --- rules give staged values the plain call's memory layout
 def test_a_sums_cotangent_has_the_plain_calls_layout_under_jit():
     r = np.random.default_rng(0)
     w = r.normal(size=(10, 4))[[2, 5, 7, 2]]

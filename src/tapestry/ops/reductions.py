@@ -14,6 +14,7 @@ from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
 from ..core.batched import TRACED, constant_values
+from ..core.staged import Staged
 from .common import implements_if, plain_dtype
 from .elementwise import _over_nonzero
 
@@ -30,6 +31,10 @@ def expand_reduced(g, shape, axis, keepdims):
     """Broadcast a reduction's cotangent back to the input ``shape`` (a view)."""
     if axis is None and type(g) not in TRACED and len(shape) and _size(shape) < 4096:
         return np.full(shape, g, dtype=g.dtype)  # small: cheaper than broadcast_to's checks
+    if axis is None and g.__class__ is Staged and len(shape) and _size(shape) < 4096:
+        # inside jit: the same contiguous array np.full makes (a product's rule
+        # rounds by its operand's layout), as recorded steps
+        return np.copy(np.broadcast_to(g, shape))
     if not keepdims:
         g = np.reshape(g, _kept_shape(shape, axis))
     return np.broadcast_to(g, shape)
