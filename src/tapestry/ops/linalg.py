@@ -30,6 +30,17 @@ def _blas_ready(g):
     return g
 
 
+def _times(x, g):
+    """``x * g`` for an outer product's cotangent; when ``g`` is a broadcast
+    1 (a ``sum``'s cotangent) the product is ``x`` broadcast to the result's
+    shape, a view: ``x * 1`` is ``x`` bit for bit, and W4's (64, 64, 256)
+    pass over memory is saved."""
+    if type(g) is np.ndarray and g.size and not any(g.strides) and g.flat[0] == 1 \
+            and np.result_type(x, g) == np.result_type(x):
+        return np.broadcast_to(x, np.broadcast_shapes(np.shape(x), g.shape))
+    return x * g
+
+
 def _matmul_vjp_a(g, ans, a, b):
     """a_bar = g @ b^T.  Outer products (1-D b) are broadcast multiplies,
     which beat a GEMM with an inner dimension of 1 (W[S] @ x: 22 vs 48 us)."""
@@ -43,7 +54,7 @@ def _matmul_vjp_a(g, ans, a, b):
     if a.ndim == 1:
         return unbroadcast(np.squeeze(np.expand_dims(g, -2) @ bt, -2), a.shape)
     if b.shape[-1] == 1:  # inner dimension 1: an outer product
-        return unbroadcast(g * bt, a.shape)
+        return unbroadcast(_times(g, bt), a.shape)
     return unbroadcast(_blas_ready(g) @ bt, a.shape)
 
 
@@ -60,7 +71,7 @@ def _matmul_vjp_b(g, ans, a, b):
     if b.ndim == 1:
         return unbroadcast(np.squeeze(at @ np.expand_dims(g, -1), -1), b.shape)
     if a.shape[-2] == 1:  # inner dimension 1 (W2 @ h with one output row in W4)
-        return unbroadcast(at * g, b.shape)
+        return unbroadcast(_times(at, g), b.shape)
     return unbroadcast(at @ _blas_ready(g), b.shape)
 
 
