@@ -21,12 +21,11 @@ import importlib.util
 import math
 import operator
 import os
-from pathlib import Path
 
 import numpy as np
 
 from ..core.staged import Slot, Step
-from ..kernels.compile_numba import load_source
+from ..kernels.compile_numba import cache_dir, load_source
 from .slots import output_slots, reads_of
 
 #: scalar expression of each fusible operation (``{0}``, ``{1}``: operands)
@@ -314,14 +313,7 @@ def _named(fn, n):
     return fn
 
 
-def cache_dir():
-    d = os.environ.get("TAPESTRY_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "tapestry", "jit")
-    Path(d).mkdir(parents=True, exist_ok=True)
-    return d
-
-
 def _load(src):
     """``kern`` of the generated module (written under the cache directory,
     so numba's ``cache=True`` keeps its machine code across processes)."""
-    return load_source(src, "tj", "tapestry_jit", cache_dir()).kern
+    return load_source(src, "tj", "tapestry_jit", cache_dir("jit")).kern

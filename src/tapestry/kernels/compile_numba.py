@@ -62,9 +62,11 @@ def available():
     return True
 
 
-def cache_dir():
+def cache_dir(sub="kernels"):
+    """Where generated modules go (``TAPESTRY_CACHE_DIR``, else
+    ``~/.cache/tapestry/<sub>``): kernels here, jit's fused loops in "jit"."""
     d = os.environ.get("TAPESTRY_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "tapestry", "kernels")
+        os.path.expanduser("~"), ".cache", "tapestry", sub)
     Path(d).mkdir(parents=True, exist_ok=True)
     return d
 
