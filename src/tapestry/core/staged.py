@@ -740,8 +740,9 @@ def _foreign(xs):
 
 
 def _binary(op, a, b):
-    if (b if a.__class__ is Staged else a).__class__ in _HIGHER:
-        return NotImplemented
+    other = (b if a.__class__ is Staged else a).__class__
+    if other in _HIGHER or hasattr(other, "scatter_add_into"):
+        return NotImplemented  # a higher level's value, or a sparse gradient: theirs
     rec = a._rec if a.__class__ is Staged else b._rec
     return rec.call(op, (a, b), None)
 
