@@ -144,3 +144,12 @@ def test_broadcast_operands_join_a_run():
         args = (r.normal(size=(4, 3)), r.normal(size=3), r.normal(size=(4, 1)))
         close(jg(*args), g(*args))
     assert jg.cache_info()["fused_loops"] >= 1
+
+
+def test_a_power_with_an_array_exponent_is_not_mistaken_for_a_square():
+    e = np.array([2.0, 3.0, 0.5])
+    f = tp.value_and_grad(lambda x: np.sum(np.exp(x) ** e + x * 2.0))
+    jf = tp.jit(f, fuse=True)
+    x = np.array([0.1, 0.2, 0.3])
+    close(jf(x), f(x))
+    close(jf(x + 1), f(x + 1))

@@ -442,7 +442,15 @@ class jit:
         lowering = (rec, input_slots, outputs, [a for a, *_ in env.arrays],
                     _identifier(getattr(self.fun, "__name__", "f")))
         fuse_now = self._fuse is True
-        program = lower(*lowering[:4], name=lowering[4], fuse=fuse_now)
+        try:
+            program = lower(*lowering[:4], name=lowering[4], fuse=fuse_now)
+        except Exception as e:  # the lowering's own failure: never the caller's
+            if not fuse_now:
+                return self._give_up(entry, f"lowering its trace failed ({type(e).__name__}: "
+                                     f"{e})", args, kwargs, result=out_td.unflatten(concrete))
+            self._warn_fuse(e)
+            fuse_now = False
+            program = lower(*lowering[:4], name=lowering[4], fuse=False)
         comp = _Compiled(program, env, out_td, None if fuse_now or not self._fuse else lowering)
         with self._lock:
             entry.programs.insert(0, comp)
@@ -460,11 +468,14 @@ class jit:
             if fused.n_runs and _faster(fused.run, comp.program.run, inputs):
                 comp.program = fused
         except Exception as e:  # numba could not compile a loop: the replay stays
-            msg = (f"tapestry.jit({self.__qualname__}): fusing elementwise loops failed "
-                   f"({type(e).__name__}: {e}); the NumPy replay is used")
-            if self.strict:
-                raise JitError(msg) from e
-            warnings.warn(msg, JitWarning, stacklevel=4)
+            self._warn_fuse(e)
+
+    def _warn_fuse(self, e):
+        msg = (f"tapestry.jit({self.__qualname__}): fusing elementwise loops failed "
+               f"({type(e).__name__}: {e}); the NumPy replay is used")
+        if self.strict:
+            raise JitError(msg) from e
+        warnings.warn(msg, JitWarning, stacklevel=4)
 
     def _restore_static(self, sargs, args):
         if not self.static_argnums:

@@ -98,7 +98,8 @@ def _fusible(step, meta, scalars):
         return None  # (an np.errstate around the call: NumPy's checks, not a loop's)
     fn = step.fn
     if fn not in _ARITH and fn not in _TRANSCENDENTAL:
-        if fn is operator.pow and len(step.args) == 2 and step.args[1] in (2, 2.0):
+        e = step.args[1] if fn is operator.pow and len(step.args) == 2 else None
+        if e.__class__ in (int, float) and e == 2:
             pass  # x ** 2: NumPy's square
         else:
             return None
