@@ -32,7 +32,7 @@ from .batching import elementwise, shift_axes
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
-                  unwrap_all)
+                  unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
 #: operation has no batching rule (or none for that combination of batched
@@ -580,14 +580,7 @@ def all_items(x):
 # --- arrays shared by every item (in_axes=None) ------------------------------------------
 def _plain(x):
     """``x`` with every :class:`Unbatched` proxy replaced by its array."""
-    c = x.__class__
-    if c is Unbatched:
-        return x._value
-    if c is list or c is tuple:
-        return c(_plain(v) for v in x)
-    if c is dict:
-        return {k: _plain(v) for k, v in x.items()}
-    return x
+    return values_of(x, Unbatched)
 
 
 def _binary_plain(op):

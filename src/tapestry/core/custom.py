@@ -12,6 +12,7 @@ from .api import vjp
 from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
 from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
+from .tracing import of_leaves
 from .var import Var, innermost_tape, traced_from
 
 
@@ -442,12 +443,7 @@ def _checkpoint_call(f, leaves, td, top):
         return f(*a, **kw)
     snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
 
-    def f_raw(*xs):
-        full = list(raw)
-        for k, x in zip(live, xs):
-            full[k] = x
-        a, kw = td.unflatten(full)
-        return f(*a, **kw)
+    f_raw = of_leaves(f, td, raw, live)
     out = f_raw(*[raw[k] for k in live])
     out_leaves, out_td = tree_flatten(out)
     if traced_from(out_leaves, top.level) is not None:  # a closure over a traced value

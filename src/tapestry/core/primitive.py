@@ -335,11 +335,17 @@ def _reentering(prim, fun):
     calls the primitive again instead: each level records one node with the
     declared rules, and ``fun`` itself only sees plain values."""
     def forward(*args, **kwargs):
+        rec, nested = None, False
         for a in args:
-            if a.__class__ is Var or a.__class__ is Batched or \
-                    a.__class__ is tuple and batched_above(a, 0):  # x[j], j batched
+            c = a.__class__
+            if c is Var or c is Batched or c is tuple and batched_above(a, 0):  # x[j], j batched
                 return prim._call(args, kwargs)
-        rec = staged_recorder(args, kwargs)
+            if c is Staged:
+                rec = a._rec
+            elif c is tuple or c is list:
+                nested = True
+        if rec is None and (nested or kwargs):  # a staged value in a list or a keyword
+            rec = staged_recorder(args, kwargs)
         if rec is not None:  # inside jit: the forward is one step of the program
             return rec.call(fun, args, kwargs)
         return fun(*args, **kwargs)

@@ -34,7 +34,7 @@ import warnings
 
 import numpy as np
 
-from .var import ArrayMethods, Var
+from .var import ArrayMethods, Var, values_of
 
 
 class Unstageable(Exception):
@@ -231,7 +231,7 @@ class Recorder:
                                    err=err))
             raise
         if out.__class__ is str:  # text of the values (np.array2string): a read of them
-            for x in _staged_in((args, kwargs), []):
+            for x in instances_in((args, kwargs), Staged, []):
                 self.read_text(x)
             return out
         if inplace is not None:
@@ -360,17 +360,21 @@ except ImportError:  # pragma: no cover - another NumPy: compare the values only
         return None
 
 
-def _staged_in(t, out):
-    """The staged values in a structure of arguments."""
+def instances_in(t, cls, out):
+    """Append the instances of ``cls`` in a structure of arguments (tuples,
+    lists, dicts, slices) to ``out``: the staged values a call read, the
+    slots a recorded step reads."""
     c = t.__class__
-    if c is Staged:
+    if c is cls:
         out.append(t)
     elif c is tuple or c is list:
         for v in t:
-            _staged_in(v, out)
+            instances_in(v, cls, out)
     elif c is dict:
         for v in t.values():
-            _staged_in(v, out)
+            instances_in(v, cls, out)
+    elif c is slice:
+        instances_in((t.start, t.stop, t.step), cls, out)
     return out
 
 
@@ -799,11 +803,4 @@ def plain_call(fun, *args, **kwargs):
 
 
 def _concrete(x):
-    c = x.__class__
-    if c is Staged:
-        return x._value
-    if c is tuple or c is list:
-        return c(_concrete(v) for v in x)
-    if c is dict:
-        return {k: _concrete(v) for k, v in x.items()}
-    return x
+    return values_of(x, Staged)

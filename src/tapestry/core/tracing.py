@@ -324,6 +324,19 @@ def select_args(f, args, nums, kwargs):
     return selected
 
 
+def of_leaves(f, td, leaves, positions):
+    """``f`` as a function of the leaves at ``positions`` of its flattened
+    ``(args, kwargs)`` (structure ``td``); the other leaves are fixed to
+    ``leaves``' values."""
+    def at(*values):
+        full = list(leaves)
+        for k, v in zip(positions, values):
+            full[k] = v
+        a, kw = td.unflatten(full)
+        return f(*a, **kw)
+    return at
+
+
 def assemble(nums, uniq, records, out_td, blocks, single):
     """JAX's nesting: the output's structure, then per output leaf the
     input's structure (a tuple of them for tuple ``argnums``);

@@ -251,6 +251,20 @@ def unwrap_all(x):
     return x
 
 
+def values_of(x, cls):
+    """``x`` with every instance of ``cls`` (a wrapper holding ``_value``)
+    replaced by its value, recursing into lists, tuples and dicts: vmap's
+    shared-array proxy and jit's staged values handed to NumPy as they are."""
+    c = x.__class__
+    if c is cls:
+        return x._value
+    if c is list or c is tuple:
+        return c(values_of(v, cls) for v in x)
+    if c is dict:
+        return {k: values_of(v, cls) for k, v in x.items()}
+    return x
+
+
 def new_leaf(tape, value):
     """Append an input position to ``tape`` and return ``value`` traced there."""
     nodes = tape.nodes

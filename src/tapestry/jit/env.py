@@ -25,7 +25,6 @@ import ctypes
 import functools
 import os
 import random
-import sys
 import threading
 import types
 import weakref
@@ -565,8 +564,3 @@ def rng_changed(before, env):
         if a != b:
             return f"the generator {type(g).__name__} it reads"
     return None
-
-
-def module_of(fn):
-    f = getattr(fn, "__func__", fn)
-    return getattr(f, "__module__", None) or sys.modules.get("__main__").__name__

@@ -26,6 +26,7 @@ from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from ..core.staged import Staged, Unstageable
 from ..core.tape import ClosedNodes
+from ..core.tracing import of_leaves
 from ..core.var import Var
 from .env import ReachesTraced, environment
 
@@ -134,13 +135,7 @@ def _pullback(jf, point, diff, env):
 def _vjp_at(fun, td, pos, plain, out_td, cts):
     """The pullback of ``fun`` at ``plain`` applied to ``cts`` (one cotangent
     per output leaf), as a tuple with one cotangent per traced leaf."""
-    def of_active(*active):
-        leaves = list(plain)
-        for i, a in zip(pos, active):
-            leaves[i] = a
-        a, k = td.unflatten(leaves)
-        return fun(*a, **k)
-    _, pb = vjp(of_active, *[plain[i] for i in pos])
+    _, pb = vjp(of_leaves(fun, td, plain, pos), *[plain[i] for i in pos])
     return pb(out_td.unflatten(list(cts)))
 
 

@@ -5,7 +5,7 @@ Shared by the lowering (:mod:`tapestry.jit.program`) and the fusion pass
 """
 from __future__ import annotations
 
-from ..core.staged import Slot
+from ..core.staged import Slot, instances_in
 
 
 class Rebuild:
@@ -30,17 +30,8 @@ def output_slots(outputs):
 
 
 def slots_in(t, out):
-    c = t.__class__
-    if c is Slot:
-        out.append(t.i)
-    elif c is tuple or c is list:
-        for v in t:
-            slots_in(v, out)
-    elif c is dict:
-        for v in t.values():
-            slots_in(v, out)
-    elif c is slice:
-        slots_in((t.start, t.stop, t.step), out)
+    """Append the slot numbers a structure of arguments reads to ``out``."""
+    out.extend(s.i for s in instances_in(t, Slot, []))
     return out
 
 
