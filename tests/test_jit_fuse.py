@@ -97,13 +97,18 @@ def test_data_dependent_shapes_and_branches_with_fused_loops():
         close(jf(x), f(x))
 
 
-def test_auto_fuses_once_a_program_is_hot():
+@pytest.mark.parametrize("fused_is_faster", [True, False])
+def test_auto_fuses_once_a_program_is_hot_and_keeps_the_faster(monkeypatch, fused_is_faster):
+    # the timing contest is replaced by its verdict: no test depends on a clock
+    import importlib
+    jit_api = importlib.import_module("tapestry.jit.api")
+    monkeypatch.setattr(jit_api, "_faster", lambda new, old, inputs: fused_is_faster)
     f = tp.value_and_grad(chain)
     jf = tp.jit(f, fuse="auto", fuse_after=3)
     x = np.ones(4) * 0.3
     for k in range(5):
         close(jf(x + k), f(x + k))
-    assert jf.cache_info()["fused_loops"] >= 1
+    assert (jf.cache_info()["fused_loops"] >= 1) == fused_is_faster
 
 
 def test_threads_run_fused_loops_concurrently():
