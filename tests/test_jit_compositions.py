@@ -1,0 +1,134 @@
+"""``tapestry.jit`` composed with every other transformation, in both orders
+(``jit(T(f))`` and ``T(jit(f))``), in float64 and float32, on 0-d, empty and
+ordinary arrays, against ``T(f)`` without jit: bit for bit (the NumPy replay,
+``fuse=False``).  Each call is made on two inputs, so the second is a replay."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+
+
+def f(x, w):
+    """A scalar function of an array and a weight, with a reduction, a
+    transcendental, broadcasting and a keyword argument inside."""
+    return np.sum(np.tanh(x * w) ** 2, axis=None) + np.mean(np.sin(x), keepdims=False)
+
+
+def f_vec(x, w):
+    return np.tanh(x * w) + np.sin(x) * 2.0
+
+
+ck = tp.custom_vjp(lambda x, w: np.sum(np.tanh(x * w) ** 2))
+ck.defvjp(lambda x, w: (np.sum(np.tanh(x * w) ** 2), (x, w)),
+          lambda res, g: (g * 2 * np.tanh(res[0] * res[1]) * (1 - np.tanh(res[0] * res[1]) ** 2)
+                          * res[1],
+                          g * np.sum(2 * np.tanh(res[0] * res[1])
+                                     * (1 - np.tanh(res[0] * res[1]) ** 2) * res[0])))
+
+#: name -> (transform of a function of (x, w), the function it transforms)
+TRANSFORMS = {
+    "grad": (lambda g: tp.grad(g), f),
+    "grad_argnums": (lambda g: tp.grad(g, argnums=(0, 1)), f),
+    "value_and_grad": (lambda g: tp.value_and_grad(g), f),
+    "vjp": (lambda g: (lambda x, w: tp.vjp(lambda x: g(x, w), x)[1](np.ones_like(x))),
+            f_vec),
+    "jacobian": (lambda g: tp.jacobian(g), f_vec),
+    "jacfwd": (lambda g: tp.jacfwd(g), f_vec),
+    "hessian": (lambda g: tp.hessian(g), f),
+    "hvp": (lambda g: (lambda x, w: tp.hessian_vector_product(g)(x, w, np.ones_like(x))), f),
+    "jvp": (lambda g: (lambda x, w: tp.jvp(lambda x: g(x, w), (x,), (np.ones_like(x),))), f_vec),
+    "linearize": (lambda g: (lambda x, w: tp.linearize(lambda x: g(x, w), x)[1](
+        np.ones_like(x))), f_vec),
+    "elementwise_grad": (lambda g: tp.elementwise_grad(g), f_vec),
+    "vmap": (lambda g: tp.vmap(g, in_axes=(0, None)), f),
+    "vmap_grad": (lambda g: tp.vmap(tp.grad(g), in_axes=(0, None)), f),
+    "grad_vmap": (lambda g: tp.grad(lambda x, w: np.sum(tp.vmap(g, in_axes=(0, None))(x, w))),
+                  f),
+    "checkpoint": (lambda g: tp.grad(tp.checkpoint(g)), f),
+    "custom_vjp": (lambda g: tp.grad(lambda x, w: g(x, w) + ck(x, w)), f),
+    "parallel_sum": (lambda g: tp.grad(lambda x, w: tp.parallel_sum(
+        lambda r, w: g(r, w), list(x), w, executor="threads", chunk_size=2)), f),
+    "parallel_map": (lambda g: (lambda x, w: tp.parallel_map(
+        lambda r, w: g(r, w), list(x), w, chunk_size=2)), f),
+}
+
+#: transformations that map over a leading axis: inputs get one
+_MAPS = {"vmap", "vmap_grad", "grad_vmap", "parallel_sum", "parallel_map"}
+
+
+def _inputs(name, shape, dtype, k):
+    r = np.random.default_rng(k)
+    if name in _MAPS:
+        shape = (3,) + shape
+    x = r.standard_normal(shape).astype(dtype)
+    return x, dtype(0.7 + 0.1 * k)
+
+
+def same(a, b):
+    la, ta = tp.tree_flatten(a)
+    lb, tb = tp.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for u, v in zip(la, lb):
+        u, v = np.asarray(u), np.asarray(v)
+        assert u.shape == v.shape and u.dtype == v.dtype, (u.shape, v.shape, u.dtype, v.dtype)
+        assert u.tobytes() == v.tobytes(), np.max(np.abs(u - v))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(4,), (), (0,)])
+@pytest.mark.parametrize("order", ["jit_outside", "jit_inside"])
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_jit_composed_with(name, order, shape, dtype):
+    T, g = TRANSFORMS[name]
+    if shape == (0,) and name in ("hessian", "jacobian", "jacfwd"):
+        shape = (2,)  # (an empty Jacobian is fine too, but says less)
+    plain = T(g)
+    if order == "jit_outside":
+        composed = tp.jit(plain, fuse=False)
+    else:
+        composed = T(tp.jit(g, fuse=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tp.JitWarning)  # compiled, never run uncompiled
+        for k in range(2):
+            x, w = _inputs(name, shape, dtype, k)
+            try:
+                want = plain(x, w)
+            except (TypeError, ValueError, NotImplementedError) as e:
+                with pytest.raises(type(e)):
+                    composed(x, w)
+                continue
+            same(composed(x, w), want)
+
+
+@pytest.mark.parametrize("order", ["jit_outside", "jit_inside"])
+def test_jit_with_grad_on_complex_inputs(order):
+    h = lambda z: np.sum(np.abs(np.sin(z)) ** 2)  # noqa: E731
+    z = np.array([1 + 2j, 0.5 - 1j])
+    plain = tp.grad(h)
+    composed = tp.jit(plain, fuse=False) if order == "jit_outside" else tp.grad(tp.jit(h))
+    for k in range(2):
+        same(composed(z * (k + 1)), plain(z * (k + 1)))
+
+
+@pytest.mark.parametrize("order", ["jit_outside", "jit_inside"])
+def test_jit_with_grad_keywords_and_integer_arguments(order):
+    def h(x, n, *, scale=1.0):
+        return np.sum(x[:n] ** 2) * scale
+    plain = tp.grad(h)
+    composed = (tp.jit(plain, fuse=False) if order == "jit_outside"
+                else tp.grad(tp.jit(h, fuse=False)))
+    x = np.arange(5.0)
+    for n, s in ((2, 1.0), (3, 2.0), (2, 3.0)):
+        same(composed(x, n, scale=s), plain(x, n, scale=s))
+
+
+def test_pytrees_of_different_structure_meet_by_name_under_jit():
+    pb = tp.jit(lambda p, c: tp.vjp(lambda p: {"a": p["w"] * 2}, p)[1](c))
+    p = {"w": np.ones(2)}
+    same(pb(p, {"a": np.ones(2)}), tp.vjp(lambda p: {"a": p["w"] * 2}, p)[1]({"a": np.ones(2)}))
+    with pytest.raises(Exception, match="'b'|structure|keys"):
+        pb(p, {"b": np.ones(2)})
