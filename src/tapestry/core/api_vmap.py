@@ -25,28 +25,67 @@ def _check_axis_spec(spec, where):
                         f"them matching the arguments), got {spec!r}.")
 
 
-def _axes_per_leaf(spec, tree, where):
-    """``spec`` (an int/None, or a pytree prefix of ``tree`` holding them)
-    as one axis per leaf of ``tree``."""
-    leaves, td = tree_flatten(tree)
-    if spec is None or isinstance(spec, (int, np.integer)):
-        _check_axis_spec(spec, where)
-        return leaves, td, [spec] * len(leaves)
-    spec_leaves, spec_td = tree_flatten(spec, is_leaf=lambda x: x is None)
-    try:
-        subtrees = flatten_up_to(spec_td, tree)
-    except ValueError as e:
-        what = "outputs" if where == "out_axes" else "arguments"
-        raise ValueError(f"tapestry.vmap: {where}={spec!r} does not match the structure "
-                         f"of the {what} ({tree_structure(tree)}): {e}") from None
-    axes = []
-    for ax, sub in zip(spec_leaves, subtrees):
-        _check_axis_spec(ax, where)
-        axes += [ax] * len(tree_flatten(sub)[0])
-    return leaves, td, axes
+class _AxisSpec:
+    """An ``in_axes`` / ``out_axes`` spec, read once when ``vmap`` is called:
+    an int or ``None`` for every leaf, or a pytree prefix of the arguments
+    holding them.  The axes per leaf are cached per tree structure, so a
+    vmapped function called again on the same structure pays one flatten."""
+
+    __slots__ = ("spec", "where", "flat", "cache")
+
+    def __init__(self, spec, where):
+        self.spec, self.where, self.cache = spec, where, {}
+        if spec is None or isinstance(spec, (int, np.integer)):
+            _check_axis_spec(spec, where)
+            self.flat = None
+        else:
+            self.flat = tree_flatten(spec, is_leaf=lambda x: x is None)
+            for ax in self.flat[0]:
+                _check_axis_spec(ax, where)
+
+    def per_leaf(self, tree):
+        """``(leaves, treedef, axes)``: one axis (int or None) per leaf of ``tree``."""
+        leaves, td = tree_flatten(tree)
+        if self.flat is None:
+            return leaves, td, [self.spec] * len(leaves)
+        axes = self.cache.get(td)
+        if axes is None:
+            axes = self._expand(tree)
+            if len(self.cache) < _SPEC_CACHE_SIZE:
+                self.cache[td] = axes
+        return leaves, td, axes
+
+    def _expand(self, tree):
+        spec_leaves, spec_td = self.flat
+        try:
+            subtrees = flatten_up_to(spec_td, tree)
+        except ValueError as e:
+            what = "outputs" if self.where == "out_axes" else "arguments"
+            raise ValueError(f"tapestry.vmap: {self.where}={self.spec!r} does not match the "
+                             f"structure of the {what} ({tree_structure(tree)}): {e}") from None
+        axes = []
+        for ax, sub in zip(spec_leaves, subtrees):
+            axes += [ax] * len(tree_flatten(sub)[0])
+        return axes
 
 
-def _batch_size(leaves, axes, axis_size, names):
+_SPEC_CACHE_SIZE = 32
+
+
+def _batch_size(leaves, axes, axis_size, args):
+    if axis_size is None:  # the common case: every batched leaf has the same length
+        size = None
+        for x, ax in zip(leaves, axes):
+            if ax is not None:
+                shape = x.shape if x.__class__ is np.ndarray else None
+                if shape is None or not -len(shape) <= ax < len(shape) or \
+                        (size is not None and shape[ax] != size):
+                    break
+                size = shape[ax]
+        else:
+            if size is not None:
+                return size
+    names = _leaf_names(args)
     sizes = {}
     for k, (x, ax) in enumerate(zip(leaves, axes)):
         if ax is None:
@@ -129,6 +168,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         raise TypeError(f"tapestry.vmap: expected a function, got {type(f).__name__}.")
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
+    in_spec, out_spec = _AxisSpec(in_axes, "in_axes"), _AxisSpec(out_axes, "out_axes")
 
     def batched_f(*args, **kwargs):
         if kwargs:
@@ -139,9 +179,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         if isinstance(spec, tuple) and len(spec) != len(args):
             raise ValueError(f"tapestry.vmap: in_axes has {len(spec)} entries but the "
                              f"function was called with {len(args)} positional arguments.")
-        leaves, td, axes = _axes_per_leaf(spec, tuple(args), "in_axes")
-        names = _leaf_names(args)
-        size = _batch_size(leaves, axes, axis_size, names)
+        leaves, td, axes = in_spec.per_leaf(tuple(args))
+        size = _batch_size(leaves, axes, axis_size, args)
         trace = BatchTrace(next(_levels), size)
         wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
                    else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
@@ -151,7 +190,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             trace.open = False
         trace.open = True  # moving the outputs' axes still works on them
         try:
-            out_leaves, out_td, oaxes = _axes_per_leaf(out_axes, out, "out_axes")
+            out_leaves, out_td, oaxes = out_spec.per_leaf(out)
             res = [_from_front(y, ax, trace, f"output leaf {k}")
                    for k, (y, ax) in enumerate(zip(out_leaves, oaxes))]
         finally:

@@ -76,3 +76,39 @@ def elementwise(prim, args, batched, kwargs):
     nd = max(item_ndim(a, b) for a, b in zip(args, batched))
     full = [expand_item(a, nd) if b else a for a, b in zip(args, batched)]
     return prim(*full, **kwargs) if kwargs else prim(*full)
+
+
+# --- sums over trailing axes ---------------------------------------------------------
+#: Lengths of a trailing reduction where one ``np.einsum`` beats ``np.add.reduce``:
+#: NumPy's reduce pays ~25 ns per output element for short rows (a (1000, 20)
+#: array's row sums: 23 us; einsum 6 us; rows of 3: 102 against 40 us).
+ROW_SUM_MIN, ROW_SUM_MAX, ROW_SUM_ROWS = 2, 256, 8
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def trailing_sum(a, axes):
+    """``a`` summed over ``axes`` (sorted, non-negative) with one einsum when
+    they are its trailing axes, of a float array with many short rows --
+    every item's sum under vmap, a (rows, 1) input's cotangent; ``None``
+    when that does not apply (the caller reduces as usual).
+
+    Decided from the shape and dtype alone (never the memory layout), so a
+    jit replay takes the same path as the call it recorded.  The bits may
+    differ from ``np.sum``'s pairwise order in the last place; they do not
+    depend on a row's position in the batch (like ``np.sum``'s, they may
+    depend on the memory layout)."""
+    shape = a.shape
+    nd, k = len(shape), len(axes)
+    if not k or k > nd or axes != tuple(range(nd - k, nd)) or nd > len(_LETTERS):
+        return None
+    dt = a.dtype
+    if dt != np.float64 and dt != np.float32:
+        return None
+    n = rows = 1
+    for d in shape[nd - k:]:
+        n *= d
+    for d in shape[:nd - k]:
+        rows *= d
+    if not ROW_SUM_MIN <= n <= ROW_SUM_MAX or rows < ROW_SUM_ROWS:
+        return None
+    return np.einsum(f"{_LETTERS[:nd]}->{_LETTERS[:nd - k]}", a)

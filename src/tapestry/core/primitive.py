@@ -470,8 +470,12 @@ def unbroadcast(g, shape):
     axes = _UNBROADCAST.get((gshape, shape))
     if axes is None:
         axes = _unbroadcast_axes(gshape, shape)
-    if type(g) is np.ndarray:
-        return np.add.reduce(g, axis=axes).reshape(shape)
+    if type(g) is np.ndarray or g.__class__ is Staged:  # (jit: the same steps)
+        s = batching.trailing_sum(g, axes)
+        if s is not None:
+            return np.reshape(s, shape)
+        if type(g) is np.ndarray:
+            return np.add.reduce(g, axis=axes).reshape(shape)
     return np.reshape(g.sum(axis=axes), shape)  # traced (higher derivatives) or other
 
 

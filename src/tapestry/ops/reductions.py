@@ -115,11 +115,33 @@ def batch_reduce(prim, args, batched, kwargs):
     if not batched[0] or any(batched[1:]) or (nd == 0 and axis not in (None, ())):
         return NotImplemented
     full = [a, batching.shift_axes(axis, nd), *args[2:]]
+    if (prim is _sum or prim is _row_sum) and not kwargs:
+        prim = _row_sum  # every item's sum: one einsum when its rows are short
     return prim(*full, **kwargs) if kwargs else prim(*full)
 
 
-_sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, linear_in=(0,), batch=batch_reduce, vjps=(
-    lambda g, ans, a, axis, keepdims: expand_reduced(g, a.shape, axis, keepdims),))
+def _sum_vjp(g, ans, a, axis, keepdims):
+    return expand_reduced(g, a.shape, axis, keepdims)
+
+
+_sum = Primitive(_sum_fun, "sum", keep=KEEP_SHAPES, linear_in=(0,), batch=batch_reduce,
+                 vjps=(_sum_vjp,))
+
+
+def _row_sum_fun(a, axis, keepdims):
+    """The sum of each item of a batch (``axis``: the item's axes): one
+    einsum over short trailing rows (:func:`~tapestry.core.batching.trailing_sum`),
+    else ``np.sum``."""
+    axes = _axes(axis, np.ndim(a)) if axis is not None or np.ndim(a) else ()
+    s = batching.trailing_sum(a, axes) if hasattr(a, "dtype") and \
+        (type(a) is np.ndarray or a.__class__ is Staged) else None
+    if s is None:
+        return _sum_fun(a, axis, keepdims)
+    return np.reshape(s, _kept_shape(a.shape, axis)) if keepdims else s
+
+
+_row_sum = Primitive(_row_sum_fun, "sum_per_item", keep=KEEP_SHAPES, linear_in=(0,), batch=batch_reduce,
+                     vjps=(_sum_vjp,))
 
 
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):

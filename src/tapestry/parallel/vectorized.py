@@ -24,11 +24,24 @@ class Vectorized:
 
     def __init__(self, f, n_shared, reduce):
         self.f, self.n_shared, self.reduce = f, n_shared, reduce
+        self._mapped = None
+
+    def __getstate__(self):  # the mapped function is rebuilt where it is called
+        return {"f": self.f, "n_shared": self.n_shared, "reduce": self.reduce}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _mapped=None)
 
     def __call__(self, chunk, *shared):
         if isinstance(chunk, list):  # a list of item pytrees: one array per leaf
             chunk = tree_map(lambda *xs: np.stack(xs), *chunk)
-        out = vmap(self.f, in_axes=(0,) + (None,) * len(shared))(chunk, *shared)
+        mapped = self._mapped
+        if mapped is None or len(shared) != self.n_shared:
+            # one vmap for every chunk: its in_axes are read once
+            mapped = vmap(self.f, in_axes=(0,) + (None,) * len(shared))
+            if len(shared) == self.n_shared:
+                self._mapped = mapped
+        out = mapped(chunk, *shared)
         return np.sum(out) if self.reduce else out
 
 
