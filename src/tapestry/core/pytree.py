@@ -413,8 +413,16 @@ class TreeDef:
         return _build(self.node, iter(leaves))
 
     def __eq__(self, other):
-        return isinstance(other, TreeDef) and self.n_leaves == other.n_leaves \
-            and _same(self.node, other.node)
+        if self is other:
+            return True
+        if not isinstance(other, TreeDef) or self.n_leaves != other.n_leaves:
+            return False
+        try:
+            # nodes are nested tuples: Python compares them in C, each part by
+            # identity first, then ``==`` -- what _same does, ~10x faster
+            return bool(self.node == other.node)
+        except Exception:  # noqa: BLE001  (an array in aux data: compare by identity)
+            return _same(self.node, other.node)
 
     def __hash__(self):
         top = self.node[1] if isinstance(self.node, tuple) else self.node
