@@ -158,3 +158,68 @@ def test_a_power_with_an_array_exponent_is_not_mistaken_for_a_square():
     x = np.array([0.1, 0.2, 0.3])
     close(jf(x), f(x))
     close(jf(x + 1), f(x + 1))
+
+
+# --- exp in loops of any size (tapestry.jit.vmath) -------------------------------------
+def test_vexp_is_within_one_ulp_of_numpy_over_its_range():
+    from tapestry.jit import vmath
+    from numba import njit
+
+    @njit
+    def k(x, o):
+        bad = False
+        for i in range(x.shape[0]):
+            o[i] = vmath.vexp(x[i])
+            bad |= not vmath.exp_in_range(x[i])
+        return bad
+
+    r = np.random.default_rng(3)
+    x = np.concatenate([r.uniform(vmath.EXP_LO, vmath.EXP_HI, 200_000), r.normal(size=200_000),
+                        r.normal(size=1000) * 1e-12,
+                        [vmath.EXP_LO, vmath.EXP_HI, 0.0, -0.0, 5e-324, np.log(2) / 2,
+                         -np.log(2) / 2, 1.0, -1.0]])
+    o = np.empty_like(x)
+    assert not k(x, o)
+    ref = np.exp(x)
+    assert np.max(np.abs(o - ref) / np.spacing(ref)) <= 1.0
+    for bad in (np.nan, np.inf, -np.inf, vmath.EXP_HI + 1e-9, 710.0, -708.5, -800.0):
+        assert k(np.array([0.5, bad]), np.empty(2))
+
+
+def w6_loss(u, a, b, x, y, c):
+    eta = a + b * x + np.reshape(u, (-1, 1))
+    return np.sum(y * eta - np.exp(eta) - c) - 0.5 * np.sum(u ** 2)
+
+
+def test_exp_fuses_into_large_runs_and_matches_numpy():
+    r = np.random.default_rng(4)
+    G = 3000  # 60,000 elements: above MAX_TRANSCENDENTAL_SIZE
+    x, u = r.normal(size=(G, 20)), r.normal(0.0, 0.5, G)
+    y = r.poisson(np.exp(0.3 + 0.5 * x)).astype(float)
+    c = np.log1p(y)
+    f = tp.value_and_grad(w6_loss, argnums=(0, 1, 2))
+    jf = tp.jit(f, fuse=True)
+    for a in (0.2, 0.3):
+        close(jf(u, a, 0.4, x, y, c), f(u, a, 0.4, x, y, c), rtol=1e-12)
+    prog = jf.explain(u, 0.2, 0.4, x, y, c)
+    assert jf.cache_info()["fused_loops"] >= 1
+    # exp is inside a loop: no NumPy exp call is left in the program
+    assert "exp_" not in prog.split("program:")[1], prog
+
+
+@pytest.mark.parametrize("bad", [800.0, -800.0, np.nan, np.inf, -np.inf])
+def test_exp_out_of_its_loop_range_is_numpys(bad):
+    x = np.full(3000, 0.5)
+    x[1234] = bad
+    f = lambda x: np.exp(x * 1.0) * 2.0 + 1.0  # noqa: E731
+    jf = tp.jit(f, fuse=True)
+    with np.errstate(all="ignore"):
+        want = f(x)
+    for _ in range(2):
+        with np.errstate(all="ignore"):
+            got = jf(x)
+        assert np.array_equal(got, want, equal_nan=True)
+    with np.errstate(over="raise"):
+        if bad == 800.0:
+            with pytest.raises(FloatingPointError):
+                jf(x)

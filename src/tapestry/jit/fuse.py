@@ -9,11 +9,13 @@ register, ``nogil=True`` (threads replaying at once run these loops in
 parallel).  The source goes to a file under the cache directory, so
 ``cache=True`` keeps the machine code across processes.
 
-Fused loops compute with the C library's ``exp``, ``sin``, ... where NumPy
-uses its own SIMD versions: results agree within a few ulp (tested within
-1e-13 relative), not bit for bit.  On large arrays NumPy's SIMD
-transcendentals beat a scalar loop, so runs over arrays above
-:data:`MAX_TRANSCENDENTAL_SIZE` elements fuse only arithmetic.
+Fused loops compute with the C library's ``sin``, ``log``, ... and with
+:func:`tapestry.jit.vmath.vexp` for ``exp``, where NumPy uses its own SIMD
+versions: results agree within a few ulp (tested within 1e-13 relative),
+not bit for bit.  On large arrays NumPy's SIMD transcendentals beat a
+scalar loop's libm calls, so runs over arrays above
+:data:`MAX_TRANSCENDENTAL_SIZE` elements fuse only arithmetic and ``exp``
+(whose loop code vectorizes).
 """
 from __future__ import annotations
 
@@ -41,14 +43,17 @@ _ARITH = {
 }
 _TRANSCENDENTAL = {
     np.sin: "math.sin({0})", np.cos: "math.cos({0})", np.tan: "math.tan({0})",
-    np.exp: "math.exp({0})", np.log: "math.log({0})", np.log1p: "math.log1p({0})",
+    np.exp: "vexp({0})", np.log: "math.log({0})", np.log1p: "math.log1p({0})",
     np.expm1: "math.expm1({0})", np.tanh: "math.tanh({0})", np.sinh: "math.sinh({0})",
     np.cosh: "math.cosh({0})", np.sqrt: "math.sqrt({0})", np.arctan: "math.atan({0})",
     np.arcsinh: "math.asinh({0})",
 }
 #: Runs over arrays larger than this fuse arithmetic only (NumPy's SIMD
-#: transcendentals are faster than a scalar loop's libm calls there).
+#: transcendentals are faster than a scalar loop's libm calls there) and
+#: ``exp``, whose loop version (:mod:`tapestry.jit.vmath`) vectorizes.
 MAX_TRANSCENDENTAL_SIZE = 1024
+#: Functions computed by straight-line code the loop vectorizes: fused at any size.
+_VECTORIZED = frozenset({np.exp})
 #: Shortest run worth a loop.
 MIN_RUN = 2
 _F8 = np.dtype(np.float64)
@@ -111,7 +116,8 @@ def _fusible(step, meta, scalars):
         shape = ()
     else:
         return None
-    if fn in _TRANSCENDENTAL and int(np.prod(shape)) > MAX_TRANSCENDENTAL_SIZE:
+    if fn in _TRANSCENDENTAL and fn not in _VECTORIZED and \
+            int(np.prod(shape)) > MAX_TRANSCENDENTAL_SIZE:
         return None
     if not all(_operand_ok(a, shape, meta, scalars) for a in step.args):
         return None
@@ -228,23 +234,28 @@ def _compile_run(run, made, results, shape, meta, scalars):
         return repr(float(a[()] if a.__class__ is np.ndarray else a))
 
     body = []
+    ranges = []  # vexp's arguments: outside its range the run is NumPy's
     for s in run:
         ops = [operand(a) for a in s.args]
         if s.fn is operator.pow:
             expr = f"({ops[0]} * {ops[0]})"
         else:
             expr = (_ARITH.get(s.fn) or _TRANSCENDENTAL[s.fn]).format(*ops)
+        if s.fn is np.exp:
+            ranges.append(ops[0])
         body.append(f"t{s.out} = {expr}")
     # every value the run makes is checked: t - t is 0.0 unless t is inf or nan
     odd = " + ".join(f"(t{s.out} - t{s.out})" for s in run)
+    odd = f"(({odd}) != 0.0)" + "".join(f" | (not exp_in_range({x}))" for x in ranges)
     params = [f"a{k}" if i in arrays else names[i] for k, i in enumerate(inputs)]
     params += [f"b{j}" for j in range(len(consts))]
-    lines = ["import math", "from numba import njit", "",
+    lines = ["import math", "from numba import njit",
+             f"from tapestry.jit.vmath import exp_in_range, vexp  # vmath {_vmath_version()}", "",
              '@njit(nogil=True, cache=True, error_model="numpy")']
     if scalar:
         lines.append(f"def kern({', '.join(params)}):")
         lines += [f"    {b}" for b in body]
-        lines.append(f"    return ({', '.join(f't{r}' for r in results)}, ({odd}) != 0.0)")
+        lines.append(f"    return ({', '.join(f't{r}' for r in results)}, {odd})")
     else:
         outs = [f"o{k}" for k in range(len(results))]
         lines.append(f"def kern({', '.join(params + outs)}):")
@@ -259,7 +270,7 @@ def _compile_run(run, made, results, shape, meta, scalars):
         lines += [f"{ind}y{j} = b{j}[{_index(c.shape, shape)}]" for j, c in enumerate(consts)]
         lines += [f"{ind}{b}" for b in body]
         lines += [f"{ind}{o}[{full}] = t{r}" for o, r in zip(outs, results)]
-        lines.append(f"{ind}odd |= ({odd}) != 0.0")
+        lines.append(f"{ind}odd |= {odd}")
         lines.append("    return odd")
     kern = _load("\n".join(lines) + "\n")
     numpy_run = _numpy_run(run, inputs, results)
@@ -312,6 +323,11 @@ def _numpy_run(run, inputs, results):
 def _named(fn, n):
     fn.__name__ = fn.__qualname__ = f"fused{n}"
     return fn
+
+
+def _vmath_version():
+    from . import vmath
+    return vmath.version()
 
 
 def _load(src):
