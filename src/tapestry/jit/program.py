@@ -600,18 +600,24 @@ class Split:
     every step that does not read a cotangent, and
     ``backward(*residuals, *cotangents) -> the joint's other outputs`` runs
     the rest.  ``residuals`` are the slots the backward reads of the
-    forward's (nothing else is kept); ``env_reads``: the environment's
-    arrays the backward reads itself (not through a residual)."""
+    forward's (nothing else is kept); ``env_reads``: ids of the
+    environment's arrays the backward reads itself (not through a
+    residual); ``halves``: what each program was lowered from (to lower
+    them again with fused loops)."""
 
-    __slots__ = ("forward", "backward", "residuals", "env_reads")
+    __slots__ = ("forward", "backward", "residuals", "env_reads", "halves")
 
-    def __init__(self, forward, backward, residuals, env_reads):
+    def __init__(self, forward, backward, residuals, env_reads, halves):
         self.forward, self.backward = forward, backward
-        self.residuals, self.env_reads = residuals, env_reads
+        self.residuals, self.env_reads, self.halves = residuals, env_reads, halves
+
+    def lower_again(self, fuse):
+        """``(forward, backward)`` lowered again (``fuse``: with fused loops)."""
+        return tuple(lower(*h[:4], name=h[4], fuse=fuse) for h in self.halves)
 
 
 def split(rec, known_inputs, unknown_inputs, known_outputs, unknown_outputs,
-          env_arrays=(), name="replay"):
+          env_arrays=(), name="replay", fuse=False):
     """Lower ``rec`` as two programs (:class:`Split`), or return a sentence
     saying why it cannot be split (then the joint program is used as is).
 
@@ -637,20 +643,20 @@ def split(rec, known_inputs, unknown_inputs, known_outputs, unknown_outputs,
     reads |= output_slots(unknown_outputs)
     residuals = sorted(i for i in reads if i not in unknown)
     bwd_outputs, meta = _copy_shared(bwd_steps, unknown_outputs, set(residuals), rec)
-    fwd = lower(_Part(fwd_steps, rec.meta, rec.scalars), list(known_inputs),
-                list(known_outputs) + [Slot(i) for i in residuals], env_arrays,
-                name=f"{name}_forward")
-    bwd = lower(_Part(bwd_steps, meta, rec.scalars),
-                residuals + list(unknown_inputs), bwd_outputs, env_arrays,
-                name=f"{name}_backward")
+    env_arrays = list(env_arrays)
+    halves = ((_Part(fwd_steps, rec.meta, rec.scalars), list(known_inputs),
+               list(known_outputs) + [Slot(i) for i in residuals], env_arrays,
+               f"{name}_forward"),
+              (_Part(bwd_steps, meta, rec.scalars), residuals + list(unknown_inputs),
+               bwd_outputs, env_arrays, f"{name}_backward"))
+    fwd, bwd = (lower(*h[:4], name=h[4], fuse=fuse) for h in halves)
     env_ids = {id(a) for a in env_arrays}
-    reads_env = {id(_root(a)) for s in bwd_steps
-                 for a in instances_in((s.args, s.kwargs), np.ndarray, [])} & env_ids
-    reads_env.update(id(_root(p)) for o in bwd_outputs if o.__class__ is Rebuild
-                     for p in o.parts if p.__class__ is np.ndarray and id(_root(p)) in env_ids)
-    reads_env.update(id(_root(o)) for o in bwd_outputs
-                     if o.__class__ is np.ndarray and id(_root(o)) in env_ids)
-    return Split(fwd, bwd, residuals, reads_env)
+    consts = instances_in([(s.args, s.kwargs) for s in bwd_steps], np.ndarray, [])
+    for o in bwd_outputs:
+        consts += [p for p in (o.parts if o.__class__ is Rebuild else (o,))
+                   if p.__class__ is np.ndarray]
+    reads_env = {id(_root(a)) for a in consts} & env_ids
+    return Split(fwd, bwd, residuals, reads_env, halves)
 
 
 def partial_eval(steps, unknown_inputs):

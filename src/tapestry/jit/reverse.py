@@ -164,13 +164,37 @@ def _split_pullback(jf, sp, residuals, point, diff):
                 if not same(a, snap):
                     _refuse(jf, f"{label} was modified in place")
             try:
-                return list(sp.ct_td.unflatten(list(sp.split.backward.run(*residuals, *cts))))
+                got = sp.split.backward.run(*residuals, *cts)
             except GuardFailed:
-                pass
+                got = None
             except Exception:  # the joint program says what it is (or raises it)
-                pass
+                got = None
+            if got is not None:
+                if sp.fuse_pending:
+                    _count_for_fusion(jf, sp, [plain[i] for i in sp.plain_runtime],
+                                      list(residuals) + cts)
+                return list(sp.ct_td.unflatten(list(got)))
         return _pullback(jf, point, diff, sp.env)(g, ans)
     return split_pullback
+
+
+def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
+    """Once a split has run ``fuse_after`` times (``fuse="auto"``), lower
+    both halves again with fused loops, each kept where it replays faster
+    on the inputs at hand (replays are pure), as jit does for a program."""
+    sp.replays += 1
+    if sp.replays < jf.fuse_after:
+        return
+    sp.fuse_pending = False
+    try:
+        fwd, bwd = sp.split.lower_again(fuse=True)
+        timing = _api()._faster
+        if fwd.n_runs and timing(fwd.run, sp.split.forward.run, fwd_inputs):
+            sp.split.forward = fwd
+        if bwd.n_runs and timing(bwd.run, sp.split.backward.run, bwd_inputs):
+            sp.split.backward = bwd
+    except Exception as e:  # numba could not compile a loop: the replay stays
+        jf._warn_fuse(e)
 
 
 def _cotangents(g, diff, out_leaves):
@@ -212,12 +236,15 @@ class _SplitEntry:
     type of cotangents it was traced with."""
 
     __slots__ = ("split", "env", "env_reads", "plain_runtime", "n_y", "out_td", "ct_td",
-                 "ct_key")
+                 "ct_key", "replays", "fuse_pending")
 
-    def __init__(self, split, env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key):
+    def __init__(self, split, env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key,
+                 fuse_pending):
         self.split, self.env, self.env_reads = split, env, env_reads
         self.plain_runtime, self.n_y, self.out_td = plain_runtime, n_y, out_td
         self.ct_td, self.ct_key = ct_td, ct_key
+        self.replays = 0  # calls of the backward, counted towards fused loops
+        self.fuse_pending = fuse_pending
 
 
 #: Forward keys kept per jitted function (the oldest dropped past it).
@@ -269,7 +296,7 @@ def _register(jf, bwd, joint_args):
     entries = []
     for comp in bwd._compiled_for(joint_args, {}):
         if comp.split is None:
-            comp.split = _make_split(comp, len(plain), ct_key) or False
+            comp.split = _make_split(jf, comp, len(plain), ct_key) or False
         if comp.split:
             entries.append(comp.split)
     if not entries:
@@ -286,9 +313,10 @@ def _register(jf, bwd, joint_args):
             pass
 
 
-def _make_split(comp, n_plain, ct_key):
+def _make_split(jf, comp, n_plain, ct_key):
     """The :class:`_SplitEntry` of one joint program, or ``None`` where its
-    trace cannot be split (it writes into memory across the cut)."""
+    trace cannot be split (it writes into memory across the cut), with
+    fused loops at once where ``jf`` fuses at its first call."""
     if comp.traced is None:
         return None
     (rec, input_slots, outputs, env_arrays, name), runtime = comp.traced
@@ -302,12 +330,20 @@ def _make_split(comp, n_plain, ct_key):
     n_y = len(y_leaves)
     if y_leaves != list(range(n_y)) or ct_leaves != list(range(n_y, len(outputs))):
         return None
-    sp = split(rec, known, unknown, outputs[:n_y], outputs[n_y:], env_arrays, name)
+    halves = (rec, known, unknown, outputs[:n_y], outputs[n_y:], env_arrays, name)
+    try:
+        sp = split(*halves, fuse=jf._fuse is True)
+    except Exception as e:  # numba could not compile a loop: lower without
+        if jf._fuse is not True:
+            return None  # (the lowering's own failure: the joint program stays)
+        jf._warn_fuse(e)
+        sp = split(*halves)
     if isinstance(sp, str):
         return None
     env_reads = [e for e in comp.env.arrays if id(e[0]) in sp.env_reads]
     plain_runtime = [i for i in runtime if i < n_plain]
-    return _SplitEntry(sp, comp.env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key)
+    return _SplitEntry(sp, comp.env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key,
+                       jf._fuse == "auto")
 
 
 def _ct_key(cts):
