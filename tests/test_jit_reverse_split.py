@@ -248,3 +248,56 @@ def test_split_programs_fuse_loops(fuse):
         assert sp.split.forward.n_runs and sp.split.backward.n_runs
     else:
         assert not sp.fuse_pending
+
+
+class _Model:
+    def __init__(self):
+        self.W = np.arange(1.0, 10.0).reshape(3, 3) / 10
+
+    def __call__(self, v):
+        return np.tanh(self.W @ v)
+
+
+_table = {"s": np.array([1.0, 2.0, 3.0])}
+
+
+def _helper(v):
+    return np.exp(v * _table["s"])
+
+
+@pytest.mark.parametrize("case", ["attribute in place", "attribute rebound",
+                                  "global in place", "global rebound"])
+def test_a_warm_split_pullback_after_its_environment_changed(case):
+    """As tests/test_jit_redteam3.py, with the split in use: the jitted
+    pullback equals the plain one made at the same point, without refusing
+    (the joint program alone recomputes the forward, and refuses)."""
+    x = np.linspace(-1.0, 1.0, 3)
+
+    def make():
+        m = _Model()
+        _table["s"] = np.array([1.0, 2.0, 3.0])
+        return m, (lambda v: m(v) * _helper(v))
+
+    def change(m):
+        if case == "attribute in place":
+            m.W *= 0.5
+        elif case == "attribute rebound":
+            m.W = m.W * 0.5
+        elif case == "global in place":
+            _table["s"][:] = -1.0
+        else:
+            _table["s"] = np.zeros(3)
+    ct = np.array([1.0, -2.0, 0.5])
+    m, f = make()
+    _, pb = tp.vjp(f, x)
+    change(m)
+    want = pb(ct)
+    m, f = make()
+    jf = tp.jit(f)
+    for _ in range(2):
+        tp.vjp(jf, x)[1](ct)
+    assert jf._splits
+    _, jpb = tp.vjp(jf, x)
+    change(m)
+    got = jpb(ct)  # the residuals and the trace's copies are the forward's
+    same(got, want)

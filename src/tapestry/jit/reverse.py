@@ -297,6 +297,7 @@ def _register(jf, bwd, joint_args):
     for comp in bwd._compiled_for(joint_args, {}):
         if comp.split is None:
             comp.split = _make_split(jf, comp, len(plain), ct_key) or False
+            comp.traced = None  # (the trace is needed only to split it)
         if comp.split:
             entries.append(comp.split)
     if not entries:
