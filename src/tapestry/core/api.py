@@ -13,6 +13,7 @@ from .api_forward import forward_jacobian, forward_jvp
 from .backward import backward_sweep
 from .batched import Batched
 from .forward import ForwardComplexError
+from .staged import Staged
 from .pytree import (TreeMismatch, leaf_paths, match_up_to, tree_flatten, tree_map,
                      tree_structure)
 from .tape import open_tape
@@ -121,7 +122,11 @@ def _as_cotangent(c, value, where, opname):
     """Cotangent ``c`` for an output leaf (``where()`` names it): any
     array-like, cast to the output's dtype; the shape must match."""
     dt = np.result_type(unwrap_all(value))
-    if c.__class__ is Var or c.__class__ is Batched or hasattr(c, "todense"):
+    if c.__class__ is Staged and np.result_type(c).kind in "biuf" + dt.kind:
+        # a cotangent staged by jit (the pullback of grad(jit(f)), jit/reverse.py):
+        # cast as below, never read (np.asarray would pin its value in the program)
+        arr = c if np.result_type(c) == dt or dt.kind not in "fc" else c.astype(dt)
+    elif c.__class__ is Var or c.__class__ is Batched or hasattr(c, "todense"):
         arr = c
         if c.__class__ is Var and np.result_type(unwrap_all(c)) != dt and \
                 np.result_type(unwrap_all(c)).kind == dt.kind:

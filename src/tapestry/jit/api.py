@@ -134,12 +134,16 @@ class _Compiled:
     """One program of a signature, what it was lowered from (to lower it
     again with fused loops once it is hot), and how often it ran."""
 
-    __slots__ = ("program", "env", "out_td", "lowering", "replays")
+    __slots__ = ("program", "env", "out_td", "lowering", "replays", "traced", "split")
 
-    def __init__(self, program, env, out_td, lowering):
+    def __init__(self, program, env, out_td, lowering, traced=None):
         self.program, self.env, self.out_td = program, env, out_td
         self.lowering = lowering  # (recorder, input slots, outputs, env arrays, name)
         self.replays = 0
+        #: ``(lowering, runtime leaf positions)`` kept for a jit that asked
+        #: for it (``keep_trace``: the joint pullback of reverse.py splits it)
+        self.traced = traced
+        self.split = None  # reverse.py's forward/backward split of it (False: none)
 
 
 class jit:
@@ -194,6 +198,8 @@ class jit:
         self._fuse_option = fuse
         self._reverse = None  # the jitted pullback, for grad(jit(f)) (jit/reverse.py)
         self._reverse_env = None  # (objects, environment) of its last forward (reverse.py)
+        self._splits = {}  # forward key -> split programs of the pullback (reverse.py)
+        self._keep_trace = False  # keep each program's trace on it (reverse.py splits it)
         self._static = bool(self.static_argnums or self.static_argnames)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
@@ -451,7 +457,8 @@ class jit:
             self._warn_fuse(e)
             fuse_now = False
             program = lower(*lowering[:4], name=lowering[4], fuse=False)
-        comp = _Compiled(program, env, out_td, None if fuse_now or not self._fuse else lowering)
+        comp = _Compiled(program, env, out_td, None if fuse_now or not self._fuse else lowering,
+                         (lowering, runtime) if self._keep_trace else None)
         with self._lock:
             entry.programs.insert(0, comp)
             del entry.programs[4:]  # paths through the guards kept per signature
@@ -511,14 +518,9 @@ class jit:
         """The program for these arguments (traced now if not cached): its
         guards, its environment and its source.  Returns the text."""
         self(*args, **kwargs)
-        key = None if kwargs or self._static else _flat_key(args)
+        key = self._key(args, kwargs)
         if key is None:
-            dyn, static_key = self._split_static(args, kwargs)
-            leaves, treedef = tree_flatten(dyn)
-            sig = _signature(leaves)
-            if sig is _INLINE:
-                return "called inside another transformation: runs inline, not compiled"
-            key = (treedef, sig[0], static_key)
+            return "called inside another transformation: runs inline, not compiled"
         entry = self._cache.get(key)
         if self._eager_all is not None or entry is None or entry.eager is not None:
             why = self._eager_all or (entry.eager if entry is not None else "not cached")
@@ -544,6 +546,27 @@ class jit:
         print(text)
         return text
 
+    def _key(self, args, kwargs):
+        """The cache key of a call (``None``: traced arguments, run inline)."""
+        key = None if kwargs or self._static else _flat_key(args)
+        if key is None:
+            dyn, static_key = self._split_static(args, kwargs)
+            leaves, treedef = tree_flatten(dyn)
+            sig = _signature(leaves)
+            if sig is _INLINE:
+                return None
+            key = (treedef, sig[0], static_key)
+        return key
+
+    def _compiled_for(self, args, kwargs):
+        """The programs cached for the signature of this call (a list, most
+        recently used first; empty where none is, or it runs uncompiled)."""
+        key = self._key(args, kwargs)
+        entry = None if key is None or self._eager_all is not None else self._cache.get(key)
+        if entry is None or entry.eager is not None:
+            return []
+        return list(entry.programs)
+
     def cache_info(self):
         """``{"signatures", "programs", "traces", "calls", "numpy_calls",
         "fused_loops"}`` so far (``numpy_calls``: the calls of the largest
@@ -557,6 +580,7 @@ class jit:
     def clear_cache(self):
         with self._lock:
             self._cache.clear()
+            self._splits = {}
             self._eager_all = None
 
 

@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from ..core.staged import Slot, Step
+from ..core.staged import Slot, Step, instances_in
 from .slots import Rebuild, output_slots, reads_of  # noqa: F401  (Rebuild: for api)
 
 
@@ -581,3 +581,172 @@ def _live_steps(steps, outputs):
             live[k] = changed = True
             needed.update(reads_of(s))
     return live
+
+
+# --- partial evaluation: a joint program split into forward and backward -----------------
+class _Part:
+    """The steps of one half of a split record, as ``lower`` reads a recorder."""
+
+    __slots__ = ("steps", "meta", "scalars")
+
+    def __init__(self, steps, meta, scalars):
+        self.steps, self.meta, self.scalars = steps, meta, scalars
+
+
+class Split:
+    """A joint program (forward and reverse sweep of ``vjp(f)`` at a point,
+    applied to cotangents) cut in two, as JAX's partial evaluation cuts
+    ``vjp(jit(f))``: ``forward(*known inputs) -> outputs + residuals`` runs
+    every step that does not read a cotangent, and
+    ``backward(*residuals, *cotangents) -> the joint's other outputs`` runs
+    the rest.  ``residuals`` are the slots the backward reads of the
+    forward's (nothing else is kept); ``env_reads``: ids of the
+    environment's arrays the backward reads itself (not through a
+    residual); ``halves``: what each program was lowered from (to lower
+    them again with fused loops)."""
+
+    __slots__ = ("forward", "backward", "residuals", "env_reads", "halves")
+
+    def __init__(self, forward, backward, residuals, env_reads, halves):
+        self.forward, self.backward = forward, backward
+        self.residuals, self.env_reads, self.halves = residuals, env_reads, halves
+
+    def lower_again(self, fuse):
+        """``(forward, backward)`` lowered again (``fuse``: with fused loops)."""
+        return tuple(lower(*h[:4], name=h[4], fuse=fuse) for h in self.halves)
+
+
+def split(rec, known_inputs, unknown_inputs, known_outputs, unknown_outputs,
+          env_arrays=(), name="replay", fuse=False):
+    """Lower ``rec`` as two programs (:class:`Split`), or return a sentence
+    saying why it cannot be split (then the joint program is used as is).
+
+    ``known_outputs`` (the function's own outputs) must not read an unknown
+    input; ``unknown_outputs`` (the cotangents) may read anything.  A
+    backward step never writes into memory the forward made (a residual is
+    read, never changed: a pullback may be called twice), and an output of
+    the backward that is, or views, a residual is copied (the caller may
+    write into what it gets)."""
+    steps = rec.steps
+    got = partial_eval(steps, unknown_inputs)
+    if isinstance(got, str):
+        return got
+    known, unknown = got
+    if output_slots(known_outputs) & unknown:
+        return "an output of the function reads a cotangent"
+    state = [s for s in steps if s.kind == "state"]  # checked by both halves
+    fwd_steps = [s for k, s in enumerate(steps) if known[k]]
+    bwd_steps = state + [s for k, s in enumerate(steps) if not known[k]]
+    reads = set()
+    for s in bwd_steps:
+        reads.update(reads_of(s))
+    reads |= output_slots(unknown_outputs)
+    residuals = sorted(i for i in reads if i not in unknown)
+    bwd_outputs, meta = _copy_shared(bwd_steps, unknown_outputs, set(residuals), rec)
+    env_arrays = list(env_arrays)
+    halves = ((_Part(fwd_steps, rec.meta, rec.scalars), list(known_inputs),
+               list(known_outputs) + [Slot(i) for i in residuals], env_arrays,
+               f"{name}_forward"),
+              (_Part(bwd_steps, meta, rec.scalars), residuals + list(unknown_inputs),
+               bwd_outputs, env_arrays, f"{name}_backward"))
+    fwd, bwd = (lower(*h[:4], name=h[4], fuse=fuse) for h in halves)
+    env_ids = {id(a) for a in env_arrays}
+    consts = instances_in([(s.args, s.kwargs) for s in bwd_steps], np.ndarray, [])
+    for o in bwd_outputs:
+        consts += [p for p in (o.parts if o.__class__ is Rebuild else (o,))
+                   if p.__class__ is np.ndarray]
+    reads_env = {id(_root(a)) for a in consts} & env_ids
+    return Split(fwd, bwd, residuals, reads_env, halves)
+
+
+def partial_eval(steps, unknown_inputs):
+    """``(known, unknown)``: whether each step runs in the forward (it
+    reads no value that depends on an unknown input) and the slots that
+    depend on one; or a sentence saying why the steps cannot be split.
+
+    NumPy values are mutable, which JAX's are not: a write in place (a step
+    with no result) is where the split can go wrong.  A backward write must
+    land in memory the backward made (else a residual would change, and a
+    second call of the pullback would see the first one's write), and a
+    forward write, run earlier than its place in the record, must not come
+    after a backward step that read the memory it writes.  Memory sharing
+    is followed through every step that may return a view."""
+    unknown = set(unknown_inputs)
+    known = [True] * len(steps)
+    for k, s in enumerate(steps):
+        if s.kind == "state":
+            continue  # reads nothing: both halves check it
+        if any(i in unknown for i in reads_of(s)):
+            known[k] = False
+            if s.out is not None:
+                unknown.add(s.out)
+    groups = _memory_groups(steps)
+    for k, s in enumerate(steps):
+        if s.kind != "call" or s.out is not None:
+            continue
+        members = groups.get(s.inplace, (s.inplace,))
+        if not known[k]:
+            if any(i not in unknown for i in members):
+                return "the reverse sweep writes into memory the forward made"
+            continue
+        for j in range(k):
+            if not known[j] and any(i in members for i in reads_of(steps[j])):
+                return "the forward writes into memory the reverse sweep read before"
+    return known, unknown
+
+
+def _memory_groups(steps):
+    """slot -> the slots that may share its memory (itself included), for
+    the slots some step may have made a view of or from: a step that may
+    return a view of an operand (anything but fresh arithmetic and the
+    functions that make new memory) joins its result to its operands."""
+    parent: dict = {}
+
+    def find(i):
+        while parent.get(i, i) != i:
+            i = parent[i]
+        return i
+    for s in steps:
+        if s.out is None or s.kind not in ("call", "item"):
+            continue
+        if s.kind == "call" and (_fresh_step(s) or _new_memory(s.fn)):
+            continue
+        for i in reads_of(s):
+            a, b = find(i), find(s.out)
+            if a != b:
+                parent[b] = a
+    members: dict = {}
+    for i in list(parent):
+        members.setdefault(find(i), {find(i)}).add(i)
+    return {i: frozenset(m) for m in members.values() for i in m}
+
+
+def _copy_shared(steps, outputs, residuals, rec):
+    """The backward's outputs, with a copy step (and its slot) for each
+    output array that is, or may view, a residual: what the caller gets is
+    then never memory a later call of the pullback reads.  Returns
+    ``(outputs, meta)``."""
+    meta = rec.meta
+    n = max([rec.n] + [s.out + 1 for s in steps if s.out is not None])
+    new_outputs = []
+
+    def own(o):
+        nonlocal n, meta
+        if o.__class__ is not Slot or o.i not in meta:
+            return o
+        shared = _may_be_returned(steps, [o])
+        if not (shared & residuals):
+            return o
+        if meta is rec.meta:
+            meta = dict(meta)
+        meta[n] = meta[o.i]
+        steps.append(Step("call", np.copy, (o,), None, n))
+        n += 1
+        return Slot(n - 1)
+    for o in outputs:
+        if o.__class__ is Rebuild:
+            o = Rebuild(o.fn, [own(p) for p in o.parts])
+        else:
+            o = own(o)
+        new_outputs.append(o)
+    return new_outputs, meta

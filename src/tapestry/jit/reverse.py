@@ -1,12 +1,23 @@
 """A jitted function called inside ``grad`` (``grad(jit(f))``): compiled too.
 
-The arguments are traced values (``Var``) of one tape.  The forward runs as
-the jitted function on their plain values (its cached program), and the
-tape gets one node for the call, whose rule replays a second compiled
-program: ``f``'s pullback at the same point (a ``vjp`` of ``f`` traced by
-jit, which computes the forward again, as ``checkpoint`` does, instead of
-keeping every intermediate).  Both programs are guarded and cached like any
-jitted function's.
+The arguments are traced values (``Var``) of one tape.  The tape gets one
+node for the call.  Its programs come from one trace of ``f``'s pullback
+at the point (a ``vjp`` of ``f`` applied to cotangents, traced by jit: the
+*joint* program, forward and reverse sweep), cut in two as JAX's partial
+evaluation cuts ``vjp(jit(f))`` (:func:`tapestry.jit.program.split`): the
+forward program runs every step that reads no cotangent and returns
+``f``'s outputs and the residuals, the values the backward reads; the
+backward program takes the residuals and the cotangents and runs the rest.
+The forward is computed once.
+
+The first call at a signature has no split yet: its forward runs as the
+jitted ``f`` and its pullback as the joint program (which computes the
+forward again, as ``checkpoint`` does); the joint program's trace is then
+split for the next calls.  Whatever makes the split inapplicable takes
+that path again: a guard of the forward program failing, the environment
+changed since the trace, a cotangent of another type, a guard of the
+backward program failing (then the joint program recomputes the forward,
+and refuses if what ``f`` reads changed in place since it ran).
 
 Anything else runs ``f`` inline, as if there were no jit: arguments traced
 at several levels (``hessian``), batched values (``vmap(jit(f))``), staged
@@ -29,6 +40,7 @@ from ..core.tape import ClosedNodes
 from ..core.tracing import of_leaves
 from ..core.var import Var
 from .env import ReachesTraced, environment
+from .program import GuardFailed, split
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
 #: Argument leaves that are values, not objects whose attributes f may read.
@@ -53,20 +65,30 @@ def call_on_traced(jf, args, kwargs):
     if tape is None or tape.nodes.__class__ is ClosedNodes:
         return jf.fun(*args, **kwargs)
     plain = [x._value if i in pos else x for i, x in enumerate(leaves)]
-    pargs, pkwargs = td.unflatten(plain)
-    out = jf(*pargs, **pkwargs)
-    out_leaves, out_td = tree_flatten(out)
-    if any(o.__class__ is Var or o.__class__ in _OTHER_LEVELS for o in out_leaves):
-        # f read a traced value from its closure: the uncompiled call sees it
-        return jf.fun(*args, **kwargs)
-    diff = [k for k, o in enumerate(out_leaves) if _inexact(o)]
-    if not diff:
-        return out
-    env = _environment_now(jf, plain)
-    if env is None:
-        return jf.fun(*args, **kwargs)
-    point = (td, tuple(pos), plain, out_td, list(out_leaves))  # plain: kept as is
-    pullback = _pullback(jf, point, diff, env)
+    got = _split_forward(jf, td, pos, plain) if jf._splits else None
+    if got is not None:
+        sp, out_leaves, residuals = got
+        out_td = sp.out_td
+        diff = [k for k, o in enumerate(out_leaves) if _inexact(o)]
+        if not diff:
+            return out_td.unflatten(out_leaves)
+        point = (td, tuple(pos), plain, out_td, out_leaves)
+        pullback = _split_pullback(jf, sp, residuals, point, diff)
+    else:
+        pargs, pkwargs = td.unflatten(plain)
+        out = jf(*pargs, **pkwargs)
+        out_leaves, out_td = tree_flatten(out)
+        if any(o.__class__ is Var or o.__class__ in _OTHER_LEVELS for o in out_leaves):
+            # f read a traced value from its closure: the uncompiled call sees it
+            return jf.fun(*args, **kwargs)
+        diff = [k for k, o in enumerate(out_leaves) if _inexact(o)]
+        if not diff:
+            return out
+        env = _environment_now(jf, plain)
+        if env is None:
+            return jf.fun(*args, **kwargs)
+        point = (td, tuple(pos), plain, out_td, list(out_leaves))  # plain: kept as is
+        pullback = _pullback(jf, point, diff, env)
     parents = [leaves[i]._index for i in pos]
     values = [out_leaves[k] for k in diff]
     if len(diff) == 1:
@@ -74,6 +96,7 @@ def call_on_traced(jf, args, kwargs):
     else:
         traced = list(record(tape, tuple(values), parents, JointRule(pullback), (), {},
                              n_outputs=len(diff)))
+    out_leaves = list(out_leaves)
     for k, t in zip(diff, traced):
         out_leaves[k] = t
     return out_td.unflatten(out_leaves)
@@ -109,27 +132,247 @@ def _environment_now(jf, plain):
 
 
 def _pullback(jf, point, diff, env):
+    """The node's rule where the forward ran as ``jf``: the joint program
+    (the forward again, then the reverse sweep), whose trace is then split
+    for the next calls at this signature."""
     td, pos, plain, out_td, out_leaves = point
 
     def jit_pullback(g, ans):
-        why = env.changed() if len(env) else None
-        if why is not None:
-            raise RuntimeError(
-                f"tapestry.jit({jf.__qualname__}): {why} between the forward and the "
-                "pullback; the pullback recomputes the forward, which would now differ "
-                "from the one that ran. Copy the value before changing it (or rebind "
-                "the name to a new array), or call the function without jit.")
-        gs = [g] if len(diff) == 1 else list(g)
-        cts = [np.zeros_like(np.asarray(o)) for o in out_leaves]
-        traced = False
-        for k, c in zip(diff, gs):
-            if c is not None:
-                cts[k] = c
-                traced = traced or c.__class__ is Var or c.__class__ in _OTHER_LEVELS
+        _refuse_changed(jf, env)
+        cts, traced = _cotangents(g, diff, out_leaves)
         if traced:  # a derivative of the pullback itself: computed uncompiled
             return list(_vjp_at(jf.fun, td, pos, plain, out_td, cts))
-        return list(_backward(jf)(plain, cts, td, pos, out_td))
+        bwd = _backward(jf)
+        joint_args = (plain, cts, td, pos, out_td)
+        got = list(bwd(*joint_args)[1])
+        _register(jf, bwd, joint_args)
+        return got
     return jit_pullback
+
+
+def _split_pullback(jf, sp, residuals, point, diff):
+    """The node's rule where the forward ran as the split's forward
+    program: the backward program on the residuals, or, where it does not
+    apply (a cotangent of another type, a failed guard, a traced
+    cotangent), the pullback recomputed as :func:`_pullback` does."""
+    td, pos, plain, out_td, out_leaves = point
+
+    def split_pullback(g, ans):
+        cts, traced = _cotangents(g, diff, out_leaves)
+        if not traced and _ct_key(cts) == sp.ct_key:
+            for a, snap, same, label in sp.env_reads:  # read by the backward itself
+                if not same(a, snap):
+                    _refuse(jf, f"{label} was modified in place")
+            try:
+                got = sp.split.backward.run(*residuals, *cts)
+            except GuardFailed:
+                got = None
+            except Exception:  # the joint program says what it is (or raises it)
+                got = None
+            if got is not None:
+                if sp.fuse_pending:
+                    _count_for_fusion(jf, sp, [plain[i] for i in sp.plain_runtime],
+                                      list(residuals) + cts)
+                return list(sp.ct_td.unflatten(list(got)))
+        return _pullback(jf, point, diff, sp.env)(g, ans)
+    return split_pullback
+
+
+def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
+    """Once a split has run ``fuse_after`` times (``fuse="auto"``), lower
+    both halves again with fused loops, each kept where it replays faster
+    on the inputs at hand (replays are pure), as jit does for a program."""
+    sp.replays += 1
+    if sp.replays < jf.fuse_after:
+        return
+    sp.fuse_pending = False
+    try:
+        fwd, bwd = sp.split.lower_again(fuse=True)
+        timing = _api()._faster
+        if fwd.n_runs and timing(fwd.run, sp.split.forward.run, fwd_inputs):
+            sp.split.forward = fwd
+        if bwd.n_runs and timing(bwd.run, sp.split.backward.run, bwd_inputs):
+            sp.split.backward = bwd
+    except Exception as e:  # numba could not compile a loop: the replay stays
+        jf._warn_fuse(e)
+
+
+def _cotangents(g, diff, out_leaves):
+    """One cotangent per output leaf (zeros where none came), and whether
+    any is traced by an enclosing transformation."""
+    gs = [g] if len(diff) == 1 else list(g)
+    cts = [None] * len(out_leaves)
+    traced = False
+    for k, c in zip(diff, gs):
+        if c is not None:
+            cts[k] = c
+            traced = traced or c.__class__ is Var or c.__class__ in _OTHER_LEVELS
+    for k, c in enumerate(cts):
+        if c is None:
+            cts[k] = np.zeros_like(np.asarray(out_leaves[k]))
+    return cts, traced
+
+
+def _refuse_changed(jf, env):
+    why = env.changed() if len(env) else None
+    if why is not None:
+        _refuse(jf, why)
+
+
+def _refuse(jf, why):
+    raise RuntimeError(
+        f"tapestry.jit({jf.__qualname__}): {why} between the forward and the "
+        "pullback; the pullback reads it (or recomputes the forward, which would now "
+        "differ from the one that ran). Copy the value before changing it (or rebind "
+        "the name to a new array), or call the function without jit.")
+
+
+# --- the split programs -------------------------------------------------------------
+class _SplitEntry:
+    """A joint program's split, with what calling it needs: the
+    environment of its trace (checked before the forward), the
+    environment's arrays the backward reads (checked before it), the
+    positions of the runtime arguments, the output structures, and the
+    type of cotangents it was traced with."""
+
+    __slots__ = ("split", "env", "env_reads", "plain_runtime", "n_y", "out_td", "ct_td",
+                 "ct_key", "replays", "fuse_pending")
+
+    def __init__(self, split, env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key,
+                 fuse_pending):
+        self.split, self.env, self.env_reads = split, env, env_reads
+        self.plain_runtime, self.n_y, self.out_td = plain_runtime, n_y, out_td
+        self.ct_td, self.ct_key = ct_td, ct_key
+        self.replays = 0  # calls of the backward, counted towards fused loops
+        self.fuse_pending = fuse_pending
+
+
+#: Forward keys kept per jitted function (the oldest dropped past it).
+_MAX_SPLIT_KEYS = 64
+
+
+def _forward_key(td, pos, plain):
+    """The key of a forward: the arguments' structure, which leaves are
+    traced, and the signature of the values (as jit's own), plus the
+    objects among them (held, so their ids stay unique); ``None`` where
+    a leaf is traced at another level."""
+    sig = _api()._signature(plain)
+    if sig is _api()._INLINE:
+        return None, ()
+    return (td, pos, sig[0]), sig[2]
+
+
+def _split_forward(jf, td, pos, plain):
+    """``(split entry, f's output leaves, residuals)`` from the first split
+    program of this signature whose environment and guards hold, or
+    ``None`` (then the forward runs as ``jf``)."""
+    key, _ = _forward_key(td, tuple(pos), plain)
+    got = jf._splits.get(key) if key is not None else None
+    if got is None:
+        return None
+    for sp in got[0]:
+        if len(sp.env) and sp.env.changed() is not None:
+            continue  # the joint program traces again when it next runs
+        try:
+            outs = sp.split.forward.run(*[plain[i] for i in sp.plain_runtime])
+        except GuardFailed:
+            continue
+        except Exception:  # the jitted f says what it is (or raises it)
+            continue
+        return sp, list(outs[:sp.n_y]), outs[sp.n_y:]
+    return None
+
+
+def _register(jf, bwd, joint_args):
+    """After the joint program ran on these arguments: split its programs
+    for this signature (once each) and keep them for the next forwards."""
+    plain, cts, td, pos, out_td = joint_args
+    ct_key = _ct_key(cts)
+    if ct_key is None:
+        return
+    key, objects = _forward_key(td, pos, plain)
+    if key is None:
+        return
+    entries = []
+    for comp in bwd._compiled_for(joint_args, {}):
+        if comp.split is None:
+            comp.split = _make_split(jf, comp, len(plain), ct_key) or False
+            comp.traced = None  # (the trace is needed only to split it)
+        if comp.split:
+            entries.append(comp.split)
+    if not entries:
+        return
+    splits = jf._splits
+    old = splits.get(key)
+    if old is not None and old[0] == entries:
+        return
+    splits[key] = (entries, objects)
+    if len(splits) > _MAX_SPLIT_KEYS:
+        try:
+            del splits[next(iter(splits))]
+        except (KeyError, StopIteration, RuntimeError):  # another thread was first
+            pass
+
+
+def _make_split(jf, comp, n_plain, ct_key):
+    """The :class:`_SplitEntry` of one joint program, or ``None`` where its
+    trace cannot be split (it writes into memory across the cut), with
+    fused loops at once where ``jf`` fuses at its first call."""
+    if comp.traced is None:
+        return None
+    (rec, input_slots, outputs, env_arrays, name), runtime = comp.traced
+    known = [s for s, i in zip(input_slots, runtime) if i < n_plain]
+    unknown = [s for s, i in zip(input_slots, runtime) if i >= n_plain]
+    if len(unknown) != len(ct_key):
+        return None
+    ys, ct_tree = comp.out_td.unflatten(list(range(len(outputs))))
+    y_leaves, out_td = tree_flatten(ys)
+    ct_leaves, ct_td = tree_flatten(ct_tree)
+    n_y = len(y_leaves)
+    if y_leaves != list(range(n_y)) or ct_leaves != list(range(n_y, len(outputs))):
+        return None
+    halves = (rec, known, unknown, outputs[:n_y], outputs[n_y:], env_arrays, name)
+    try:
+        sp = split(*halves, fuse=jf._fuse is True)
+    except Exception as e:  # numba could not compile a loop: lower without
+        if jf._fuse is not True:
+            return None  # (the lowering's own failure: the joint program stays)
+        jf._warn_fuse(e)
+        sp = split(*halves)
+    if isinstance(sp, str):
+        return None
+    env_reads = [e for e in comp.env.arrays if id(e[0]) in sp.env_reads]
+    plain_runtime = [i for i in runtime if i < n_plain]
+    return _SplitEntry(sp, comp.env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key,
+                       jf._fuse == "auto")
+
+
+def _ct_key(cts):
+    """The signature of the cotangents (as jit's: shapes, dtypes, types),
+    or ``None`` for one that is not an array or a number (a sparse one)."""
+    key = []
+    for c in cts:
+        k = c.__class__
+        if k is np.ndarray:
+            key.append((c.shape, c.dtype))
+        elif k is float or k is int or k is complex:
+            key.append(k)
+        elif isinstance(c, np.generic):
+            key.append((k, c.dtype))
+        else:
+            return None
+    return tuple(key)
+
+
+_API = []
+
+
+def _api():
+    """``tapestry.jit.api`` (which imports this module)."""
+    if not _API:
+        from . import api
+        _API.append(api)
+    return _API[0]
 
 
 def _vjp_at(fun, td, pos, plain, out_td, cts):
@@ -148,8 +391,11 @@ def _backward(jf):
         fun = jf.fun
 
         def pullback_at(plain, cts, td, pos, out_td):
-            return _vjp_at(fun, td, pos, plain, out_td, cts)
-        bwd = jf._reverse = jit(pullback_at, static_argnums=(2, 3, 4),
-                                max_traces=jf.max_traces, strict=jf.strict, fuse=jf._fuse,
-                                fuse_after=jf.fuse_after)
+            y, pb = vjp(of_leaves(fun, td, plain, pos), *[plain[i] for i in pos])
+            return y, pb(out_td.unflatten(list(cts)))
+        bwd = jit(pullback_at, static_argnums=(2, 3, 4),
+                  max_traces=jf.max_traces, strict=jf.strict, fuse=jf._fuse,
+                  fuse_after=jf.fuse_after)
+        bwd._keep_trace = True  # split by _register
+        jf._reverse = bwd
     return bwd
