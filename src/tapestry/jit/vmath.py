@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 from pathlib import Path
 
 from numba import njit, types
