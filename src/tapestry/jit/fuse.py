@@ -10,12 +10,12 @@ parallel).  The source goes to a file under the cache directory, so
 ``cache=True`` keeps the machine code across processes.
 
 Fused loops compute with the C library's ``sin``, ``log``, ... and with
-:func:`tapestry.jit.vmath.vexp` for ``exp``, where NumPy uses its own SIMD
+:mod:`tapestry.jit.vmath` for ``exp`` and ``tanh``, where NumPy uses its own SIMD
 versions: results agree within a few ulp (tested within 1e-13 relative),
 not bit for bit.  On large arrays NumPy's SIMD transcendentals beat a
 scalar loop's libm calls, so runs over arrays above
-:data:`MAX_TRANSCENDENTAL_SIZE` elements fuse only arithmetic and ``exp``
-(whose loop code vectorizes).
+:data:`MAX_TRANSCENDENTAL_SIZE` elements fuse only arithmetic, ``exp`` and
+``tanh`` (whose loop code vectorizes).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ _ARITH = {
 _TRANSCENDENTAL = {
     np.sin: "math.sin({0})", np.cos: "math.cos({0})", np.tan: "math.tan({0})",
     np.exp: "vexp({0})", np.log: "math.log({0})", np.log1p: "math.log1p({0})",
-    np.expm1: "math.expm1({0})", np.tanh: "math.tanh({0})", np.sinh: "math.sinh({0})",
+    np.expm1: "math.expm1({0})", np.tanh: "vtanh({0})", np.sinh: "math.sinh({0})",
     np.cosh: "math.cosh({0})", np.sqrt: "math.sqrt({0})", np.arctan: "math.atan({0})",
     np.arcsinh: "math.asinh({0})",
 }
@@ -52,8 +52,10 @@ _TRANSCENDENTAL = {
 #: transcendentals are faster than a scalar loop's libm calls there) and
 #: ``exp``, whose loop version (:mod:`tapestry.jit.vmath`) vectorizes.
 MAX_TRANSCENDENTAL_SIZE = 1024
-#: Functions computed by straight-line code the loop vectorizes: fused at any size.
-_VECTORIZED = frozenset({np.exp})
+#: Functions computed by straight-line code the loop vectorizes, fused at any
+#: size, with the test of an argument outside what that code computes (the
+#: run is then recomputed with NumPy).
+_VECTORIZED = {np.exp: "(not exp_in_range({0}))", np.tanh: "({0} != {0})"}
 #: Shortest run worth a loop.
 MIN_RUN = 2
 _F8 = np.dtype(np.float64)
@@ -234,23 +236,23 @@ def _compile_run(run, made, results, shape, meta, scalars):
         return repr(float(a[()] if a.__class__ is np.ndarray else a))
 
     body = []
-    ranges = []  # vexp's arguments: outside its range the run is NumPy's
+    ranges = []  # tests of vexp's and vtanh's arguments: outside, the run is NumPy's
     for s in run:
         ops = [operand(a) for a in s.args]
         if s.fn is operator.pow:
             expr = f"({ops[0]} * {ops[0]})"
         else:
             expr = (_ARITH.get(s.fn) or _TRANSCENDENTAL[s.fn]).format(*ops)
-        if s.fn is np.exp:
-            ranges.append(ops[0])
+        if s.fn in _VECTORIZED:
+            ranges.append(_VECTORIZED[s.fn].format(ops[0]))
         body.append(f"t{s.out} = {expr}")
     # every value the run makes is checked: t - t is 0.0 unless t is inf or nan
     odd = " + ".join(f"(t{s.out} - t{s.out})" for s in run)
-    odd = f"(({odd}) != 0.0)" + "".join(f" | (not exp_in_range({x}))" for x in ranges)
+    odd = f"(({odd}) != 0.0)" + "".join(f" | {x}" for x in ranges)
     params = [f"a{k}" if i in arrays else names[i] for k, i in enumerate(inputs)]
     params += [f"b{j}" for j in range(len(consts))]
     lines = ["import math", "from numba import njit",
-             f"from tapestry.jit.vmath import exp_in_range, vexp  # vmath {_vmath_version()}", "",
+             f"from tapestry.jit.vmath import exp_in_range, vexp, vtanh  # vmath {_vmath_version()}", "",
              '@njit(nogil=True, cache=True, error_model="numpy")']
     if scalar:
         lines.append(f"def kern({', '.join(params)}):")
