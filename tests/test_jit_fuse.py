@@ -267,3 +267,43 @@ def test_exp_out_of_its_loop_range_is_numpys(bad):
         if bad == 800.0:
             with pytest.raises(FloatingPointError):
                 jf(x)
+
+
+# --- large runs cut along axis 0 over threads ------------------------------------------
+def _big_run(x, c):
+    return np.exp(x * 0.5 - c) * x + np.tanh(c) * 2.0
+
+
+def test_a_run_cut_over_threads_gives_the_bits_of_one_call(monkeypatch):
+    from tapestry.jit import fuse as fuse_mod
+    r = np.random.default_rng(7)
+    x = r.normal(size=(3 * fuse_mod.SPLIT_MIN // 16 + 5, 16))   # 3 pieces of uneven size
+    c = r.normal(size=(1, 16))                                    # broadcast along axis 0
+    monkeypatch.setattr(fuse_mod, "THREADS", 3)
+    cut = tp.jit(_big_run, fuse=True)
+    cut(x, c)                       # the trace
+    got = cut(x, c)                 # the fused program
+    assert fuse_mod._parts(x.shape) == 3 and cut.cache_info()["fused_loops"] >= 1
+    monkeypatch.setattr(fuse_mod, "THREADS", 1)
+    whole = tp.jit(_big_run, fuse=True)
+    whole(x, c)
+    assert np.array_equal(got, whole(x, c))
+    close(got, _big_run(x, c), scale=True)
+    # a nan in the last piece only: that run is NumPy's (nan where NumPy has it)
+    monkeypatch.setattr(fuse_mod, "THREADS", 3)
+    x[-1, 3] = np.nan
+    with np.errstate(invalid="ignore"):
+        got, want = cut(x, c), _big_run(x, c)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(got).sum() == 1
+    close(np.nan_to_num(got), np.nan_to_num(want), scale=True)
+
+
+def test_runs_are_cut_only_when_large(monkeypatch):
+    from tapestry.jit import fuse as fuse_mod
+    monkeypatch.setattr(fuse_mod, "THREADS", 2)
+    assert fuse_mod._parts((1000, 20)) == 1
+    assert fuse_mod._parts(()) == 1
+    assert fuse_mod._parts((1, 10 ** 6)) == 1        # one row: nothing to cut along axis 0
+    assert fuse_mod._parts((10 ** 5, 20)) == 2
+    monkeypatch.setattr(fuse_mod, "THREADS", 1)
+    assert fuse_mod._parts((10 ** 5, 20)) == 1
