@@ -292,6 +292,18 @@ class jit:
             entry = self._new_entry(key, objects, treedef, skey)
         return self._trace(entry, args, kwargs, dyn, leaves, treedef, runtime, objects)
 
+    def _timing_contest(self, new, old, inputs):
+        """Whether program ``new`` replays faster than ``old`` on ``inputs``
+        (:func:`_faster`; jit/reverse.py asks through here)."""
+        return _faster(new, old, inputs)
+
+    @staticmethod
+    def _signature_of(leaves):
+        """:func:`_signature` of flattened arguments, ``None`` where one is
+        traced (jit/reverse.py asks through here)."""
+        sig = _signature(leaves)
+        return None if sig is _INLINE else sig
+
     def _split_static(self, args, kwargs):
         """The dynamic arguments and the key of the static ones."""
         if not self.static_argnums and not self.static_argnames:

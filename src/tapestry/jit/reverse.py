@@ -188,7 +188,7 @@ def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
     sp.fuse_pending = False
     try:
         fwd, bwd = sp.split.lower_again(fuse=True)
-        timing = _api()._faster
+        timing = jf._timing_contest
         if fwd.n_runs and timing(fwd.run, sp.split.forward.run, fwd_inputs):
             sp.split.forward = fwd
         if bwd.n_runs and timing(bwd.run, sp.split.backward.run, bwd_inputs):
@@ -251,13 +251,13 @@ class _SplitEntry:
 _MAX_SPLIT_KEYS = 64
 
 
-def _forward_key(td, pos, plain):
+def _forward_key(jf, td, pos, plain):
     """The key of a forward: the arguments' structure, which leaves are
     traced, and the signature of the values (as jit's own), plus the
     objects among them (held, so their ids stay unique); ``None`` where
     a leaf is traced at another level."""
-    sig = _api()._signature(plain)
-    if sig is _api()._INLINE:
+    sig = jf._signature_of(plain)
+    if sig is None:
         return None, ()
     return (td, pos, sig[0]), sig[2]
 
@@ -266,7 +266,7 @@ def _split_forward(jf, td, pos, plain):
     """``(split entry, f's output leaves, residuals)`` from the first split
     program of this signature whose environment and guards hold, or
     ``None`` (then the forward runs as ``jf``)."""
-    key, _ = _forward_key(td, tuple(pos), plain)
+    key, _ = _forward_key(jf, td, tuple(pos), plain)
     got = jf._splits.get(key) if key is not None else None
     if got is None:
         return None
@@ -290,7 +290,7 @@ def _register(jf, bwd, joint_args):
     ct_key = _ct_key(cts)
     if ct_key is None:
         return
-    key, objects = _forward_key(td, pos, plain)
+    key, objects = _forward_key(jf, td, pos, plain)
     if key is None:
         return
     entries = []
@@ -362,17 +362,6 @@ def _ct_key(cts):
         else:
             return None
     return tuple(key)
-
-
-_API = []
-
-
-def _api():
-    """``tapestry.jit.api`` (which imports this module)."""
-    if not _API:
-        from . import api
-        _API.append(api)
-    return _API[0]
 
 
 def _vjp_at(fun, td, pos, plain, out_td, cts):
