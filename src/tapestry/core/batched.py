@@ -28,7 +28,7 @@ from collections import Counter
 
 import numpy as np
 
-from .batching import elementwise, shift_axes
+from .batching import PerItemParameter, elementwise, shift_axes
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
@@ -357,7 +357,10 @@ def batched_call(prim, args, kwargs, trace=None):
         nested = False  # the rule finds batched values inside its key itself
         flags = [f or _holds(a, trace) for f, a in zip(flags, args)]
     if rule is not None and not nested and not _holds(kwargs, trace):
-        out = rule(prim, raw, flags, kwargs)
+        try:
+            out = rule(prim, raw, flags, kwargs)
+        except PerItemParameter:  # an axis (a parameter) that differs per item
+            out = NotImplemented
         if out is not NotImplemented:
             return _wrap(out, trace, prim)
     if isinstance(prim, _Plain) and prim.batch is None:
