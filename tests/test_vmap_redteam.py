@@ -657,3 +657,19 @@ def test_parameters_given_per_item_agree_with_the_loop(name):
     takes it as one Python value) is not used, the operation runs per item."""
     f, args = PER_ITEM_PARAMETERS[name]
     agree(f, *args)
+
+
+@pytest.mark.parametrize("f,in_axes", [
+    (lambda x: x, 0), (lambda x: x[1:], 0), (lambda x: x.reshape(2, 2), 0), (lambda x: x, 1),
+    (lambda x: x.T, 0), (lambda x: x[::-1], 0), (lambda x: (x, x * 2), 0),
+], ids=["identity", "slice", "reshape", "in_axes 1", "T", "reversed", "tuple"])
+def test_outputs_are_new_arrays_not_views_of_the_inputs(f, in_axes):
+    """A loop stacks its results into a new array: writing into vmap's
+    output must not write into the caller's input."""
+    x = np.arange(12.0).reshape(3, 4)
+    keep = x.copy()
+    out = tp.vmap(f, in_axes=in_axes)(x)
+    for leaf in tp.tree_leaves(out):
+        assert not np.shares_memory(leaf, x)
+        leaf[...] = -1.0
+    np.testing.assert_array_equal(x, keep)

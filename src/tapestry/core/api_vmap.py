@@ -134,6 +134,20 @@ def _as_output_array(y, where):
     return a
 
 
+def _own(r, inputs):
+    """A batched output that is (a view of) an input array -- ``f`` returned
+    its argument, a slice or a reshape of it -- copied: a loop over the
+    items stacks its results into a new array, so writing into the output
+    must not write into the caller's input."""
+    if r.__class__ is not np.ndarray or (r.base is None and
+                                         not any(r is a for a in inputs)):
+        return r
+    for a in inputs:
+        if a.__class__ is np.ndarray and np.may_share_memory(r, a):
+            return r.copy()
+    return r
+
+
 def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     """Map ``f`` over a batch axis of its arguments, in one call per operation.
 
@@ -173,7 +187,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         trace.open = True  # moving the outputs' axes still works on them
         try:
             out_leaves, out_td, oaxes = _axes_per_leaf(out_axes, out, "out_axes")
-            res = [_from_front(y, ax, trace, f"output leaf {k}")
+            res = [_own(_from_front(y, ax, trace, f"output leaf {k}"), leaves) if ax is not None
+                   else _from_front(y, ax, trace, f"output leaf {k}")
                    for k, (y, ax) in enumerate(zip(out_leaves, oaxes))]
         finally:
             trace.open = False
