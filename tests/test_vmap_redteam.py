@@ -673,3 +673,29 @@ def test_outputs_are_new_arrays_not_views_of_the_inputs(f, in_axes):
         assert not np.shares_memory(leaf, x)
         leaf[...] = -1.0
     np.testing.assert_array_equal(x, keep)
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_np_take_of_a_differentiated_table_at_per_item_indices(axis):
+    """np.take(w, i) of a table being differentiated (grad outside vmap)
+    gathers each item's own index: it produced a value that escaped its vmap
+    (the index key went to the tape as a constant)."""
+    w = np.arange(20.0).reshape(4, 5)
+    i = np.array([0, 3, 1])
+
+    def g(i, w):
+        return np.take(w, i, axis=axis) ** 2
+
+    got = tp.grad(lambda w: tp.vmap(g, in_axes=(0, None))(i, w).sum())(w)
+    want = tp.grad(lambda w: sum(g(k, w).sum() for k in i))(w)
+    np.testing.assert_allclose(got, want)
+    got = tp.vmap(tp.grad(lambda w, k: g(k, w).sum()), in_axes=(None, 0))(w, i)
+    np.testing.assert_allclose(got, np.stack([tp.grad(lambda w: g(k, w).sum())(w) for k in i]))
+
+
+def test_np_take_of_a_shared_table_at_per_item_indices():
+    """NumPy offers np.take only to its array, not to its indices: through
+    the in_axes=None proxy the batched indices still handle the call."""
+    agree(lambda i, w: np.take(w, i, axis=0), I, W, in_axes=(0, None))
+    agree(lambda i, w: w.take(i, axis=1), I, W, in_axes=(0, None))
+    agree(lambda i, w: np.take(w, i), I, W, in_axes=(0, None))

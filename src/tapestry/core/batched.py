@@ -763,7 +763,13 @@ class Unbatched(ArrayMethods):
         return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
-        return func(*_plain(args), **_plain(kwargs))
+        args, kwargs = _plain(args), _plain(kwargs)
+        b = _a_batched((args, kwargs))
+        if b is not None:
+            # NumPy offers some calls only to some arguments (np.take: not to
+            # its indices): a batched one must still handle the call
+            return b.__array_function__(func, (Batched,), args, kwargs)
+        return func(*args, **kwargs)
 
     __add__, __radd__ = _binary_plain(operator.add)
     __sub__, __rsub__ = _binary_plain(operator.sub)
@@ -775,6 +781,19 @@ class Unbatched(ArrayMethods):
     __pos__ = lambda self: +self._value  # noqa: E731
     __abs__ = lambda self: abs(self._value)  # noqa: E731
     __hash__ = None
+
+
+def _a_batched(x):
+    """A batched value (of any vmap) in ``x`` (looking inside lists, tuples
+    and dicts), or None."""
+    c = x.__class__
+    if c is Batched:
+        return x
+    for v in (x if c in (list, tuple) else x.values() if c is dict else ()):
+        b = _a_batched(v)
+        if b is not None:
+            return b
+    return None
 
 
 def _holds_any_batched(x):
