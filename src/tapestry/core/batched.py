@@ -410,6 +410,15 @@ def batched_call(prim, args, kwargs, trace=None):
             f"tapestry.vmap: a batched value reached {prim.name} after the vmap call that "
             "made it had returned (it escaped through a global, a closure or an "
             "attribute). Return it from the mapped function instead.")
+    if trace.size == 0:
+        try:
+            return _batched_call(prim, args, kwargs, trace)
+        except Exception as e:  # noqa: BLE001 (re-raised if one item fails too)
+            return _empty_from_one_item(prim, args, kwargs, trace, e)
+    return _batched_call(prim, args, kwargs, trace)
+
+
+def _batched_call(prim, args, kwargs, trace):
     raw, flags, nested = [], [], False
     for a in args:
         if a.__class__ is Batched and a._trace is trace:
@@ -439,6 +448,44 @@ def batched_call(prim, args, kwargs, trace=None):
             # an elementwise ufunc without a rule (a comparison, floor) broadcasts
             return _wrap(elementwise(prim.fun, raw, flags, kwargs), trace, prim)
     return _loop(prim, args, kwargs, trace)
+
+
+def _empty_from_one_item(prim, args, kwargs, trace, error):
+    """An operation on an empty batch that cannot run on the empty arrays (a
+    rule's reshape to ``(0, -1)``, a loop with no item to learn the result's
+    shape from): run on one item of zeros, keep none of it -- the result's
+    item shape and dtype, as a loop's results would have.  If one item
+    fails too, the first error is raised."""
+    one = BatchTrace(trace.level, 1)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", VmapFallbackWarning)
+            out = batched_call(prim, _swap_trace(args, trace, one),
+                               _swap_trace(kwargs, trace, one), one)
+    except Exception:  # noqa: BLE001
+        raise error from None
+    return _emptied(out, one, trace)
+
+
+def _swap_trace(x, trace, one):
+    """``x`` with each value batched by ``trace`` replaced by one item of zeros batched by ``one``."""
+    c = x.__class__
+    if c is Batched and x._trace is trace:
+        return Batched(np.zeros((1,) + x.shape, x.dtype), one)
+    if c in (list, tuple):
+        return c(_swap_trace(v, trace, one) for v in x)
+    if c is dict:
+        return {k: _swap_trace(v, trace, one) for k, v in x.items()}
+    return x
+
+
+def _emptied(out, one, trace):
+    c = out.__class__
+    if c is Batched and out._trace is one:
+        return Batched(out._value[:0], trace)
+    if c in (list, tuple):
+        return c(_emptied(v, one, trace) for v in out)
+    return out
 
 
 def _aligned(raw, flags):
