@@ -121,6 +121,7 @@ VALUE_READS = {
     "round of an array item": (lambda x: round(x), r"round\(\).*np.round"),
     "math.exp": (lambda x: math.exp(x), r"float\(\)"),
     "x in list": (lambda x: x in [1.0], "truth value"),
+    "v in x": (lambda x: 0.5 in x, r"v in x.*np.any\(x == v\)"),
     "list index": (lambda i: [1.0, 2.0, 3.0][i], r"operator.index"),
     "slice with a per-item start": (lambda i: np.arange(5.0)[i:i + 2], r"np.take\(x, i \+ np.arange"),
     "np.asarray": (lambda x: np.asarray(x), "convert a batched value.*np.stack"),
@@ -132,7 +133,7 @@ VALUE_READS = {
 @pytest.mark.parametrize("name", list(VALUE_READS))
 def test_python_reading_values_is_refused_with_the_fix(name):
     f, match = VALUE_READS[name]
-    arg = {"list index": I, "slice with a per-item start": I, "max builtin": X, "sorted": X,
+    arg = {"list index": I, "slice with a per-item start": I, "max builtin": X, "sorted": X, "v in x": X,
            "round of an array item": X}.get(name, S)
     with pytest.raises(TypeError, match=match) as e:
         tp.vmap(f)(arg)

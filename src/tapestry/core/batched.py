@@ -179,6 +179,11 @@ class Batched(ArrayMethods):
             return repr(self)
         return self._convert(f"format({spec!r})")
 
+    def __contains__(self, v):
+        raise BatchedConversionError("tapestry.vmap: `v in x` of a batched value (each item "
+                                     "has its own answer); write np.any(x == v). "
+                                     + _HELP_CONTROL)
+
     def __round__(self, ndigits=None):
         """``round(x)`` of a 0-d item: each rounded as ``round`` rounds a NumPy
         scalar in a loop (half to even; an integer without ``ndigits``)."""
