@@ -145,11 +145,46 @@ def _from_front(y, ax, trace, where):
         return y
     # Not batched: the same value for every item, broadcast (as JAX does).
     traced = y.__class__ in (Var, Batched)
-    y = y if traced else np.asarray(y)
+    if not traced:
+        y = _as_output_array(y, where)
     v = np.broadcast_to(y, (trace.size,) + tuple(y.shape))
     if not traced:
         v = v.copy()  # a writeable array of its own, like every other output
     return v if ax == 0 else np.moveaxis(v, 0, ax)
+
+
+def _as_output_array(y, where):
+    """An unbatched output leaf as an array to broadcast.  An object that
+    is not an array or a number (an instance of an unregistered class, a
+    set, a function, an object array) is refused: broadcast, every item
+    would get the same object, and one that holds a batched value (a
+    closure, an attribute, out[i] = x into an object array) would hold the
+    whole batch, not its item's value."""
+    a = np.asarray(y)
+    if a.dtype == object:
+        what = "an array of dtype object" if isinstance(y, np.ndarray) else \
+            f"a {type(y).__name__} object"
+        raise TypeError(
+            f"tapestry.vmap: {where} is {what}, not an array or a "
+            "number: vmap returns arrays (one per item, stacked), and an object that may "
+            "hold a batched value cannot be split into items. Return arrays, numbers, or "
+            "pytrees of them (tuples, lists, dicts, or a class registered with "
+            "tapestry.tree_util.register_pytree_node / register_dataclass).")
+    return a
+
+
+def _own(r, inputs):
+    """A batched output that is (a view of) an input array -- ``f`` returned
+    its argument, a slice or a reshape of it -- copied: a loop over the
+    items stacks its results into a new array, so writing into the output
+    must not write into the caller's input."""
+    if r.__class__ is not np.ndarray or (r.base is None and
+                                         not any(r is a for a in inputs)):
+        return r
+    for a in inputs:
+        if a.__class__ is np.ndarray and np.may_share_memory(r, a):
+            return r.copy()
+    return r
 
 
 def vmap(f, in_axes=0, out_axes=0, axis_size=None):
@@ -191,7 +226,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         trace.open = True  # moving the outputs' axes still works on them
         try:
             out_leaves, out_td, oaxes = out_spec.per_leaf(out)
-            res = [_from_front(y, ax, trace, f"output leaf {k}")
+            res = [_own(_from_front(y, ax, trace, f"output leaf {k}"), leaves) if ax is not None
+                   else _from_front(y, ax, trace, f"output leaf {k}")
                    for k, (y, ax) in enumerate(zip(out_leaves, oaxes))]
         finally:
             trace.open = False

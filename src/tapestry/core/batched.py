@@ -28,7 +28,7 @@ from collections import Counter
 
 import numpy as np
 
-from .batching import elementwise, shift_axes
+from .batching import PerItemParameter, elementwise, shift_axes
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
@@ -43,6 +43,13 @@ _WARNED: set = set()
 _HELP_CONTROL = ("Inside tapestry.vmap each item has its own value, so Python cannot "
                  "branch on it or convert it: write the choice with np.where(cond, a, b) "
                  "(both branches are computed), or move the loop over items out of vmap.")
+
+#: ndarray's methods that change the array in place, with what to write instead.
+_IN_PLACE = {"sort": "y = np.sort(x, axis=...)", "fill": "y = np.full_like(x, value)",
+             "partition": "y = np.partition(x, k)", "put": "np.where or np.concatenate",
+             "resize": "y = np.resize(x, shape)", "itemset": "np.where or np.concatenate",
+             "setfield": "np.where or np.concatenate", "setflags": "a copy (x + 0)",
+             "byteswap": "y = x.astype(x.dtype.newbyteorder())"}
 
 
 class BatchTrace:
@@ -102,13 +109,50 @@ class Batched(ArrayMethods):
                 f"dtype {self.dtype}, level={self._trace.level})")
 
     def __hash__(self):
-        return id(self)
+        """Refused, like an array's: an item that is a NumPy scalar hashes by
+        its value, so a dict or set keyed by a batched value (a cache, a
+        memo) would need one hash per item."""
+        raise TypeError("tapestry.vmap: hash() of a batched value (a dict key, a set "
+                        "member, a cache): each item has its own value, so the batch has no "
+                        "one hash. Key by something shared by every item (an index, a "
+                        "shape), or compute the choice with np.where. " + _HELP_CONTROL)
+
+    # --- one item's view, continued: ndarray's attributes -------------------
+    itemsize = property(lambda self: self._value.itemsize)
+    nbytes = property(lambda self: self.size * self._value.itemsize)
+
+    def view(self, *a, **k):
+        """``x.view()`` (another name for the item); a view as another dtype
+        or class reinterprets the batch's memory, so it is refused."""
+        if a or k:
+            raise TypeError("tapestry.vmap: x.view(dtype) of a batched value (it "
+                            "reinterprets memory); use x.astype(dtype), or move the "
+                            "reinterpretation out of vmap.")
+        return self
+
+    def __getattr__(self, name):
+        """ndarray attributes that a batched value lacks: an error naming
+        the method and the NumPy function to call instead (only reached
+        when normal lookup fails)."""
+        if name.startswith("_") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"'Batched' object has no attribute {name!r}")
+        if name in _IN_PLACE:
+            raise AttributeError(
+                f"tapestry.vmap: x.{name}() changes a batched value in place, which it cannot "
+                f"do; build a new array: {_IN_PLACE[name]}.")
+        alt = f"; call np.{name}(x, ...) instead" if callable(getattr(np, name, None)) else ""
+        raise AttributeError(f"tapestry.vmap: ndarray.{name} is not available on a batched "
+                             f"value (one item of a vmap batch){alt}.")
 
     # --- Python reading the value: no single answer -------------------------
     def __array__(self, dtype=None, copy=None):
         raise BatchedConversionError(
             "tapestry.vmap: cannot convert a batched value to a NumPy array (np.asarray / "
-            "np.array / a library that converts its inputs, or a plain NumPy array indexed "
+            "np.array / a list holding batched values given to a NumPy function, "
+            "np.sum([a, b]): build it with np.stack([a, b]) or tapestry.numpy's "
+            "tnp.array([[a, b], [c, 1.0]]); a library that converts its inputs; a plain "
+            "array written with a batched value, out[i] = x: build the array with "
+            "np.stack or np.where instead; or a plain NumPy array indexed "
             "with a batched index, W[i]: NumPy does not hand indexing to tapestry when the "
             "array is a plain one read from a closure or a global: pass W to the mapped "
             "function as an argument (in_axes=None), or select with a one-hot product, "
@@ -123,7 +167,9 @@ class Batched(ArrayMethods):
 
     __float__ = lambda self: self._convert("float()")  # noqa: E731
     __int__ = lambda self: self._convert("int()")  # noqa: E731
-    __index__ = lambda self: self._convert("use as an index (operator.index)")  # noqa: E731
+    __index__ = lambda self: self._convert(  # noqa: E731
+        "use as an index (operator.index: a slice x[i:i + k], range(i), a list index) "
+        "with a per-item i; for a slice use np.take(x, i + np.arange(k), axis=...)")
     __complex__ = lambda self: self._convert("complex()")  # noqa: E731
     item = lambda self, *a: self._convert(".item()")  # noqa: E731
     tolist = lambda self: self._convert(".tolist()")  # noqa: E731
@@ -132,6 +178,22 @@ class Batched(ArrayMethods):
         if not spec:
             return repr(self)
         return self._convert(f"format({spec!r})")
+
+    def __contains__(self, v):
+        raise BatchedConversionError("tapestry.vmap: `v in x` of a batched value (each item "
+                                     "has its own answer); write np.any(x == v). "
+                                     + _HELP_CONTROL)
+
+    def __round__(self, ndigits=None):
+        """``round(x)`` of a 0-d item: each rounded as ``round`` rounds a NumPy
+        scalar in a loop (half to even; an integer without ``ndigits``)."""
+        if self.ndim:
+            raise TypeError("tapestry.vmap: round() of an array item (NumPy arrays do not "
+                            "define it either); use np.round(x, decimals).")
+        out = np.round(self, ndigits or 0)
+        if ndigits is None and self.dtype.kind in "fb":
+            return out.astype(np.int64)
+        return out
 
     def __setitem__(self, key, value):
         raise TypeError("tapestry.vmap: in-place assignment into a batched value "
@@ -143,8 +205,11 @@ class Batched(ArrayMethods):
         if _var_on_top(inputs, kwargs):
             return dispatch_ufunc(ufunc, method, inputs, kwargs)
         if kwargs.get("out") is not None:
-            raise TypeError(f"tapestry.vmap: np.{ufunc.__name__}(..., out=...) writes in "
-                            "place into a batched value; drop out= and use the result.")
+            raise TypeError(f"tapestry.vmap: np.{ufunc.__name__}(..., out=...) with a batched "
+                            "value: the result has one value per item, which neither a plain "
+                            "array (one value) nor a batched one (it cannot change in place) "
+                            "can take. Drop out= and use the result (for a += b, write "
+                            "a = a + b).")
         if method == "__call__":
             prim = UFUNCS.get(ufunc)
             if prim is None and ufunc not in NONDIFF:
@@ -192,8 +257,18 @@ class Batched(ArrayMethods):
     def __neg__(self): return FAST_UFUNCS[np.negative](self)
     def __pos__(self): return self
     def __abs__(self): return FAST_UFUNCS[np.absolute](self)
-    def __and__(self, o): return np.logical_and(self, o) if self.dtype == bool else np.bitwise_and(self, o)
-    def __or__(self, o): return np.logical_or(self, o) if self.dtype == bool else np.bitwise_or(self, o)
+    # NumPy's bitwise ufuncs, as ndarray's operators: on booleans they are
+    # the logical ones, and a boolean with an integer gives an integer
+    def __and__(self, o): return np.bitwise_and(self, o)
+    def __rand__(self, o): return np.bitwise_and(o, self)
+    def __or__(self, o): return np.bitwise_or(self, o)
+    def __ror__(self, o): return np.bitwise_or(o, self)
+    def __xor__(self, o): return np.bitwise_xor(self, o)
+    def __rxor__(self, o): return np.bitwise_xor(o, self)
+    def __lshift__(self, o): return np.left_shift(self, o)
+    def __rlshift__(self, o): return np.left_shift(o, self)
+    def __rshift__(self, o): return np.right_shift(self, o)
+    def __rrshift__(self, o): return np.right_shift(o, self)
     def __invert__(self): return np.invert(self)
 
     # As for traced arrays, augmented assignment rebinds.
@@ -340,6 +415,15 @@ def batched_call(prim, args, kwargs, trace=None):
             f"tapestry.vmap: a batched value reached {prim.name} after the vmap call that "
             "made it had returned (it escaped through a global, a closure or an "
             "attribute). Return it from the mapped function instead.")
+    if trace.size == 0:
+        try:
+            return _batched_call(prim, args, kwargs, trace)
+        except Exception as e:  # noqa: BLE001 (re-raised if one item fails too)
+            return _empty_from_one_item(prim, args, kwargs, trace, e)
+    return _batched_call(prim, args, kwargs, trace)
+
+
+def _batched_call(prim, args, kwargs, trace):
     raw, flags, nested = [], [], False
     for a in args:
         if a.__class__ is Batched and a._trace is trace:
@@ -357,7 +441,10 @@ def batched_call(prim, args, kwargs, trace=None):
         nested = False  # the rule finds batched values inside its key itself
         flags = [f or _holds(a, trace) for f, a in zip(flags, args)]
     if rule is not None and not nested and not _holds(kwargs, trace):
-        out = rule(prim, raw, flags, kwargs)
+        try:
+            out = rule(prim, raw, flags, kwargs)
+        except PerItemParameter:  # an axis (a parameter) that differs per item
+            out = NotImplemented
         if out is not NotImplemented:
             return _wrap(out, trace, prim)
     if isinstance(prim, _Plain) and prim.batch is None:
@@ -366,6 +453,44 @@ def batched_call(prim, args, kwargs, trace=None):
             # an elementwise ufunc without a rule (a comparison, floor) broadcasts
             return _wrap(elementwise(prim.fun, raw, flags, kwargs), trace, prim)
     return _loop(prim, args, kwargs, trace)
+
+
+def _empty_from_one_item(prim, args, kwargs, trace, error):
+    """An operation on an empty batch that cannot run on the empty arrays (a
+    rule's reshape to ``(0, -1)``, a loop with no item to learn the result's
+    shape from): run on one item of zeros, keep none of it -- the result's
+    item shape and dtype, as a loop's results would have.  If one item
+    fails too, the first error is raised."""
+    one = BatchTrace(trace.level, 1)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", VmapFallbackWarning)
+            out = batched_call(prim, _swap_trace(args, trace, one),
+                               _swap_trace(kwargs, trace, one), one)
+    except Exception:  # noqa: BLE001
+        raise error from None
+    return _emptied(out, one, trace)
+
+
+def _swap_trace(x, trace, one):
+    """``x`` with each value batched by ``trace`` replaced by one item of zeros batched by ``one``."""
+    c = x.__class__
+    if c is Batched and x._trace is trace:
+        return Batched(np.zeros((1,) + x.shape, x.dtype), one)
+    if c in (list, tuple):
+        return c(_swap_trace(v, trace, one) for v in x)
+    if c is dict:
+        return {k: _swap_trace(v, trace, one) for k, v in x.items()}
+    return x
+
+
+def _emptied(out, one, trace):
+    c = out.__class__
+    if c is Batched and out._trace is one:
+        return Batched(out._value[:0], trace)
+    if c in (list, tuple):
+        return c(_emptied(v, one, trace) for v in out)
+    return out
 
 
 def _aligned(raw, flags):
@@ -467,13 +592,24 @@ def _combine(results, trace, name):
         if len(shapes) > 1:
             raise ValueError(f"tapestry.vmap: {name} gives results of different shapes for "
                              f"different items ({sorted(shapes)[:3]}...); a batch needs one "
-                             "shape. Pad to a fixed size, or loop over the items outside vmap.")
+                             "shape. A boolean mask (x[mask]) or np.nonzero selects a "
+                             "different number of elements per item: keep the shape with "
+                             "np.where(mask, x, 0) (and a masked sum, np.sum(x, where=mask)). "
+                             "Otherwise pad to a fixed size, or loop over the items outside "
+                             "vmap.")
         return Batched(np.stack(results), trace)
     if any(not _same(r, first) for r in results[1:]):
+        if all(r.__class__ in _NUMBERS for r in results):
+            # a number per item (np.array_equal, np.allclose): a batched array,
+            # which Python code then cannot branch on without the usual error
+            return Batched(np.array(results), trace)
         raise TypeError(f"tapestry.vmap: {name} returns {type(first).__name__} values that "
                         "differ between items (a Python value cannot be batched). "
                         + _HELP_CONTROL)
     return first
+
+
+_NUMBERS = (bool, int, float, complex)
 
 
 def _same(a, b):
@@ -526,7 +662,8 @@ def _axis_reduction(func, args, kwargs):
         if func in (np.argmax, np.argmin, np.argsort):
             if kw.pop("keepdims", False):  # a flat index kept in the item's shape
                 return batched_call(_Plain(func), args, kwargs)
-            v = np.reshape(v, (a._trace.size, -1))
+            # the item's length, not -1: an empty batch has no length to infer
+            v = np.reshape(v, (a._trace.size, a.size))
             kw["axis"] = 1
         else:
             kw["axis"] = tuple(range(1, nd + 1))
@@ -656,13 +793,35 @@ class Unbatched(ArrayMethods):
         return self._value[_plain(key)]
 
     def __setitem__(self, key, value):
+        """Writes into the caller's array, as a loop over the items would;
+        a per-item value or position is refused: the array is one for the
+        whole batch, it cannot hold one value per item."""
+        if _holds_any_batched(key) or _holds_any_batched(value):
+            raise TypeError(
+                "tapestry.vmap: writing into an array passed with in_axes=None (one array "
+                "shared by every item) at a per-item position or with a per-item value "
+                "(w[i] = x): it cannot hold one value per item. Build a new array instead: "
+                "np.where(np.arange(len(w)) == i, x, w), or w + np.pad(...).")
         self._value[_plain(key)] = value
+
+    def __getattr__(self, name):
+        """Every other ndarray attribute (``view``, ``flat``, ``nbytes``,
+        ``strides``, ...) is the caller's array's own."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._value, name)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
-        return func(*_plain(args), **_plain(kwargs))
+        args, kwargs = _plain(args), _plain(kwargs)
+        b = _a_batched((args, kwargs))
+        if b is not None:
+            # NumPy offers some calls only to some arguments (np.take: not to
+            # its indices): a batched one must still handle the call
+            return b.__array_function__(func, (Batched,), args, kwargs)
+        return func(*args, **kwargs)
 
     __add__, __radd__ = _binary_plain(operator.add)
     __sub__, __rsub__ = _binary_plain(operator.sub)
@@ -674,6 +833,31 @@ class Unbatched(ArrayMethods):
     __pos__ = lambda self: +self._value  # noqa: E731
     __abs__ = lambda self: abs(self._value)  # noqa: E731
     __hash__ = None
+
+
+def _a_batched(x):
+    """A batched value (of any vmap) in ``x`` (looking inside lists, tuples
+    and dicts), or None."""
+    c = x.__class__
+    if c is Batched:
+        return x
+    for v in (x if c in (list, tuple) else x.values() if c is dict else ()):
+        b = _a_batched(v)
+        if b is not None:
+            return b
+    return None
+
+
+def _holds_any_batched(x):
+    """Whether ``x`` is or holds (in lists, tuples, dicts) a batched value of any vmap."""
+    c = x.__class__
+    if c is Batched:
+        return True
+    if c in (list, tuple):
+        return any(_holds_any_batched(v) for v in x)
+    if c is dict:
+        return any(_holds_any_batched(v) for v in x.values())
+    return False
 
 
 def _holds_batched(key):

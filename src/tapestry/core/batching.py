@@ -38,9 +38,22 @@ def item_ndim(x, is_batched):
     return len(shape_of(x)) - (1 if is_batched else 0)
 
 
+class PerItemParameter(TypeError):
+    """A batching rule met a batched value where it reads a parameter in
+    Python (an axis given per item): :func:`~tapestry.core.batched.batched_call`
+    catches it and runs the operation once per item instead."""
+
+
+def _check_static(axis):
+    if axis.__class__ is np.ndarray and axis.ndim:
+        raise PerItemParameter("tapestry.vmap: an axis given per item (a batched value)")
+
+
 def shift_axis(axis, nd):
     """An axis of an item (``nd`` axes; negative allowed) on the batched
-    array: one further right."""
+    array: one further right.  A batched axis (one per item) raises
+    :class:`PerItemParameter`: the caller loops."""
+    _check_static(axis)
     if not -nd <= axis < nd:
         raise np.exceptions.AxisError(axis, nd)
     return axis % nd + 1
@@ -51,6 +64,7 @@ def shift_axes(axis, nd):
     axis of the item) becomes ``(1, ..., nd)``."""
     if axis is None:
         return tuple(range(1, nd + 1))
+    _check_static(axis)
     if isinstance(axis, (int, np.integer)):
         return shift_axis(int(axis), nd)
     return tuple(shift_axis(int(a), nd) for a in axis)

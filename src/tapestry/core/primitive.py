@@ -264,6 +264,8 @@ class Primitive:
         c = raw[k]
         if c.__class__ is Batched:
             return None if c._trace.level > tape.level else raw
+        if (c.__class__ is tuple or c.__class__ is list) and batched_above(c, tape.level):
+            return None  # an index key holding a per-item index (np.take's a[:, i])
         if c.__class__ not in _UNMASKED and isinstance(c, _MASKED):
             refuse_masked(c, self.name)
         if tape.owned is not None and c.__class__ is np.ndarray:

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import numpy as _np
 
+from ..core.batched import Batched as _Batched
+from ..core.batched import _probe as _one_item
 from ..core.var import unwrap_all as _unwrap_all
 from ..core.var import Var as _Var
 from ..core.staged import Staged as _Staged
 
+#: Values that stand for an array NumPy cannot convert: a traced one, and,
+#: inside tapestry.vmap, a batched one (one item of the batch).
+_PIECES = (_Var, _Batched)
+
 
 def _traced(obj):
-    """Does ``obj`` hold a traced value (itself, or inside lists/tuples)?"""
-    if obj.__class__ is _Var:
+    """Does ``obj`` hold a traced or batched value (itself, or inside lists/tuples)?"""
+    if obj.__class__ in _PIECES:
         return True
     if isinstance(obj, (list, tuple)):
         return any(_traced(o) for o in obj)
@@ -28,7 +34,7 @@ def _traced(obj):
 
 def _stack_pieces(obj, dtype):
     """``obj`` (a traced value, or a list/tuple holding some) as one array."""
-    if obj.__class__ is _Var:
+    if obj.__class__ in _PIECES:
         return obj
     if isinstance(obj, (list, tuple)) and _traced(obj):
         return _np.stack([_stack_pieces(o, dtype) for o in obj])
@@ -40,8 +46,9 @@ def _cast(x, dtype):
 
 
 def _build(obj, dtype=None, ndmin=0):
-    # NumPy decides dtype and shape (and raises on ragged input) from the values.
-    plain = _np.array(_unwrap_all(obj), dtype=dtype)
+    # NumPy decides dtype and shape (and raises on ragged input) from the
+    # values; a batched value stands in as one item of its batch
+    plain = _np.array(_one_item(_unwrap_all(obj)), dtype=dtype)
     out = _cast(_stack_pieces(obj, plain.dtype), plain.dtype)
     if out.ndim < ndmin:
         out = _np.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
@@ -65,7 +72,7 @@ def asarray(a, dtype=None, *args, **kwargs):
     """``np.asarray``; a traced value is returned as it is (cast to
     ``dtype`` if given), nested traced values are stacked."""
     if _traced(a):
-        return _build(a, dtype) if dtype is not None or a.__class__ is not _Var \
+        return _build(a, dtype) if dtype is not None or a.__class__ not in _PIECES \
             else a
     if a.__class__ is _Staged and not args and not kwargs:
         # inside jit: the staged value (NumPy's conversion would read it, a
@@ -95,7 +102,7 @@ def full_like(a, fill_value, dtype=None, *args, shape=None, **kwargs):
     array (NumPy's own returns a constant: it dispatches on ``a`` only)."""
     if not _traced(fill_value):
         return _np.full_like(a, fill_value, dtype, *args, shape=shape, **kwargs)
-    like = _np.asarray(_unwrap_all(a))
+    like = a if a.__class__ is _Batched else _np.asarray(_unwrap_all(a))
     return full(like.shape if shape is None else shape, fill_value,
                 like.dtype if dtype is None else dtype)
 
@@ -103,7 +110,7 @@ def full_like(a, fill_value, dtype=None, *args, shape=None, **kwargs):
 def _items(seq):
     """The items of a sequence argument, nested traced lists made arrays."""
     if isinstance(seq, (list, tuple)):
-        return [array(x) if x.__class__ is not _Var and _traced(x) else x for x in seq]
+        return [array(x) if x.__class__ not in _PIECES and _traced(x) else x for x in seq]
     return seq
 
 
@@ -128,7 +135,7 @@ def append(arr, values, axis=None):
 
 
 def _one(x):
-    return array(x) if x.__class__ is not _Var and _traced(x) else x
+    return array(x) if x.__class__ not in _PIECES and _traced(x) else x
 
 
 class _Concatenator:

@@ -341,7 +341,7 @@ def batch_scan(prim, args, batched, kwargs):
     """Batching rule of a scan ``prim(a, axis)``: the axis shifts one right;
     ``None`` (the flattened item) scans each item's own ravel."""
     a, axis = args
-    if not batched[0]:
+    if not batched[0] or batched[1]:  # a per-item axis: the caller loops
         return NotImplemented
     if axis is None:
         return prim(np.reshape(a, (batching.shape_of(a)[0], -1)), 1)

@@ -35,7 +35,7 @@ def _reshape_fun(a, shape, order):
 
 def _batch_reshape(prim, args, batched, kwargs):
     a, shape, order = args
-    if order != "C":
+    if order != "C" or any(batched[1:]):
         return NotImplemented  # Fortran order interleaves the batch axis
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     return prim(a, (shape_of(a)[0],) + shape, order)
@@ -85,6 +85,8 @@ implements(np.atleast_3d)(_atleast(np.atleast_3d))
 # --- broadcasting ----------------------------------------------------------------
 def _batch_broadcast_to(prim, args, batched, kwargs):
     a, shape = args
+    if any(batched[1:]):
+        return NotImplemented  # a per-item shape/shift/axes: the caller loops
     shape = tuple(shape)
     return prim(batching.expand_item(a, len(shape)), (shape_of(a)[0],) + shape)
 
@@ -111,6 +113,8 @@ def broadcast_arrays(*args, subok=False):
 # --- axis permutations ---------------------------------------------------------------
 def _batch_transpose(prim, args, batched, kwargs):
     a, axes = args
+    if any(batched[1:]):
+        return NotImplemented  # a per-item shape/shift/axes: the caller loops
     nd = batching.item_ndim(a, True)
     axes = tuple(range(nd - 1, -1, -1)) if axes is None else axes
     return prim(a, (0,) + tuple(batching.shift_axis(int(i), nd) for i in axes))
@@ -324,6 +328,8 @@ def _neg(shift):
 
 def _batch_roll(prim, args, batched, kwargs):
     a, shift, axis = args
+    if any(batched[1:]):
+        return NotImplemented  # a per-item shape/shift/axes: the caller loops
     if axis is None:  # the item is rolled flat
         n = shape_of(a)[0]
         return np.reshape(prim(np.reshape(a, (n, -1)), shift, 1), shape_of(a))
@@ -349,6 +355,8 @@ def _tile_vjp(g, ans, a, reps):
 
 def _batch_tile(prim, args, batched, kwargs):
     a, reps = args
+    if any(batched[1:]):
+        return NotImplemented  # a per-item shape/shift/axes: the caller loops
     reps = (int(reps),) if np.ndim(reps) == 0 else tuple(reps)
     nd = max(batching.item_ndim(a, True), len(reps))
     reps = (1,) * (nd - len(reps)) + reps
