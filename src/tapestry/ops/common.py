@@ -2,7 +2,10 @@
 checks on zero-cost arrays, testing for traced values, axis arithmetic."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..core.primitive import declares_rules, implements
 from ..core.var import unwrap_all
@@ -80,3 +83,17 @@ def near_point(x, at, radius, near, away, fill=1.0, near_fill=None):
     small = np.abs(unwrap_all(x) - at) < radius
     near_in = np.where(small, x, at if near_fill is None else near_fill)
     return np.where(small, near(near_in), away(np.where(small, fill, x)))
+
+
+def axis_index(axis, ndim):
+    """``axis`` (negative allowed) as an index into ``ndim`` axes, with
+    NumPy's ``AxisError`` when there is no such axis: an entry point that
+    wrapped it with ``axis % ndim`` instead quietly worked along another
+    axis (``np.cumsum(x, axis=2)`` on a matrix summed down axis 0)."""
+    return normalize_axis_index(operator.index(axis), ndim)
+
+
+def axis_tuple(axes, ndim):
+    """:func:`axis_index` of each of ``axes`` (an int or a sequence), with
+    NumPy's errors for a missing or a repeated axis."""
+    return normalize_axis_tuple(axes, ndim)

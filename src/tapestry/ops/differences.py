@@ -11,7 +11,7 @@ import numpy as np
 from ..core.primitive import implements
 from ..core.var import unwrap_all
 from ..core.batched import TRACED
-from .common import along, as_array, axis_slice
+from .common import along, as_array, axis_slice, axis_index, axis_tuple
 
 
 # --- diff ----------------------------------------------------------------------------
@@ -37,7 +37,7 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     nd = np.ndim(a)
     if nd == 0:
         raise ValueError("diff requires input that is at least one dimensional")
-    axis = axis % nd
+    axis = axis_index(axis, nd)
     parts = [a]
     if prepend is not np._NoValue:
         parts.insert(0, _edge(prepend, a, axis))
@@ -143,7 +143,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 
 def _norm_axes(axis, nd):
     axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
-    out = tuple(int(a) % nd for a in axes)
+    out = axis_tuple(tuple(int(a) for a in axes), nd)
     if len(set(out)) != len(out):
         raise ValueError("repeated axis")
     return out
@@ -187,7 +187,7 @@ def linalg_cross(x1, x2, /, *, axis=-1):
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     """The trapezoid rule: ``sum(d * (y[1:] + y[:-1]) / 2)``."""
     nd = np.ndim(y)
-    axis = axis % nd
+    axis = axis_index(axis, nd)
     if x is None:
         d = dx
     else:

@@ -32,6 +32,7 @@ import numpy as np
 from ..core.primitive import Primitive, implements
 from ..core.var import reject_out
 from .complex import match_input, real_cotangent
+from .common import axis_index, axis_tuple
 
 _FFT = np.fft
 
@@ -131,7 +132,8 @@ def _axes_sizes(x, s, axes, default_axes):
     nd = np.ndim(x)
     if axes is None:
         axes = tuple(range(nd - len(s), nd)) if s is not None else default_axes(nd)
-    axes = tuple(int(a) % nd for a in axes)
+    axes = axis_tuple(tuple(int(a) for a in axes), nd) if len(set(axes)) == len(axes) else \
+        tuple(axis_index(int(a), nd) for a in axes)  # (fftn allows an axis twice)
     if s is not None and len(s) != len(axes):
         raise ValueError("tapestry: np.fft: s and axes must have the same length.")
     return axes, (None if s is None else tuple(int(n) for n in s))

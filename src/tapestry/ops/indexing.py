@@ -29,7 +29,7 @@ from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from ..core.staged import Staged
 from ..core.batched import NESTED, TRACED, Batched, batched_above, batched_call, constant_values
 from ..sparse import AxisSparse, densify
-from .common import plain_dtype
+from .common import plain_dtype, axis_index
 
 
 def _key_tuple(key):
@@ -282,7 +282,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         if np.ndim(a) != 1:
             a = np.reshape(a, (-1,))
         axis = 0
-    axis = axis % np.ndim(a)
+    axis = axis_index(axis, np.ndim(a))
     n = np.shape(a)[axis]
     if mode == "wrap":
         idx = idx % n
@@ -304,7 +304,7 @@ def take_along_axis(arr, indices, axis=-1):
     if idx.ndim != ndim:
         raise ValueError(f"tapestry: np.take_along_axis needs indices with {ndim} "
                          f"dimensions (like arr), got {idx.ndim}.")
-    axis = axis % ndim
+    axis = axis_index(axis, ndim)
     if all(idx.shape[j] == 1 for j in range(ndim) if j != axis):
         return getitem(arr, (slice(None),) * axis + (idx.reshape(-1),))
     shape = np.shape(arr)

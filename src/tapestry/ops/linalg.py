@@ -19,6 +19,7 @@ from .complex import imag_part, match_input, modulus, real_cotangent, real_part
 from .elementwise import _over_nonzero
 from .linalg_common import _H, _T, _fold_triangle, _gaps, batch_stacked
 from .shape import diagonal
+from .common import axis_index, axis_tuple
 
 
 def _blas_ready(g):
@@ -132,7 +133,7 @@ def _normalize_axes(axes, nda, ndb):
     xa, xb = axes
     xa = (xa,) if np.ndim(xa) == 0 else tuple(xa)
     xb = (xb,) if np.ndim(xb) == 0 else tuple(xb)
-    return tuple(int(i) % nda for i in xa), tuple(int(i) % ndb for i in xb)
+    return tuple(axis_index(i, nda) for i in xa), tuple(axis_index(i, ndb) for i in xb)
 
 
 def _tensordot_vjp_a(g, ans, a, b, axes):
@@ -574,7 +575,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
         if ord is None or (ord == "fro" and nd == 2) or (ord == 2 and nd == 1):
             return _l2(x, None, keepdims)
         axis = tuple(range(nd))
-    axis = (axis,) if isinstance(axis, int) else tuple(a % nd for a in axis)
+    axis = (axis_index(axis, nd),) if isinstance(axis, int) else axis_tuple(tuple(axis), nd)
     if len(axis) == 1:
         return _vector_norm(x, ord, axis[0], keepdims)
     if len(axis) == 2:
@@ -663,7 +664,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     nd = np.ndim(x)
     axes = tuple(range(nd)) if axis is None else (
         (axis,) if np.ndim(axis) == 0 else tuple(axis))
-    return _vector_norm(x, ord, tuple(a % nd for a in axes), keepdims)
+    return _vector_norm(x, ord, axis_tuple(axes, nd), keepdims)
 
 
 implements(np.linalg.matrix_norm)(lambda x, /, *, keepdims=False, ord="fro": norm(

@@ -15,7 +15,7 @@ from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements,
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
 from ..core.batched import TRACED, constant_values
 from ..core.staged import Staged
-from .common import implements_if, plain_dtype
+from .common import implements_if, plain_dtype, axis_index
 from .elementwise import _over_nonzero
 
 
@@ -380,7 +380,7 @@ def _scan_entry(prim, name):
         a = _in_dtype(a, dtype, name)
         if axis is None:
             return prim(np.ravel(a), 0)
-        return prim(a, axis % max(np.ndim(a), 1))
+        return prim(a, axis_index(axis, max(np.ndim(a), 1)))
     scan.__name__ = name
     return scan
 
@@ -470,7 +470,7 @@ def _cumulative(scan, initial, name):
             x = _var_astype(x, dtype)
             if np.dtype(dtype).kind not in "fc":
                 return getattr(np, name)(x, axis=axis, include_initial=include_initial)
-        axis = 0 if axis is None else axis % len(shape)
+        axis = 0 if axis is None else axis_index(axis, len(shape))
         y = scan(x, axis=axis)
         if not include_initial:
             return y

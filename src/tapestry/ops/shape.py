@@ -15,7 +15,7 @@ from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbro
 from ..core.registry import FUNCTIONS
 from ..core.var import reject_out, unwrap_all
 from ..core.batched import NESTED, TRACED
-from .common import implements_if, plain_dtype, probe
+from .common import implements_if, plain_dtype, probe, axis_index, axis_tuple
 from .indexing import float_source, gather_by_labels
 
 try:
@@ -129,7 +129,7 @@ _transpose = Primitive(lambda a, axes: np.transpose(a, axes), "transpose", keep=
 @implements(np.transpose)
 def transpose(a, axes=None):
     if axes is not None:
-        axes = tuple(int(i) % np.ndim(a) for i in axes)
+        axes = axis_tuple(tuple(int(i) for i in axes), np.ndim(a))
     return _transpose(a, axes)
 
 
@@ -200,7 +200,7 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if ndim == 0:
         raise ValueError("tapestry: np.concatenate of zero-dimensional arrays; use "
                          "np.stack.")
-    out = _concatenate(*arrays, axis=axis % ndim)
+    out = _concatenate(*arrays, axis=axis_index(axis, ndim))
     return out if dtype is None else out.astype(dtype)
 
 
@@ -218,7 +218,7 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     arrays = list(arrays)
     if not arrays:
         raise ValueError("tapestry: np.stack needs at least one array.")
-    out = _stack(*arrays, axis=axis % (np.ndim(arrays[0]) + 1))
+    out = _stack(*arrays, axis=axis_index(axis, np.ndim(arrays[0]) + 1))
     return out if dtype is None else out.astype(dtype)
 
 
@@ -283,7 +283,7 @@ def _split_entry(np_split, default_axis=0):
             np.split(probe(np.shape(ary)), indices_or_sections, axis)  # NumPy's error
         if ary.__class__ not in NESTED:  # a staged ary: NumPy's call, recorded
             return np_split(ary, indices_or_sections, axis)
-        return list(_split(ary, indices_or_sections, axis % np.ndim(ary), np_split))
+        return list(_split(ary, indices_or_sections, axis_index(axis, np.ndim(ary)), np_split))
     return split
 
 
@@ -394,7 +394,7 @@ _repeat = Primitive(lambda a, repeats, axis: np.repeat(a, repeats, axis), "repea
 def repeat(a, repeats, axis=None):
     if axis is None:
         a, axis = ravel(a), 0
-    return _repeat(a, unwrap_all(repeats), axis % max(np.ndim(a), 1))
+    return _repeat(a, unwrap_all(repeats), axis_index(axis, max(np.ndim(a), 1)))
 
 
 # --- padding ---------------------------------------------------------------------
@@ -492,7 +492,10 @@ _diagonal = Primitive(lambda a, offset, axis1, axis2: np.diagonal(a, offset, axi
 @implements(np.diagonal)
 def diagonal(a, offset=0, axis1=0, axis2=1):
     nd = np.ndim(a)
-    return _diagonal(a, offset, axis1 % nd, axis2 % nd)
+    axis1, axis2 = axis_index(axis1, nd), axis_index(axis2, nd)
+    if axis1 == axis2:
+        raise ValueError("axis1 and axis2 cannot be the same")
+    return _diagonal(a, offset, axis1, axis2)
 
 
 @implements(np.diag)

@@ -13,6 +13,7 @@ from ..core import batching
 
 from ..core.primitive import Primitive, implements
 from ..core.var import reject_out, unwrap_all
+from .common import axis_index, axis_tuple
 
 
 def _inverse_permutation(idx, axis):
@@ -54,7 +55,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
         a, axis = np.ravel(a), 0
     if np.ndim(a) == 0:
         return a
-    axis %= np.ndim(a)
+    axis = axis_index(axis, np.ndim(a))
     idx = np.argsort(unwrap_all(a), axis=axis, kind=kind, stable=stable)
     return _gather(a, idx, axis)
 
@@ -62,7 +63,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
 def partition(a, kth, axis=-1, kind="introselect", order=None):
     if axis is None:
         a, axis = np.ravel(a), 0
-    axis %= np.ndim(a)
+    axis = axis_index(axis, np.ndim(a))
     idx = np.argpartition(unwrap_all(a), kth, axis=axis)
     return _gather(a, idx, axis)
 
@@ -72,13 +73,13 @@ def _moved_sorted(a, axis):
     if axis is None:
         return sort(np.ravel(a)), None
     if isinstance(axis, (tuple, list)):
-        axes = tuple(ax % np.ndim(a) for ax in axis)
+        axes = axis_tuple(tuple(axis), np.ndim(a))
         rest = [i for i in range(np.ndim(a)) if i not in axes]
         moved = np.transpose(a, axes + tuple(rest))
         shape = np.shape(moved)
         flat = np.reshape(moved, (-1,) + shape[len(axes):])
         return sort(flat, axis=0), axes
-    axis %= np.ndim(a)
+    axis = axis_index(axis, np.ndim(a))
     return np.moveaxis(sort(a, axis=axis), axis, 0), (axis,)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..core.primitive import Primitive, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
 from ..core.batched import NESTED, all_items
-from .common import plain_dtype, traced
+from .common import plain_dtype, traced, axis_tuple
 
 _range = builtins.range  # ``range`` is also NumPy's argument name below
 
@@ -31,7 +31,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             if np.ndim(w) != 1 and np.ndim(axis) == 0:
                 raise TypeError("1D weights expected when shapes of a and weights differ.")
             axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
-            axes = tuple(ax % np.ndim(a) for ax in axes)
+            axes = axis_tuple(axes, np.ndim(a))
             w = np.broadcast_to(np.reshape(w, [np.shape(a)[i] if i in axes else 1
                                                for i in range(np.ndim(a))]), np.shape(a))
         scl = np.sum(w, axis=axis, keepdims=keepdims)

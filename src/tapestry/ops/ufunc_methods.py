@@ -19,6 +19,7 @@ from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
 from ..core.batched import TRACED
 from .indexing import dense_scatter
+from .common import axis_tuple
 
 #: Binary ufuncs whose reduce/accumulate are reductions with their own rules.
 _REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max,
@@ -42,7 +43,7 @@ def _front(a, axis):
     nd = np.ndim(a)
     if axis is None:
         return np.reshape(a, (-1,)), tuple(range(nd))
-    axes = tuple(ax % nd for ax in ((axis,) if np.ndim(axis) == 0 else axis))
+    axes = axis_tuple(axis if np.ndim(axis) == 0 else tuple(axis), nd)
     rest = tuple(i for i in range(nd) if i not in axes)
     moved = np.transpose(a, axes + rest)
     return np.reshape(moved, (-1,) + tuple(np.shape(a)[i] for i in rest)), axes
