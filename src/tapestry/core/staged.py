@@ -635,6 +635,15 @@ class Staged(ArrayMethods):
             return func(*_concrete(args), **_concrete(kwargs))
         if func in _MUTATING:
             return _write(self._rec, func, args, kwargs, args[0])
+        out = kwargs.get("out") if kwargs else None
+        if out is not None:  # np.clip(x, 0, 1, out=x), np.cumsum(x, out=y): a write
+            outs = out if isinstance(out, tuple) else (out,)
+            if len(outs) == 1:
+                return _write(self._rec, func, args, kwargs, outs[0], returns=outs[0])
+            return self._rec.refuse(f"{_name(func)}(..., out=...) writes into several arrays",
+                                    func, args, kwargs)
+        if func is np.nan_to_num and not _copies(args, kwargs):
+            return _write(self._rec, func, args, kwargs, args[0], returns=args[0])
         return self._rec.call(func, args, kwargs)
 
     # --- operators --------------------------------------------------------
@@ -760,6 +769,11 @@ def _inplace(iop, op, x, o):
         _write(x._rec, iop, (x, o), None, x)
         return x
     return _binary(op, x, o)
+
+
+def _copies(args, kwargs):
+    """``np.nan_to_num``'s ``copy`` argument (False: it writes into ``x``)."""
+    return bool(kwargs.get("copy", args[1] if len(args) > 1 else True))
 
 
 def _write(rec, fn, args, kwargs, target, returns=None):

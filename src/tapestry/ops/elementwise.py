@@ -310,8 +310,15 @@ def _nan_to_num_rule(g, ans, x, *_):
 _nan_to_num = Primitive(lambda x, nan, posinf,
                         neginf: np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
                         "nan_to_num", vjps=(_nan_to_num_rule,), batch=batching.elementwise)
-implements(np.nan_to_num)(lambda x, copy=True, nan=0.0, posinf=None, neginf=None: \
-    _nan_to_num(x, nan, posinf, neginf))
+@implements(np.nan_to_num)
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    if not copy:
+        # NumPy writes into x; a traced x cannot be written into, and
+        # returning a new value while x keeps its nans would be silently wrong
+        raise TypeError("tapestry: np.nan_to_num(x, copy=False) writes into x, which is "
+                        "traced (a differentiated or batched value) and cannot be written "
+                        "into; use the result instead: x = np.nan_to_num(x).")
+    return _nan_to_num(x, nan, posinf, neginf)
 
 
 def _astype_rule(g, ans, x, dtype):
