@@ -157,6 +157,29 @@ def _attribute_hook(cls):
     return None
 
 
+#: Special methods that run when an object is made or copied, not when the
+#: function reads it.
+_NOT_READS = frozenset({"__init__", "__new__", "__del__", "__init_subclass__",
+                        "__set_name__", "__class_getitem__", "__reduce__", "__reduce_ex__",
+                        "__getstate__", "__setstate__", "__copy__", "__deepcopy__",
+                        "__getattr__", "__getattribute__", "__setattr__", "__delattr__"})
+
+
+def _special_methods(cls):
+    """``(name, function)`` of the special methods (``__getitem__``,
+    ``__iter__``, ``__array__``, ``__mul__``, ...) the user's classes in
+    ``cls``'s MRO define: Python and NumPy call them implicitly."""
+    found = {}
+    for klass in cls.__mro__:
+        if klass is object or _library(klass.__module__):
+            continue
+        for n, f in klass.__dict__.items():
+            if n[:2] == "__" and n[-2:] == "__" and n not in _NOT_READS and n not in found \
+                    and isinstance(f, types.FunctionType):
+                found[n] = f
+    return list(found.items())
+
+
 def _buffer(x):
     """The bytes of an object with a writable buffer (``array.array``), or ``None``."""
     if isinstance(x, (bytes, str, np.generic)):
@@ -388,8 +411,11 @@ class _Walker:
         hook = _attribute_hook(type(x))
         if hook is not None:  # attributes served by __getattr__: its reads count
             self.function(hook, f"{label}.{hook.__name__}")
-        if d is not None and (self.names & _DYNAMIC or _library(type(x).__module__)
-                              or hook is not None):
+        for name, special in _special_methods(type(x)):
+            # ds[i], len(ds), iter(net), np.asarray(w), s * x: Python calls
+            # these without naming them, so the names they read count too
+            self.function(special, f"{label}.{name}")
+        if d is not None:  # an attribute added (self.last = h): a change
             self.bind("len", d, None, len(d), f"len {label}.__dict__")
         for n in self.attr_names(d, type(x).__mro__, hook is not None):
             if d is not None and n in d:
