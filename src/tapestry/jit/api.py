@@ -381,6 +381,8 @@ class jit:
                                  args, kwargs, result=result)
         finally:
             rec.open = False
+            if env.changed() is not None:  # staged values it stored must not escape
+                env.unstage()
         out_leaves, out_td = tree_flatten(out)
         concrete = [_unstage(v) for v in out_leaves]
         odd = _odd_output(out_leaves)

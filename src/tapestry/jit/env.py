@@ -130,6 +130,33 @@ class Environment:
     def __len__(self):
         return len(self.bindings) + len(self.arrays)
 
+    def unstage(self):
+        """Replace the staged values a trace left in what the function reads
+        (``self.last = h``, ``losses.append(loss)``, ``cache[k] = v``) by
+        their values: the trace ran the function for real, so its effects
+        stay, but a staged value would outlive its trace."""
+        seen: set = set()
+        for kind, holder, key, obj, label in self.bindings:
+            if kind == "cell":
+                try:
+                    v = holder.cell_contents
+                except ValueError:
+                    continue
+                new = _unstaged(v, seen)
+                if new is not v:
+                    holder.cell_contents = new
+            elif kind == "dict" and key in holder:
+                v = holder[key]
+                new = _unstaged(v, seen)
+                if new is not v:
+                    holder[key] = new
+            elif kind == "attr":
+                v = getattr(holder, key, _MISSING)
+                if v is not _MISSING and _unstaged(v, seen) is not v:
+                    setattr(holder, key, _unstaged(v, seen))
+            elif kind in ("seq", "len"):
+                _unstaged(holder, seen)
+
     def add_arrays(self, arrays, label):
         """Guard ``arrays`` too (compared bitwise before every replay)."""
         for a in arrays:
@@ -143,6 +170,44 @@ class Environment:
 
 
 _MISSING = object()
+
+
+def _unstaged(x, seen):
+    """``x`` with the staged values inside it (lists, dicts and sets changed
+    in place, tuples rebuilt, user objects' attributes) replaced by their
+    values; ``x`` itself unless it is staged or a tuple holding one."""
+    c = x.__class__
+    if c is Staged:
+        return x._value
+    if isinstance(x, _ATOMS) or id(x) in seen or isinstance(x, np.ndarray):
+        return x
+    seen.add(id(x))
+    if isinstance(x, tuple):
+        items = [_unstaged(v, seen) for v in x]
+        if all(a is b for a, b in zip(items, x)):
+            return x
+        return c(*items) if hasattr(x, "_fields") else c(items)
+    if isinstance(x, (list, collections.deque)):
+        for k, v in enumerate(x):
+            new = _unstaged(v, seen)
+            if new is not v:
+                x[k] = new
+    elif isinstance(x, dict):
+        for k, v in list(x.items()):
+            new = _unstaged(v, seen)
+            if new is not v:
+                x[k] = new
+    elif isinstance(x, set):
+        items = [_unstaged(v, seen) for v in x]
+        if any(a is not b for a, b in zip(items, x)):
+            x.clear()
+            x.update(items)
+    elif not isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) and \
+            not _library(type(x).__module__):
+        d = getattr(x, "__dict__", None)
+        if isinstance(d, dict):
+            _unstaged(d, seen)
+    return x
 
 
 def _attribute_hook(cls):
