@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 import warnings
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 
 import numpy as np
 
@@ -246,7 +246,7 @@ class jit:
             if sig is _INLINE:  # inside another transformation (grad(jit(f)), ...)
                 return call_on_traced(self, args, kwargs)
             skey, runtime, objects = sig
-            key = (treedef, skey, static_key)
+            key = (treedef, skey, static_key, _dict_order(dyn))
             entry = self._cache.get(key)
             if entry is not None and entry.eager is None:
                 inputs = [leaves[i] for i in runtime]
@@ -284,7 +284,8 @@ class jit:
             skey, runtime, objects = _signature(leaves)
         if entry is None:
             entry = self._new_entry(key, objects, treedef, skey)
-        return self._trace(entry, args, kwargs, dyn, leaves, treedef, runtime, objects)
+        order = None if key[0] is _FLAT else key[3]
+        return self._trace(entry, args, kwargs, order, leaves, treedef, runtime, objects)
 
     def _split_static(self, args, kwargs):
         """The dynamic arguments and the key of the static ones."""
@@ -334,7 +335,7 @@ class jit:
             print(f"tapestry.jit({self.__qualname__}): traced again: {msg}", file=sys.stderr)
 
     # --- tracing ------------------------------------------------------------
-    def _trace(self, entry, args, kwargs, dyn, leaves, treedef, runtime, objects):
+    def _trace(self, entry, args, kwargs, order, leaves, treedef, runtime, objects):
         entry.traces += 1
         self.n_traces += 1
         try:
@@ -348,10 +349,10 @@ class jit:
         for i in runtime:
             staged[i] = rec.input(leaves[i])
         input_slots = [staged[i]._slot for i in runtime]
-        sdyn = treedef.unflatten(staged)
+        sdyn = _in_order(treedef.unflatten(staged), order)  # the caller's dict order
         sargs, skwargs = sdyn
         sargs = self._restore_static(sargs, args)
-        skwargs = {**skwargs, **{k: kwargs[k] for k in self.static_argnames if k in kwargs}}
+        skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
         before = rng_states(env)
         entropy = EntropyWatch()
         try:
@@ -384,6 +385,7 @@ class jit:
             if env.changed() is not None:  # staged values it stored must not escape
                 env.unstage()
         out_leaves, out_td = tree_flatten(out)
+        out_td = _OrderedTree.of(out_td, out)
         concrete = [_unstage(v) for v in out_leaves]
         odd = _odd_output(out_leaves)
         if odd is not None and rec.refused is None and env.changed() is None and \
@@ -520,7 +522,7 @@ class jit:
             sig = _signature(leaves)
             if sig is _INLINE:
                 return "called inside another transformation: runs inline, not compiled"
-            key = (treedef, sig[0], static_key)
+            key = (treedef, sig[0], static_key, _dict_order(dyn))
         entry = self._cache.get(key)
         if self._eager_all is not None or entry is None or entry.eager is not None:
             why = self._eager_all or (entry.eager if entry is not None else "not cached")
@@ -623,6 +625,59 @@ def _odd_output(leaves):
     return None
 
 
+def _dict_order(x):
+    """Where the dicts in ``x`` (through tuples, lists and dicts) are not in
+    sorted key order, which the pytree flattening uses: a hashable
+    description for :func:`_in_order`, or ``None`` (all sorted).  Part of
+    the cache key: the function sees its dicts in the caller's order, and
+    iterating one (``p.values()``, ``**kwargs``) depends on it."""
+    c = x.__class__
+    if c is dict or c is defaultdict:
+        inner = tuple(_dict_order(v) for v in x.values())
+        keys = tuple(x)
+        try:
+            ordered = list(keys) == sorted(keys)
+        except TypeError:  # keys that do not compare: keep their order
+            ordered = False
+        if ordered and not any(inner):
+            return None
+        return (True, keys, inner)
+    if c is tuple or c is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
+        inner = tuple(_dict_order(v) for v in x)
+        return (False, inner) if any(inner) else None
+    return None
+
+
+def _in_order(x, order):
+    """``x`` (rebuilt from flattened leaves: dicts in sorted key order) with
+    its dicts in the order ``order`` (:func:`_dict_order`) describes."""
+    if order is None:
+        return x
+    if order[0]:
+        pairs = [(k, _in_order(x[k], o)) for k, o in zip(order[1], order[2])]
+        return dict(pairs) if x.__class__ is dict else x.__class__(x.default_factory, pairs)
+    items = [_in_order(v, o) for v, o in zip(x, order[1])]
+    return x.__class__(*items) if hasattr(x, "_fields") else x.__class__(items)
+
+
+class _OrderedTree:
+    """An output tree whose dicts were not in sorted key order: unflattened
+    with their keys in the order the function made them."""
+
+    __slots__ = ("td", "order")
+
+    def __init__(self, td, order):
+        self.td, self.order = td, order
+
+    @staticmethod
+    def of(td, tree):
+        order = _dict_order(tree)
+        return td if order is None else _OrderedTree(td, order)
+
+    def unflatten(self, leaves):
+        return _in_order(self.td.unflatten(leaves), self.order)
+
+
 def _unstage(v):
     if v.__class__ is Staged:
         return v._value
@@ -683,7 +738,7 @@ def _signature_message(cache, treedef, skey):
     last = next(reversed(cache))
     if last[0] is _FLAT:
         return f"a new signature {_key_word(skey)} (was {_key_word(last[1:])})"
-    last_td, last_key, _ = last
+    last_td, last_key = last[:2]
     if last_td != treedef:
         return f"a new argument structure {treedef!r} (was {last_td!r})"
     for i, (a, b) in enumerate(zip(last_key, skey)):
