@@ -306,6 +306,16 @@ class jit:
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         return (dyn_args, dyn_kwargs), tuple(static)
 
+    def _static_values(self, args, kwargs):
+        """The static arguments' values: part of the key by their hash, and
+        read by the function like a closure (a config object's attributes, a
+        function's closure), so guarded like one."""
+        if not self._static:
+            return []
+        n = len(args)
+        got = [args[a] for a in self.static_argnums if -n <= a < n]
+        return got + [kwargs[k] for k in self.static_argnames if k in kwargs]
+
     def _new_entry(self, key, objects, treedef, skey):
         with self._lock:
             if self._cache:
@@ -339,7 +349,7 @@ class jit:
         entry.traces += 1
         self.n_traces += 1
         try:
-            env = environment(self.fun, objects)
+            env = environment(self.fun, objects + self._static_values(args, kwargs))
         except ReachesTraced:  # closes over a value of an enclosing transformation
             return self.fun(*args, **kwargs)
         except Unstageable as e:
