@@ -1482,6 +1482,404 @@ def while_loop_on_python_counter_and_value(wrap, log):
         log(f(x, m))
 
 
+# --- third batch ---------------------------------------------------------------------
+@scenario
+def static_object_argument_whose_attributes_change(wrap, log):
+    class Cfg:
+        def __init__(self):
+            self.scale = 1.0
+            self.bias = np.zeros(2)
+
+    def f(x, cfg):
+        return x * cfg.scale + cfg.bias
+    g = wrap(f, static_argnums=1) if wrap is jitted else f
+    cfg = Cfg()
+    x = np.ones(2)
+    log(g(x, cfg))
+    cfg.scale = 3.0
+    log(g(x, cfg))
+    cfg.bias[0] = 5.0
+    log(g(x, cfg))
+
+
+@scenario
+def static_function_argument_with_changing_closure(wrap, log):
+    state = {"k": 1.0}
+
+    def act(v):
+        return np.tanh(v * state["k"])
+
+    def f(x, fn):
+        return fn(x) + 1
+    g = wrap(f, static_argnames="fn") if wrap is jitted else f
+    x = np.linspace(-1, 1, 3)
+    log(g(x, fn=act))
+    state["k"] = 4.0
+    log(g(x, fn=act))
+    log(g(x, fn=np.sin))
+
+
+@scenario
+def returns_a_closed_over_array_the_caller_then_changes(wrap, log):
+    W = np.ones(3)
+
+    @wrap
+    def f(x):
+        return x @ W, W
+    x = np.arange(3.0)
+    for k in range(4):
+        y, w = log(f(x))
+        if k:
+            w[k - 1] = 10.0  # the plain call handed out W itself
+
+
+@scenario
+def partial_over_arrays_mutated_in_place(wrap, log):
+    def f(W, b, x):
+        return x @ W + b
+    W, b = np.eye(2), np.zeros(2)
+    g = wrap(functools.partial(f, W, b))
+    x = np.array([1.0, 2.0])
+    log(g(x))
+    W[0, 1] = 3.0
+    log(g(x))
+    b += 1
+    log(g(x))
+
+
+@scenario
+def classmethod_reading_class_attributes(wrap, log):
+    class Model:
+        scale = 2.0
+
+        @classmethod
+        def run(cls, x):
+            return cls._run(cls, x)
+
+        @staticmethod
+        @wrap
+        def _run(cls, x):
+            return x * cls.scale
+
+    x = np.arange(3.0)
+    log(Model.run(x))
+    Model.scale = 5.0
+    log(Model.run(x))
+
+    class Sub(Model):
+        scale = -1.0
+    log(Sub.run(x))
+
+
+@scenario
+def same_array_passed_twice(wrap, log):
+    @wrap
+    def f(a, b):
+        c = a * 2
+        c += b
+        return c, a - b
+    x, y = np.arange(3.0), np.ones(3)
+    log(f(x, y))
+    log(f(x, x))
+    log(f(y, x))
+    log(f(x[::-1], x))
+
+
+@scenario
+def fortran_and_strided_reductions(wrap, log):
+    @wrap
+    def f(a):
+        return np.sum(a), np.sum(a, axis=0), a.mean(axis=1), np.cumsum(a.ravel())
+    r = _rng(21)
+    base = r.normal(size=(64, 48))
+    for a in (base, np.asfortranarray(base), base[::2][:32], base.T.copy().T,
+              np.ascontiguousarray(base), base[:, ::-1]):
+        log(f(a))
+
+
+@scenario
+def subclass_layers_with_super(wrap, log):
+    class Base:
+        def __init__(self):
+            self.w = np.ones(2)
+
+        @wrap
+        def f(self, x):
+            return self.g(x) * self.w
+
+        def g(self, x):
+            return x + 1
+
+    class Child(Base):
+        def g(self, x):
+            return super().g(x) * 3
+
+    b, c = Base(), Child()
+    x = np.arange(2.0)
+    for _ in range(2):
+        log(b.f(x))
+        log(c.f(x))
+    Child.g = lambda self, x: x * 0
+    log(c.f(x))
+
+
+@scenario
+def slots_object_with_special_methods(wrap, log):
+    class Vec:
+        __slots__ = ("data",)
+
+        def __init__(self, d):
+            self.data = d
+
+        def __len__(self):
+            return len(self.data)
+
+        def __array__(self, dtype=None, copy=None):
+            return np.array(self.data, dtype=dtype)
+
+    @wrap
+    def f(v, x):
+        return x * len(v) + np.sum(np.asarray(v))
+    v = Vec([1.0, 2.0])
+    x = np.ones(2)
+    log(f(v, x))
+    v.data.append(3.0)
+    log(f(v, x))
+    v.data = [5.0]
+    log(f(v, x))
+
+
+@scenario
+def context_manager_object(wrap, log):
+    class Scope:
+        def __init__(self):
+            self.depth = 0
+            self.factor = 1.0
+
+        def __enter__(self):
+            return self.factor
+
+        def __exit__(self, *exc):
+            return False
+
+    scope = Scope()
+
+    @wrap
+    def f(x):
+        with scope as k:
+            return x * k
+    x = np.arange(3.0)
+    log(f(x))
+    scope.factor = 2.0
+    log(f(x))
+    log(f(x + 1))
+
+
+@scenario
+def mutable_default_argument_cache(wrap, log):
+    def f(x, _seen=[]):
+        _seen.append(1)
+        return x * len(_seen)
+    g = wrap(f)
+    for _ in range(3):
+        log(g(np.ones(2)))
+
+
+@scenario
+def list_of_params_updated_in_place_by_sgd(wrap, log):
+    r = _rng(22)
+    params = [r.normal(size=(3, 3)), r.normal(size=3)]
+    x = r.normal(size=(5, 3))
+
+    def loss(params, x):
+        W, b = params
+        return np.sum(np.tanh(x @ W + b) ** 2)
+    vg = wrap(tp.value_and_grad(loss))
+    for _ in range(4):
+        v, g = log(vg(params, x))
+        for p, gp in zip(params, g):
+            p -= 0.1 * gp
+
+
+@scenario
+def optimizer_with_schedule_and_clipping(wrap, log):
+    r = _rng(23)
+    p = _mlp_params(r)
+    x, y = r.normal(size=(12, 3)), r.normal(size=12)
+    opt = tp.optim.Adam(lr=lambda t: 0.1 / (1 + t), clip_norm=1.0)
+    vg = wrap(tp.value_and_grad(_mlp_loss))
+    for _ in range(5):
+        v, g = log(vg(p, x, y))
+        opt.update(p, g)
+    log(p)
+
+
+@scenario
+def jit_inside_a_jitted_function(wrap, log):
+    inner = wrap(lambda x, s: np.sin(x) * s)
+
+    @wrap
+    def outer(x, n):
+        for i in range(n):
+            x = inner(x, float(i + 1))
+        return x
+    for n in (1, 2, 2, 3):
+        log(outer(np.linspace(0, 1, 3), n))
+
+
+@scenario
+def early_return_of_the_input(wrap, log):
+    @wrap
+    def clip_norm(g, c):
+        n = np.linalg.norm(g)
+        if n <= c:
+            return g
+        return g * (c / n)
+    g = np.array([3.0, 4.0])
+    for c in (10.0, 1.0, 10.0, 5.0):
+        out = clip_norm(g, c)
+        log(out)
+        log(out is g)
+
+
+@scenario
+def nan_guarded_loss_with_float_conversion(wrap, log):
+    @wrap
+    def f(w, x):
+        loss = float(np.mean((x @ w) ** 2))
+        if math.isnan(loss) or loss > 1e6:
+            return None
+        return loss
+    w = np.ones(2)
+    for x in (np.ones((2, 2)), np.full((2, 2), np.nan), np.full((2, 2), 1e4), np.ones((2, 2))):
+        log(f(w, x))
+
+
+@scenario
+def int_array_arguments_index_float_arrays(wrap, log):
+    r = _rng(24)
+    table = r.normal(size=(10, 3))
+
+    @wrap
+    def f(idx, w):
+        rows = table[idx]
+        return rows @ w, np.bincount(idx, minlength=10)
+    w = np.ones(3)
+    for idx in (np.array([1, 2]), np.array([3, 3]), np.array([9, 0]), np.array([0, 1])):
+        log(f(idx, w))
+    table[0] = 0.0
+    log(f(np.array([0, 1]), w))
+
+
+@scenario
+def unique_and_sorting(wrap, log):
+    @wrap
+    def f(x):
+        u, c = np.unique(np.round(x), return_counts=True)
+        return u, c, np.sort(x)[::-1][:2]
+    r = _rng(25)
+    for _ in range(4):
+        log(f(r.normal(size=6)))
+
+
+@scenario
+def where_with_division_by_zero_warning(wrap, log):
+    @wrap
+    def f(x):
+        return np.where(x != 0, 1.0 / x, 0.0)
+    for x in (np.ones(3), np.array([0.0, 2.0, 1.0]), np.ones(3) * 3):
+        log(f(x))
+
+
+@scenario
+def errstate_inside(wrap, log):
+    @wrap
+    def f(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = np.log(x)
+        return np.nan_to_num(y, neginf=-1e3)
+    for x in (np.ones(2), np.zeros(2), np.array([-1.0, 2.0])):
+        log(f(x))
+
+
+@scenario
+def caller_changes_errstate_between_calls(wrap, log):
+    @wrap
+    def f(x):
+        return 1.0 / x
+    log.call(f, np.ones(2))
+    with np.errstate(divide="raise"):
+        log.call(f, np.zeros(2))
+    log.call(f, np.zeros(2))
+    with np.errstate(divide="ignore"):
+        log.call(f, np.zeros(2))
+
+
+@scenario
+def print_options_changed_between_calls(wrap, log):
+    @wrap
+    def f(x):
+        return np.array2string(x), x * 2
+    x = np.array([1.123456789, 2.0])
+    log(f(x))
+    with np.printoptions(precision=2):
+        log(f(x))
+    log(f(x))
+
+
+@scenario
+def logging_module_inside(wrap, log):
+    import logging
+    logger = logging.getLogger("tapestry.test.users")
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    h = Keep()
+    logger.addHandler(h)
+    logger.setLevel(logging.INFO)
+    try:
+        @wrap
+        def f(x):
+            v = np.sum(x)
+            logger.info("sum %.3f", v)
+            return v * 2
+        for k in range(3):
+            log(f(np.ones(2) * k))
+    finally:
+        logger.removeHandler(h)
+    log(len(records) >= 1)
+
+
+@scenario
+def attribute_deleted_between_calls(wrap, log):
+    class M:
+        scale = 1.0
+
+        def __init__(self):
+            self.scale = 2.0
+
+        @wrap
+        def f(self, x):
+            return x * self.scale
+    m = M()
+    log(m.f(np.ones(2)))
+    del m.scale
+    log(m.f(np.ones(2)))
+    m.scale = 4.0
+    log(m.f(np.ones(2)))
+
+
+@scenario
+def object_array_argument(wrap, log):
+    @wrap
+    def f(x, n):
+        return x[:n] * 2
+    for n in (1, 2, 2, 3):
+        log(f(np.arange(4.0), n))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -39,7 +39,7 @@ from ..core.var import Var
 from ..sparse import AxisSparse
 from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
 from .fuse import available as fuse_available
-from .program import GuardFailed, Rebuild, held_constants, lower
+from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .reverse import call_on_traced
 
 
@@ -434,6 +434,7 @@ class jit:
                                  "append, an item assigned); a replay would skip that",
                                  args, kwargs, whole=True)
         rec.steps[:0] = state_guards(rec)
+        walked = {id(_root(a)) for a, *_ in env.arrays}
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -449,6 +450,10 @@ class jit:
                 outputs.append(Rebuild(AxisSparse._trusted, (
                     v.axis, _slot_or_copy(v.indices, rec), _slot_or_copy(v.values, rec),
                     v.shape, v.coalesced)))
+            elif v.__class__ is np.ndarray and id(_root(v)) in walked:
+                # (a view of) an array of its environment: the plain call hands
+                # out that memory, and a write into it changes the next call
+                outputs.append(Rebuild(_Shared.get, (_Shared(v),)))
             else:
                 outputs.append(v)
         env.add_arrays(held_constants(rec.steps, outputs, {id(a) for a, *_ in env.arrays}),
@@ -686,6 +691,20 @@ class _OrderedTree:
 
     def unflatten(self, leaves):
         return _in_order(self.td.unflatten(leaves), self.order)
+
+
+class _Shared:
+    """An array of the function's environment that it returns (``return W``):
+    handed out as it is, as the plain call does, not copied (its
+    environment guard compares it with its value at the trace)."""
+
+    __slots__ = ("a",)
+
+    def __init__(self, a):
+        self.a = a
+
+    def get(self):
+        return self.a
 
 
 def _unstage(v):
