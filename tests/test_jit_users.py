@@ -1880,6 +1880,206 @@ def object_array_argument(wrap, log):
         log(f(np.arange(4.0), n))
 
 
+# --- fourth batch --------------------------------------------------------------------
+@scenario
+def optimizer_update_inside_the_jitted_step(wrap, log):
+    r = _rng(26)
+    p = _mlp_params(r)
+    x, y = r.normal(size=(8, 3)), r.normal(size=8)
+    opt = tp.optim.Adam(lr=0.05)
+    vg = tp.value_and_grad(_mlp_loss)
+
+    @wrap
+    def train_step(p, x, y):
+        v, g = vg(p, x, y)
+        opt.update(p, g)
+        return v
+    for _ in range(4):
+        log(train_step(p, x, y))
+        log(p)
+
+
+@scenario
+def sgd_momentum_inside_the_jitted_step(wrap, log):
+    r = _rng(27)
+    p = {"w": r.normal(size=3)}
+    opt = tp.optim.SGD(lr=0.1, momentum=0.9)
+
+    @wrap
+    def train_step(p, t):
+        g = tp.grad(lambda q: np.sum(np.sin(q["w"] * t) ** 2))(p)
+        opt.update(p, g)
+        return np.linalg.norm(p["w"])
+    for t in (1.0, 2.0, 2.0, 0.5):
+        log(train_step(p, t))
+        log(p)
+
+
+@scenario
+def results_of_earlier_calls_stay_intact(wrap, log):
+    @wrap
+    def f(x):
+        h = np.tanh(x)
+        y = h * 2 + 1
+        z = np.exp(-y)
+        return y, z / np.sum(z), x + 0
+    r = _rng(28)
+    outs = [f(r.normal(size=5)) for _ in range(6)]
+    log(outs)
+    outs2 = [f(np.ones(5) * k) for k in range(3)]
+    log(outs2)
+    log(outs)
+
+
+@scenario
+def scalar_results_stay_intact(wrap, log):
+    @wrap
+    def f(x):
+        a = np.sum(x)
+        b = a * 2
+        c = np.float64(3.0) * b
+        return a, b, c, np.sqrt(np.abs(c))
+    outs = [f(np.ones(3) * k) for k in range(5)]
+    log(outs)
+    log(f(np.ones(3)))
+    log(outs)
+
+
+@scenario
+def batchnorm_train_and_eval_modes(wrap, log):
+    class BN:
+        def __init__(self):
+            self.mean = np.zeros(3)
+            self.var = np.ones(3)
+            self.training = True
+
+        @wrap
+        def __call__(self, x):
+            if self.training:
+                m, v = x.mean(axis=0), x.var(axis=0)
+                self.mean *= 0.9
+                self.mean += 0.1 * m
+                self.var = 0.9 * self.var + 0.1 * v
+            else:
+                m, v = self.mean, self.var
+            return (x - m) / np.sqrt(v + 1e-5)
+    bn = BN()
+    r = _rng(29)
+    for k in range(5):
+        bn.training = k % 2 == 0
+        log(bn(r.normal(size=(4, 3))))
+        log((bn.mean, bn.var))
+
+
+@scenario
+def grad_of_jitted_method_with_changing_weights(wrap, log):
+    class Model:
+        def __init__(self, W):
+            self.W = W
+
+        @wrap
+        def loss(self, x):
+            return np.sum(np.tanh(x @ self.W) ** 2)
+    r = _rng(30)
+    m = Model(r.normal(size=(3, 2)))
+    x = r.normal(size=3)
+    g = tp.grad(m.loss)
+    for k in range(4):
+        log(g(x))
+        m.W[k % 3] += 0.5
+    m.W = np.ones((3, 2))
+    log(g(x))
+
+
+@scenario
+def jit_of_grad_over_closure_data_mutated(wrap, log):
+    r = _rng(31)
+    X, Y = r.normal(size=(6, 2)), r.normal(size=6)
+    g = wrap(tp.grad(lambda w: np.mean((X @ w - Y) ** 2)))
+    w = np.zeros(2)
+    for k in range(4):
+        w = w - 0.1 * log(g(w))
+        X[k] *= 2
+    Y = Y + 1  # rebinds the closure cell
+    log(g(w))
+
+
+@scenario
+def hessian_newton_steps(wrap, log):
+    f = lambda x: np.sum(x ** 4) + x[0] * x[1]  # noqa: E731
+    H = wrap(tp.hessian(f))
+    G = wrap(tp.grad(f))
+    x = np.array([1.0, -0.5])
+    for _ in range(4):
+        x = log(x - np.linalg.solve(H(x), G(x)))
+
+
+@scenario
+def stored_log_records_formatted_later(wrap, log):
+    import logging
+    logger = logging.getLogger("tapestry.test.users.later")
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+    h = Keep()
+    logger.addHandler(h)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        @wrap
+        def f(x):
+            v = np.sum(x)
+            logger.info("sum %s", v)
+            return v * 2
+        for k in range(3):
+            log(f(np.ones(2) * k))
+    finally:
+        logger.removeHandler(h)
+    log(records[0].getMessage())
+
+
+@scenario
+def vmap_of_jitted_function(wrap, log):
+    f = wrap(lambda x, s: np.sum(np.sin(x) * s))
+    vf = tp.vmap(f, in_axes=(0, None))
+    r = _rng(32)
+    for s in (1.0, 2.0, 2.0):
+        log(vf(r.normal(size=(4, 3)), s))
+
+
+@scenario
+def early_stopping_training_loop(wrap, log):
+    r = _rng(33)
+    p = _mlp_params(r)
+    x, y = r.normal(size=(10, 3)), r.normal(size=10)
+    vg = wrap(tp.value_and_grad(_mlp_loss))
+    best, bad = np.inf, 0
+    for epoch in range(10):
+        v, g = vg(p, x, y)
+        log(v)
+        if v < best - 1e-3:
+            best, bad = v, 0
+        else:
+            bad += 1
+        if bad > 1:
+            break
+        for k in p:
+            p[k] = p[k] - (0.5 if epoch < 3 else 2.0) * g[k]
+    log(epoch)
+
+
+@scenario
+def accumulate_python_floats(wrap, log):
+    @wrap
+    def f(x, acc):
+        return acc + float(np.sum(x)), acc * 0.5
+    acc = 0.0
+    for k in range(4):
+        acc, half = log(f(np.ones(2) * k, acc))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]
