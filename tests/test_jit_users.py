@@ -2080,6 +2080,196 @@ def accumulate_python_floats(wrap, log):
         acc, half = log(f(np.ones(2) * k, acc))
 
 
+# --- fifth batch ---------------------------------------------------------------------
+@scenario
+def scipy_minimize_with_jitted_value_and_grad(wrap, log):
+    so = pytest.importorskip("scipy.optimize")
+    r = _rng(34)
+    A = r.normal(size=(6, 3))
+    b = r.normal(size=6)
+    vg = wrap(tp.value_and_grad(lambda x: np.sum((A @ x - b) ** 2) + 0.1 * np.sum(x ** 4)))
+    calls = []
+
+    def fun(x):
+        v, g = vg(x)
+        calls.append((float(v), g.copy()))
+        return v, g
+    for method in ("BFGS", "L-BFGS-B", "CG"):
+        res = so.minimize(fun, np.zeros(3), jac=True, method=method)
+        log(res.x)
+    log(calls)
+
+
+@scenario
+def tp_minimize_with_args_and_jitted_objective(wrap, log):
+    pytest.importorskip("scipy")
+    r = _rng(35)
+
+    def obj(p, X, y):
+        return np.mean((X @ p["w"] + p["b"] - y) ** 2) + 0.01 * np.sum(p["w"] ** 2)
+    f = wrap(obj)
+    for n in (10, 10, 12):
+        X, y = r.normal(size=(n, 2)), r.normal(size=n)
+        res = tp.optimize.minimize(f, {"w": np.zeros(2), "b": 0.0}, args=(X, y),
+                                   method="L-BFGS-B")
+        log(res.x)
+
+
+@scenario
+def scipy_passes_the_same_buffer_changed_in_place(wrap, log):
+    @wrap
+    def f(x):
+        return np.sum(np.cos(x)), np.sin(x), x
+    x = np.zeros(3)
+    outs = []
+    for k in range(4):
+        x[k % 3] = k + 0.5  # the caller reuses one buffer
+        outs.append(f(x))
+        log(outs[-1])
+    log(outs)
+
+
+@scenario
+def grad_of_jitted_function_with_dict_params_unsorted(wrap, log):
+    @wrap
+    def loss(p, x):
+        h = x
+        for k, W in p.items():  # the caller's order
+            h = np.tanh(h @ W)
+        return np.sum(h ** 2)
+    r = _rng(36)
+    p = {"z": r.normal(size=(3, 3)), "a": r.normal(size=(3, 3))}  # (grad sorts keys)
+    x = r.normal(size=3)
+    for _ in range(3):
+        v, g = log(tp.value_and_grad(loss)(p, x))
+        p = {k: p[k] - 0.1 * g[k] for k in p}
+    log(loss(p, x))
+
+
+@scenario
+def jit_of_value_and_grad_with_dict_params_unsorted(wrap, log):
+    def loss(p, x):
+        h = x
+        for k, W in p.items():
+            h = np.tanh(h @ W)
+        return np.sum(h ** 2)
+    step = wrap(tp.value_and_grad(loss))
+    r = _rng(37)
+    p = {"z": r.normal(size=(3, 3)), "a": r.normal(size=(3, 3))}  # (grad sorts keys)
+    x = r.normal(size=3)
+    for _ in range(3):
+        v, g = log(step(p, x))
+        p = {k: p[k] - 0.1 * g[k] for k in p}
+
+
+@scenario
+def attributes_set_lazily_on_first_call(wrap, log):
+    class Lazy:
+        @wrap
+        def f(self, x):
+            if not hasattr(self, "W"):
+                self.W = np.ones((x.shape[-1], 2))
+            return x @ self.W
+    m = Lazy()
+    x = np.arange(3.0)
+    for _ in range(3):
+        log(m.f(x))
+    m.W = m.W * 2
+    log(m.f(x))
+
+
+@scenario
+def nonlocal_counter_and_step_dependent_branch(wrap, log):
+    step = 0
+
+    @wrap
+    def f(x):
+        nonlocal step
+        step += 1
+        return x * (2.0 if step % 2 else 0.5)
+    for _ in range(4):
+        log(f(np.ones(2)))
+
+
+@scenario
+def global_step_counter_read_not_written(wrap, log):
+    global STEP
+    STEP = 0
+
+    @wrap
+    def f(x):
+        warm = min(1.0, (STEP + 1) / 3)
+        return x * warm
+    for _ in range(5):
+        log(f(np.ones(2)))
+        STEP += 1
+
+
+STEP = 0
+
+
+@scenario
+def generator_argument_drawing_inside_a_helper(wrap, log):
+    def noise(rng, shape):
+        return rng.standard_normal(shape)
+
+    @wrap
+    def f(x, rng):
+        return x + 0.1 * noise(rng, x.shape)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        log(f(np.zeros(2), rng))
+    log(rng.random())
+
+
+@scenario
+def legacy_random_state_argument(wrap, log):
+    @wrap
+    def f(x, rs):
+        return x * rs.rand(*x.shape)
+    rs = np.random.RandomState(0)
+    for _ in range(3):
+        log(f(np.ones(2), rs))
+
+
+@scenario
+def seeded_generator_made_from_global_seed(wrap, log):
+    global SEED
+    SEED = 1
+
+    @wrap
+    def f(x):
+        return x + np.random.default_rng(SEED).normal(size=x.shape)
+    for s in (1, 1, 2, 1):
+        SEED = s
+        log(f(np.zeros(3)))
+
+
+SEED = 0
+
+
+# --- sixth batch ---------------------------------------------------------------------
+@scenario
+def static_tuple_of_numbers_of_other_types(wrap, log):
+    def f(x, weights):
+        w = np.array(weights)
+        return x[:len(weights)] * w, w // 2
+    g = wrap(f, static_argnums=1) if wrap is jitted else f
+    x = np.arange(4.0)
+    for t in ((1, 2), (1.0, 2.0), (True, 2), (1, 2), (1.5, 2)):
+        log(g(x, t))
+
+
+@scenario
+def static_signed_zero(wrap, log):
+    def f(x, shift):
+        return x / shift, np.copysign(1.0, shift) * x
+    g = wrap(f, static_argnames="shift") if wrap is jitted else f
+    x = np.ones(2)
+    for s in (0.0, -0.0, 0.0, 1.0, -0.0):
+        log(g(x, shift=s))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -615,7 +615,21 @@ def _hashable(x, what):
         raise TypeError(f"tapestry.jit: {what} must be hashable (it is part of the cache "
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
-    return (type(x), x)
+    return _typed(x)
+
+
+def _typed(x):
+    """A key equal only for static values the function cannot tell apart:
+    ``==`` says ``0.0 == -0.0`` and ``(1, 2) == (1.0, 2.0) == (True, 2)``,
+    but ``1 / x`` or ``np.array(t)`` differ, so the types inside tuples and
+    the sign of a zero are part of it."""
+    c = x.__class__
+    if c is tuple or c is frozenset:
+        return (c, tuple(_typed(v) for v in x)) if c is tuple else \
+            (c, frozenset(_typed(v) for v in x))
+    if c is float or c is complex or isinstance(x, np.inexact):
+        return (c, x, np.signbit(np.real(x)).item(), np.signbit(np.imag(x)).item())
+    return (c, x)
 
 
 def _containers_changed(tree, treedef, leaves):
