@@ -2270,6 +2270,253 @@ def static_signed_zero(wrap, log):
         log(g(x, shift=s))
 
 
+# --- seventh batch: whole small programs ------------------------------------------------
+@scenario
+def kmeans_with_empty_clusters(wrap, log):
+    @wrap
+    def assign_and_update(X, C):
+        d = np.sum((X[:, None, :] - C[None]) ** 2, axis=-1)
+        lab = np.argmin(d, axis=1)
+        newC = C.copy()
+        for k in range(C.shape[0]):
+            members = X[lab == k]
+            if len(members):
+                newC[k] = members.mean(axis=0)
+        return newC, lab, float(np.sum(np.min(d, axis=1)))
+    r = _rng(40)
+    X = np.concatenate([r.normal(size=(10, 2)) + 4, r.normal(size=(10, 2)) - 4])
+    C = np.array([[0.0, 0.0], [100.0, 100.0], [4.0, 4.0]])
+    for _ in range(5):
+        C, lab, inertia = log(assign_and_update(X, C))
+
+
+@scenario
+def rnn_over_sequences_of_varying_length(wrap, log):
+    r = _rng(41)
+    Wx, Wh = r.normal(size=(2, 4)) * 0.5, r.normal(size=(4, 4)) * 0.5
+
+    @wrap
+    def run(seq, h0):
+        h = h0
+        outs = []
+        for x in seq:
+            h = np.tanh(x @ Wx + h @ Wh)
+            outs.append(h)
+        return np.stack(outs), h
+    h = np.zeros(4)
+    for n in (3, 3, 5, 1, 3):
+        ys, h = log(run(r.normal(size=(n, 2)), h))
+
+
+@scenario
+def gp_cholesky_with_jitter_loop(wrap, log):
+    @wrap
+    def chol(K):
+        jitter = 0.0
+        while True:
+            try:
+                return np.linalg.cholesky(K + jitter * np.eye(len(K))), jitter
+            except np.linalg.LinAlgError:
+                jitter = 1e-6 if jitter == 0.0 else jitter * 10
+    r = _rng(42)
+    A = r.normal(size=(4, 2))
+    for K in (A @ A.T, A @ A.T + np.eye(4), A @ A.T, np.eye(4), A @ A.T - 1e-3 * np.eye(4)):
+        log(chol(K))
+
+
+@scenario
+def backtracking_line_search(wrap, log):
+    def f(x):
+        return np.sum((x - 1) ** 4) + np.sum(x ** 2)
+    fg = tp.value_and_grad(f)
+
+    @wrap
+    def step(x):
+        v, g = fg(x)
+        t = 1.0
+        while f(x - t * g) > v - 0.5 * t * float(g @ g):
+            t *= 0.5
+        return x - t * g, t
+    x = np.array([3.0, -2.0])
+    for _ in range(5):
+        x, t = log(step(x))
+
+
+@scenario
+def adaptive_ode_integrator(wrap, log):
+    @wrap
+    def integrate(y0, k, T):
+        t, y, h = 0.0, y0, 0.1
+        n = 0
+        while t < T:
+            h = min(h, T - t)
+            y1 = y + h * (-k * y)
+            y2 = y + h / 2 * (-k * y)
+            y2 = y2 + h / 2 * (-k * y2)
+            err = float(np.max(np.abs(y1 - y2)))
+            if err > 1e-3:
+                h /= 2
+                continue
+            t, y, n = t + h, y2, n + 1
+            if err < 1e-5:
+                h *= 2
+        return y, n
+    for k, T in ((1.0, 1.0), (1.0, 1.0), (5.0, 1.0), (1.0, 2.0), (0.1, 1.0)):
+        log(integrate(np.array([1.0, 2.0]), k, T))
+
+
+@scenario
+def softmax_cross_entropy_with_integer_labels(wrap, log):
+    r = _rng(43)
+    W = r.normal(size=(3, 4))
+
+    def loss(W, X, y):
+        z = X @ W
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
+        return -np.mean(logp[np.arange(len(y)), y])
+    vg = wrap(tp.value_and_grad(loss))
+    for n in (5, 5, 7, 5):
+        X, y = r.normal(size=(n, 3)), r.integers(0, 4, size=n)
+        v, g = log(vg(W, X, y))
+        W = W - 0.5 * g
+
+
+@scenario
+def pca_with_sign_normalization(wrap, log):
+    @wrap
+    def pca(X, k):
+        Xc = X - X.mean(axis=0)
+        U, S, Vt = np.linalg.svd(Xc, full_matrices=False)
+        signs = np.sign(Vt[np.arange(k), np.argmax(np.abs(Vt[:k]), axis=1)])
+        comps = Vt[:k] * signs[:, None]
+        return comps, S[:k] ** 2 / (len(X) - 1)
+    r = _rng(44)
+    for n, k in ((10, 2), (10, 2), (12, 1), (10, 3)):
+        log(pca(r.normal(size=(n, 3)), k))
+
+
+@scenario
+def logistic_regression_trainer_class(wrap, log):
+    class LogReg:
+        def __init__(self, d, lr=0.5, l2=0.0):
+            self.w = np.zeros(d)
+            self.b = 0.0
+            self.lr, self.l2 = lr, l2
+
+        def loss(self, w, b, X, y):
+            z = X @ w + b
+            return np.mean(np.logaddexp(0, z) - y * z) + self.l2 * np.sum(w ** 2)
+
+        @wrap
+        def step(self, X, y):
+            v, (gw, gb) = tp.value_and_grad(self.loss, argnums=(0, 1))(self.w, self.b, X, y)
+            return v, self.w - self.lr * gw, self.b - self.lr * gb
+
+        def fit(self, X, y, epochs):
+            for _ in range(epochs):
+                v, self.w, self.b = self.step(X, y)
+            return v
+    r = _rng(45)
+    X = r.normal(size=(20, 3))
+    y = (X[:, 0] > 0).astype(float)
+    m = LogReg(3)
+    log(m.fit(X, y, 3))
+    m.l2 = 0.1
+    log(m.fit(X, y, 2))
+    m.lr = 0.05
+    log(m.fit(X[:10], y[:10], 2))
+    log((m.w, m.b))
+
+
+@scenario
+def simulated_annealing_with_generator(wrap, log):
+    @wrap
+    def anneal_step(x, T, rng):
+        cand = x + rng.normal(scale=0.5, size=x.shape)
+        dE = float(np.sum(cand ** 2) - np.sum(x ** 2))
+        if dE < 0 or rng.random() < math.exp(-dE / T):
+            return cand
+        return x
+    rng = np.random.default_rng(7)
+    x = np.array([2.0, -2.0])
+    for T in (1.0, 0.8, 0.6, 0.4, 0.2):
+        x = log(anneal_step(x, T, rng))
+
+
+@scenario
+def histogram_and_quantiles(wrap, log):
+    @wrap
+    def stats(x, bins):
+        h, edges = np.histogram(x, bins=bins)
+        q = np.quantile(x, [0.1, 0.5, 0.9])
+        return h, edges, q, np.percentile(x, 75)
+    r = _rng(46)
+    for bins in (5, 5, 3, 5):
+        log(stats(r.normal(size=50), bins))
+
+
+@scenario
+def top_k_with_argsort_and_partition(wrap, log):
+    @wrap
+    def topk(x, k):
+        idx = np.argsort(-x)[:k]
+        part = np.partition(x, -k)[-k:]
+        return idx, x[idx], np.sort(part)
+    r = _rng(47)
+    for k in (2, 2, 3, 1):
+        log(topk(r.normal(size=8), k))
+
+
+@scenario
+def attention_with_mask_argument(wrap, log):
+    @wrap
+    def attn(q, k, v, mask=None):
+        s = q @ k.T / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        s = s - s.max(axis=-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=-1, keepdims=True)
+        return p @ v
+    r = _rng(48)
+    q, k, v = r.normal(size=(3, 4)), r.normal(size=(5, 4)), r.normal(size=(5, 2))
+    log(attn(q, k, v))
+    log(attn(q, k, v, np.tril(np.ones((3, 5), bool))))
+    log(attn(q, k, v, np.ones((3, 5), bool)))
+    log(attn(q * 2, k, v))
+
+
+# --- eighth batch --------------------------------------------------------------------
+@scenario
+def masked_array_argument_and_closure(wrap, log):
+    m = np.ma.array([1.0, 2.0, 3.0], mask=[False, False, False])
+    w = np.ma.array([1.0, 1.0, 1.0], mask=[False, False, False])
+
+    @wrap
+    def f(m, x):
+        return np.ma.sum(m * w) * x
+    x = np.ones(2)
+    log(f(m, x))
+    m.mask[0] = True
+    log(f(m, x))
+    m[1] = np.ma.masked
+    log(f(m, x))
+    w.mask[2] = True
+    log(f(m, x))
+
+
+@scenario
+def self_recursive_jitted_function(wrap, log):
+    @wrap
+    def fact(x, n):
+        if n == 0:
+            return x
+        return fact(x * n, n - 1)
+    for n in (3, 3, 4, 0):
+        log(fact(np.ones(2), n))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -378,6 +378,8 @@ class _Walker:
             if x.dtype.hasobject:
                 raise Unstageable(f"{label} is an object array, which jit cannot guard")
             self.env.arrays.append((x, x.copy(), _comparer(x), label))
+            if c is not np.ndarray and getattr(x, "__dict__", None):
+                self.obj(x, label)  # a subclass's own state: a masked array's mask
             return
         if c is tuple or c is frozenset or (isinstance(x, tuple) and hasattr(x, "_fields")):
             for k, v in enumerate(x):
