@@ -2517,6 +2517,30 @@ def self_recursive_jitted_function(wrap, log):
         log(fact(np.ones(2), n))
 
 
+# --- ninth batch ---------------------------------------------------------------------
+@scenario
+def method_calling_the_overridden_method_through_super(wrap, log):
+    class Base:
+        def __init__(self):
+            self.scale = 1.0
+
+        def forward(self, x):
+            return x * self.scale
+
+    class Child(Base):
+        @wrap
+        def forward(self, x):
+            return super().forward(x) + 1
+
+    c = Child()
+    x = np.arange(3.0)
+    log(c.forward(x))
+    c.scale = 4.0
+    log(c.forward(x))
+    Base.forward = lambda self, x: x - self.scale
+    log(c.forward(x))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

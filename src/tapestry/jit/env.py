@@ -450,6 +450,7 @@ class _Walker:
                     if not isinstance(v, property):
                         self.value(v, f"{k.__name__}.{n}")
                     break
+            self.overridden(k, n)
 
     def attr_names(self, d, classes, everything=False):
         """The attribute names to guard on an object (or module) with the
@@ -515,6 +516,25 @@ class _Walker:
                                   f"{klass.__name__}.{n}")
                         self.value(v, f"{type(x).__name__}.{n}")
                         break
+                self.overridden(type(x), n)
+
+    def overridden(self, cls, n):
+        """The definitions of ``n`` in ``cls``'s bases that its own hides:
+        ``super().n(...)`` reaches them, so they are bound and walked too."""
+        found = False
+        for klass in cls.__mro__:
+            if klass is object or _library(klass.__module__) or n not in klass.__dict__:
+                continue
+            if found:
+                v = klass.__dict__[n]
+                self.bind("dict", klass.__dict__, n, v, f"{klass.__name__}.{n}")
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                if isinstance(v, property):
+                    self.function(v.fget, f"{klass.__name__}.{n}")
+                else:
+                    self.value(v, f"{klass.__name__}.{n}")
+            found = True
 
     def module(self, m, label):
         if id(m) in self.seen:
