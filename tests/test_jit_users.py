@@ -2541,6 +2541,27 @@ def method_calling_the_overridden_method_through_super(wrap, log):
     log(c.forward(x))
 
 
+@scenario
+def dataclass_config_read_with_asdict(wrap, log):
+    @dataclasses.dataclass
+    class Cfg:
+        a: float = 1.0
+        b: float = 2.0
+
+    cfg = Cfg()
+
+    @wrap
+    def f(x):
+        return sum(v * x for v in dataclasses.asdict(cfg).values()), \
+            np.array(dataclasses.astuple(cfg))
+    x = np.ones(2)
+    log(f(x))
+    cfg.b = 5.0
+    log(f(x))
+    cfg.a = -1.0
+    log(f(x))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -50,7 +50,7 @@ _ATOMS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), np.
 MAX_VALUES = 20_000
 #: Names in the code that read attributes by a computed name: every
 #: attribute of the objects reached is then guarded, not only those named.
-_DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__"})
+_DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "astuple"})
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
               random.Random)
 
