@@ -2562,6 +2562,33 @@ def dataclass_config_read_with_asdict(wrap, log):
     log(f(x))
 
 
+@scenario
+def equal_results_are_distinct_arrays(wrap, log):
+    @wrap
+    def f(x, s):
+        return (x * 2, x * 2, x + 0, x + 0, np.copy(x), x.copy(), np.zeros(3), np.zeros(3),
+                np.full(3, s), np.full(3, s), x * s, x * s, np.sum(x), np.sum(x),
+                np.exp(x), np.exp(x))
+    for k in range(4):
+        outs = f(np.arange(3.0) + k, 2.0)
+        for i, o in enumerate(outs):
+            if isinstance(o, np.ndarray):
+                o += 100 * (i + 1)  # a write into one result only
+        log(outs)
+
+
+@scenario
+def results_derived_from_the_same_intermediate(wrap, log):
+    @wrap
+    def f(x):
+        h = np.tanh(x)
+        return h, h.T, h.reshape(-1), h[::-1], h[:2]
+    for k in range(4):
+        outs = f(np.arange(4.0).reshape(2, 2) + k)
+        outs[0][0, 0] = -1.0  # visible through the views, as in the plain call
+        log(outs)
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -654,6 +654,10 @@ def _odd_output(leaves):
     return None
 
 
+#: Leaf types :func:`_dict_order` does not look into.
+_FLAT_LEAVES = frozenset({np.ndarray, float, int, complex, bool, str, type(None)})
+
+
 def _dict_order(x):
     """Where the dicts in ``x`` (through tuples, lists and dicts) are not in
     sorted key order, which the pytree flattening uses: a hashable
@@ -662,18 +666,33 @@ def _dict_order(x):
     iterating one (``p.values()``, ``**kwargs``) depends on it."""
     c = x.__class__
     if c is dict or c is defaultdict:
-        inner = tuple(_dict_order(v) for v in x.values())
+        inner = None
+        for v in x.values():
+            if v.__class__ not in _FLAT_LEAVES:
+                inner = tuple(_dict_order(v) for v in x.values())
+                if not any(inner):
+                    inner = None
+                break
         keys = tuple(x)
+        if inner is None and len(keys) < 2:
+            return None
         try:
-            ordered = list(keys) == sorted(keys)
+            ordered = keys == tuple(sorted(keys))
         except TypeError:  # keys that do not compare: keep their order
             ordered = False
-        if ordered and not any(inner):
+        if ordered and inner is None:
             return None
-        return (True, keys, inner)
+        return (True, keys, inner or (None,) * len(keys))
     if c is tuple or c is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
-        inner = tuple(_dict_order(v) for v in x)
-        return (False, inner) if any(inner) else None
+        inner = None
+        for k, v in enumerate(x):
+            if v.__class__ not in _FLAT_LEAVES:
+                o = _dict_order(v)
+                if o is not None:
+                    if inner is None:
+                        inner = [None] * len(x)
+                    inner[k] = o
+        return None if inner is None else (False, tuple(inner))
     return None
 
 
