@@ -2589,6 +2589,65 @@ def results_derived_from_the_same_intermediate(wrap, log):
         log(outs)
 
 
+# --- tenth batch ---------------------------------------------------------------------
+@scenario
+def nested_pytrees_with_none_empty_and_unsorted_dicts(wrap, log):
+    import collections
+
+    @wrap
+    def f(tree, extra=None):
+        layers = tree["layers"]
+        out = collections.OrderedDict()
+        for i, layer in enumerate(layers):
+            out[f"l{i}"] = {k: v * (i + 1) for k, v in layer.items()}
+        if extra is not None:
+            out["extra"] = extra
+        return out, list(tree), tree.get("meta", ())
+    L = [{"w": np.ones(2), "b": np.zeros(1)}, {"z": np.ones(1), "a": np.ones(2)}]
+    log(f({"layers": L}))
+    log(f({"layers": L, "meta": ()}))
+    log(f({"meta": (), "layers": L}))
+    log(f({"layers": L[::-1]}, extra=np.ones(1)))
+    log(f({"layers": []}, extra=None))
+    log(f({"layers": L}))
+
+
+@scenario
+def static_and_dynamic_keywords_in_any_order(wrap, log):
+    def f(x, *, scale, mode, **rest):
+        y = x * scale
+        for k, v in rest.items():
+            y = y + v * len(k)
+        return (y if mode == "id" else -y), tuple(rest)
+    g = wrap(f, static_argnames="mode") if wrap is jitted else f
+    x = np.ones(2)
+    log(g(x, scale=2.0, mode="id", b=1.0, a=2.0))
+    log(g(x, mode="id", scale=2.0, a=2.0, b=1.0))
+    log(g(x, a=2.0, mode="neg", scale=3.0, b=1.0))
+    log(g(x, scale=2.0, mode="id", b=1.0, a=2.0))
+
+
+@scenario
+def dataclass_holding_an_unsorted_dict(wrap, log):
+    @dataclasses.dataclass
+    class Model:
+        layers: dict
+        scale: np.ndarray
+
+    @wrap
+    def f(m, x):
+        for W in m.layers.values():
+            x = np.tanh(x @ W)
+        return x * m.scale, {k: v.sum() for k, v in m.layers.items()}
+    r = _rng(49)
+    m = Model({"z": r.normal(size=(2, 2)), "a": r.normal(size=(2, 2))}, np.ones(2))
+    x = np.ones(2)
+    log(f(m, x))
+    log(f(m, x * 2))
+    m2 = Model(dict(reversed(list(m.layers.items()))), np.ones(2))
+    log(f(m2, x))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

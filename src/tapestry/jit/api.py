@@ -659,41 +659,51 @@ _FLAT_LEAVES = frozenset({np.ndarray, float, int, complex, bool, str, type(None)
 
 
 def _dict_order(x):
-    """Where the dicts in ``x`` (through tuples, lists and dicts) are not in
-    sorted key order, which the pytree flattening uses: a hashable
-    description for :func:`_in_order`, or ``None`` (all sorted).  Part of
-    the cache key: the function sees its dicts in the caller's order, and
-    iterating one (``p.values()``, ``**kwargs``) depends on it."""
+    """Where the dicts in ``x`` (through tuples, lists, dicts, dataclasses)
+    are not in sorted key order, which the pytree flattening uses: a
+    hashable description for :func:`_in_order`, or ``None`` (all sorted).
+    Part of the cache key: the function sees its dicts in the caller's
+    order, and iterating one (``p.values()``, ``**kwargs``) depends on it."""
     c = x.__class__
-    if c is dict or c is defaultdict:
-        inner = None
-        for v in x.values():
-            if v.__class__ not in _FLAT_LEAVES:
-                inner = tuple(_dict_order(v) for v in x.values())
-                if not any(inner):
-                    inner = None
-                break
-        keys = tuple(x)
-        if inner is None and len(keys) < 2:
+    if c is tuple or c is list:
+        inner = _inner_orders(x)
+        return None if inner is None else ("seq", inner)
+    if c is dict or c is defaultdict or c is OrderedDict:
+        inner = _inner_orders(x.values())
+        if inner is None and (len(x) < 2 or c is OrderedDict):
             return None
+        keys = tuple(x)
         try:
-            ordered = keys == tuple(sorted(keys))
+            ordered = c is OrderedDict or keys == tuple(sorted(keys))
         except TypeError:  # keys that do not compare: keep their order
             ordered = False
         if ordered and inner is None:
             return None
-        return (True, keys, inner or (None,) * len(keys))
-    if c is tuple or c is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
-        inner = None
-        for k, v in enumerate(x):
-            if v.__class__ not in _FLAT_LEAVES:
-                o = _dict_order(v)
-                if o is not None:
-                    if inner is None:
-                        inner = [None] * len(x)
-                    inner[k] = o
-        return None if inner is None else (False, tuple(inner))
+        return ("dict", keys, inner or (None,) * len(keys))
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        inner = _inner_orders(x)
+        return None if inner is None else ("seq", inner)
+    fields = getattr(c, "__dataclass_fields__", None)
+    if fields is not None and not isinstance(x, type):
+        names = tuple(fields)
+        inner = _inner_orders([getattr(x, n, None) for n in names])
+        return None if inner is None else ("fields", names, inner)
     return None
+
+
+def _inner_orders(values):
+    """The orders of ``values`` (one per value), or ``None`` if all are sorted."""
+    inner = None
+    k = 0
+    for v in values:
+        if v.__class__ not in _FLAT_LEAVES:
+            o = _dict_order(v)
+            if o is not None:
+                if inner is None:
+                    inner = [None] * len(values)
+                inner[k] = o
+        k += 1
+    return None if inner is None else tuple(inner)
 
 
 def _in_order(x, order):
@@ -701,9 +711,16 @@ def _in_order(x, order):
     its dicts in the order ``order`` (:func:`_dict_order`) describes."""
     if order is None:
         return x
-    if order[0]:
+    kind = order[0]
+    if kind == "dict":
         pairs = [(k, _in_order(x[k], o)) for k, o in zip(order[1], order[2])]
-        return dict(pairs) if x.__class__ is dict else x.__class__(x.default_factory, pairs)
+        c = x.__class__
+        return c(x.default_factory, pairs) if c is defaultdict else c(pairs)
+    if kind == "fields":  # a dataclass rebuilt by the flattening: set in place
+        for n, o in zip(order[1], order[2]):
+            if o is not None:
+                object.__setattr__(x, n, _in_order(getattr(x, n), o))
+        return x
     items = [_in_order(v, o) for v, o in zip(x, order[1])]
     return x.__class__(*items) if hasattr(x, "_fields") else x.__class__(items)
 
