@@ -2648,6 +2648,26 @@ def dataclass_holding_an_unsorted_dict(wrap, log):
     log(f(m2, x))
 
 
+@scenario
+def jitted_function_on_a_dict_built_inside_grad(wrap, log):
+    @wrap
+    def net(p, x):
+        for W in p.values():  # the caller's order
+            x = np.tanh(x @ W)
+        return {"y": x, "n": np.sum(x ** 2)}
+
+    def loss(w1, w2, x):
+        out = net({"second": w2, "first": w1}, x)
+        return out["n"] + np.sum(list(out.values())[0])
+    r = _rng(50)
+    w1, w2 = r.normal(size=(2, 2)), r.normal(size=(2, 2))
+    x = r.normal(size=2)
+    vg = tp.value_and_grad(loss, argnums=(0, 1))
+    for _ in range(3):
+        v, (g1, g2) = log(vg(w1, w2, x))
+        w1, w2 = w1 - 0.1 * g1, w2 - 0.1 * g2
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

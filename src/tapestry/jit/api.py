@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 import warnings
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from ..core.var import Var
 from ..sparse import AxisSparse
 from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
 from .fuse import available as fuse_available
+from .order import OrderedTree, dict_order, in_order
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .reverse import call_on_traced
 
@@ -246,7 +247,7 @@ class jit:
             if sig is _INLINE:  # inside another transformation (grad(jit(f)), ...)
                 return call_on_traced(self, args, kwargs)
             skey, runtime, objects = sig
-            key = (treedef, skey, static_key, _dict_order(dyn))
+            key = (treedef, skey, static_key, dict_order(dyn))
             entry = self._cache.get(key)
             if entry is not None and entry.eager is None:
                 inputs = [leaves[i] for i in runtime]
@@ -359,7 +360,7 @@ class jit:
         for i in runtime:
             staged[i] = rec.input(leaves[i])
         input_slots = [staged[i]._slot for i in runtime]
-        sdyn = _in_order(treedef.unflatten(staged), order)  # the caller's dict order
+        sdyn = in_order(treedef.unflatten(staged), order)  # the caller's dict order
         sargs, skwargs = sdyn
         sargs = self._restore_static(sargs, args)
         skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
@@ -395,7 +396,7 @@ class jit:
             if env.changed() is not None:  # staged values it stored must not escape
                 env.unstage()
         out_leaves, out_td = tree_flatten(out)
-        out_td = _OrderedTree.of(out_td, out)
+        out_td = OrderedTree.of(out_td, out)
         concrete = [_unstage(v) for v in out_leaves]
         odd = _odd_output(out_leaves)
         if odd is not None and rec.refused is None and env.changed() is None and \
@@ -537,7 +538,7 @@ class jit:
             sig = _signature(leaves)
             if sig is _INLINE:
                 return "called inside another transformation: runs inline, not compiled"
-            key = (treedef, sig[0], static_key, _dict_order(dyn))
+            key = (treedef, sig[0], static_key, dict_order(dyn))
         entry = self._cache.get(key)
         if self._eager_all is not None or entry is None or entry.eager is not None:
             why = self._eager_all or (entry.eager if entry is not None else "not cached")
@@ -652,95 +653,6 @@ def _odd_output(leaves):
                 and v.__class__ is not AxisSparse:  # (rebuilt on every call)
             return type(v).__name__
     return None
-
-
-#: Leaf types :func:`_dict_order` does not look into.
-_FLAT_LEAVES = frozenset({np.ndarray, float, int, complex, bool, str, type(None)})
-
-
-def _dict_order(x):
-    """Where the dicts in ``x`` (through tuples, lists, dicts, dataclasses)
-    are not in sorted key order, which the pytree flattening uses: a
-    hashable description for :func:`_in_order`, or ``None`` (all sorted).
-    Part of the cache key: the function sees its dicts in the caller's
-    order, and iterating one (``p.values()``, ``**kwargs``) depends on it."""
-    c = x.__class__
-    if c is tuple or c is list:
-        inner = _inner_orders(x)
-        return None if inner is None else ("seq", inner)
-    if c is dict or c is defaultdict or c is OrderedDict:
-        inner = _inner_orders(x.values())
-        if inner is None and (len(x) < 2 or c is OrderedDict):
-            return None
-        keys = tuple(x)
-        try:
-            ordered = c is OrderedDict or keys == tuple(sorted(keys))
-        except TypeError:  # keys that do not compare: keep their order
-            ordered = False
-        if ordered and inner is None:
-            return None
-        return ("dict", keys, inner or (None,) * len(keys))
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        inner = _inner_orders(x)
-        return None if inner is None else ("seq", inner)
-    fields = getattr(c, "__dataclass_fields__", None)
-    if fields is not None and not isinstance(x, type):
-        names = tuple(fields)
-        inner = _inner_orders([getattr(x, n, None) for n in names])
-        return None if inner is None else ("fields", names, inner)
-    return None
-
-
-def _inner_orders(values):
-    """The orders of ``values`` (one per value), or ``None`` if all are sorted."""
-    inner = None
-    k = 0
-    for v in values:
-        if v.__class__ not in _FLAT_LEAVES:
-            o = _dict_order(v)
-            if o is not None:
-                if inner is None:
-                    inner = [None] * len(values)
-                inner[k] = o
-        k += 1
-    return None if inner is None else tuple(inner)
-
-
-def _in_order(x, order):
-    """``x`` (rebuilt from flattened leaves: dicts in sorted key order) with
-    its dicts in the order ``order`` (:func:`_dict_order`) describes."""
-    if order is None:
-        return x
-    kind = order[0]
-    if kind == "dict":
-        pairs = [(k, _in_order(x[k], o)) for k, o in zip(order[1], order[2])]
-        c = x.__class__
-        return c(x.default_factory, pairs) if c is defaultdict else c(pairs)
-    if kind == "fields":  # a dataclass rebuilt by the flattening: set in place
-        for n, o in zip(order[1], order[2]):
-            if o is not None:
-                object.__setattr__(x, n, _in_order(getattr(x, n), o))
-        return x
-    items = [_in_order(v, o) for v, o in zip(x, order[1])]
-    return x.__class__(*items) if hasattr(x, "_fields") else x.__class__(items)
-
-
-class _OrderedTree:
-    """An output tree whose dicts were not in sorted key order: unflattened
-    with their keys in the order the function made them."""
-
-    __slots__ = ("td", "order")
-
-    def __init__(self, td, order):
-        self.td, self.order = td, order
-
-    @staticmethod
-    def of(td, tree):
-        order = _dict_order(tree)
-        return td if order is None else _OrderedTree(td, order)
-
-    def unflatten(self, leaves):
-        return _in_order(self.td.unflatten(leaves), self.order)
 
 
 class _Shared:

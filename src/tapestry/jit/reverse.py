@@ -29,6 +29,7 @@ from ..core.tape import ClosedNodes
 from ..core.tracing import of_leaves
 from ..core.var import Var
 from .env import ReachesTraced, environment
+from .order import OrderedTree
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
 #: Argument leaves that are values, not objects whose attributes f may read.
@@ -38,6 +39,7 @@ _PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, 
 def call_on_traced(jf, args, kwargs):
     """``jf(*args, **kwargs)`` where some leaves are traced values."""
     leaves, td = tree_flatten((args, kwargs))
+    td = OrderedTree.of(td, (args, kwargs))  # f sees its dicts in the caller's order
     tape, pos = None, []
     for i, x in enumerate(leaves):
         c = x.__class__
@@ -56,6 +58,7 @@ def call_on_traced(jf, args, kwargs):
     pargs, pkwargs = td.unflatten(plain)
     out = jf(*pargs, **pkwargs)
     out_leaves, out_td = tree_flatten(out)
+    out_td = OrderedTree.of(out_td, out)
     if any(o.__class__ is Var or o.__class__ in _OTHER_LEVELS for o in out_leaves):
         # f read a traced value from its closure: the uncompiled call sees it
         return jf.fun(*args, **kwargs)
