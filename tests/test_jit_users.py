@@ -2668,6 +2668,32 @@ def jitted_function_on_a_dict_built_inside_grad(wrap, log):
         w1, w2 = w1 - 0.1 * g1, w2 - 0.1 * g2
 
 
+@scenario
+def attrgetter_and_methodcaller_in_the_closure(wrap, log):
+    import operator
+
+    class Layer:
+        def __init__(self, g):
+            self.gain = g
+
+        def weight(self, k):
+            return self.gain * k
+
+    layers = [Layer(1.0), Layer(2.0)]
+    gain = operator.attrgetter("gain")
+    weight = operator.methodcaller("weight", 3.0)
+
+    @wrap
+    def f(x):
+        return x * sum(map(gain, layers)) + sum(map(weight, layers))
+    x = np.ones(2)
+    log(f(x))
+    layers[0].gain = 5.0
+    log(f(x))
+    layers[1].gain = -1.0
+    log(f(x))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

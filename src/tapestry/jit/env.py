@@ -23,6 +23,7 @@ import collections
 import collections.abc
 import ctypes
 import functools
+import operator
 import os
 import random
 import threading
@@ -401,6 +402,14 @@ class _Walker:
             return
         if isinstance(x, _RNG_TYPES):
             self.env.rngs.append(x)
+            return
+        if isinstance(x, (operator.attrgetter, operator.methodcaller)):
+            # attrgetter("w") reads attributes its caller's code never names
+            for a in x.__reduce__()[1]:
+                if isinstance(a, str):
+                    self.names.update(a.split("."))
+                else:
+                    self.value(a, f"{label} argument")
             return
         if _buffer(x) is not None:  # array.array, memoryview: compared bitwise
             self.bind("bytes", x, None, _buffer(x), f"{label} (its bytes)")
