@@ -2703,3 +2703,19 @@ def test_user_scenario(name):
     for k, ((a, wa), (b, wb)) in enumerate(zip(want, got)):
         _same(b, a, f"{name}: call {k}")
         assert wb == wa, (f"{name}: call {k}", wb, wa)
+
+
+#: Scenarios whose function cannot be replayed: the jitted run says so, once
+#: per reason, and runs uncompiled (the results are compared above).
+WARN_ONCE = ("global_numpy_random", "python_random_module", "generator_argument",
+             "dropout_with_closed_over_generator", "losses_appended_to_a_history_list",
+             "method_keeps_last_intermediate_on_self", "writes_into_argument",
+             "list_argument_mutated_inside", "optimizer_update_inside_the_jitted_step",
+             "counter_attribute_incremented_inside", "memoized_intermediate_in_a_dict_cache")
+
+
+@pytest.mark.parametrize("name", WARN_ONCE)
+def test_unreplayable_scenarios_warn_once_per_reason(name):
+    _, jw = _run(SCENARIOS[name], jitted)
+    assert jw, f"{name} ran compiled"
+    assert len(jw) == len(set(jw)), jw
