@@ -2719,3 +2719,23 @@ def test_unreplayable_scenarios_warn_once_per_reason(name):
     _, jw = _run(SCENARIOS[name], jitted)
     assert jw, f"{name} ran compiled"
     assert len(jw) == len(set(jw)), jw
+
+
+def test_choosing_fused_loops_adds_no_warnings():
+    """Once hot, a program is timed against its fused version on the call's
+    inputs: those extra runs must not warn (divide by zero) on top of the
+    call's own warnings."""
+    pytest.importorskip("numba")
+
+    def f(x):
+        return np.sin(1.0 / x) * 2.0 + 1.0
+    jf = tp.jit(f, fuse="auto", fuse_after=3)
+    x = np.array([0.0, 1.0, 2.0])
+    counts = []
+    for g in (f, jf):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(6):
+                g(x)
+        counts.append(sum(not issubclass(w.category, JitWarning) for w in caught))
+    assert counts[1] == counts[0] > 0, counts
