@@ -2694,6 +2694,40 @@ def attrgetter_and_methodcaller_in_the_closure(wrap, log):
     log(f(x))
 
 
+# --- eleventh batch ------------------------------------------------------------------
+@scenario
+def step_updates_params_in_place_and_appends_history(wrap, log):
+    @wrap
+    def step(params, grads, history, cfg):
+        for p, g in zip(params, grads):
+            p -= cfg["lr"] * g
+        history.append(float(sum(np.sum(p ** 2) for p in params)))
+        cfg["steps"] = cfg.get("steps", 0) + 1
+        return len(history)
+    params = [np.ones(2), np.ones(3)]
+    grads = [np.ones(2), np.full(3, 0.5)]
+    history, cfg = [], {"lr": 0.5}
+    for _ in range(3):
+        log(step(params, grads, history, cfg))
+        log((params, history, dict(cfg)))
+
+
+@scenario
+def writes_into_argument_then_raises(wrap, log):
+    @wrap
+    def f(x, log_list):
+        x -= 1
+        log_list.append(x[0])
+        if x[0] < 5:
+            raise ValueError("small")
+        return x * 2
+    x = np.full(2, 5.5)
+    seen = []
+    for _ in range(3):
+        log.call(f, x, seen)
+        log((x, seen))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

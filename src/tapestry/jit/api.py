@@ -37,7 +37,8 @@ from ..core.pytree import tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
-from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
+from .env import (EntropyWatch, ReachesTraced, environment, rng_changed, rng_states,
+                  unstaged)
 from .fuse import available as fuse_available
 from .order import OrderedTree, dict_order, in_order
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
@@ -365,6 +366,7 @@ class jit:
         sargs = self._restore_static(sargs, args)
         skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
         before = rng_states(env)
+        copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
             with entropy:
@@ -377,6 +379,13 @@ class jit:
             return self.fun(*args, **kwargs)
         except Exception as e:
             rec.open = False
+            if rec.refused is not None:
+                # it wrote into its arguments or environment on the real
+                # values before it raised: running it again would do that twice
+                _mirror(copies)
+                self._give_up(entry, f"{rec.refused}; and it raised {type(e).__name__}",
+                              args, kwargs, result=None)
+                raise
             if env.changed() is not None or rng_changed(before, env) is not None or \
                     entropy.drew:
                 # it changed its environment (or drew random numbers) before it
@@ -408,11 +417,13 @@ class jit:
                                  args, kwargs)
         if rec.refused is not None:
             # the function finished on the concrete values: its result and its
-            # effects are the plain call's, unless it changed the copies of
-            # the argument containers it was given (then it runs again)
-            done = _INLINE if _containers_changed(sdyn, treedef, staged) else \
-                out_td.unflatten(concrete)
-            return self._give_up(entry, rec.refused, args, kwargs, result=done)
+            # effects are the plain call's; what it did to the copies of the
+            # argument containers it was given is done to the caller's (running
+            # it again would repeat its writes into the arrays)
+            if _containers_changed(sdyn, treedef, staged):
+                _mirror(copies)
+            return self._give_up(entry, rec.refused, args, kwargs,
+                                 result=out_td.unflatten(concrete))
         why = rng_changed(before, env) or ("the operating system's entropy (an unseeded "
                                            "generator made inside, np.random.default_rng())"
                                            if entropy.drew else None)
@@ -636,6 +647,55 @@ def _typed(x):
     if c is float or c is complex or isinstance(x, np.inexact):
         return (c, x, np.signbit(np.real(x)).item(), np.signbit(np.imag(x)).item())
     return (c, x)
+
+
+def _copied_containers(orig, copy, out):
+    """``{id(copy): (copy, original)}`` for the mutable containers (lists,
+    dicts, dataclass objects) of the argument tree ``orig`` and their copies
+    in ``copy``, the tree the trace passes (same structure, staged leaves)."""
+    c = orig.__class__
+    if copy.__class__ is not c or orig is copy:
+        return out
+    if isinstance(orig, (list, tuple)):
+        out[id(copy)] = (copy, orig)  # (a tuple: the caller's own, not rebuilt)
+        for a, b in zip(orig, copy):
+            _copied_containers(a, b, out)
+    elif isinstance(orig, dict):
+        out[id(copy)] = (copy, orig)
+        for k, v in orig.items():
+            if k in copy:
+                _copied_containers(v, copy[k], out)
+    elif hasattr(c, "__dataclass_fields__") and hasattr(orig, "__dict__"):
+        out[id(copy)] = (copy, orig)
+        for n in c.__dataclass_fields__:
+            _copied_containers(getattr(orig, n, None), getattr(copy, n, None), out)
+    return out
+
+
+def _mirror(copies):
+    """Do to the caller's argument containers what the function did to their
+    copies (``history.append(loss)``, ``p["w"] = ...``), with values in place
+    of staged values and the caller's containers in place of their copies."""
+    seen: set = set()
+
+    def value(v):
+        got = copies.get(id(v))
+        if got is not None and got[0] is v:
+            return got[1]
+        return unstaged(v, seen)
+    for copy, orig in copies.values():
+        if isinstance(orig, tuple):
+            continue
+        if isinstance(orig, list):
+            orig[:] = [value(v) for v in copy]
+        elif isinstance(orig, dict):
+            items = [(k, value(v)) for k, v in copy.items()]
+            orig.clear()
+            orig.update(items)
+        else:
+            for n in type(orig).__dataclass_fields__:
+                if hasattr(copy, n):
+                    object.__setattr__(orig, n, value(getattr(copy, n)))
 
 
 def _containers_changed(tree, treedef, leaves):

@@ -143,20 +143,20 @@ class Environment:
                     v = holder.cell_contents
                 except ValueError:
                     continue
-                new = _unstaged(v, seen)
+                new = unstaged(v, seen)
                 if new is not v:
                     holder.cell_contents = new
             elif kind == "dict" and key in holder:
                 v = holder[key]
-                new = _unstaged(v, seen)
+                new = unstaged(v, seen)
                 if new is not v:
                     holder[key] = new
             elif kind == "attr":
                 v = getattr(holder, key, _MISSING)
-                if v is not _MISSING and _unstaged(v, seen) is not v:
-                    setattr(holder, key, _unstaged(v, seen))
+                if v is not _MISSING and unstaged(v, seen) is not v:
+                    setattr(holder, key, unstaged(v, seen))
             elif kind in ("seq", "len"):
-                _unstaged(holder, seen)
+                unstaged(holder, seen)
 
     def add_arrays(self, arrays, label):
         """Guard ``arrays`` too (compared bitwise before every replay)."""
@@ -173,7 +173,7 @@ class Environment:
 _MISSING = object()
 
 
-def _unstaged(x, seen):
+def unstaged(x, seen):
     """``x`` with the staged values inside it (lists, dicts and sets changed
     in place, tuples rebuilt, user objects' attributes) replaced by their
     values; ``x`` itself unless it is staged or a tuple holding one."""
@@ -184,22 +184,22 @@ def _unstaged(x, seen):
         return x
     seen.add(id(x))
     if isinstance(x, tuple):
-        items = [_unstaged(v, seen) for v in x]
+        items = [unstaged(v, seen) for v in x]
         if all(a is b for a, b in zip(items, x)):
             return x
         return c(*items) if hasattr(x, "_fields") else c(items)
     if isinstance(x, (list, collections.deque)):
         for k, v in enumerate(x):
-            new = _unstaged(v, seen)
+            new = unstaged(v, seen)
             if new is not v:
                 x[k] = new
     elif isinstance(x, dict):
         for k, v in list(x.items()):
-            new = _unstaged(v, seen)
+            new = unstaged(v, seen)
             if new is not v:
                 x[k] = new
     elif isinstance(x, set):
-        items = [_unstaged(v, seen) for v in x]
+        items = [unstaged(v, seen) for v in x]
         if any(a is not b for a, b in zip(items, x)):
             x.clear()
             x.update(items)
@@ -207,7 +207,7 @@ def _unstaged(x, seen):
             not _library(type(x).__module__):
         d = getattr(x, "__dict__", None)
         if isinstance(d, dict):
-            _unstaged(d, seen)
+            unstaged(d, seen)
     return x
 
 
