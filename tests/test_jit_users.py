@@ -2770,6 +2770,29 @@ def frozen_dataclass_config_and_namedtuple_state(wrap, log):
         s, name = log(run(s, cfg))
 
 
+# --- twelfth batch -------------------------------------------------------------------
+@scenario
+def generator_spawning_children(wrap, log):
+    @wrap
+    def f(x, rng):
+        child = rng.spawn(1)[0]
+        return x + child.normal(size=x.shape)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        log(f(np.zeros(2), rng))
+
+
+@scenario
+def seed_sequence_spawned_in_the_closure(wrap, log):
+    ss = np.random.SeedSequence(11)
+
+    @wrap
+    def f(x):
+        return x + np.random.default_rng(ss.spawn(1)[0]).normal(size=x.shape)
+    for _ in range(3):
+        log(f(np.zeros(2)))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -53,7 +53,7 @@ MAX_VALUES = 20_000
 #: attribute of the objects reached is then guarded, not only those named.
 _DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "astuple"})
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
-              random.Random)
+              np.random.SeedSequence, random.Random)
 
 
 class ReachesTraced(Exception):
@@ -610,12 +610,16 @@ def rng_states(env):
     """The state of every generator a trace could draw from."""
     states = [_np_global_state(), random.getstate()]
     for g in env.rngs:
-        bg = g.bit_generator if isinstance(g, (np.random.Generator,)) else \
-            getattr(g, "_bit_generator", g)
         if isinstance(g, random.Random):
             states.append(g.getstate())
+        elif isinstance(g, np.random.SeedSequence):
+            states.append(g.n_children_spawned)
         else:
-            states.append(_freeze(bg.state))
+            bg = g.bit_generator if isinstance(g, (np.random.Generator,)) else \
+                getattr(g, "_bit_generator", g)
+            # rng.spawn() advances the seed sequence, not the generator's state
+            seq = getattr(bg, "seed_seq", None)
+            states.append((_freeze(bg.state), getattr(seq, "n_children_spawned", None)))
     return states
 
 
