@@ -2793,6 +2793,29 @@ def seed_sequence_spawned_in_the_closure(wrap, log):
         log(f(np.zeros(2)))
 
 
+@scenario
+def small_and_unsigned_dtypes(wrap, log):
+    @wrap
+    def f(x, k):
+        return x * k - x // 3, (x - 200) if x.dtype.kind == "u" else -x, np.sum(x), x.mean()
+    for x in (np.arange(5, dtype=np.int8) * 30, np.arange(5, dtype=np.uint8) * 60,
+              np.linspace(0, 4, 5).astype(np.float16), np.arange(5, dtype=np.uint16) * 9000,
+              np.array([True, False, True])):
+        log.call(f, x, 3)
+        log.call(f, x, np.int8(3))
+
+
+@scenario
+def boolean_flag_arrays_and_masks_as_arguments(wrap, log):
+    @wrap
+    def f(x, keep):
+        y = np.where(keep, x, 0.0)
+        return y.sum() / max(int(keep.sum()), 1), x[keep]
+    r = _rng(51)
+    for _ in range(4):
+        log(f(r.normal(size=6), r.random(6) > 0.5))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]
