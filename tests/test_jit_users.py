@@ -2816,6 +2816,22 @@ def boolean_flag_arrays_and_masks_as_arguments(wrap, log):
         log(f(r.normal(size=6), r.random(6) > 0.5))
 
 
+@scenario
+def jitted_ufunc_partial_and_lambda_as_class_attributes(wrap, log):
+    class Net:
+        act = wrap(np.tanh)
+        double = wrap(functools.partial(np.multiply, 2.0))
+        method = wrap(lambda self, x: x * self.k)
+
+        def __init__(self, k):
+            self.k = k
+    x = np.linspace(-1, 1, 3)
+    n = Net(3.0)
+    for k in range(3):
+        log((n.act(x), n.double(x), n.method(x), Net.act(x)))
+        n.k = float(k)
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -220,8 +220,8 @@ class jit:
     def __get__(self, obj, objtype=None):
         """A jitted method: ``self`` is a static argument (each instance its
         own programs; its attributes are guarded like a closure's)."""
-        if obj is None or self.fun is None:
-            return self
+        if obj is None or self.fun is None or not _binds(self.fun):
+            return self  # (a ufunc or a partial as a class attribute: no self, as plain)
         return functools.partial(self.__call__, obj)
 
     def __repr__(self):
@@ -594,6 +594,13 @@ class jit:
         with self._lock:
             self._cache.clear()
             self._eager_all = None
+
+
+def _binds(fun):
+    """Whether ``fun`` as a class attribute becomes a method (a Python
+    function does; a ufunc, a builtin, a ``functools.partial`` or a
+    ``staticmethod`` does not get the instance)."""
+    return hasattr(type(fun), "__get__") and not isinstance(fun, (staticmethod, type))
 
 
 def _faster(new, old, inputs, repeats=5):
