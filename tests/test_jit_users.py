@@ -2832,6 +2832,26 @@ def jitted_ufunc_partial_and_lambda_as_class_attributes(wrap, log):
         n.k = float(k)
 
 
+@scenario
+def caller_turns_warnings_into_errors_the_function_catches(wrap, log):
+    @wrap
+    def f(x):
+        try:
+            return np.log(x), "log"
+        except RuntimeWarning:
+            return np.zeros_like(x), "fallback"
+    good, bad = np.ones(2), np.array([0.0, 1.0])
+    log(f(good))
+    log(f(bad))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log(f(bad))
+        log(f(good))
+    log(f(bad))
+    with np.errstate(divide="ignore"):
+        log(f(bad))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]
