@@ -197,6 +197,7 @@ class jit:
         self._reverse = None  # the jitted pullback, for grad(jit(f)) (jit/reverse.py)
         self._reverse_env = None  # (objects, environment) of its last forward (reverse.py)
         self._static = bool(self.static_argnums or self.static_argnames)
+        self._binds = _binds(fun)  # a method when kept as a class attribute
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self._misses: list = []
@@ -220,7 +221,7 @@ class jit:
     def __get__(self, obj, objtype=None):
         """A jitted method: ``self`` is a static argument (each instance its
         own programs; its attributes are guarded like a closure's)."""
-        if obj is None or self.fun is None or not _binds(self.fun):
+        if obj is None or self.fun is None or not self._binds:
             return self  # (a ufunc or a partial as a class attribute: no self, as plain)
         return functools.partial(self.__call__, obj)
 
