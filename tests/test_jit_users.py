@@ -2852,6 +2852,25 @@ def caller_turns_warnings_into_errors_the_function_catches(wrap, log):
         log(f(bad))
 
 
+@scenario
+def lazily_created_attribute_compiles_after_the_first_call(wrap, log):
+    class Model:
+        @wrap
+        def f(self, x):
+            if not hasattr(self, "_W"):
+                self._W = np.arange(6.0).reshape(x.shape[-1], 2)
+            return np.tanh(x @ self._W)
+    m = Model()
+    r = _rng(52)
+    for _ in range(3):
+        log(m.f(r.normal(size=3)))
+    m._W[0, 0] = 9.0
+    log(m.f(np.ones(3)))
+    del m._W
+    log(m.f(np.ones(3)))
+    log(m.f(np.ones(3) * 2))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

@@ -433,9 +433,16 @@ class jit:
                                  "replay would repeat the same draws. Pass the random "
                                  "values (or a seed) as arguments", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
-        why = env.changed() or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err
-                                else "NumPy's print options" if np.get_printoptions()
-                                != rec.printopts else None)
+        changed = env.changed()
+        why = changed or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err
+                          else "NumPy's print options" if np.get_printoptions()
+                          != rec.printopts else None)
+        if changed is not None and why is changed and env.changed(added=True) is None \
+                and not _containers_changed(sdyn, treedef, staged):
+            # it only added attributes (self._W = ... the first time): this
+            # call ran for real; the next one traces again, without adding them
+            self._miss(f"{why} while it ran")
+            return out_td.unflatten(concrete)
         if why is not None:
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,

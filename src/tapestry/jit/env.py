@@ -89,9 +89,10 @@ class Environment:
         self.functions: list = []  # user functions reached (for explain)
 
     # --- checks ---------------------------------------------------------
-    def changed(self):
+    def changed(self, added=False):
         """``None`` if every binding and array is as at trace time, else a
-        sentence saying what changed."""
+        sentence saying what changed.  ``added``: attributes added to an
+        object (``self._W = ...`` the first time) do not count."""
         for kind, holder, key, obj, label in self.bindings:
             if kind == "cell":
                 try:
@@ -113,7 +114,9 @@ class Environment:
                 if _buffer(holder) != obj:
                     return f"{label} was modified in place"
                 continue
-            elif kind == "len":
+            elif kind == "len" or kind == "attrs":
+                if kind == "attrs" and added and len(holder) > obj:
+                    continue
                 if len(holder) != obj:
                     return f"{label} changed length ({obj} -> {len(holder)})"
                 continue
@@ -155,7 +158,7 @@ class Environment:
                 v = getattr(holder, key, _MISSING)
                 if v is not _MISSING and unstaged(v, seen) is not v:
                     setattr(holder, key, unstaged(v, seen))
-            elif kind in ("seq", "len"):
+            elif kind in ("seq", "len", "attrs"):
                 unstaged(holder, seen)
 
     def add_arrays(self, arrays, label):
@@ -493,7 +496,7 @@ class _Walker:
             # these without naming them, so the names they read count too
             self.function(special, f"{label}.{name}")
         if d is not None:  # an attribute added (self.last = h): a change
-            self.bind("len", d, None, len(d), f"len {label}.__dict__")
+            self.bind("attrs", d, None, len(d), f"len {label}.__dict__")
         for n in self.attr_names(d, type(x).__mro__, hook is not None):
             if d is not None and n in d:
                 v = d[n]
