@@ -2871,6 +2871,24 @@ def lazily_created_attribute_compiles_after_the_first_call(wrap, log):
     log(m.f(np.ones(3) * 2))
 
 
+@scenario
+def returns_views_of_closed_over_arrays(wrap, log):
+    base = np.arange(6.0)
+    w = base[:3]
+
+    @wrap
+    def f(x):
+        return x * w, w, base[3:], base
+    x = np.ones(3)
+    for k in range(4):
+        y, a, b, c = log(f(x))
+        log((a is w, c is base, b is base[3:]))
+        if k == 1:
+            b[0] = -1.0   # the plain call's result is a view of base
+        if k == 2:
+            a.shape = (3, 1)  # reshapes that result only
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_user_scenario(name):
     fn = SCENARIOS[name]

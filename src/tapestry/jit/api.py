@@ -455,6 +455,7 @@ class jit:
                                  args, kwargs, whole=True)
         rec.steps[:0] = state_guards(rec)
         walked = {id(_root(a)) for a, *_ in env.arrays}
+        reached = {id(a) for a, *_ in env.arrays}
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -473,7 +474,7 @@ class jit:
             elif v.__class__ is np.ndarray and id(_root(v)) in walked:
                 # (a view of) an array of its environment: the plain call hands
                 # out that memory, and a write into it changes the next call
-                outputs.append(Rebuild(_Shared.get, (_Shared(v),)))
+                outputs.append(Rebuild(_Shared.get, (_Shared(v, id(v) not in reached),)))
             else:
                 outputs.append(v)
         env.add_arrays(held_constants(rec.steps, outputs, {id(a) for a, *_ in env.arrays}),
@@ -740,13 +741,13 @@ class _Shared:
     handed out as it is, as the plain call does, not copied (its
     environment guard compares it with its value at the trace)."""
 
-    __slots__ = ("a",)
+    __slots__ = ("a", "view")
 
-    def __init__(self, a):
-        self.a = a
+    def __init__(self, a, view):
+        self.a, self.view = a, view  # view: made by the function (W[0]), not W itself
 
     def get(self):
-        return self.a
+        return self.a.view() if self.view else self.a  # (a new view per call, as plain)
 
 
 def _unstage(v):
