@@ -2951,3 +2951,22 @@ class Affine:
 
     def plain(self, x):
         return (x @ self.W + self.b) / self.norm
+
+
+@pytest.mark.parametrize("make", [
+    lambda: functools.partial(lambda W, x: x @ W * float(x[0]), np.eye(2)),
+    lambda: type("Poly", (), {"c": 2.0, "__call__": lambda self, x: x * self.c * float(x[0])})(),
+], ids=["partial", "callable_object"])
+def test_unnamed_callables_run_uncompiled_past_max_traces(make):
+    """A partial or a callable object (no __qualname__) that is traced past
+    max_traces runs uncompiled with the warning naming it (it raised an
+    AttributeError instead)."""
+    f = make()
+    jf = tp.jit(f, max_traces=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(3):
+            x = np.ones(2) * k
+            got = jf(x)
+            assert np.array_equal(got, f(x))
+    assert any(issubclass(w.category, JitWarning) for w in caught)

@@ -175,6 +175,8 @@ class jit:
         self.fun = fun
         self.__tapestry_jit_fun__ = fun
         functools.update_wrapper(self, fun, updated=())
+        if "__qualname__" not in self.__dict__:  # a partial, a callable object: named
+            self.__qualname__ = getattr(fun, "__name__", None) or type(fun).__name__
         nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self.static_argnums = tuple(sorted(set(nums)))
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
