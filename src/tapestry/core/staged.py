@@ -535,7 +535,8 @@ class Staged(ArrayMethods):
         return repr(self._value)
 
     def __str__(self):
-        self._rec.read_text(self)
+        if self._rec.open:  # (after the trace: the text of the value it had, as
+            self._rec.read_text(self)  # a log record kept from the trace formats it)
         return str(self._value)
 
     def __hash__(self):
@@ -572,7 +573,8 @@ class Staged(ArrayMethods):
         return np.asarray(self._value).tolist()
 
     def __format__(self, spec):
-        self._rec.read_text(self)
+        if self._rec.open:
+            self._rec.read_text(self)
         return format(self._value, spec)
 
     def __array__(self, dtype=None, copy=None):

@@ -37,9 +37,11 @@ from ..core.pytree import tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
-from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
+from .env import (EntropyWatch, ReachesTraced, environment, rng_changed, rng_states,
+                  unstaged)
 from .fuse import available as fuse_available
-from .program import GuardFailed, Rebuild, held_constants, lower
+from .order import OrderedTree, dict_order, in_order
+from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .reverse import call_on_traced
 
 
@@ -177,6 +179,8 @@ class jit:
         self.fun = fun
         self.__tapestry_jit_fun__ = fun
         functools.update_wrapper(self, fun, updated=())
+        if "__qualname__" not in self.__dict__:  # a partial, a callable object: named
+            self.__qualname__ = getattr(fun, "__name__", None) or type(fun).__name__
         nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self.static_argnums = tuple(sorted(set(nums)))
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
@@ -201,6 +205,7 @@ class jit:
         self._splits = {}  # forward key -> split programs of the pullback (reverse.py)
         self._keep_trace = False  # keep each program's trace on it (reverse.py splits it)
         self._static = bool(self.static_argnums or self.static_argnames)
+        self._binds = _binds(fun)  # a method when kept as a class attribute
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self._misses: list = []
@@ -224,8 +229,8 @@ class jit:
     def __get__(self, obj, objtype=None):
         """A jitted method: ``self`` is a static argument (each instance its
         own programs; its attributes are guarded like a closure's)."""
-        if obj is None or self.fun is None:
-            return self
+        if obj is None or self.fun is None or not self._binds:
+            return self  # (a ufunc or a partial as a class attribute: no self, as plain)
         return functools.partial(self.__call__, obj)
 
     def __repr__(self):
@@ -252,7 +257,7 @@ class jit:
             if sig is _INLINE:  # inside another transformation (grad(jit(f)), ...)
                 return call_on_traced(self, args, kwargs)
             skey, runtime, objects = sig
-            key = (treedef, skey, static_key)
+            key = (treedef, skey, static_key, dict_order(dyn))
             entry = self._cache.get(key)
             if entry is not None and entry.eager is None:
                 inputs = [leaves[i] for i in runtime]
@@ -290,7 +295,8 @@ class jit:
             skey, runtime, objects = _signature(leaves)
         if entry is None:
             entry = self._new_entry(key, objects, treedef, skey)
-        return self._trace(entry, args, kwargs, dyn, leaves, treedef, runtime, objects)
+        order = None if key[0] is _FLAT else key[3]
+        return self._trace(entry, args, kwargs, order, leaves, treedef, runtime, objects)
 
     def _timing_contest(self, new, old, inputs):
         """Whether program ``new`` replays faster than ``old`` on ``inputs``
@@ -323,6 +329,16 @@ class jit:
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         return (dyn_args, dyn_kwargs), tuple(static)
 
+    def _static_values(self, args, kwargs):
+        """The static arguments' values: part of the key by their hash, and
+        read by the function like a closure (a config object's attributes, a
+        function's closure), so guarded like one."""
+        if not self._static:
+            return []
+        n = len(args)
+        got = [args[a] for a in self.static_argnums if -n <= a < n]
+        return got + [kwargs[k] for k in self.static_argnames if k in kwargs]
+
     def _new_entry(self, key, objects, treedef, skey):
         with self._lock:
             if self._cache:
@@ -352,11 +368,11 @@ class jit:
             print(f"tapestry.jit({self.__qualname__}): traced again: {msg}", file=sys.stderr)
 
     # --- tracing ------------------------------------------------------------
-    def _trace(self, entry, args, kwargs, dyn, leaves, treedef, runtime, objects):
+    def _trace(self, entry, args, kwargs, order, leaves, treedef, runtime, objects):
         entry.traces += 1
         self.n_traces += 1
         try:
-            env = environment(self.fun, objects)
+            env = environment(self.fun, objects + self._static_values(args, kwargs))
         except ReachesTraced:  # closes over a value of an enclosing transformation
             return self.fun(*args, **kwargs)
         except Unstageable as e:
@@ -366,11 +382,12 @@ class jit:
         for i in runtime:
             staged[i] = rec.input(leaves[i])
         input_slots = [staged[i]._slot for i in runtime]
-        sdyn = treedef.unflatten(staged)
+        sdyn = in_order(treedef.unflatten(staged), order)  # the caller's dict order
         sargs, skwargs = sdyn
         sargs = self._restore_static(sargs, args)
-        skwargs = {**skwargs, **{k: kwargs[k] for k in self.static_argnames if k in kwargs}}
+        skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
         before = rng_states(env)
+        copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
             with entropy:
@@ -383,6 +400,13 @@ class jit:
             return self.fun(*args, **kwargs)
         except Exception as e:
             rec.open = False
+            if rec.refused is not None:
+                # it wrote into its arguments or environment on the real
+                # values before it raised: running it again would do that twice
+                _mirror(copies)
+                self._give_up(entry, f"{rec.refused}; and it raised {type(e).__name__}",
+                              args, kwargs, result=None)
+                raise
             if env.changed() is not None or rng_changed(before, env) is not None or \
                     entropy.drew:
                 # it changed its environment (or drew random numbers) before it
@@ -399,7 +423,10 @@ class jit:
                                  args, kwargs, result=result)
         finally:
             rec.open = False
+            if env.changed() is not None:  # staged values it stored must not escape
+                env.unstage()
         out_leaves, out_td = tree_flatten(out)
+        out_td = OrderedTree.of(out_td, out)
         concrete = [_unstage(v) for v in out_leaves]
         odd = _odd_output(out_leaves)
         if odd is not None and rec.refused is None and env.changed() is None and \
@@ -411,11 +438,13 @@ class jit:
                                  args, kwargs)
         if rec.refused is not None:
             # the function finished on the concrete values: its result and its
-            # effects are the plain call's, unless it changed the copies of
-            # the argument containers it was given (then it runs again)
-            done = _INLINE if _containers_changed(sdyn, treedef, staged) else \
-                out_td.unflatten(concrete)
-            return self._give_up(entry, rec.refused, args, kwargs, result=done)
+            # effects are the plain call's; what it did to the copies of the
+            # argument containers it was given is done to the caller's (running
+            # it again would repeat its writes into the arrays)
+            if _containers_changed(sdyn, treedef, staged):
+                _mirror(copies)
+            return self._give_up(entry, rec.refused, args, kwargs,
+                                 result=out_td.unflatten(concrete))
         why = rng_changed(before, env) or ("the operating system's entropy (an unseeded "
                                            "generator made inside, np.random.default_rng())"
                                            if entropy.drew else None)
@@ -424,9 +453,16 @@ class jit:
                                  "replay would repeat the same draws. Pass the random "
                                  "values (or a seed) as arguments", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
-        why = env.changed() or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err
-                                else "NumPy's print options" if np.get_printoptions()
-                                != rec.printopts else None)
+        changed = env.changed()
+        why = changed or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err
+                          else "NumPy's print options" if np.get_printoptions()
+                          != rec.printopts else None)
+        if changed is not None and why is changed and env.changed(added=True) is None \
+                and not _containers_changed(sdyn, treedef, staged):
+            # it only added attributes (self._W = ... the first time): this
+            # call ran for real; the next one traces again, without adding them
+            self._miss(f"{why} while it ran")
+            return out_td.unflatten(concrete)
         if why is not None:
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
@@ -438,6 +474,8 @@ class jit:
                                  "append, an item assigned); a replay would skip that",
                                  args, kwargs, whole=True)
         rec.steps[:0] = state_guards(rec)
+        walked = {id(_root(a)) for a, *_ in env.arrays}
+        reached = {id(a) for a, *_ in env.arrays}
         outputs = []
         for v in out_leaves:
             if v.__class__ is Staged:
@@ -453,6 +491,10 @@ class jit:
                 outputs.append(Rebuild(AxisSparse._trusted, (
                     v.axis, _slot_or_copy(v.indices, rec), _slot_or_copy(v.values, rec),
                     v.shape, v.coalesced)))
+            elif v.__class__ is np.ndarray and id(_root(v)) in walked:
+                # (a view of) an array of its environment: the plain call hands
+                # out that memory, and a write into it changes the next call
+                outputs.append(Rebuild(_Shared.get, (_Shared(v, id(v) not in reached),)))
             else:
                 outputs.append(v)
         env.add_arrays(held_constants(rec.steps, outputs, {id(a) for a, *_ in env.arrays}),
@@ -567,7 +609,7 @@ class jit:
             sig = _signature(leaves)
             if sig is _INLINE:
                 return None
-            key = (treedef, sig[0], static_key)
+            key = (treedef, sig[0], static_key, dict_order(dyn))
         return key
 
     def _compiled_for(self, args, kwargs):
@@ -596,9 +638,23 @@ class jit:
             self._eager_all = None
 
 
+def _binds(fun):
+    """Whether ``fun`` as a class attribute becomes a method (a Python
+    function does; a ufunc, a builtin, a ``functools.partial`` or a
+    ``staticmethod`` does not get the instance)."""
+    return hasattr(type(fun), "__get__") and not isinstance(fun, (staticmethod, type))
+
+
 def _faster(new, old, inputs, repeats=5):
     """Whether ``new(*inputs)`` runs faster than ``old(*inputs)`` (best of
-    ``repeats`` each, interleaved, after one warm-up call of each)."""
+    ``repeats`` each, interleaved, after one warm-up call of each).  The
+    runs are extra, not the call's: their warnings (divide by zero) are off."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _race(new, old, inputs, repeats)
+
+
+def _race(new, old, inputs, repeats):
     import time
     new(*inputs)
     old(*inputs)
@@ -632,7 +688,70 @@ def _hashable(x, what):
         raise TypeError(f"tapestry.jit: {what} must be hashable (it is part of the cache "
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
-    return (type(x), x)
+    return _typed(x)
+
+
+def _typed(x):
+    """A key equal only for static values the function cannot tell apart:
+    ``==`` says ``0.0 == -0.0`` and ``(1, 2) == (1.0, 2.0) == (True, 2)``,
+    but ``1 / x`` or ``np.array(t)`` differ, so the types inside tuples and
+    the sign of a zero are part of it."""
+    c = x.__class__
+    if c is tuple or c is frozenset:
+        return (c, tuple(_typed(v) for v in x)) if c is tuple else \
+            (c, frozenset(_typed(v) for v in x))
+    if c is float or c is complex or isinstance(x, np.inexact):
+        return (c, x, np.signbit(np.real(x)).item(), np.signbit(np.imag(x)).item())
+    return (c, x)
+
+
+def _copied_containers(orig, copy, out):
+    """``{id(copy): (copy, original)}`` for the mutable containers (lists,
+    dicts, dataclass objects) of the argument tree ``orig`` and their copies
+    in ``copy``, the tree the trace passes (same structure, staged leaves)."""
+    c = orig.__class__
+    if copy.__class__ is not c or orig is copy:
+        return out
+    if isinstance(orig, (list, tuple)):
+        out[id(copy)] = (copy, orig)  # (a tuple: the caller's own, not rebuilt)
+        for a, b in zip(orig, copy):
+            _copied_containers(a, b, out)
+    elif isinstance(orig, dict):
+        out[id(copy)] = (copy, orig)
+        for k, v in orig.items():
+            if k in copy:
+                _copied_containers(v, copy[k], out)
+    elif hasattr(c, "__dataclass_fields__") and hasattr(orig, "__dict__"):
+        out[id(copy)] = (copy, orig)
+        for n in c.__dataclass_fields__:
+            _copied_containers(getattr(orig, n, None), getattr(copy, n, None), out)
+    return out
+
+
+def _mirror(copies):
+    """Do to the caller's argument containers what the function did to their
+    copies (``history.append(loss)``, ``p["w"] = ...``), with values in place
+    of staged values and the caller's containers in place of their copies."""
+    seen: set = set()
+
+    def value(v):
+        got = copies.get(id(v))
+        if got is not None and got[0] is v:
+            return got[1]
+        return unstaged(v, seen)
+    for copy, orig in copies.values():
+        if isinstance(orig, tuple):
+            continue
+        if isinstance(orig, list):
+            orig[:] = [value(v) for v in copy]
+        elif isinstance(orig, dict):
+            items = [(k, value(v)) for k, v in copy.items()]
+            orig.clear()
+            orig.update(items)
+        else:
+            for n in type(orig).__dataclass_fields__:
+                if hasattr(copy, n):
+                    object.__setattr__(orig, n, value(getattr(copy, n)))
 
 
 def _containers_changed(tree, treedef, leaves):
@@ -655,6 +774,20 @@ def _odd_output(leaves):
                 and v.__class__ is not AxisSparse:  # (rebuilt on every call)
             return type(v).__name__
     return None
+
+
+class _Shared:
+    """An array of the function's environment that it returns (``return W``):
+    handed out as it is, as the plain call does, not copied (its
+    environment guard compares it with its value at the trace)."""
+
+    __slots__ = ("a", "view")
+
+    def __init__(self, a, view):
+        self.a, self.view = a, view  # view: made by the function (W[0]), not W itself
+
+    def get(self):
+        return self.a.view() if self.view else self.a  # (a new view per call, as plain)
 
 
 def _unstage(v):
@@ -717,7 +850,7 @@ def _signature_message(cache, treedef, skey):
     last = next(reversed(cache))
     if last[0] is _FLAT:
         return f"a new signature {_key_word(skey)} (was {_key_word(last[1:])})"
-    last_td, last_key, _ = last
+    last_td, last_key = last[:2]
     if last_td != treedef:
         return f"a new argument structure {treedef!r} (was {last_td!r})"
     for i, (a, b) in enumerate(zip(last_key, skey)):

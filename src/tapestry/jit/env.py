@@ -23,6 +23,7 @@ import collections
 import collections.abc
 import ctypes
 import functools
+import operator
 import os
 import random
 import threading
@@ -50,9 +51,9 @@ _ATOMS = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), np.
 MAX_VALUES = 20_000
 #: Names in the code that read attributes by a computed name: every
 #: attribute of the objects reached is then guarded, not only those named.
-_DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__"})
+_DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "astuple"})
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
-              random.Random)
+              np.random.SeedSequence, random.Random)
 
 
 class ReachesTraced(Exception):
@@ -88,9 +89,10 @@ class Environment:
         self.functions: list = []  # user functions reached (for explain)
 
     # --- checks ---------------------------------------------------------
-    def changed(self):
+    def changed(self, added=False):
         """``None`` if every binding and array is as at trace time, else a
-        sentence saying what changed."""
+        sentence saying what changed.  ``added``: attributes added to an
+        object (``self._W = ...`` the first time) do not count."""
         for kind, holder, key, obj, label in self.bindings:
             if kind == "cell":
                 try:
@@ -112,7 +114,9 @@ class Environment:
                 if _buffer(holder) != obj:
                     return f"{label} was modified in place"
                 continue
-            elif kind == "len":
+            elif kind == "len" or kind == "attrs":
+                if kind == "attrs" and added and len(holder) > obj:
+                    continue
                 if len(holder) != obj:
                     return f"{label} changed length ({obj} -> {len(holder)})"
                 continue
@@ -130,6 +134,33 @@ class Environment:
     def __len__(self):
         return len(self.bindings) + len(self.arrays)
 
+    def unstage(self):
+        """Replace the staged values a trace left in what the function reads
+        (``self.last = h``, ``losses.append(loss)``, ``cache[k] = v``) by
+        their values: the trace ran the function for real, so its effects
+        stay, but a staged value would outlive its trace."""
+        seen: set = set()
+        for kind, holder, key, obj, label in self.bindings:
+            if kind == "cell":
+                try:
+                    v = holder.cell_contents
+                except ValueError:
+                    continue
+                new = unstaged(v, seen)
+                if new is not v:
+                    holder.cell_contents = new
+            elif kind == "dict" and key in holder:
+                v = holder[key]
+                new = unstaged(v, seen)
+                if new is not v:
+                    holder[key] = new
+            elif kind == "attr":
+                v = getattr(holder, key, _MISSING)
+                if v is not _MISSING and unstaged(v, seen) is not v:
+                    setattr(holder, key, unstaged(v, seen))
+            elif kind in ("seq", "len", "attrs"):
+                unstaged(holder, seen)
+
     def add_arrays(self, arrays, label):
         """Guard ``arrays`` too (compared bitwise before every replay)."""
         for a in arrays:
@@ -145,6 +176,44 @@ class Environment:
 _MISSING = object()
 
 
+def unstaged(x, seen):
+    """``x`` with the staged values inside it (lists, dicts and sets changed
+    in place, tuples rebuilt, user objects' attributes) replaced by their
+    values; ``x`` itself unless it is staged or a tuple holding one."""
+    c = x.__class__
+    if c is Staged:
+        return x._value
+    if isinstance(x, _ATOMS) or id(x) in seen or isinstance(x, np.ndarray):
+        return x
+    seen.add(id(x))
+    if isinstance(x, tuple):
+        items = [unstaged(v, seen) for v in x]
+        if all(a is b for a, b in zip(items, x)):
+            return x
+        return c(*items) if hasattr(x, "_fields") else c(items)
+    if isinstance(x, (list, collections.deque)):
+        for k, v in enumerate(x):
+            new = unstaged(v, seen)
+            if new is not v:
+                x[k] = new
+    elif isinstance(x, dict):
+        for k, v in list(x.items()):
+            new = unstaged(v, seen)
+            if new is not v:
+                x[k] = new
+    elif isinstance(x, set):
+        items = [unstaged(v, seen) for v in x]
+        if any(a is not b for a, b in zip(items, x)):
+            x.clear()
+            x.update(items)
+    elif not isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) and \
+            not _library(type(x).__module__):
+        d = getattr(x, "__dict__", None)
+        if isinstance(d, dict):
+            unstaged(d, seen)
+    return x
+
+
 def _attribute_hook(cls):
     """The user's ``__getattr__`` / ``__getattribute__`` of ``cls``, or ``None``."""
     for klass in cls.__mro__:
@@ -155,6 +224,29 @@ def _attribute_hook(cls):
             if isinstance(f, types.FunctionType):
                 return f
     return None
+
+
+#: Special methods that run when an object is made or copied, not when the
+#: function reads it.
+_NOT_READS = frozenset({"__init__", "__new__", "__del__", "__init_subclass__",
+                        "__set_name__", "__class_getitem__", "__reduce__", "__reduce_ex__",
+                        "__getstate__", "__setstate__", "__copy__", "__deepcopy__",
+                        "__getattr__", "__getattribute__", "__setattr__", "__delattr__"})
+
+
+def _special_methods(cls):
+    """``(name, function)`` of the special methods (``__getitem__``,
+    ``__iter__``, ``__array__``, ``__mul__``, ...) the user's classes in
+    ``cls``'s MRO define: Python and NumPy call them implicitly."""
+    found = {}
+    for klass in cls.__mro__:
+        if klass is object or _library(klass.__module__):
+            continue
+        for n, f in klass.__dict__.items():
+            if n[:2] == "__" and n[-2:] == "__" and n not in _NOT_READS and n not in found \
+                    and isinstance(f, types.FunctionType):
+                found[n] = f
+    return list(found.items())
 
 
 def _buffer(x):
@@ -290,6 +382,8 @@ class _Walker:
             if x.dtype.hasobject:
                 raise Unstageable(f"{label} is an object array, which jit cannot guard")
             self.env.arrays.append((x, x.copy(), _comparer(x), label))
+            if c is not np.ndarray and getattr(x, "__dict__", None):
+                self.obj(x, label)  # a subclass's own state: a masked array's mask
             return
         if c is tuple or c is frozenset or (isinstance(x, tuple) and hasattr(x, "_fields")):
             for k, v in enumerate(x):
@@ -311,6 +405,14 @@ class _Walker:
             return
         if isinstance(x, _RNG_TYPES):
             self.env.rngs.append(x)
+            return
+        if isinstance(x, (operator.attrgetter, operator.methodcaller)):
+            # attrgetter("w") reads attributes its caller's code never names
+            for a in x.__reduce__()[1]:
+                if isinstance(a, str):
+                    self.names.update(a.split("."))
+                else:
+                    self.value(a, f"{label} argument")
             return
         if _buffer(x) is not None:  # array.array, memoryview: compared bitwise
             self.bind("bytes", x, None, _buffer(x), f"{label} (its bytes)")
@@ -360,6 +462,7 @@ class _Walker:
                     if not isinstance(v, property):
                         self.value(v, f"{k.__name__}.{n}")
                     break
+            self.overridden(k, n)
 
     def attr_names(self, d, classes, everything=False):
         """The attribute names to guard on an object (or module) with the
@@ -388,9 +491,12 @@ class _Walker:
         hook = _attribute_hook(type(x))
         if hook is not None:  # attributes served by __getattr__: its reads count
             self.function(hook, f"{label}.{hook.__name__}")
-        if d is not None and (self.names & _DYNAMIC or _library(type(x).__module__)
-                              or hook is not None):
-            self.bind("len", d, None, len(d), f"len {label}.__dict__")
+        for name, special in _special_methods(type(x)):
+            # ds[i], len(ds), iter(net), np.asarray(w), s * x: Python calls
+            # these without naming them, so the names they read count too
+            self.function(special, f"{label}.{name}")
+        if d is not None:  # an attribute added (self.last = h): a change
+            self.bind("attrs", d, None, len(d), f"len {label}.__dict__")
         for n in self.attr_names(d, type(x).__mro__, hook is not None):
             if d is not None and n in d:
                 v = d[n]
@@ -422,6 +528,25 @@ class _Walker:
                                   f"{klass.__name__}.{n}")
                         self.value(v, f"{type(x).__name__}.{n}")
                         break
+                self.overridden(type(x), n)
+
+    def overridden(self, cls, n):
+        """The definitions of ``n`` in ``cls``'s bases that its own hides:
+        ``super().n(...)`` reaches them, so they are bound and walked too."""
+        found = False
+        for klass in cls.__mro__:
+            if klass is object or _library(klass.__module__) or n not in klass.__dict__:
+                continue
+            if found:
+                v = klass.__dict__[n]
+                self.bind("dict", klass.__dict__, n, v, f"{klass.__name__}.{n}")
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                if isinstance(v, property):
+                    self.function(v.fget, f"{klass.__name__}.{n}")
+                else:
+                    self.value(v, f"{klass.__name__}.{n}")
+            found = True
 
     def module(self, m, label):
         if id(m) in self.seen:
@@ -488,12 +613,16 @@ def rng_states(env):
     """The state of every generator a trace could draw from."""
     states = [_np_global_state(), random.getstate()]
     for g in env.rngs:
-        bg = g.bit_generator if isinstance(g, (np.random.Generator,)) else \
-            getattr(g, "_bit_generator", g)
         if isinstance(g, random.Random):
             states.append(g.getstate())
+        elif isinstance(g, np.random.SeedSequence):
+            states.append(g.n_children_spawned)
         else:
-            states.append(_freeze(bg.state))
+            bg = g.bit_generator if isinstance(g, (np.random.Generator,)) else \
+                getattr(g, "_bit_generator", g)
+            # rng.spawn() advances the seed sequence, not the generator's state
+            seq = getattr(bg, "seed_seq", None)
+            states.append((_freeze(bg.state), getattr(seq, "n_children_spawned", None)))
     return states
 
 
