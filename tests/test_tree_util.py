@@ -265,3 +265,45 @@ def test_random_trees_round_trip_flatten_pickle_and_ravel(seed):
     assert flat.size == sum(np.size(x) for x in leaves)
     for x, y in zip(tp.tree_leaves(unravel(flat)), leaves):
         assert np.shape(x) == np.shape(y) and np.result_type(x) == np.result_type(y)
+
+
+# --- dicts keep their own key order through every transformation -------------------------
+def _ordered_loss(p):
+    # depends on the order of p.values(): plain code sees the caller's order
+    v = np.concatenate(list(p.values()))
+    return np.sum(v * np.arange(1.0, v.size + 1.0) ** 2)
+
+
+def test_dicts_keep_the_callers_key_order_under_transformations():
+    import tapestry as tp
+    p = {"w2": np.array([1.0, 2.0]), "w1": np.array([3.0, 4.0]), "b": np.array([5.0])}
+    want = _ordered_loss(p)
+    seen = []
+
+    def spy(q):
+        seen.append(list(q))
+        return _ordered_loss(q)
+
+    v, g = tp.value_and_grad(spy)(p)
+    assert v == want and list(g) == ["w2", "w1", "b"]
+    np.testing.assert_allclose(g["w1"], [9.0, 16.0])  # positions 3 and 4 of the values
+    assert all(order == ["w2", "w1", "b"] for order in seen)
+    assert tp.jit(_ordered_loss)(p) == want
+    stacked = {k: np.stack([a, 2 * a]) for k, a in p.items()}
+    per = tp.vmap(_ordered_loss)(stacked)
+    assert per[0] == want and list(tp.vmap(lambda q: q)(stacked)) == ["w2", "w1", "b"]
+    t = tp.jvp(_ordered_loss, (p,), (tp.tree_map(np.ones_like, p),))[0]
+    assert t == want
+    assert list(tp.tree_map(lambda a: a, p)) == ["w2", "w1", "b"]
+
+
+def test_key_order_is_not_part_of_the_structure_and_survives_pickling():
+    import pickle
+    from tapestry import tree_util as tu
+    a = tu.tree_structure({"b": 1.0, "a": 2.0})
+    b = tu.tree_structure({"a": 2.0, "b": 1.0})
+    assert a == b and hash(a) == hash(b)
+    c = pickle.loads(pickle.dumps(a))
+    assert c == a and list(c.unflatten([1, 2])) == ["b", "a"]
+    assert list(tu.tree_map(lambda x, y: x + y, {"b": 1.0, "a": 2.0}, {"a": 2.0, "b": 1.0})) \
+        == ["b", "a"]

@@ -1,7 +1,9 @@
 """Pytrees, as in JAX: nested containers whose leaves are arrays.
 
-Containers: ``tuple``, ``list``, ``dict`` (keys in sorted order, so equal
-dicts give equal structures), ``OrderedDict`` (insertion order),
+Containers: ``tuple``, ``list``, ``dict`` (leaves in sorted key order, so
+equal dicts give equal structures; unflattening rebuilds a dict in the key
+order it had, so code iterating ``p.values()`` sees the caller's order under
+every transformation), ``OrderedDict`` (insertion order),
 ``defaultdict`` (sorted keys; the default factory is part of the
 structure), namedtuples, dataclasses, and any class registered with
 :func:`register_pytree_node` or :func:`register_dataclass`.  ``None`` is an
@@ -196,11 +198,43 @@ def _check_fields(cls, data_fields, meta_fields):
             + "Add each field to data_fields (differentiated) or meta_fields (static).")
 
 
-def _dict_keys(x):
+class _Keys(list):
+    """A dict's keys in the sorted order its children are flattened in,
+    with ``order``: the dict's own key order where it differs (else
+    ``None``), which unflattening restores.  Equality is the list's: the
+    order is not part of the structure (``{"b": 1, "a": 2}`` and
+    ``{"a": 2, "b": 1}`` have one structure, as in JAX)."""
+
+    __slots__ = ("order",)
+
+    def __reduce__(self):
+        return (_keys_of, (list(self), self.order))
+
+
+def _keys_of(keys, order):
+    k = _Keys(keys)
+    k.order = order
+    return k
+
+
+def _sorted_keys(x):
     try:
-        return sorted(x)
+        keys = _Keys(sorted(x))
     except TypeError:  # keys that do not compare: a deterministic order anyway
-        return tuple(sorted(x, key=lambda k: (type(k).__name__, repr(k))))
+        keys = _Keys(sorted(x, key=lambda k: (type(k).__name__, repr(k))))
+    own = list(x)
+    keys.order = None if own == keys else tuple(own)
+    return keys
+
+
+def _dict_keys(x):
+    return _sorted_keys(x)
+
+
+def _in_own_order(keys, d):
+    """``d`` (built in sorted key order) in the order ``keys.order`` keeps."""
+    order = getattr(keys, "order", None)
+    return d if order is None else {k: d[k] for k in order}
 
 
 def _dataclass_parts(x):
@@ -250,10 +284,7 @@ def _split(x, leaves):
     if k == _SEQ:
         return (k, type(x), None, _split_all(x, leaves))
     if k == _DICT and type(x) is dict:
-        try:
-            keys = sorted(x)
-        except TypeError:
-            keys = _dict_keys(x)
+        keys = _sorted_keys(x)
         nodes = []
         for key in keys:
             c = x[key]
@@ -307,10 +338,10 @@ def _build(node, it):
     if k == _SEQ:
         return t(built)
     if k == _DICT or k == _ODICT:
-        d = dict(zip(meta, built))
+        d = _in_own_order(meta, dict(zip(meta, built)))
         return d if t is dict else t(d)
     if k == _DDICT:
-        return t(meta[0], zip(meta[1], built))
+        return t(meta[0], _in_own_order(meta[1], dict(zip(meta[1], built))).items())
     if k == _NAMEDTUPLE:
         return t(*built)
     if k == _DATACLASS:
