@@ -166,12 +166,21 @@ def _vmap_jit_rows(tp, case, ms, x, reps):
     eager = tp.value_and_grad(total)
     jitted = tp.jit(tp.value_and_grad(total), fuse=False)
     info = jit_compiled(jitted, eager, stacked, x)
-    t = interleaved_times([("eager", lambda: eager(stacked, x)),
-                           ("jit", lambda: jitted(stacked, x))], repeats=reps)
-    return [row("W4", case, "tapestry vmap (stacked), eager", t["eager"]),
+    systems = [("eager", lambda: eager(stacked, x)), ("jit", lambda: jitted(stacked, x))]
+    fused = None
+    if optional("numba") is not None:  # tanh and its backward in loops, cut over threads
+        fused = tp.jit(tp.value_and_grad(total), fuse=True)
+        jit_compiled(fused, eager, stacked, x, rtol=1e-10)
+        systems.append(("fused", lambda: fused(stacked, x)))
+    t = interleaved_times(systems, repeats=reps)
+    rows = [row("W4", case, "tapestry vmap (stacked), eager", t["eager"]),
             row("W4", case, "tapestry jit(vmap) (stacked)", t["jit"],
-                note=f"x{t['eager'] / t['jit']:.2f} vs vmap eager; " + jit_note(jitted))
-            ] + compile_rows("W4", case, info, t["jit"])
+                note=f"x{t['eager'] / t['jit']:.2f} vs vmap eager; " + jit_note(jitted))]
+    if fused is not None:
+        rows.append(row("W4", case, "tapestry jit(vmap) (stacked), fused loops", t["fused"],
+                        note=f"x{t['jit'] / t['fused']:.2f} vs the NumPy replay; "
+                        "within 1e-10 of eager"))
+    return rows + compile_rows("W4", case, info, t["jit"])
 
 
 class _null:

@@ -140,7 +140,38 @@ def _jit_rows(tp, case, data, u, a, b, reps, vec, vec_t):
         medians.append(s)
         rows.append(row("W6", case, name, s,
                         note=f"x{vec_t / s:.2f} vs vectorized eager; " + jit_note(f)))
-    return rows + compile_rows("W6", case, info, medians[0])
+    return rows + _fused_rows(tp, case, data, u, a, b, reps, medians[0]) + \
+        compile_rows("W6", case, info, medians[0])
+
+
+def _fused_rows(tp, case, data, u, a, b, reps, replay_t):
+    """The same jitted call with fused loops (numba; within a few ulp,
+    checked), on one thread and on every core (large runs cut along axis
+    0): the ratios to the NumPy replay and between the two."""
+    if optional("numba") is None:
+        return []
+    from tapestry.jit import fuse as fuse_mod
+    fused = tp.jit(tp.value_and_grad(lambda u, a, b, d: partial_loglik(dict(d, u=u), a, b),
+                                     argnums=(0, 1, 2)), fuse=True)
+    eager = tp.value_and_grad(lambda u, a, b, d: partial_loglik(dict(d, u=u), a, b),
+                              argnums=(0, 1, 2))
+    jit_compiled(fused, eager, u, a, b, data, rtol=1e-10)
+    threads = fuse_mod.THREADS
+    times = {}
+    try:
+        for n in (1, threads):
+            fuse_mod.THREADS = n
+            times[n] = median_time(lambda: fused(u, a, b, data), repeats=reps, warmup=1,
+                                   number=1)
+    finally:
+        fuse_mod.THREADS = threads
+    rows = [row("W6", case, "tapestry jit fused loops, 1 thread", times[1],
+                note=f"x{replay_t / times[1]:.2f} vs the NumPy replay")]
+    if threads > 1:
+        rows.append(row("W6", case, f"tapestry jit fused loops, {threads} threads",
+                        times[threads], note=f"x{times[1] / times[threads]:.2f} vs 1 thread, "
+                        f"x{replay_t / times[threads]:.2f} vs the NumPy replay"))
+    return rows
 
 
 def _torch_rows(case, data, u, a, b, reps):
