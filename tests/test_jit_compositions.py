@@ -132,3 +132,20 @@ def test_pytrees_of_different_structure_meet_by_name_under_jit():
     same(pb(p, {"a": np.ones(2)}), tp.vjp(lambda p: {"a": p["w"] * 2}, p)[1]({"a": np.ones(2)}))
     with pytest.raises(Exception, match="'b'|structure|keys"):
         pb(p, {"b": np.ones(2)})
+
+
+def test_vmap_of_a_jit_compiles_the_batched_function():
+    f = tp.jit(lambda w, x: np.tanh(x @ w).sum(), fuse=False)
+    v = tp.vmap(f, in_axes=(None, 0))
+    plain = tp.vmap(lambda w, x: np.tanh(x @ w).sum(), in_axes=(None, 0))
+    r = np.random.default_rng(11)
+    w = r.normal(size=(3, 2))
+    for _ in range(3):
+        X = r.normal(size=(5, 3))
+        assert np.array_equal(v(w, X), plain(w, X))
+    assert v.cache_info()["traces"] == 1 and v.cache_info()["programs"] == 1
+    g = tp.grad(lambda w: np.sum(v(w, X)))(w)
+    assert np.array_equal(g, tp.grad(lambda w: np.sum(plain(w, X)))(w))
+    gv = tp.vmap(tp.jit(tp.grad(lambda w, x: np.tanh(x @ w).sum())), in_axes=(None, 0))(w, X)
+    assert np.array_equal(gv, tp.vmap(tp.grad(lambda w, x: np.tanh(x @ w).sum()),
+                                      in_axes=(None, 0))(w, X))

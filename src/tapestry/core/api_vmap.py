@@ -203,6 +203,10 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         raise TypeError(f"tapestry.vmap: expected a function, got {type(f).__name__}.")
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
+    rewrap = getattr(type(f), "_rewrap", None)
+    if rewrap is not None and getattr(f, "fun", None) is not None:
+        # vmap(jit(f)) is jit(vmap(f)): the batch compiled as one program
+        return f._rewrap(lambda fun: vmap(fun, in_axes, out_axes, axis_size))
     in_spec, out_spec = _AxisSpec(in_axes, "in_axes"), _AxisSpec(out_axes, "out_axes")
 
     def batched_f(*args, **kwargs):

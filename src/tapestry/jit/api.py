@@ -226,6 +226,12 @@ class jit:
             max_traces=self.max_traces, cache_size=self.cache_size, strict=self.strict,
             fuse=self._fuse_option, fuse_after=self.fuse_after)))
 
+    def _rewrap(self, transform):
+        """``jit(transform(f))`` with this jit's options: ``vmap(jit(f))``
+        compiles the batched function (one program for the batch) instead
+        of running ``f`` uncompiled on batched values."""
+        return _rebuild_jit(transform(self.fun), self.__reduce__()[1][1])
+
     def __get__(self, obj, objtype=None):
         """A jitted method: ``self`` is a static argument (each instance its
         own programs; its attributes are guarded like a closure's)."""
