@@ -476,8 +476,8 @@ def unbroadcast(g, shape):
         s = batching.trailing_sum(g, axes)
         if s is not None:
             return np.reshape(s, shape)
-        if type(g) is np.ndarray:
-            return np.add.reduce(g, axis=axes).reshape(shape)
+        # (staged: the plain call's ufunc reduce, which a replay calls directly)
+        return np.reshape(np.add.reduce(g, axis=axes), shape)
     return np.reshape(g.sum(axis=axes), shape)  # traced (higher derivatives) or other
 
 
