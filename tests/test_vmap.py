@@ -544,3 +544,17 @@ def test_custom_function_without_rule_is_refused_in_grad_of_vmap(kind):
 def test_out_axes_of_another_structure_names_the_outputs():
     with pytest.raises(ValueError, match="out_axes=.*structure of the outputs"):
         tp.vmap(lambda x: {"a": x, "b": x}, out_axes={"a": 0, "c": 0})(X)
+
+
+def test_calls_tapestry_cannot_differentiate_still_map_when_nothing_is_differentiated():
+    X = np.random.default_rng(12).random((4, 3, 5)) + 0.5
+    for f in (lambda a: np.quantile(a, 0.4, axis=1, method="nearest"),
+              lambda a: np.percentile(a, 30, method="lower"),
+              lambda a: np.var(a, where=a > 1.0),
+              lambda a: np.sum(a, axis=0, where=a > 0.8)):
+        got = tp.vmap(f)(X)
+        np.testing.assert_array_equal(got, np.stack([f(x) for x in X]))
+    with pytest.raises(NotImplementedError, match="quantile"):
+        tp.grad(lambda X: np.sum(tp.vmap(lambda a: np.quantile(a, 0.4, method="nearest"))(X)))(X)
+    with pytest.raises(NotImplementedError, match="quantile"):
+        tp.vmap(tp.grad(lambda a: np.quantile(a, 0.4, method="nearest")))(X)

@@ -324,8 +324,30 @@ def _entry(func, impl, args, kwargs, plain=None):
         return impl(*args, **kwargs)
     except BatchedConversionError:
         return batched_call(plain, args, kwargs, trace)
+    except NotImplementedError:
+        # tapestry cannot differentiate this call (np.quantile(method="nearest"),
+        # np.var(where=...)): with nothing differentiated among the arguments,
+        # NumPy's own function on each item is the answer, as it is without vmap
+        if _differentiated((args, kwargs)):
+            raise
+        return batched_call(plain, args, kwargs, trace)
     finally:
         active.discard(key)
+
+
+def _differentiated(x):
+    """Whether ``x`` (arguments, containers, batched values) holds a value
+    being differentiated (a ``Var``, possibly inside batched values)."""
+    c = x.__class__
+    if c is Var:
+        return True
+    if c is Batched or c is Unbatched:
+        return _differentiated(x._value)
+    if c in (list, tuple):
+        return any(_differentiated(v) for v in x)
+    if c is dict:
+        return any(_differentiated(v) for v in x.values())
+    return False
 
 
 _SCALARS = (float, int, np.float64, np.float32)
