@@ -28,7 +28,7 @@ from collections import Counter
 
 import numpy as np
 
-from .batching import elementwise, shift_axes
+from .batching import elementwise, flat_items, shift_axes
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
@@ -526,7 +526,7 @@ def _axis_reduction(func, args, kwargs):
         if func in (np.argmax, np.argmin, np.argsort):
             if kw.pop("keepdims", False):  # a flat index kept in the item's shape
                 return batched_call(_Plain(func), args, kwargs)
-            v = np.reshape(v, (a._trace.size, -1))
+            v = flat_items(v)
             kw["axis"] = 1
         else:
             kw["axis"] = tuple(range(1, nd + 1))
@@ -662,7 +662,14 @@ class Unbatched(ArrayMethods):
         return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
-        return func(*_plain(args), **_plain(kwargs))
+        args, kwargs = _plain(args), _plain(kwargs)
+        top = _top(kwargs, _top(args, None))
+        if top is not None:
+            # straight to the traced or batched value's dispatch: NumPy would
+            # not hand it the call where its dispatcher skips that argument
+            # (np.take(W, i) with a per-item index i)
+            return top[1].__array_function__(func, (type(top[1]),), args, kwargs)
+        return func(*args, **kwargs)
 
     __add__, __radd__ = _binary_plain(operator.add)
     __sub__, __rsub__ = _binary_plain(operator.sub)
