@@ -322,7 +322,7 @@ def batch_scan(prim, args, batched, kwargs):
     if not batched[0]:
         return NotImplemented
     if axis is None:
-        return prim(np.reshape(a, (batching.shape_of(a)[0], -1)), 1)
+        return prim(batching.flat_items(a), 1)
     return prim(a, batching.shift_axis(axis, batching.item_ndim(a, True)))
 
 
