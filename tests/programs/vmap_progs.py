@@ -1,0 +1,1238 @@
+"""Realistic vmapped programs, each written once against a NumPy-like
+namespace ``x`` (``numpy`` for tapestry, ``jax.numpy`` for JAX) and a
+transform namespace ``T`` (``tapestry`` or JAX's), so the same text runs
+under ``tp.vmap`` and ``jax.vmap`` (tests/test_user_programs_vmap.py).
+
+``PROGRAMS[name] = VProg(f, args, in_axes, out_axes, axis_size, grad)``:
+``f(*args, x=, T=)`` is the per-item function, called as
+``T.vmap(f, in_axes, out_axes, axis_size)(*args)``.  ``grad`` says whether
+the gradient of a scalar of the outputs with respect to the float
+arguments is compared as well (through the vmap).
+
+Only NumPy is imported here: the JAX child process imports this module too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+rng = np.random.default_rng(20261126)
+B = 5
+
+
+@dataclass
+class VProg:
+    f: Callable
+    args: tuple
+    in_axes: Any = 0
+    out_axes: Any = 0
+    axis_size: Any = None
+    grad: bool = True
+
+
+PROGRAMS: dict = {}
+
+
+def prog(*args, in_axes=0, out_axes=0, axis_size=None, grad=True, name=None):
+    def deco(f):
+        PROGRAMS[name or f.__name__] = VProg(f, args, in_axes, out_axes, axis_size, grad)
+        return f
+    return deco
+
+
+def r(*shape):
+    return rng.standard_normal(shape)
+
+
+def spd(*shape):
+    a = r(*shape)
+    return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+# --- data ---------------------------------------------------------------------------
+XB = r(B, 3)                      # one 3-vector per item
+YB = r(B, 2)
+MB = r(B, 3, 3)
+SPDB = spd(B, 3, 3)
+SEQ = r(B, 4, 6)                  # a sequence of 4 tokens of width 6 per item
+PAR = {"W1": r(4, 3), "b1": r(4), "W2": r(2, 4), "b2": r(2)}
+ENS = {k: np.stack([v * (1 + 0.3 * j) for j in range(3)]) for k, v in PAR.items()}
+W36 = r(3, 6)
+W66 = r(6, 6) / 3
+LAB = rng.integers(0, 3, B)
+TOK = rng.integers(0, 7, (B, 4))
+TABLE = r(7, 3)
+PTS = r(B, 4, 2)                  # 4 points in 2-d per item
+REF = r(6, 2)
+
+
+# --- helpers the programs share (namespace passed in) --------------------------------
+def _mlp(p, xi, x):
+    h = x.tanh(p["W1"] @ xi + p["b1"])
+    return p["W2"] @ h + p["b2"]
+
+
+def _mse(p, xi, yi, x):
+    return x.sum((_mlp(p, xi, x) - yi) ** 2)
+
+
+def _lse(v, x, axis=None, keepdims=False):
+    m = x.max(v, axis=axis, keepdims=True)
+    out = x.log(x.sum(x.exp(v - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else (x.squeeze(out, axis=axis) if axis is not None else out.reshape(()))
+
+
+def _softmax(v, x, axis=-1):
+    e = x.exp(v - x.max(v, axis=axis, keepdims=True))
+    return e / x.sum(e, axis=axis, keepdims=True)
+
+
+def _layernorm(h, g, b, x, eps=1e-5):
+    mu = x.mean(h, axis=-1, keepdims=True)
+    var = x.var(h, axis=-1, keepdims=True)
+    return (h - mu) / x.sqrt(var + eps) * g + b
+
+
+# === per-example gradients ===========================================================
+@prog(PAR, XB, YB, in_axes=(None, 0, 0))
+def pe_grad_dict(p, xi, yi, x, T):
+    return T.grad(_mse)(p, xi, yi, x)
+
+
+@prog((r(2, 3), r(2)), XB, YB, in_axes=(None, 0, 0))
+def pe_grad_tuple_params(p, xi, yi, x, T):
+    def loss(p):
+        W, b = p
+        return x.sum((W @ xi + b - yi) ** 2)
+    return T.grad(loss)(p)
+
+
+@prog([r(4, 3), r(4), r(2, 4)], XB, YB, in_axes=(None, 0, 0))
+def pe_grad_list_params(p, xi, yi, x, T):
+    def loss(p):
+        h = x.maximum(p[0] @ xi + p[1], 0.0)
+        return 0.5 * x.sum((p[2] @ h - yi) ** 2)
+    return T.grad(loss)(p)
+
+
+@prog(PAR, XB, YB, in_axes=(None, 0, 0))
+def pe_value_and_grad(p, xi, yi, x, T):
+    return T.value_and_grad(lambda q: _mse(q, xi, yi, x))(p)
+
+
+@prog(r(3), 0.5, XB, LAB.astype(float) % 2, in_axes=(None, None, 0, 0))
+def pe_logistic_argnums(w, b, xi, yi, x, T):
+    def nll(w, b):
+        z = xi @ w + b
+        return x.log1p(x.exp(-z)) + (1 - yi) * z
+    return T.grad(nll, argnums=(0, 1))(w, b)
+
+
+@prog(PAR, XB, YB, in_axes=(None, 0, 0))
+def pe_grad_clipped(p, xi, yi, x, T):
+    g = T.grad(_mse)(p, xi, yi, x)
+    norm = x.sqrt(sum(x.sum(v ** 2) for v in g.values()))
+    scale = x.minimum(1.0, 1.0 / (norm + 1e-12))
+    return {k: v * scale for k, v in g.items()}
+
+
+@prog(r(3, 3), XB, LAB, in_axes=(None, 0, 0))
+def pe_softmax_xent(W, xi, yi, x, T):
+    def loss(W):
+        logits = W @ xi
+        return _lse(logits, x) - logits[yi]
+    return T.grad(loss)(W)
+
+
+@prog(r(3), XB, in_axes=(None, 0))
+def pe_hessian(w, xi, x, T):
+    return T.hessian(lambda w: x.sum(x.log(1 + x.exp(w * xi))) + 0.1 * x.sum(w ** 4))(w)
+
+
+@prog(PAR, XB, in_axes=(None, 0))
+def pe_jacrev_input(p, xi, x, T):
+    return T.jacrev(lambda v: _mlp(p, v, x))(xi)
+
+
+@prog(PAR, XB, in_axes=(None, 0))
+def pe_jacfwd_input(p, xi, x, T):
+    return T.jacfwd(lambda v: _mlp(p, v, x))(xi)
+
+
+@prog(PAR, XB, in_axes=(None, 0))
+def pe_saliency(p, xi, x, T):
+    return T.grad(lambda v: _mlp(p, v, x)[0])(xi)
+
+
+@prog(PAR, XB, YB, in_axes=(None, 0, 0))
+def pe_vg_has_aux(p, xi, yi, x, T):
+    def loss(q):
+        out = _mlp(q, xi, x)
+        return x.sum((out - yi) ** 2), out
+    (val, out), g = T.value_and_grad(loss, has_aux=True)(p)
+    return val, out, g["W1"]
+
+
+@prog(r(3, 2), r(B, 8), r(B, 6), in_axes=(None, 0, 0))
+def pe_conv1d(k, sig, target, x, T):
+    def loss(k):
+        windows = x.stack([sig[i:i + 3] for i in range(6)])   # (6, 3)
+        out = x.tanh(windows @ k).sum(axis=1)
+        return x.mean((out - target) ** 2)
+    return T.grad(loss)(k)
+
+
+@prog(PAR, r(B, 2, 3), r(B, 2, 2), in_axes=(None, 0, 0))
+def pe_minibatch_of_pairs(p, xs, ys, x, T):
+    def loss(q):
+        return sum(_mse(q, xs[j], ys[j], x) for j in range(2))
+    return T.grad(loss)(p)["W2"]
+
+
+# === grad of a function that calls vmap =================================================
+@prog(PAR, r(B, 6, 3), r(B, 6, 2), in_axes=(None, 0, 0))
+def grad_of_vmapped_loss(p, Xs, Ys, x, T):
+    def total(q):
+        return x.mean(T.vmap(lambda a, b: _mse(q, a, b, x))(Xs, Ys))
+    return T.grad(total)(p)
+
+
+@prog(r(3), r(B, 6, 3), in_axes=(None, 0))
+def hvp_of_vmapped(w, Xs, x, T):
+    def f(w):
+        return x.sum(T.vmap(lambda a: x.sin(a @ w) ** 2)(Xs))
+    v = x.ones(3)
+    return T.grad(lambda w: x.sum(T.grad(f)(w) * v))(w)
+
+
+# === ensembles ==========================================================================
+@prog(ENS, XB[0], YB[0], in_axes=(0, None, None))
+def ens_loss(p, xi, yi, x, T):
+    return _mse(p, xi, yi, x)
+
+
+@prog({"W": r(3, 2, 3), "b": r(2)}, r(4, 3), in_axes=({"W": 0, "b": None}, None))
+def ens_none_leaf(p, X, x, T):
+    return x.tanh(X @ p["W"].T + p["b"])
+
+
+@prog((r(3, 2, 3), r(2)), XB[0], in_axes=((0, None), None))
+def ens_tuple_none_leaf(p, xi, x, T):
+    W, b = p
+    return _softmax(W @ xi + b, x)
+
+
+@prog(ENS, r(6, 3), in_axes=(0, None))
+def ens_predict_dataset(p, X, x, T):
+    h = x.tanh(X @ p["W1"].T + p["b1"])
+    return h @ p["W2"].T + p["b2"]
+
+
+@prog(ENS, XB[0], YB[0], in_axes=(0, None, None))
+def ens_value_and_grad(p, xi, yi, x, T):
+    return T.value_and_grad(_mse)(p, xi, yi, x)
+
+
+@prog(ENS, XB, YB, in_axes=(0, None, None))
+def ens_over_data(p, Xs, Ys, x, T):
+    return T.vmap(lambda a, b: _mse(p, a, b, x))(Xs, Ys)
+
+
+@prog([r(3, 3, 3), r(3, 3)], r(3, 3), in_axes=([0, None], 0))
+def ens_list_in_axes(p, xi, x, T):
+    return x.tanh(p[0] @ xi) @ p[1]
+
+
+# === attention / softmax / norms =========================================================
+@prog(XB)
+def softmax_stable(v, x, T):
+    return _softmax(v, x)
+
+
+@prog(XB)
+def log_softmax(v, x, T):
+    return v - _lse(v, x)
+
+
+@prog(SEQ, r(6), r(6), in_axes=(0, None, None))
+def layernorm(h, g, b, x, T):
+    return _layernorm(h, g, b, x)
+
+
+@prog(SEQ, r(6, 4), r(6, 4), r(6, 4), in_axes=(0, None, None, None))
+def self_attention(h, Wq, Wk, Wv, x, T):
+    q, k, v = h @ Wq, h @ Wk, h @ Wv
+    s = q @ k.T / x.sqrt(4.0)
+    return _softmax(s, x) @ v
+
+
+@prog(SEQ, W66, W66.T.copy(), in_axes=(0, None, None))
+def multihead_attention(h, Wqk, Wo, x, T):
+    L = h.shape[0]
+    q = (h @ Wqk).reshape(L, 2, 3).transpose(1, 0, 2)     # (heads, L, 3)
+    s = x.einsum("hld,hmd->hlm", q, q) / x.sqrt(3.0)
+    o = x.einsum("hlm,hmd->hld", _softmax(s, x), q)
+    return x.transpose(o, (1, 0, 2)).reshape(L, 6) @ Wo
+
+
+@prog(SEQ)
+def causal_attention(h, x, T):
+    L = h.shape[0]
+    s = h @ h.T
+    mask = x.tril(x.ones((L, L))) > 0
+    s = x.where(mask, s, -x.inf)
+    return _softmax(s, x) @ h
+
+
+@prog(SEQ, r(6), in_axes=(0, None))
+def rmsnorm(h, g, x, T):
+    return h / x.sqrt(x.mean(h ** 2, axis=-1, keepdims=True) + 1e-6) * g
+
+
+@prog(SEQ, W66, in_axes=(0, None))
+def gelu_mlp(h, W, x, T):
+    u = h @ W
+    return 0.5 * u * (1 + x.tanh(0.7978845608 * (u + 0.044715 * u ** 3)))
+
+
+@prog(SEQ)
+def batchnorm_over_tokens(h, x, T):
+    return (h - h.mean(axis=0)) / x.sqrt(h.var(axis=0) + 1e-5)
+
+
+@prog(SEQ, W66, W66.T.copy(), r(6), r(6), in_axes=(0, None, None, None, None))
+def transformer_block(h, W1, W2, g, b, x, T):
+    a = _softmax(h @ h.T / x.sqrt(6.0), x) @ h
+    h = _layernorm(h + a, g, b, x)
+    return _layernorm(h + x.maximum(h @ W1, 0) @ W2, g, b, x).mean(axis=0)
+
+
+@prog(r(B, 4, 3), r(B, 3, 3) * 2, in_axes=(0, 0))
+def temperature_softmax(v, t, x, T):
+    return _softmax(v / (1.0 + t[0] ** 2), x, axis=0)
+
+
+@prog(XB, np.array(1.7), in_axes=(0, None))
+def entropy_of_softmax(v, temp, x, T):
+    p = _softmax(v / temp, x)
+    return -x.sum(p * x.log(p))
+
+
+# === kernels, distances ===================================================================
+@prog(PTS, 0.8, in_axes=(0, None))
+def rbf_gram(p, ls, x, T):
+    d2 = x.sum((p[:, None, :] - p[None, :, :]) ** 2, axis=-1)
+    return x.exp(-0.5 * d2 / ls ** 2)
+
+
+@prog(PTS, REF, in_axes=(0, None))
+def cdist_to_reference(p, ref, x, T):
+    return x.sqrt(x.sum((p[:, None, :] - ref[None, :, :]) ** 2, axis=-1))
+
+
+@prog(PTS)
+def pairwise_nested_vmap(p, x, T):
+    k = lambda a, b: x.exp(-x.sum((a - b) ** 2))  # noqa: E731
+    return T.vmap(T.vmap(k, in_axes=(None, 0)), in_axes=(0, None))(p, p)
+
+
+@prog(np.abs(r(B)) + 0.5, PTS[0], r(4), in_axes=(0, None, None))
+def gp_log_marginal(ls, X, y, x, T):
+    d2 = x.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)
+    K = x.exp(-0.5 * d2 / ls ** 2) + 0.1 * x.eye(X.shape[0])
+    L = x.linalg.cholesky(K)
+    alpha = x.linalg.solve(K, y)
+    return -0.5 * y @ alpha - x.sum(x.log(x.diagonal(L))) - 2 * x.log(2 * x.pi)
+
+
+@prog(r(B, 2), PTS[0], r(4), in_axes=(0, None, None))
+def gp_predictive_mean(xs, X, y, x, T):
+    K = x.exp(-x.sum((X[:, None] - X[None]) ** 2, -1)) + 0.1 * x.eye(4)
+    ks = x.exp(-x.sum((X - xs) ** 2, axis=1))
+    return ks @ x.linalg.solve(K, y), 1.0 - ks @ x.linalg.solve(K, ks)
+
+
+@prog(PTS)
+def matern32_gram(p, x, T):
+    d = x.sqrt(x.sum((p[:, None, :] - p[None, :, :]) ** 2, axis=-1) + 1e-9)
+    return (1 + x.sqrt(3.0) * d) * x.exp(-x.sqrt(3.0) * d)
+
+
+@prog(r(B, 2), REF, in_axes=(0, None), grad=False)
+def knn_indices(q, ref, x, T):
+    d = x.sum((ref - q) ** 2, axis=1)
+    return x.argsort(d)[:3]
+
+
+@prog(r(B, 2), REF, r(6), in_axes=(0, None, None))
+def knn_regression(q, ref, vals, x, T):
+    d = x.sum((ref - q) ** 2, axis=1)
+    idx = x.argsort(d)[:3]
+    return x.mean(vals[idx])
+
+
+@prog(PTS, PTS[::-1].copy(), in_axes=(0, 0))
+def linear_kernel_cross(a, b, x, T):
+    return a @ b.T + 1.0
+
+
+# === ODEs ================================================================================
+@prog(r(B, 2), in_axes=0)
+def rk4_oscillator(y, x, T):
+    def f(y):
+        return x.stack([y[1], -y[0] - 0.1 * y[1]])
+    h = 0.1
+    for _ in range(5):
+        k1 = f(y); k2 = f(y + h / 2 * k1); k3 = f(y + h / 2 * k2); k4 = f(y + h * k3)  # noqa: E702
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return y
+
+
+@prog(np.abs(r(B)) + 0.2, np.abs(r(B)) + 1.0, in_axes=(0, 0))
+def euler_logistic(rate, cap, x, T):
+    y, ys = 0.1, []
+    for _ in range(8):
+        y = y + 0.2 * rate * y * (1 - y / cap)
+        ys.append(y)
+    return x.stack(ys)
+
+
+@prog(r(B, 3) * 0.5 + 1.0, np.array([10.0, 28.0, 8 / 3]), in_axes=(0, None))
+def lorenz_rk4(s, th, x, T):
+    def f(s):
+        return x.stack([th[0] * (s[1] - s[0]), s[0] * (th[1] - s[2]) - s[1], s[0] * s[1] - th[2] * s[2]])
+    h = 0.005
+    for _ in range(4):
+        k1 = f(s); k2 = f(s + h / 2 * k1); k3 = f(s + h / 2 * k2); k4 = f(s + h * k3)  # noqa: E702
+        s = s + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return s
+
+
+@prog(r(B, 2), r(B, 2), in_axes=(0, 0))
+def leapfrog_pendulum(q, p, x, T):
+    dt = 0.05
+    for _ in range(6):
+        p = p - 0.5 * dt * x.sin(q)
+        q = q + dt * p
+        p = p - 0.5 * dt * x.sin(q)
+    return x.concatenate([q, p])
+
+
+@prog(r(B, 3), r(3, 3) * 0.3, in_axes=(0, None))
+def linear_ode_expm_series(y0, A, x, T):
+    E, term = x.eye(3), x.eye(3)
+    for k in range(1, 8):
+        term = term @ A / k
+        E = E + term
+    return E @ y0
+
+
+@prog(r(B, 4), in_axes=0)
+def heat_equation_steps(u, x, T):
+    for _ in range(5):
+        lap = x.roll(u, 1) + x.roll(u, -1) - 2 * u
+        u = u + 0.2 * lap
+    return u
+
+
+# === MCMC log-densities ====================================================================
+@prog(r(B, 3), spd(3, 3), in_axes=(0, None))
+def gaussian_logp_precision(z, P, x, T):
+    return -0.5 * z @ P @ z
+
+
+@prog(r(B, 3), r(8, 3), (r(8) > 0).astype(float), in_axes=(0, None, None))
+def logistic_posterior_chains(w, X, y, x, T):
+    z = X @ w
+    return x.sum(y * z - x.logaddexp(0.0, z)) - 0.5 * x.sum(w ** 2)
+
+
+@prog(r(B, 3), r(3), SPDB, in_axes=(0, None, 0))
+def mvn_logpdf_slogdet(z, mu, S, x, T):
+    sign, logdet = x.linalg.slogdet(S)
+    d = z - mu
+    return -0.5 * (d @ x.linalg.solve(S, d) + logdet + 3 * x.log(2 * x.pi))
+
+
+@prog(r(B, 3), 3.0, in_axes=(0, None))
+def student_t_logp(z, nu, x, T):
+    return -0.5 * (nu + 1) * x.sum(x.log1p(z ** 2 / nu))
+
+
+@prog(r(B, 3), r(B, 3), in_axes=(0, 0))
+def hmc_leapfrog(q, p, x, T):
+    logp = lambda q: -0.5 * x.sum(q ** 2) - 0.1 * x.sum(q ** 4)  # noqa: E731
+    eps = 0.1
+    p = p + 0.5 * eps * T.grad(logp)(q)
+    for _ in range(3):
+        q = q + eps * p
+        p = p + eps * T.grad(logp)(q)
+    return q, p
+
+
+@prog(r(B, 3), r(B, 3), np.log(rng.uniform(size=B)), in_axes=(0, 0, 0))
+def metropolis_accept(cur, prop, logu, x, T):
+    logp = lambda q: -0.5 * x.sum(q ** 2)  # noqa: E731
+    accept = logu < logp(prop) - logp(cur)
+    return x.where(accept, prop, cur), accept
+
+
+@prog(r(B, 3), rng.integers(0, 3, 10), r(10), in_axes=(0, None, None))
+def hierarchical_group_means(mu, group, y, x, T):
+    return -0.5 * x.sum((y - mu[group]) ** 2) - 0.5 * x.sum(mu ** 2)
+
+
+@prog(np.abs(r(B)) + 0.5, r(B), r(12), in_axes=(0, 0, None))
+def normal_logp_sigma_mu(sigma, mu, data, x, T):
+    return x.sum(-0.5 * ((data - mu) / sigma) ** 2 - x.log(sigma)) - 0.5 * x.log(2 * x.pi) * data.size
+
+
+# === mixtures / logsumexp ====================================================================
+@prog(r(B), r(3), np.log(np.array([0.2, 0.5, 0.3])), np.array([0.5, 1.0, 2.0]),
+      in_axes=(0, None, None, None))
+def gmm_loglik(z, means, logw, sds, x, T):
+    comp = logw - 0.5 * ((z - means) / sds) ** 2 - x.log(sds) - 0.5 * x.log(2 * x.pi)
+    return _lse(comp, x)
+
+
+@prog(r(B, 6), r(3), in_axes=(0, None))
+def gmm_responsibilities(z, means, x, T):
+    logits = -0.5 * (z[:, None] - means[None, :]) ** 2
+    return _softmax(logits, x, axis=1)
+
+
+@prog(r(B, 4, 3))
+def logsumexp_keepdims(v, x, T):
+    return v - _lse(v, x, axis=1, keepdims=True)
+
+
+@prog(r(B, 4), r(4, 2), in_axes=(0, None))
+def mixture_of_experts(h, W, x, T):
+    gate = _softmax(h @ W, x)
+    experts = x.stack([x.tanh(h), x.sin(h)])    # (2, 4)
+    return gate @ experts
+
+
+@prog(r(B, 5))
+def logaddexp_reduce(v, x, T):
+    acc = v[0]
+    for j in range(1, 5):
+        acc = x.logaddexp(acc, v[j])
+    return acc
+
+
+# === linear algebra ====================================================================
+@prog(SPDB, XB)
+def solve_both(A, b, x, T):
+    return x.linalg.solve(A, b)
+
+
+@prog(SPDB, XB[0], in_axes=(0, None))
+def solve_matrix_batched(A, b, x, T):
+    return x.linalg.solve(A, b)
+
+
+@prog(SPDB[0], XB, in_axes=(None, 0))
+def solve_rhs_batched(A, b, x, T):
+    return x.linalg.solve(A, b)
+
+
+@prog(SPDB, r(B, 3, 2))
+def solve_matrix_rhs(A, b, x, T):
+    return x.linalg.solve(A, b)
+
+
+def _spd(M, x):
+    """A symmetric positive definite matrix built from a free parameter (the
+    gradient of cholesky / eigh in A itself follows NumPy's convention, one
+    triangle, where JAX's is symmetrised: tests/test_user_programs_jax.py)."""
+    return M @ M.T + M.shape[0] * x.eye(M.shape[0])
+
+
+@prog(MB)
+def cholesky_factor(M, x, T):
+    return x.linalg.cholesky(_spd(M, x))
+
+
+@prog(MB, XB)
+def cholesky_solve_two_steps(M, b, x, T):
+    L = x.linalg.cholesky(_spd(M, x))
+    z = x.linalg.solve(L, b)
+    return x.linalg.solve(L.T, z)
+
+
+@prog(MB)
+def slogdet_both(A, x, T):
+    s, l = x.linalg.slogdet(A)
+    return s, l
+
+
+@prog(MB)
+def eigh_values_and_projector(M, x, T):
+    w, v = x.linalg.eigh(_spd(M, x))
+    return w, v @ x.diag(w ** 2) @ v.T
+
+
+@prog(MB)
+def eigvalsh(M, x, T):
+    return x.linalg.eigvalsh(_spd(M, x))
+
+
+@prog(MB)
+def inv(A, x, T):
+    return x.linalg.inv(A)
+
+
+@prog(MB)
+def det(A, x, T):
+    return x.linalg.det(A)
+
+
+@prog(r(B, 5, 3), r(B, 5))
+def lstsq(A, b, x, T):
+    return x.linalg.lstsq(A, b, rcond=None)[0]
+
+
+@prog(r(B, 4, 3))
+def pinv(A, x, T):
+    return x.linalg.pinv(A)
+
+
+@prog(MB)
+def norms(A, x, T):
+    return (x.linalg.norm(A), x.linalg.norm(A, ord=1), x.linalg.norm(A, ord=x.inf),
+            x.linalg.norm(A, axis=0), x.linalg.norm(A[0], ord=3))
+
+
+@prog(MB)
+def matrix_power_trace(A, x, T):
+    return x.trace(x.linalg.matrix_power(A, 3)) + x.trace(x.linalg.matrix_power(A, 0))
+
+
+@prog(MB)
+def qr_r_abs(A, x, T):
+    q, rr = x.linalg.qr(A)
+    return x.abs(x.diag(rr)), q @ rr
+
+
+@prog(r(B, 4, 3))
+def svd_values(A, x, T):
+    return x.linalg.svd(A, compute_uv=False)
+
+
+@prog(XB, r(B, 3))
+def cross_and_outer(a, b, x, T):
+    return x.cross(a, b), x.outer(a, b), x.kron(a, b[:2])
+
+
+@prog(MB, r(3, 3, 2), in_axes=(0, None))
+def tensordot_axes(A, Tn, x, T):
+    return x.tensordot(A, Tn, axes=([0, 1], [0, 1])), x.tensordot(A, A, axes=1)
+
+
+@prog(MB)
+def logdet_via_cholesky(M, x, T):
+    return 2 * x.sum(x.log(x.diag(x.linalg.cholesky(_spd(M, x)))))
+
+
+@prog(MB, XB)
+def inner_vdot_dot(A, v, x, T):
+    return x.inner(v, v), x.vdot(v, A @ v), x.dot(A, v), x.matmul(v, A)
+
+
+@prog(SPDB, in_axes=0)
+def newton_inverse_sqrt(A, x, T):
+    Y = x.eye(3) / x.trace(A)
+    for _ in range(4):
+        Y = 0.5 * Y @ (3 * x.eye(3) - A @ Y @ Y)
+    return Y
+
+
+# === gathers / indexing =================================================================
+@prog(TABLE, TOK, in_axes=(None, 0))
+def embedding_lookup(E, tok, x, T):
+    return E[tok].mean(axis=0)
+
+
+@prog(r(B, 7, 3), in_axes=0)
+def constant_index_batched_table(E, x, T):
+    idx = x.array([0, 3, 3, 6])
+    return E[idx] * 2.0
+
+
+@prog(r(B, 7), TOK)
+def gather_both_batched(v, tok, x, T):
+    return v[tok]
+
+
+@prog(r(B, 4, 3), rng.integers(0, 3, (B, 4, 1)))
+def take_along_axis(v, idx, x, T):
+    return x.take_along_axis(v, idx, axis=1)
+
+
+@prog(r(5, 4), rng.integers(0, 5, B), rng.integers(0, 4, B), in_axes=(None, 0, 0))
+def gather_2d_pair(t, i, j, x, T):
+    return t[i, j]
+
+
+@prog(r(B, 4, 3), LAB, in_axes=(0, 0))
+def slice_with_batched_column(t, j, x, T):
+    return t[:, j]
+
+
+@prog(r(B, 4, 3), in_axes=0)
+def negative_and_step_slices(t, x, T):
+    return t[-1], t[::-2, 1:], t[..., -1], t[1:3, None, :]
+
+
+@prog(r(B, 3), LAB, np.eye(3), in_axes=(0, 0, None))
+def one_hot_eye(v, lab, eye, x, T):
+    oh = eye[lab]
+    return x.sum(oh * x.log(_softmax(v, x)))
+
+
+@prog(r(B, 3), LAB, in_axes=(0, 0))
+def one_hot_arange(v, lab, x, T):
+    oh = (x.arange(3) == lab).astype(v.dtype)
+    return oh * v, oh
+
+
+@prog(r(B, 4))
+def argmax_one_hot(v, x, T):
+    return (x.arange(4) == x.argmax(v)) * v
+
+
+@prog(TABLE, -rng.integers(1, 7, B), in_axes=(None, 0))
+def gather_negative_index(E, i, x, T):
+    return E[i]
+
+
+@prog(r(B, 5))
+def mask_mean(v, x, T):
+    m = v > 0
+    return x.sum(x.where(m, v, 0.0)) / x.maximum(x.sum(m), 1)
+
+
+@prog(r(B, 7), rng.integers(0, 7, 3), in_axes=(0, None))
+def take_unbatched_indices(v, idx, x, T):
+    return x.take(v, idx), v[idx]
+
+
+@prog(r(6, 3), rng.integers(0, 6, (B, 2)), in_axes=(None, 0))
+def take_rows_axis0(t, idx, x, T):
+    return x.take(t, idx, axis=0)
+
+
+@prog(r(B, 4), rng.integers(0, 4, B))
+def scatter_by_one_hot(v, i, x, T):
+    oh = (x.arange(4) == i).astype(v.dtype)
+    return v * (1 - oh) + 10.0 * oh
+
+
+@prog(r(B, 4), LAB, in_axes=(0, 0))
+def dynamic_slice_window(v, start, x, T):
+    idx = start + x.arange(2)
+    return v[idx]
+
+
+# === scans / sorting ====================================================================
+@prog(r(B, 6))
+def cumsum_cumprod(v, x, T):
+    return x.cumsum(v), x.cumprod(1 + 0.1 * v), x.cumsum(v[::-1])[::-1]
+
+
+@prog(r(B, 3, 4))
+def cumsum_axis(v, x, T):
+    return x.cumsum(v, axis=0), x.cumsum(v, axis=-1)
+
+
+@prog(r(B, 6))
+def sort_topk_values(v, x, T):
+    return x.sort(v)[-3:], -x.sort(-v)
+
+
+@prog(r(B, 6), grad=False)
+def argsort_ranks(v, x, T):
+    return x.argsort(x.argsort(v)), x.argsort(v)[::-1][:2]
+
+
+@prog(r(B, 3, 4))
+def sort_axis0(v, x, T):
+    return x.sort(v, axis=0), x.sort(v, axis=1)
+
+
+@prog(r(B, 6))
+def diff_and_quantile(v, x, T):
+    return x.diff(v), x.diff(v, n=2), x.quantile(v, 0.3), x.median(v), x.percentile(v, 75.0)
+
+
+@prog(np.sort(r(6)), r(B, 4), in_axes=(None, 0), grad=False)
+def searchsorted_bins(edges, q, x, T):
+    return x.searchsorted(edges, q)
+
+
+@prog(r(B, 5), grad=False)
+def argmax_argmin_ints(v, x, T):
+    return x.argmax(v), x.argmin(v), x.count_nonzero(v > 0), x.any(v > 1), x.all(v > -2)
+
+
+@prog(r(B, 3, 4))
+def max_min_axis(v, x, T):
+    return x.max(v, axis=1), x.min(v, axis=0), x.amax(v), x.ptp(v, axis=1)
+
+
+@prog(r(B, 6), in_axes=0)
+def topk_mask_mean(v, x, T):
+    thr = x.sort(v)[-3]
+    return x.sum(x.where(v >= thr, v, 0.0)) / 3
+
+
+# === elementwise choices =================================================================
+@prog(r(B, 5) * 2, 1.0, in_axes=(0, None))
+def huber(v, d, x, T):
+    a = x.abs(v)
+    return x.where(a <= d, 0.5 * v ** 2, d * (a - 0.5 * d))
+
+
+@prog(r(B, 5))
+def activations(v, x, T):
+    return (x.where(v > 0, v, 0.01 * v), x.clip(v, -0.5, 0.5), x.maximum(v, 0.0),
+            x.minimum(v, -v), x.abs(v), x.sign(v) * v ** 2)
+
+
+@prog(r(B, 5), 0.3, in_axes=(0, None))
+def soft_threshold(v, t, x, T):
+    return x.sign(v) * x.maximum(x.abs(v) - t, 0.0)
+
+
+@prog(r(B, 5))
+def nested_where(v, x, T):
+    return x.where(v > 0.5, 1.0, x.where(v < -0.5, -1.0, v ** 3))
+
+
+@prog(r(B, 5))
+def safe_log_nan_to_num(v, x, T):
+    out = x.log(x.where(v > 0, v, 1.0))
+    return x.nan_to_num(x.where(v > 0, out, x.nan)), x.isfinite(x.log(x.abs(v)))
+
+
+@prog(r(B, 5), r(B, 5))
+def clip_by_batched_bounds(v, lo, x, T):
+    return x.clip(v, -x.abs(lo), x.abs(lo))
+
+
+@prog(r(B, 5))
+def softplus_sigmoid(v, x, T):
+    return x.logaddexp(0.0, v), 1 / (1 + x.exp(-v)), x.tanh(v / 2)
+
+
+@prog(r(B, 5), r(5), in_axes=(0, None))
+def weighted_l1(v, w, x, T):
+    return x.sum(x.abs(v - w) * x.exp(w))
+
+
+# === einsum ===============================================================================
+@prog(MB, XB, r(3, 4), in_axes=(0, 0, None))
+def einsum_forms(A, v, W, x, T):
+    return (x.einsum("ij,j->i", A, v), x.einsum("ij,jk->ik", A, W), x.einsum("i,i->", v, v),
+            x.einsum("ii->", A), x.einsum("ij->ji", A), x.einsum("i,j->ij", v, v),
+            x.einsum("ij,ij->i", A, A), x.einsum("ii->i", A))
+
+
+@prog(r(B, 2, 3, 3), r(3, 3), in_axes=(0, None))
+def einsum_batch_inside(A, W, x, T):
+    return (x.einsum("bij,jk->bik", A, W), x.einsum("...ij,...jk->...ik", A, A),
+            x.einsum("bij,bij->b", A, A))
+
+
+@prog(XB, r(3, 3, 3), MB, in_axes=(0, None, 0))
+def einsum_three_operands(v, Tn, A, x, T):
+    return x.einsum("i,ijk,kl->jl", v, Tn, A), x.einsum("ijk,k->ij", Tn, v)
+
+
+@prog(r(3, 4), r(B, 4), in_axes=(None, 0))
+def einsum_unbatched_first(W, v, x, T):
+    return x.einsum("ij,j->i", W, v), x.einsum("j,ij->i", v, W)
+
+
+@prog(r(B, 3, 4))
+def einsum_implicit(A, x, T):
+    return x.einsum("ij,kj", A, A), x.einsum("ij", A)
+
+
+# === shape manipulation ===================================================================
+@prog(r(B, 2, 3, 4))
+def reshapes(a, x, T):
+    return a.reshape(-1), a.reshape(2, -1), x.reshape(a, (6, 4)), a.ravel(), a.flatten(), a.reshape((3, 2, 4), order="C")
+
+
+@prog(r(B, 2, 3, 4))
+def transposes(a, x, T):
+    return a.T, x.transpose(a, (1, 0, 2)), a.transpose(2, 0, 1), x.moveaxis(a, 0, -1), x.swapaxes(a, 0, 2), x.moveaxis(a, [0, 1], [-1, -2])
+
+
+@prog(r(B, 3, 1, 4))
+def expand_squeeze(a, x, T):
+    return (x.squeeze(a, axis=1), x.expand_dims(a, 0), x.expand_dims(a, -1), a[None, :, 0, None],
+            x.squeeze(a), x.expand_dims(a[:, 0], axis=(0, 2)))
+
+
+@prog(XB, r(3), in_axes=(0, None))
+def concatenate_mixed(v, c, x, T):
+    return x.concatenate([v, c]), x.concatenate([c, v, c]), x.concatenate([v[None], c[None]], axis=0), x.concatenate([v[:, None], c[:, None]], axis=-1)
+
+
+@prog(XB, r(3), in_axes=(0, None))
+def stack_mixed(v, c, x, T):
+    return x.stack([v, c]), x.stack([c, v], axis=1), x.stack([v, c, v], axis=-1)
+
+
+@prog(XB, r(3), in_axes=(0, None))
+def hstack_vstack(v, c, x, T):
+    return x.hstack([v, c]), x.vstack([v, c]), x.column_stack([v, c]), x.dstack([v, c])
+
+
+@prog(r(B, 3, 2))
+def pads(a, x, T):
+    return (x.pad(a, ((1, 0), (0, 2))), x.pad(a, 1), x.pad(a, ((0, 0), (1, 1)), mode="edge"),
+            x.pad(a, ((2, 1), (0, 0)), mode="reflect"), x.pad(a, ((1, 1), (1, 1)), constant_values=3.0))
+
+
+@prog(r(B, 3, 4))
+def rolls(a, x, T):
+    return x.roll(a, 1), x.roll(a, -2, axis=1), x.roll(a, 1, axis=0), x.roll(a, (1, 2), axis=(0, 1))
+
+
+@prog(r(B, 2, 3))
+def tile_repeat(a, x, T):
+    return x.tile(a, (2, 1)), x.repeat(a, 2, axis=1), x.repeat(a, 3), x.tile(a, 2)
+
+
+@prog(r(B, 6, 2))
+def splits(a, x, T):
+    p, q, s = x.split(a, [1, 4])
+    return p, q, s, x.split(a, 2, axis=0)[1], x.array_split(a, 2, axis=1)[0]
+
+
+@prog(r(B, 3), in_axes=0)
+def broadcast_to_shape(v, x, T):
+    return x.broadcast_to(v, (2, 3)), x.broadcast_to(v[:, None], (3, 4))
+
+
+@prog(r(B, 3, 4))
+def flips(a, x, T):
+    return x.flip(a), x.flip(a, axis=1), x.flipud(a), x.fliplr(a), x.rot90(a)
+
+
+@prog(MB)
+def triangles_diagonals(A, x, T):
+    return x.triu(A), x.tril(A, -1), x.diag(A), x.diag(A, k=1), x.diagonal(A), x.trace(A), x.diag(A[0])
+
+
+@prog(r(B, 2, 3))
+def atleast_ravel_meshgrid(a, x, T):
+    gx, gy = x.meshgrid(a[0], a[1], indexing="ij")
+    return x.atleast_2d(a[0]), gx * gy, x.atleast_3d(a)
+
+
+# === FFT ===================================================================================
+@prog(r(B, 8))
+def rfft_power(v, x, T):
+    f = x.fft.rfft(v)
+    return x.abs(f) ** 2
+
+
+@prog(r(B, 8))
+def fft_roundtrip(v, x, T):
+    return x.real(x.fft.ifft(x.fft.fft(v) * x.exp(-0.1 * x.arange(8.0))))
+
+
+@prog(r(B, 4, 4))
+def fft2_abs(a, x, T):
+    return x.abs(x.fft.fft2(a)), x.real(x.fft.ifft2(a))
+
+
+@prog(r(B, 8))
+def lowpass_irfft(v, x, T):
+    f = x.fft.rfft(v)
+    keep = x.arange(f.shape[0]) < 3
+    return x.fft.irfft(x.where(keep, f, 0.0), n=8)
+
+
+@prog(r(B, 8))
+def fft_freq_derivative(v, x, T):
+    k = x.fft.rfftfreq(8, d=0.1)
+    return x.fft.irfft(2j * x.pi * k * x.fft.rfft(v), n=8)
+
+
+@prog(r(B, 8), r(3), in_axes=(0, None))
+def convolve_correlate(v, k, x, T):
+    return x.convolve(v, k), x.convolve(v, k, mode="same"), x.correlate(v, k, mode="valid")
+
+
+# === polynomials / interpolation ============================================================
+@prog(r(B, 4), 0.7, in_axes=(0, None))
+def polyval_batched_coeffs(c, t, x, T):
+    return x.polyval(c, t)
+
+
+@prog(r(4), r(B, 5), in_axes=(None, 0))
+def polyval_batched_points(c, t, x, T):
+    return x.polyval(c, t)
+
+
+KNOTS = np.array([0.0, 0.5, 1.5, 2.0])
+
+
+@prog(r(4), rng.uniform(0, 2, (B, 3)), in_axes=(None, 0))
+def interp_batched_points(fp, q, x, T):
+    return x.interp(q, x.asarray(KNOTS), fp)
+
+
+@prog(r(B, 4), np.array([0.2, 1.0, 1.9]), in_axes=(0, None))
+def interp_batched_values(fp, q, x, T):
+    return x.interp(q, x.asarray(KNOTS), fp)
+
+
+@prog(r(B, 4), in_axes=0)
+def horner_loop(c, x, T):
+    t = x.linspace(-1.0, 1.0, 5)
+    acc = x.zeros_like(t)
+    for j in range(c.shape[0]):
+        acc = acc * t + c[j]
+    return acc
+
+
+@prog(r(B, 4), in_axes=0)
+def trapezoid_integral(f, x, T):
+    t = x.linspace(0, 1, 4)
+    return x.sum(0.5 * (f[1:] + f[:-1]) * x.diff(t))
+
+
+# === nested vmap ===========================================================================
+@prog(r(B, 3), r(4, 3), in_axes=(0, None))
+def nested_pairwise_two_batches(a, bs, x, T):
+    return T.vmap(lambda u: x.dot(a, u) / (1 + x.sum(u ** 2)))(bs)
+
+
+@prog(r(B, 3, 4))
+def nested_inner_in_axes1(m, x, T):
+    return T.vmap(lambda col: x.sum(col ** 2), in_axes=1)(m)
+
+
+@prog(r(B, 3, 4))
+def nested_inner_out_axes1(m, x, T):
+    return T.vmap(lambda row: x.cumsum(row), out_axes=1)(m)
+
+
+@prog(r(B, 3), r(B, 4, 3))
+def nested_vmap_grad(w, xs, x, T):
+    return T.vmap(T.grad(lambda w, u: x.sin(w @ u)), in_axes=(None, 0))(w, xs)
+
+
+@prog(r(B, 2, 3))
+def triple_nested(a, x, T):
+    return T.vmap(T.vmap(lambda s: s * x.sin(s)))(a)
+
+
+# === in_axes / out_axes / axis_size ==========================================================
+@prog(r(3, B), in_axes=1)
+def in_axes_1(v, x, T):
+    return x.sum(v ** 2) * v
+
+
+@prog(r(3, 4, B), in_axes=-1)
+def in_axes_minus1(a, x, T):
+    return a @ a.T
+
+
+@prog(r(3, B, 4), r(4), in_axes=(-2, None))
+def in_axes_minus2(a, w, x, T):
+    return a @ w
+
+
+@prog(r(B, 3), r(3, B), in_axes=(0, 1))
+def in_axes_mixed(a, b, x, T):
+    return a * b
+
+
+@prog(r(B, 3), out_axes=1)
+def out_axes_1(v, x, T):
+    return x.outer(v, v)
+
+
+@prog(r(B, 3), out_axes=-1)
+def out_axes_minus1(v, x, T):
+    return x.outer(v, v)[None]
+
+
+@prog(r(B, 3), r(3), in_axes=(0, None), out_axes=(0, None))
+def out_axes_none(v, w, x, T):
+    return v * w, w ** 2
+
+
+@prog(r(B, 3), out_axes={"a": 1, "b": (0, -1)})
+def out_axes_pytree(v, x, T):
+    return {"a": x.outer(v, v), "b": (v.sum(), v[:, None] * v)}
+
+
+@prog(r(3), in_axes=None, axis_size=4)
+def axis_size_only(w, x, T):
+    return x.sin(w) * 2
+
+
+@prog(r(3), in_axes=(None,), axis_size=4, out_axes=1)
+def axis_size_out_axes(w, x, T):
+    return x.outer(w, w)
+
+
+@prog(r(B, 3), axis_size=B)
+def axis_size_consistent(v, x, T):
+    return v - v.mean()
+
+
+@prog(r(B), r(3), in_axes=(0, None))
+def scalar_items_with_vector(s, w, x, T):
+    return s * w + x.exp(s)
+
+
+@prog(r(B, 3))
+def zero_d_output(v, x, T):
+    return x.sum(v ** 2), x.float64(2.0) * 0 + x.max(v)
+
+
+@prog(r(0, 3), r(3, 4), in_axes=(0, None))
+def empty_batch_matmul(v, W, x, T):
+    return x.tanh(v @ W), x.sum(v)
+
+
+@prog(r(0, 3, 3), in_axes=0)
+def empty_batch_shapes(A, x, T):
+    return A.T.reshape(-1), x.concatenate([A, A]), x.cumsum(A, axis=0)
+
+
+@prog(r(B, 3), r(B, 3), grad=False)
+def bool_and_int_outputs(a, b, x, T):
+    return a > b, (a > 0) & (b > 0), x.sum(a > 0), (a > 0).astype(int) * 3, x.logical_xor(a > 0, b > 0)
+
+
+@prog(rng.integers(0, 10, (B, 4)), grad=False)
+def integer_arithmetic(k, x, T):
+    return k * 2 + 1, k // 3, k % 3, x.sum(k), x.cumsum(k), x.maximum(k, 4), k.astype(float) / 2
+
+
+# === transforms inside ========================================================================
+@prog(r(B, 2))
+def rosenbrock_hessian(v, x, T):
+    f = lambda u: (1 - u[0]) ** 2 + 10 * (u[1] - u[0] ** 2) ** 2  # noqa: E731
+    return T.hessian(f)(v)
+
+
+@prog(r(B, 3), r(B, 3))
+def hvp_forward_over_reverse(v, t, x, T):
+    f = lambda u: x.sum(x.sin(u) * x.roll(u, 1))  # noqa: E731
+    return T.jvp(T.grad(f), (v,), (t,))[1]
+
+
+@prog(r(B, 3))
+def jacobian_pair(v, x, T):
+    f = lambda u: x.stack([x.sum(u ** 2), x.prod(u), u[0] * u[2]])  # noqa: E731
+    return T.jacfwd(f)(v), T.jacrev(f)(v)
+
+
+@prog(r(B, 3), 0.5, in_axes=(0, None))
+def custom_vjp_clip_grad(v, c, x, T):
+    @T.custom_vjp
+    def clip_grad(u):
+        return u
+    clip_grad.defvjp(lambda u: (u, None), lambda _, g: (x.clip(g, -c, c),))
+    return T.grad(lambda u: x.sum(clip_grad(u) ** 3))(v)
+
+
+@prog(r(B, 3))
+def custom_jvp_softplus(v, x, T):
+    @T.custom_jvp
+    def softplus(u):
+        return x.log1p(x.exp(u))
+    softplus.defjvp(lambda p, t: (softplus(p[0]), t[0] / (1 + x.exp(-p[0]))))
+    return softplus(v) * 2
+
+
+@prog(r(B, 3), r(3, 3), in_axes=(0, None))
+def custom_vjp_with_residuals(v, W, x, T):
+    @T.custom_vjp
+    def f(u, W):
+        return x.tanh(W @ u)
+    def fwd(u, W):
+        y = x.tanh(W @ u)
+        return y, (u, W, y)
+    def bwd(res, g):
+        u, W, y = res
+        gy = g * (1 - y ** 2)
+        return W.T @ gy, x.outer(gy, u)
+    f.defvjp(fwd, bwd)
+    return f(v, W)
+
+
+@prog(r(B, 3), in_axes=0)
+def stop_gradient_target(v, x, T):
+    target = T.stop_gradient(v ** 2)
+    return x.sum((v - target) ** 2)
+
+
+@prog(r(B, 3))
+def checkpointed_layer(v, x, T):
+    layer = T.checkpoint(lambda u: x.tanh(x.roll(u, 1) * u))
+    return layer(layer(v))
+
+
+@prog(r(B, 3), r(B, 3))
+def vjp_inside(v, ct, x, T):
+    y, pull = T.vjp(lambda u: x.cumsum(x.sin(u)), v)
+    return y, pull(ct)[0]
+
+
+@prog(r(B, 3))
+def grad_of_grad_scalar(v, x, T):
+    f = lambda s: x.sin(s) * s ** 3  # noqa: E731
+    return T.vmap(T.grad(T.grad(f)))(v)
+
+
+# === float32 ===============================================================================
+@prog({k: v.astype(np.float32) for k, v in PAR.items()}, XB.astype(np.float32),
+      YB.astype(np.float32), in_axes=(None, 0, 0))
+def f32_per_example_grad(p, xi, yi, x, T):
+    return T.grad(_mse)(p, xi, yi, x)
+
+
+@prog(r(B, 5).astype(np.float32))
+def f32_softmax_layernorm(v, x, T):
+    return _softmax(v, x), (v - v.mean()) / x.sqrt(v.var() + 1e-5), x.cumsum(v), x.sort(v)
+
+
+@prog(r(B, 3).astype(np.float32), r(3, 2), in_axes=(0, None))
+def f32_with_f64_param(v, W, x, T):
+    return x.tanh(v @ W)
+
+
+@prog(r(B, 3, 3).astype(np.float32), r(B, 3).astype(np.float32))
+def f32_solve(M, b, x, T):
+    A = _spd(M, x)
+    return x.linalg.solve(A, b), x.linalg.cholesky(A)
+
+
+@prog(r(B, 4).astype(np.float32), r(4).astype(np.float32), in_axes=(0, None))
+def f32_scalar_constants(v, w, x, T):
+    return 2.5 * v + 1 - w / 3.0, x.where(v > 0, v, 0.0), x.maximum(v, 0.5), x.sum(v * w)
+
+
+@prog(r(B, 4).astype(np.float32))
+def f32_reductions(v, x, T):
+    return x.mean(v), x.std(v), x.max(v), x.linalg.norm(v), x.prod(v)
+
+
+@prog(r(B, 8).astype(np.float32))
+def f32_fft(v, x, T):
+    return x.abs(x.fft.rfft(v))

@@ -1,0 +1,267 @@
+"""Realistic vmapped programs (tests/programs/vmap_progs.py) under
+``tp.vmap`` against ``jax.vmap`` (values, dtypes and the gradient through
+the vmap), and against a Python loop over the items of the unmapped
+function.  JAX runs in a child process (tests/jax_child.py); the JAX
+comparison is skipped without JAX, the loop comparison always runs."""
+import importlib.util
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+if __name__ == "__main__":
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from programs.vmap_progs import PROGRAMS  # noqa: E402
+
+
+def _is_float(a):
+    dtype = getattr(a, "dtype", None)
+    return np.issubdtype(np.asarray(a).dtype if dtype is None else dtype, np.floating)
+
+
+def _float_argnums(args, leaves):
+    return tuple(i for i, a in enumerate(args) if all(_is_float(v) for v in leaves(a)))
+
+
+def run_program(name, x, T, leaves, tree_map):
+    """``{"value": [...], "grad": [...]}``: the vmapped program's output
+    leaves and the gradient leaves of a scalar of them with respect to
+    the float arguments; an error string where a transform raised."""
+    p = PROGRAMS[name]
+    g = lambda *a: p.f(*a, x=x, T=T)  # noqa: E731
+    args = tree_map(x.asarray, p.args)
+    vm = T.vmap(g, in_axes=p.in_axes, out_axes=p.out_axes, axis_size=p.axis_size)
+
+    def loss(*a):
+        return sum(x.sum(x.sin(v) + 0.5 * v ** 2) for v in leaves(vm(*a)) if _is_float(v))
+    out = {}
+    runs = {"value": lambda: vm(*args)}
+    argnums = _float_argnums(args, leaves)
+    if p.grad and argnums:
+        runs["grad"] = lambda: T.grad(loss, argnums=argnums)(*args)
+    for mode, run in runs.items():
+        try:
+            out[mode] = [np.asarray(v) for v in leaves(run())]
+        except Exception as e:  # noqa: BLE001 -- recorded and judged by the test
+            out[mode] = f"{type(e).__name__}: {e}"
+    return out
+
+
+# --- the reference without JAX: the unmapped function item by item ------------------
+def _item(spec, a, i, tree_map):
+    if spec is None:
+        return a
+    if isinstance(spec, int):
+        return tree_map(lambda v: np.take(v, i, axis=spec), a)
+    if isinstance(spec, dict):
+        return {k: _item(spec[k], a[k], i, tree_map) for k in a}
+    return type(a)(_item(s, v, i, tree_map) for s, v in zip(spec, a))
+
+
+def _size(spec, a, leaves):
+    """The batch length ``spec`` (an in_axes entry) finds in ``a``, or None."""
+    if spec is None:
+        return None
+    if isinstance(spec, int):
+        return np.shape(leaves(a)[0])[spec]
+    pairs = [(spec[k], a[k]) for k in a] if isinstance(spec, dict) else zip(spec, a)
+    return next((n for n in (_size(s, v, leaves) for s, v in pairs) if n is not None), None)
+
+
+def _stack(spec, outs, tree_map):
+    if spec is None:
+        return outs[0]
+    if isinstance(spec, int):
+        return tree_map(lambda *vs: np.stack([np.asarray(v) for v in vs], axis=spec), *outs)
+    if isinstance(spec, dict):
+        return {k: _stack(spec[k], [o[k] for o in outs], tree_map) for k in outs[0]}
+    return type(outs[0])(_stack(s, [o[j] for o in outs], tree_map) for j, s in enumerate(spec))
+
+
+def loop_program(name):
+    import tapestry as tp
+    p = PROGRAMS[name]
+    spec = p.in_axes if isinstance(p.in_axes, (tuple, list)) else (p.in_axes,) * len(p.args)
+    sizes = [_size(s, a, tp.tree_leaves) for s, a in zip(spec, p.args)]
+    n = next((k for k in sizes if k is not None), p.axis_size)
+    outs = [p.f(*[_item(s, a, i, tp.tree_map) for s, a in zip(spec, p.args)], x=np, T=tp)
+            for i in range(n)]
+    if n == 0:
+        return None
+    return [np.asarray(v) for v in tp.tree_leaves(_stack(p.out_axes, outs, tp.tree_map))]
+
+
+class _JaxT:
+    """JAX's transforms under tapestry's names (the programs' ``T``)."""
+
+    def __init__(self, jax):
+        for n in ("vmap", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "jvp",
+                  "vjp", "custom_vjp", "custom_jvp", "checkpoint"):
+            setattr(self, n, getattr(jax, n))
+        self.stop_gradient = jax.lax.stop_gradient
+
+
+def _theirs(out):
+    import jax
+    import jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+    T, arrays = _JaxT(jax), {}
+    for name in PROGRAMS:
+        for mode, vals in run_program(name, jnp, T, jax.tree_util.tree_leaves,
+                                      jax.tree_util.tree_map).items():
+            if isinstance(vals, str):
+                arrays[f"{name}/{mode}/error"] = np.asarray(vals)
+                continue
+            arrays[f"{name}/{mode}/n"] = np.asarray(len(vals))
+            for k, v in enumerate(vals):
+                arrays[f"{name}/{mode}/{k}"] = v
+    np.savez(out, **arrays)
+
+
+def _tol(dtype):
+    return 2e-5 if dtype == np.float32 else 1e-9
+
+
+def _same_dtype(a, want):
+    if a.dtype.kind in "iu" and want.dtype.kind in "iu":
+        return True  # JAX's integer widths follow its own rules
+    return a.dtype == want.dtype
+
+
+if __name__ == "__main__":
+    _theirs(sys.argv[1])
+else:
+    @pytest.fixture(scope="module")
+    def jax_results(tmp_path_factory):
+        if importlib.util.find_spec("jax") is None:
+            pytest.skip("JAX not installed")
+        from jax_child import results_from_child
+        return results_from_child(__file__, tmp_path_factory, timeout=900)
+
+    def _ours(name):
+        import tapestry as tp
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return run_program(name, np, tp, tp.tree_leaves, tp.tree_map)
+
+    @pytest.mark.parametrize("name", sorted(PROGRAMS))
+    def test_program_matches_jax(name, jax_results):
+        ours = _ours(name)
+        for mode, vals in ours.items():
+            if f"{name}/{mode}/error" in jax_results:
+                continue  # JAX cannot run this program text
+            assert not isinstance(vals, str), f"{mode}: {vals}"
+            assert len(vals) == jax_results[f"{name}/{mode}/n"], mode
+            for k, v in enumerate(vals):
+                want = jax_results[f"{name}/{mode}/{k}"]
+                assert v.shape == want.shape, (mode, k, v.shape, want.shape)
+                assert _same_dtype(v, want), (mode, k, v.dtype, want.dtype)
+                tol = _tol(want.dtype)
+                np.testing.assert_allclose(v, want, rtol=tol, atol=tol,
+                                           err_msg=f"{mode} leaf {k}")
+
+    @pytest.mark.parametrize("name", sorted(PROGRAMS))
+    def test_program_matches_loop(name):
+        """vmap gives what the unmapped function gives item by item."""
+        ours = _ours(name)["value"]
+        assert not isinstance(ours, str), ours
+        import tapestry as tp
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = loop_program(name)
+        if want is None:
+            return  # an empty batch: no item to run; JAX is the reference
+        assert len(ours) == len(want)
+        for k, (v, w) in enumerate(zip(ours, want)):
+            assert v.shape == w.shape, (k, v.shape, w.shape)
+            assert v.dtype == w.dtype, (k, v.dtype, w.dtype)
+            tol = 1e-5 if w.dtype == np.float32 else 1e-11
+            np.testing.assert_allclose(v, w, rtol=tol, atol=tol, err_msg=f"leaf {k}")
+        del tp
+
+
+# --- regressions found by the programs above (no JAX needed) ----------------------------
+def _loss(o):
+    return np.sum(np.sin(o) * np.arange(o.size).reshape(o.shape))
+
+
+_SHARED_KEYS = {
+    "rows": lambda m, g, h: m[g],
+    "columns": lambda m, g, h: m[:, h],
+    "pair": lambda m, g, h: m[g, h],
+    "tuple_key": lambda m, g, h: m[(g, slice(None))],
+    "ellipsis": lambda m, g, h: m[..., h],
+    "apart": lambda m, g, h: m[h, :, h] if m.ndim == 3 else m[h][:, h],
+    "take": lambda m, g, h: np.take(m, g, axis=0),
+}
+
+
+@pytest.mark.parametrize("key", sorted(_SHARED_KEYS))
+def test_shared_index_arrays_in_gradients(key):
+    """An index array handed to vmap unbatched (in_axes=None, e.g. the group
+    of each observation) with repeats: its gather's gradient adds the
+    repeats up, under grad(vmap) and vmap(grad), like a loop over items."""
+    import tapestry as tp
+    rng = np.random.default_rng(3)
+    M = rng.standard_normal((4, 5, 3))
+    g, h = np.array([0, 2, 2, 4, 0]), np.array([1, 1, 0, 2, 1])
+    f = _SHARED_KEYS[key]
+    want = tp.grad(lambda m: _loss(np.stack([f(m[i], g, h) for i in range(4)])))(M)
+    gradv = tp.grad(lambda m: _loss(tp.vmap(f, in_axes=(0, None, None))(m, g, h)))(M)
+    np.testing.assert_allclose(gradv, want, rtol=1e-12)
+    vgrad = tp.vmap(tp.grad(lambda m, g, h: _loss(f(m, g, h))), in_axes=(0, None, None))(M, g, h)
+    np.testing.assert_allclose(vgrad, np.stack([tp.grad(lambda m: _loss(f(m, g, h)))(M[i])
+                                                for i in range(4)]), rtol=1e-12)
+    shared = tp.vmap(lambda k, g, h: tp.grad(lambda m: k * _loss(f(m, g, h)))(M[0]),
+                     in_axes=(0, None, None))(np.arange(1.0, 5.0), g, h)
+    one = tp.grad(lambda m: _loss(f(m, g, h)))(M[0])
+    np.testing.assert_allclose(shared, np.arange(1.0, 5.0)[:, None, None] * one, rtol=1e-12)
+
+
+_TAKES = {
+    "take_axis0": lambda t, i, j: np.take(t, i, axis=0),
+    "take_flat": lambda t, i, j: np.take(t, i),
+    "take_axis1": lambda t, i, j: np.take(t, i % 3, axis=1),
+    "take_along_axis": lambda t, i, j: np.take_along_axis(t, j, axis=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TAKES))
+def test_take_per_item_indices_into_shared_table(name):
+    """np.take(W, i) with W shared (in_axes=None, or differentiated outside
+    the vmap) and i per item: NumPy's dispatcher does not look at i, so the
+    shared array's proxy must hand the call on; the value and grad(vmap)
+    equal a loop."""
+    import tapestry as tp
+    rng = np.random.default_rng(4)
+    t = rng.standard_normal((6, 3))
+    idx, idx3 = rng.integers(0, 6, (4, 2)), rng.integers(0, 3, (4, 6, 1))
+    f = _TAKES[name]
+    loop = lambda t: np.stack([f(t, idx[k], idx3[k]) for k in range(4)])  # noqa: E731
+    np.testing.assert_array_equal(tp.vmap(f, in_axes=(None, 0, 0))(t, idx, idx3), loop(t))
+    got = tp.grad(lambda t: _loss(tp.vmap(f, in_axes=(None, 0, 0))(t, idx, idx3)))(t)
+    np.testing.assert_allclose(got, tp.grad(lambda t: _loss(loop(t)))(t), rtol=1e-12)
+
+
+_EMPTY = {
+    "reshape_minus1": lambda a: a.reshape(-1),
+    "reshape_mid": lambda a: np.reshape(a, (2, -1)),
+    "ravel_T": lambda a: a.T.ravel(),
+    "roll_flat": lambda a: np.roll(a, 1),
+    "cumsum_flat": lambda a: np.cumsum(a),
+    "argmax_flat": lambda a: np.argmax(a),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EMPTY))
+def test_empty_batch_flattening_ops(name):
+    """A batch of zero items: ``-1`` in a shape resolves against the item
+    (NumPy cannot resolve it on an empty array), as jax.vmap does."""
+    import tapestry as tp
+    f = _EMPTY[name]
+    out = tp.vmap(f)(np.zeros((0, 2, 3)))
+    assert out.shape == (0,) + np.shape(f(np.zeros((2, 3))))
+    g = tp.grad(lambda a: np.sum(tp.vmap(f)(a)))(np.zeros((0, 2, 3))) if name != "argmax_flat" \
+        else np.zeros((0, 2, 3))
+    assert g.shape == (0, 2, 3)
