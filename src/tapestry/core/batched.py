@@ -547,10 +547,24 @@ def _like(func, args, kwargs):
     return Batched(func(a._value, *fill, **kwargs), a._trace)
 
 
+def _lookup(func, args, kwargs):
+    """``np.searchsorted(a, v)`` / ``np.digitize(v, bins)`` with only the
+    values ``v`` batched: elementwise in them, one call on the batch."""
+    table, v = (args[0], args[1]) if func is np.searchsorted else (args[1], args[0])
+    if v.__class__ is not Batched or len(args) != 2 or top_batch(args, kwargs) is not v._trace \
+            or _holds((table, kwargs), v._trace):
+        return batched_call(_Plain(func), args, kwargs)
+    table = _plain(table)
+    out = func(table, v._value, **kwargs) if func is np.searchsorted else \
+        func(v._value, table, **kwargs)
+    return Batched(out, v._trace)
+
+
 _REDUCTIONS = {f: _axis_reduction for f in (np.any, np.all, np.argmax, np.argmin,
                                             np.argsort, np.count_nonzero)}
 
 _QUERIES = {f: _like for f in (np.zeros_like, np.ones_like, np.empty_like, np.full_like)}
+_QUERIES.update({np.searchsorted: _lookup, np.digitize: _lookup})
 _QUERIES.update({f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
                                 np.iscomplexobj, np.isrealobj, np.min_scalar_type)
                  if f is not None})

@@ -33,6 +33,10 @@ from ..sparse import AxisSparse, densify
 from .common import plain_dtype
 
 
+def _holds_batched(key):
+    return any(k.__class__ is Batched for k in key)
+
+
 def _key_tuple(key):
     """``key`` as a tuple of entries the rules can read: lists as arrays, and
     vmap's proxy for a shared index array (``in_axes=None``) as the array
@@ -110,8 +114,12 @@ def _has_advanced(key):
 
 def dense_scatter(g, key, shape, dtype=None):
     """Zeros of ``shape`` with ``g`` added at ``key`` (repeats accumulate)."""
-    out = np.zeros(shape, dtype=dtype or np.result_type(g))
     key = _key_tuple(key)
+    if dtype is None and _holds_batched(key):
+        # per-item indices of a vmap below the differentiation that calls this
+        # (vmap(grad(grad(f))) with W[i]): NumPy's add.at would convert them
+        return scatter_add(g, key, shape)
+    out = np.zeros(shape, dtype=dtype or np.result_type(g))
     if _has_advanced(key):
         np.add.at(out, key, g)
     else:
