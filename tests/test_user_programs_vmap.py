@@ -34,14 +34,14 @@ def run_program(name, x, T, leaves, tree_map):
     leaves and the gradient leaves of a scalar of them with respect to
     the float arguments; an error string where a transform raised."""
     p = PROGRAMS[name]
-    g = lambda *a: p.f(*a, x=x, T=T)  # noqa: E731
-    args = tree_map(x.asarray, p.args)
+    g = lambda *a, **k: p.f(*a, x=x, T=T, **k)  # noqa: E731
+    args, kw = tree_map(x.asarray, p.args), tree_map(x.asarray, p.kwargs)
     vm = T.vmap(g, in_axes=p.in_axes, out_axes=p.out_axes, axis_size=p.axis_size)
 
     def loss(*a):
-        return sum(x.sum(x.sin(v) + 0.5 * v ** 2) for v in leaves(vm(*a)) if _is_float(v))
+        return sum(x.sum(x.sin(v) + 0.5 * v ** 2) for v in leaves(vm(*a, **kw)) if _is_float(v))
     out = {}
-    runs = {"value": lambda: vm(*args)}
+    runs = {"value": lambda: vm(*args, **kw)}
     argnums = _float_argnums(args, leaves)
     if p.grad and argnums:
         runs["grad"] = lambda: T.grad(loss, argnums=argnums)(*args)
@@ -91,20 +91,21 @@ def _per_item(name, mode):
     out_axes of the mapped result."""
     import tapestry as tp
     p = PROGRAMS[name]
-    f = lambda *a: p.f(*a, x=np, T=tp)  # noqa: E731
+    f = lambda *a, **k: p.f(*a, x=np, T=tp, **k)  # noqa: E731
     if mode == "value":
         return f, p.out_axes
     argnums = _float_argnums(p.args, tp.tree_leaves)
 
-    def loss(*a):
-        return sum(np.sum(np.sin(v) + 0.5 * v ** 2) for v in tp.tree_leaves(f(*a)) if _is_float(v))
+    def loss(*a, **k):
+        return sum(np.sum(np.sin(v) + 0.5 * v ** 2) for v in tp.tree_leaves(f(*a, **k))
+                   if _is_float(v))
     if mode == "vgrad":
-        return tp.grad(loss, argnums=argnums), 0
+        return lambda *a, **k: tp.grad(lambda *b: loss(*b, **k), argnums=argnums)(*a), 0
 
-    def along(*a):
+    def along(*a, **k):
         tangents = tuple(tp.tree_map(lambda v: 0.3 + 0 * v, a[i]) for i in argnums)
         g = lambda *b: f(*[b[argnums.index(i)] if i in argnums else a[i]  # noqa: E731
-                           for i in range(len(a))])
+                           for i in range(len(a))], **k)
         return tp.jvp(g, tuple(a[i] for i in argnums), tangents)[1]
     return along, p.out_axes
 
@@ -116,7 +117,8 @@ def mapped_program(name, mode):
     import tapestry as tp
     p = PROGRAMS[name]
     f, out_axes = _per_item(name, mode)
-    out = tp.vmap(f, in_axes=p.in_axes, out_axes=out_axes, axis_size=p.axis_size)(*p.args)
+    out = tp.vmap(f, in_axes=p.in_axes, out_axes=out_axes, axis_size=p.axis_size)(*p.args,
+                                                                                  **p.kwargs)
     return [np.asarray(v) for v in tp.tree_leaves(out)]
 
 
@@ -128,7 +130,8 @@ def loop_program(name, mode="value"):
     spec = p.in_axes if isinstance(p.in_axes, (tuple, list)) else (p.in_axes,) * len(p.args)
     sizes = [_size(s, a, tp.tree_leaves) for s, a in zip(spec, p.args)]
     n = next((k for k in sizes if k is not None), p.axis_size)
-    outs = [f(*[_item(s, a, i, tp.tree_map) for s, a in zip(spec, p.args)]) for i in range(n)]
+    outs = [f(*[_item(s, a, i, tp.tree_map) for s, a in zip(spec, p.args)],
+              **_item(0, p.kwargs, i, tp.tree_map)) for i in range(n)]
     if n == 0:
         return None
     return [np.asarray(v) for v in tp.tree_leaves(_stack(out_axes, outs, tp.tree_map))]

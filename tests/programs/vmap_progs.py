@@ -30,14 +30,16 @@ class VProg:
     out_axes: Any = 0
     axis_size: Any = None
     grad: bool = True
+    kwargs: dict = None    # keyword arguments: mapped over their axis 0, as in JAX
 
 
 PROGRAMS: dict = {}
 
 
-def prog(*args, in_axes=0, out_axes=0, axis_size=None, grad=True, name=None):
+def prog(*args, in_axes=0, out_axes=0, axis_size=None, grad=True, name=None, kwargs=None):
     def deco(f):
-        PROGRAMS[name or f.__name__] = VProg(f, args, in_axes, out_axes, axis_size, grad)
+        PROGRAMS[name or f.__name__] = VProg(f, args, in_axes, out_axes, axis_size, grad,
+                                             kwargs or {})
         return f
     return deco
 
@@ -1236,3 +1238,14 @@ def f32_reductions(v, x, T):
 @prog(r(B, 8).astype(np.float32))
 def f32_fft(v, x, T):
     return x.abs(x.fft.rfft(v))
+
+
+# === keyword arguments (mapped over axis 0) ====================================================
+@prog(r(B, 3), in_axes=0, kwargs={"scale": np.abs(r(B)) + 0.5})
+def kwarg_mapped(v, x, T, scale=1.0):
+    return x.tanh(v * scale)
+
+
+@prog(r(3, B), r(3), in_axes=(1, None), kwargs={"params": {"w": r(B, 3), "b": r(B)}})
+def kwarg_pytree_with_in_axes(v, c, x, T, params=None):
+    return v @ params["w"] + params["b"] + x.sum(c * v)

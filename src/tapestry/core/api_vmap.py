@@ -122,7 +122,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     matching that argument.  ``out_axes``: where the batch axis goes in
     each output (same forms; ``None`` for an output that is the same for
     every item).  ``axis_size``: the batch length when no argument is
-    batched.  Composes with ``grad``, ``jacfwd``, ``hessian`` and itself in
+    batched.  Keyword arguments are mapped over their axis 0, as in JAX.
+    Composes with ``grad``, ``jacfwd``, ``hessian`` and itself in
     any order; see docs/vmap.md.
     """
     if not callable(f):
@@ -131,22 +132,28 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         in_axes = tuple(in_axes)
 
     def batched_f(*args, **kwargs):
-        if kwargs:
-            raise TypeError("tapestry.vmap: keyword arguments are not mapped; pass them "
-                            "positionally (with in_axes None for a constant), or close "
-                            "over them (functools.partial).")
         spec = in_axes
         if isinstance(spec, tuple) and len(spec) != len(args):
             raise ValueError(f"tapestry.vmap: in_axes has {len(spec)} entries but the "
                              f"function was called with {len(args)} positional arguments.")
         leaves, td, axes = _axes_per_leaf(spec, tuple(args), "in_axes")
         names = _leaf_names(args)
+        if kwargs:  # as in JAX: every keyword argument is mapped over its axis 0
+            kleaves, ktd, kaxes = _axes_per_leaf(0, kwargs, "in_axes")
+            names += [f"keyword argument {k!r} (keywords map over axis 0; pass a shared "
+                      "value positionally with in_axes None)" for k in kwargs
+                      for _ in tree_flatten(kwargs[k])[0]]
+            leaves, axes = leaves + kleaves, axes + kaxes
         size = _batch_size(leaves, axes, axis_size, names)
         trace = BatchTrace(next(_levels), size)
         wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
                    else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
         try:
-            out = f(*td.unflatten(wrapped))
+            if kwargs:
+                n = len(wrapped) - len(kleaves)
+                out = f(*td.unflatten(wrapped[:n]), **ktd.unflatten(wrapped[n:]))
+            else:
+                out = f(*td.unflatten(wrapped))
         finally:
             trace.open = False
         trace.open = True  # moving the outputs' axes still works on them
