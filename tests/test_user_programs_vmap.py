@@ -362,3 +362,25 @@ def test_interp_and_searchsorted_batched():
     g = lambda u: tp.grad(lambda u: np.sum(np.interp(u, xp, fp) ** 2))(u)  # noqa: E731
     np.testing.assert_allclose(tp.vmap(g)(q), [g(u) for u in q], rtol=1e-12)
     assert tp.vmap(lambda u: np.searchsorted(xp, u))(q[:0]).shape == (0, 4)
+
+
+_GUARDED = {  # rules that skip a correction when no entry needs it (a branch on values)
+    "logaddexp": lambda u: np.logaddexp(u[0], np.logaddexp(u[1], u[2])),
+    "cumprod": lambda u: np.sum(np.cumprod(u * u[::-1])),
+    "hypot": lambda u: np.hypot(u[0], u[1] * u[2]) ** 2,
+    "norm": lambda u: np.linalg.norm(u) * np.sum(u),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GUARDED))
+def test_value_guards_in_rules_under_nested_transforms_in_vmap(name):
+    """A rule that branches on its values to skip a correction (``if
+    np.isinf(ans).any()``) decides on every item's values at once: under
+    hessian / jacfwd inside vmap, where the values are batched below the
+    derivative's own tapes, the branch cannot run per item."""
+    import tapestry as tp
+    f = _GUARDED[name]
+    v = np.random.default_rng(8).standard_normal((4, 3))
+    for transform in (tp.hessian, lambda h: tp.jacfwd(tp.grad(h)), lambda h: tp.jacrev(tp.grad(h))):
+        got = tp.vmap(transform(f))(v)
+        np.testing.assert_allclose(got, [transform(f)(u) for u in v], rtol=1e-10, atol=1e-12)

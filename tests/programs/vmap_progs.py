@@ -1249,3 +1249,180 @@ def kwarg_mapped(v, x, T, scale=1.0):
 @prog(r(3, B), r(3), in_axes=(1, None), kwargs={"params": {"w": r(B, 3), "b": r(B)}})
 def kwarg_pytree_with_in_axes(v, c, x, T, params=None):
     return v @ params["w"] + params["b"] + x.sum(c * v)
+
+
+# === more end-to-end programs ===================================================================
+@prog({"m": r(3, 4, 3) * 0.1, "v": np.abs(r(3, 4, 3)) * 0.01, "w": r(3, 4, 3)}, r(3, 4, 3),
+      in_axes=({"m": 0, "v": 0, "w": 0}, 0))
+def adam_step_per_member(state, g, x, T):
+    b1, b2, lr = 0.9, 0.999, 1e-2
+    m = b1 * state["m"] + (1 - b1) * g
+    v = b2 * state["v"] + (1 - b2) * g ** 2
+    return {"m": m, "v": v, "w": state["w"] - lr * m / (x.sqrt(v) + 1e-8)}
+
+
+@prog(r(B, 2), r(B, 2, 2) * 0.1, r(B), np.array([[1.0, 0.1], [0.0, 1.0]]), np.array([[1.0, 0.0]]),
+      in_axes=(0, 0, 0, None, None))
+def kalman_step(m, Pfac, y, F, H, x, T):
+    P = Pfac @ Pfac.T + 0.5 * x.eye(2)
+    m, P = F @ m, F @ P @ F.T + 0.01 * x.eye(2)
+    S = H @ P @ H.T + 0.1
+    K = P @ H.T @ x.linalg.inv(S)
+    m = m + (K @ (y[None] - H @ m))
+    P = (x.eye(2) - K @ H) @ P
+    return m, P, -0.5 * (y - (H @ m)[0]) ** 2 / S[0, 0]
+
+
+@prog(r(3), r(20, 3), (r(20) > 0).astype(float), np.array([0.5, 1.0, 2.0, 4.0, 8.0]),
+      in_axes=(None, None, None, 0))
+def ridge_path_newton(w0, X, y, lam, x, T):
+    def nll(w):
+        z = X @ w
+        return x.sum(x.logaddexp(0.0, z) - y * z) + 0.5 * lam * w @ w
+    w = w0
+    for _ in range(3):
+        g = T.grad(nll)(w)
+        H = T.hessian(nll)(w)
+        w = w - x.linalg.solve(H, g)
+    return w
+
+
+@prog(r(4), r(B, 16, 4), in_axes=(None, 0))
+def mc_expectation_shared_params(theta, eps, x, T):
+    z = theta + 0.5 * eps
+    return x.mean(x.sin(z @ theta)), x.std(z, axis=0)
+
+
+@prog(PAR, r(B, 3), LAB, in_axes=(None, 0, 0))
+def per_example_xent_grad_norm(p, xi, yi, x, T):
+    def loss(q):
+        h = x.tanh(q["W1"] @ xi + q["b1"])
+        logits = x.concatenate([q["W2"] @ h + q["b2"], x.zeros(1)])
+        return _lse(logits, x) - x.sum(logits * (x.arange(3) == yi))
+    g = T.grad(loss)(p)
+    return x.sqrt(sum(x.sum(v ** 2) for v in g.values()))
+
+
+@prog(r(B, 3, 3) * 0.5, in_axes=0)
+def expm_scaling_squaring(A, x, T):
+    A = A / 4.0
+    E, term = x.eye(3), x.eye(3)
+    for k in range(1, 10):
+        term = term @ A / k
+        E = E + term
+    for _ in range(2):
+        E = E @ E
+    return E
+
+
+@prog(r(B, 6), in_axes=0)
+def ar1_loglik(z, x, T):
+    phi = x.tanh(z[0])
+    e = z[2:] - phi * z[1:-1]
+    return -0.5 * x.sum(e ** 2) - 0.5 * (1 - phi ** 2) * z[1] ** 2 + 0.5 * x.log1p(-phi ** 2)
+
+
+@prog(r(B, 4, 2), in_axes=0)
+def polygon_area_perimeter(p, x, T):
+    q = x.roll(p, -1, axis=0)
+    area = 0.5 * x.abs(x.sum(p[:, 0] * q[:, 1] - q[:, 0] * p[:, 1]))
+    per = x.sum(x.sqrt(x.sum((q - p) ** 2, axis=1)))
+    return area, per
+
+
+@prog(r(B, 5), r(5, 5) * 0.3, in_axes=(0, None))
+def power_iteration(v, A, x, T):
+    M = A @ A.T + x.eye(5)
+    for _ in range(5):
+        v = M @ v
+        v = v / x.linalg.norm(v)
+    return v @ M @ v
+
+
+@prog(r(B, 3), np.abs(r(3)) + 0.5, in_axes=(0, None))
+def diag_gaussian_kl(mu, sd, x, T):
+    return 0.5 * x.sum(sd ** 2 + mu ** 2 - 1 - 2 * x.log(sd))
+
+
+@prog(r(B, 8), in_axes=0)
+def moving_average_conv_valid(v, x, T):
+    k = x.ones(3) / 3
+    return x.convolve(v, k, mode="valid"), x.cumsum(v)[2:] - x.concatenate([x.zeros(1), x.cumsum(v)[:-3]])
+
+
+@prog(r(B, 3), r(B, 3), in_axes=(0, 0))
+def quaternion_rotation(v, axis_angle, x, T):
+    th = x.linalg.norm(axis_angle)
+    k = axis_angle / th
+    return v * x.cos(th) + x.cross(k, v) * x.sin(th) + k * (k @ v) * (1 - x.cos(th))
+
+
+@prog(r(B, 6), in_axes=0)
+def sparsemax_like_threshold(z, x, T):
+    s = -x.sort(-z)
+    k = x.arange(1, 7)
+    cs = x.cumsum(s)
+    support = (1 + k * s) > cs
+    kz = x.sum(support)
+    tau = (x.sum(x.where(support, s, 0.0)) - 1) / kz
+    return x.maximum(z - tau, 0.0)
+
+
+@prog(r(B, 4, 4), in_axes=0)
+def gram_schmidt(A, x, T):
+    qs = []
+    for j in range(A.shape[1]):
+        v = A[:, j]
+        for q in qs:
+            v = v - (q @ v) * q
+        qs.append(v / x.linalg.norm(v))
+    return x.stack(qs, axis=1)
+
+
+@prog(r(B, 3), r(7, 3), in_axes=(0, None))
+def nearest_codebook_vq(z, codebook, x, T):
+    d = x.sum((codebook - z) ** 2, axis=1)
+    k = x.argmin(d)
+    q = codebook[k]
+    return z + T.stop_gradient(q - z), k
+
+
+@prog(rng.integers(0, 7, (B, 5)), TABLE, r(3), in_axes=(0, None, None))
+def bag_of_words_logit(tokens, E, w, x, T):
+    counts = x.sum(tokens[:, None] == x.arange(7)[None, :], axis=0)
+    return (counts @ E) @ w
+
+
+@prog(r(B, 4), r(4), in_axes=(0, None), out_axes=(0, None))
+def shared_and_per_item_outputs(v, c, x, T):
+    return v * c, c.sum()
+
+
+@prog(r(2, B, 3), in_axes=1, out_axes=-1)
+def in_axes1_out_axes_minus1_pairs(a, x, T):
+    return a[0] * a[1], x.outer(a[0], a[1])
+
+
+@prog(r(B, 3), r(B, 3), in_axes=(0, 0))
+def nested_vmap_jacobian_of_vmap(a, b, x, T):
+    f = lambda u: T.vmap(lambda s, t: x.sin(s) * t, in_axes=(0, None))(u, b[0])  # noqa: E731
+    return T.jacrev(f)(a)
+
+
+@prog(r(B, 3), in_axes=0)
+def python_scalar_and_constant_outputs(v, x, T):
+    return 1.5, x.ones(2), v.sum()
+
+
+@prog(r(B, 4, 3), in_axes=0)
+def unpack_rows_loop(m, x, T):
+    acc = 0.0
+    for row in m:
+        acc = acc + x.tanh(row).sum()
+    a, b, c = m.T
+    return acc, a * b - c
+
+
+@prog(r(B, 5), 2, in_axes=(0, None), grad=False)
+def top_k_indices_static_k(v, k, x, T):
+    return x.argsort(-v)[:k], x.sort(v)[::-1][:k]
