@@ -1426,3 +1426,51 @@ def unpack_rows_loop(m, x, T):
 @prog(r(B, 5), 2, in_axes=(0, None), grad=False)
 def top_k_indices_static_k(v, k, x, T):
     return x.argsort(-v)[:k], x.sort(v)[::-1][:k]
+
+
+# === jit around and inside, complex outputs, odd layouts ===========================================
+@prog(r(B, 3), W36, in_axes=(0, None))
+def jit_inside_vmap(v, W, x, T):
+    return T.jit(lambda a, b: x.tanh(a @ b))(v, W)
+
+
+@prog(r(B, 8), in_axes=0, grad=False)
+def complex_fft_output(v, x, T):
+    return x.fft.fft(v), x.fft.rfft(v) * 1j
+
+
+@prog(r(B, 4) + 1j * r(B, 4), in_axes=0, grad=False)
+def complex_input_ops(z, x, T):
+    return x.abs(z), x.conj(z) * z, x.angle(z), x.real(z @ z), x.exp(1j * x.real(z))
+
+
+@prog(r(B, 3), in_axes=0)
+def bool_mask_then_float(v, x, T):
+    m = (v > 0) | (v < -1)
+    return m * 1.0 * v, ~m, x.where(~m, v, -v)
+
+
+@prog({"a": (r(B, 2), r(2, B)), "b": [r(3)]}, in_axes=({"a": (0, 1), "b": None},))
+def nested_pytree_in_axes(d, x, T):
+    a0, a1 = d["a"]
+    return a0 * a1 + d["b"][0][:2]
+
+
+@prog(r(B, 3), r(B, 3), in_axes=(0, 0), out_axes=({"u": -1, "v": 0}, None))
+def out_axes_dict_and_none(a, b, x, T):
+    return {"u": x.outer(a, b), "v": a - b}, x.ones(3)
+
+
+@prog(r(B, 3).astype(np.float32), in_axes=0)
+def f32_grad_inside(v, x, T):
+    return T.grad(lambda u: x.sum(x.tanh(u) ** 2))(v), T.jacfwd(lambda u: x.sin(u) * u[0])(v)
+
+
+@prog(r(B, 3, 2).astype(np.float32), r(2, 4), in_axes=(0, None))
+def f32_einsum_with_f64(a, W, x, T):
+    return x.einsum("ij,jk->ik", a, W.astype(np.float32)), a @ W
+
+
+@prog(rng.integers(0, 5, B), in_axes=0, grad=False)
+def int_input_float_output(k, x, T):
+    return x.sqrt(k), k / 2, x.arange(3) * k, x.exp(-k * 1.0)
