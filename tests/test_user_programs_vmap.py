@@ -451,3 +451,40 @@ def test_value_guards_in_rules_under_nested_transforms_in_vmap(name):
     for transform in (tp.hessian, lambda h: tp.jacfwd(tp.grad(h)), lambda h: tp.jacrev(tp.grad(h))):
         got = tp.vmap(transform(f))(v)
         np.testing.assert_allclose(got, [transform(f)(u) for u in v], rtol=1e-10, atol=1e-12)
+
+
+_TABLE = np.arange(12.0).reshape(4, 3)
+_REFUSED = {  # name: (run, what the message must name)
+    "closure_table_batched_index": (
+        lambda: __import__("tapestry").vmap(lambda i: _TABLE[i])(np.array([0, 2])), "batched index"),
+    "eye_one_hot": (
+        lambda: __import__("tapestry").vmap(lambda i: np.eye(3)[i])(np.array([0, 2])), "batched index"),
+    "full_batched_fill": (
+        lambda: __import__("tapestry").vmap(lambda a: np.full((3,), a))(np.ones(2)), "np.array"),
+    "full_like_plain_batched_fill": (
+        lambda: __import__("tapestry").vmap(lambda a: np.full_like(np.ones(2), a))(np.ones(2)),
+        "np.full"),
+    "apply_along_axis": (
+        lambda: __import__("tapestry").vmap(lambda a: np.apply_along_axis(np.sum, 0, a))(
+            np.ones((2, 3, 2))), "np.apply_along_axis"),
+    "piecewise_vmap_of_grad": (
+        lambda: __import__("tapestry").vmap(__import__("tapestry").grad(
+            lambda v: np.sum(np.piecewise(v, [v < 0], [lambda u: -u, lambda u: u ** 2]))))(
+            np.linspace(-1, 1, 6).reshape(2, 3)), "np.piecewise"),
+    "lstsq_empty_batch": (
+        lambda: __import__("tapestry").vmap(lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0])(
+            np.ones((0, 3, 2)), np.ones((0, 3))), "lstsq"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REFUSED))
+def test_refusals_name_the_operation(name):
+    """What the programs found vmap cannot do raises, naming the operation
+    or the cause (never a value): NumPy indexing a plain array itself,
+    NumPy writing a per-item fill into a plain array, a Python function per
+    slice, pieces gathered per item under a derivative, a loop over no items."""
+    run, named = _REFUSED[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises((TypeError, ValueError, NotImplementedError), match=named):
+            run()

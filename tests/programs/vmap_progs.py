@@ -1474,3 +1474,100 @@ def f32_einsum_with_f64(a, W, x, T):
 @prog(rng.integers(0, 5, B), in_axes=0, grad=False)
 def int_input_float_output(k, x, T):
     return x.sqrt(k), k / 2, x.arange(3) * k, x.exp(-k * 1.0)
+
+
+# === the wider NumPy surface, per item ============================================================
+@prog(r(B, 4, 3))
+def norm_variants(A, x, T):
+    return (x.linalg.norm(A, axis=-1, keepdims=True), x.linalg.norm(A, "fro"), x.linalg.norm(A, 2),
+            x.linalg.norm(A, "nuc"), x.linalg.norm(A, -x.inf), x.linalg.norm(A[0], 1))
+
+
+@prog(r(B, 4, 3))
+def svd_reconstruct(A, x, T):
+    u, s, vh = x.linalg.svd(A, full_matrices=False)
+    return u @ x.diag(s) @ vh, s
+
+
+@prog(r(B, 6, 3))
+def cov_corrcoef(D, x, T):
+    return x.cov(D.T), x.corrcoef(D.T), x.cov(D, rowvar=False, ddof=0)
+
+
+@prog(r(B, 5))
+def nan_reductions(v, x, T):
+    w = x.where(v > 0.8, x.nan, v)
+    return x.nanmean(w), x.nansum(w), x.nanmax(w), x.nanstd(w), x.nanmin(w)
+
+
+@prog(r(B, 3, 4))
+def reductions_axes_keepdims(a, x, T):
+    return (x.mean(a, axis=(0, 1)), x.std(a, keepdims=True), x.sum(a, axis=-1, keepdims=True),
+            x.var(a, axis=1, ddof=1), x.prod(a, axis=0), x.max(a, axis=1, initial=-1.0),
+            x.sum(a, axis=0, where=a > 0), x.average(a, axis=1, weights=x.arange(1.0, 5.0)))
+
+
+@prog(r(B), r(B) + 3.0)
+def linspace_batched_endpoints(a, b, x, T):
+    # (np.full((3,), a) and np.full_like(plain, a) with a per item are refused:
+    # NumPy writes the fill value into a plain array; test_refusals checks them)
+    return x.linspace(a, b, 5), x.full_like(a * x.ones(2), b), x.ones(3) * a
+
+
+@prog(r(B, 4))
+def triu_indices_pairs(p, x, T):
+    i, j = x.triu_indices(4, k=1)
+    d = x.abs(p[:, None] - p[None, :])
+    return d[i, j], d[x.diag_indices(4)], p[x.tril_indices(2)[0]]
+
+
+@prog(r(B, 2, 2), r(B, 2))
+def block_matrix(A, b, x, T):
+    return x.block([[A, b[:, None]], [b[None, :], x.ones((1, 1))]])
+
+
+@prog(r(B, 6))
+def sort_via_argsort_take_along(v, x, T):
+    idx = x.argsort(v)
+    return x.take_along_axis(v, idx, axis=-1), v[idx[::-1]], x.cumsum(v[idx])
+
+
+@prog(r(B, 5), r(B, 5) + 0.1)
+def elementwise_zoo(a, b, x, T):
+    return (x.arctan2(a, b), x.hypot(a, b), x.sinc(a), x.deg2rad(a), x.mod(a, 0.7),
+            x.heaviside(a, 0.5), x.floor_divide(a, 0.3), x.power(x.abs(b), 1.5), x.float_power(x.abs(a), 2),
+            x.clip(a, None, 0.2), x.expm1(a), x.log2(x.abs(b) + 1), x.cbrt(a), x.square(a),
+            x.reciprocal(b + 2.0), x.fmax(a, b), x.fmin(a, b), x.copysign(a, b), x.arcsinh(a), x.logaddexp2(a, b))
+
+
+@prog(r(B, 5))
+def select_where_chain(v, x, T):
+    return x.select([v < -0.5, v > 0.5], [v ** 2, x.sin(v)], default=0.1 * v)
+
+
+@prog(r(B, 5), grad=False)
+def piecewise_values(v, x, T):
+    # (its gradient inside vmap is refused by name: the pieces are gathered per item)
+    return x.piecewise(v, [v < 0, v >= 0], [lambda u: -u, lambda u: u ** 2])
+
+
+@prog(r(B, 3), r(B, 3))
+def dot_matmul_1d(a, b, x, T):
+    M = x.outer(a, b)
+    return x.dot(a, b), a @ M, M @ b, x.vdot(a, b), x.matmul(a, M), x.inner(M, a)
+
+
+@prog(r(B, 2, 3))
+def concat_axis_none_and_lists(a, x, T):
+    return x.concatenate([a, a * 2], axis=None), x.concatenate((a, a), axis=1), x.stack(list(a))
+
+
+@prog(r(B, 4), grad=False)
+def rounding_and_comparisons(v, x, T):
+    return (x.round(v, 1), x.floor(v), x.ceil(v), x.trunc(v), x.isclose(v, 0.1, atol=0.5),
+            x.sign(v), x.rint(v * 3))
+
+
+@prog(r(B, 3, 4))
+def einsum_optimize_and_trace(a, x, T):
+    return x.einsum("ij,kj,kl->il", a, a, a, optimize=True), x.trace(a @ a.T), x.diagonal(a, 1)
