@@ -488,3 +488,18 @@ def test_refusals_name_the_operation(name):
         warnings.simplefilter("ignore")
         with pytest.raises((TypeError, ValueError, NotImplementedError), match=named):
             run()
+
+
+def test_logical_and_bitwise_operators_on_batched_and_shared_values():
+    """``~mask``, ``a ^ b``, ``True & m``, ``k << 1`` on a per-item value and
+    on an array shared by the items (in_axes=None) work as on the items."""
+    import tapestry as tp
+    v = np.array([[1.0, -2, 3], [-1, 2, -3]])
+    m, k = np.array([True, False, True]), np.array([1, 2, 3])
+
+    def f(v, m, k):
+        return ((v > 0) ^ m, True & (v > 0), (v > 0) | m, m & (v > 0), ~m, m ^ (v < 0),
+                (k << 1) + (k >> 1), (k & 1) | 4, False | (v > 0), 1 ^ k, np.select([m, ~m], [v, -v]))
+    got = tp.vmap(f, in_axes=(0, None, None))(v, m, k)
+    for g, w in zip(got, zip(*[f(x, m, k) for x in v])):
+        np.testing.assert_array_equal(g, np.stack(w))

@@ -1571,3 +1571,59 @@ def rounding_and_comparisons(v, x, T):
 @prog(r(B, 3, 4))
 def einsum_optimize_and_trace(a, x, T):
     return x.einsum("ij,kj,kl->il", a, a, a, optimize=True), x.trace(a @ a.T), x.diagonal(a, 1)
+
+
+# === hyperparameter sweeps, namedtuples, jit around vmap ==============================================
+@prog(r(3), r(10, 3), r(10), np.array([0.01, 0.03, 0.1, 0.3]), in_axes=(None, None, None, 0))
+def lr_sweep_gradient_descent(w, X, y, lr, x, T):
+    loss = lambda w: x.mean((X @ w - y) ** 2) + 0.01 * x.sum(w ** 2)  # noqa: E731
+    for _ in range(5):
+        w = w - lr * T.grad(loss)(w)
+    return loss(w), w
+
+
+@prog(MB)
+def namedtuple_results(A, x, T):
+    return x.linalg.slogdet(A), x.linalg.eigh(_spd(A, x)).eigenvalues, x.linalg.svd(A).S
+
+
+@prog(r(B, 4, 3), in_axes=0)
+def jit_of_vmap_inside(a, x, T):
+    return T.jit(T.vmap(lambda row: x.tanh(row) @ row))(a)
+
+
+@prog([r(B, 3), r(B, 3)], in_axes=([0, 0],), out_axes=[0, 1])
+def list_in_and_out_axes(pair, x, T):
+    a, b = pair
+    return [a + b, x.outer(a, b)]
+
+
+@prog(r(B, 3), in_axes=0)
+def custom_vjp_inside_grad(v, x, T):
+    @T.custom_vjp
+    def safe_norm(u):
+        return x.sqrt(x.sum(u ** 2))
+
+    def fwd(u):
+        n = x.sqrt(x.sum(u ** 2))
+        return n, (u, n)
+
+    def bwd(res, g):
+        u, n = res
+        return (g * u / x.maximum(n, 1e-12),)
+    safe_norm.defvjp(fwd, bwd)
+    return T.grad(lambda u: safe_norm(u) ** 2 + safe_norm(x.sin(u)))(v)
+
+
+@prog(r(B, 3), in_axes=0)
+def custom_jvp_inside_hessian(v, x, T):
+    @T.custom_jvp
+    def f(u):
+        return x.log1p(x.exp(u))
+    f.defjvp(lambda p, t: (f(p[0]), t[0] * (1 / (1 + x.exp(-p[0])))))
+    return T.hessian(lambda u: x.sum(f(u) * u[::-1]))(v)
+
+
+@prog(r(B, 3).astype(np.float32), in_axes=0)
+def f32_scalar_types(v, x, T):
+    return x.float32(2.0) * v, v * 2, v / 3, v + x.float32(1) / 7, x.sqrt(x.abs(v)) ** 1.5

@@ -194,6 +194,10 @@ class Batched(ArrayMethods):
     def __abs__(self): return FAST_UFUNCS[np.absolute](self)
     def __and__(self, o): return np.logical_and(self, o) if self.dtype == bool else np.bitwise_and(self, o)
     def __or__(self, o): return np.logical_or(self, o) if self.dtype == bool else np.bitwise_or(self, o)
+    def __xor__(self, o): return np.logical_xor(self, o) if self.dtype == bool else np.bitwise_xor(self, o)
+    def __rand__(self, o): return self.__and__(o)
+    def __ror__(self, o): return self.__or__(o)
+    def __rxor__(self, o): return self.__xor__(o)
     def __invert__(self): return np.invert(self)
 
     # As for traced arrays, augmented assignment rebinds.
@@ -691,6 +695,12 @@ class Unbatched(ArrayMethods):
     __truediv__, __rtruediv__ = _binary_plain(operator.truediv)
     __pow__, __rpow__ = _binary_plain(operator.pow)
     __matmul__, __rmatmul__ = _binary_plain(operator.matmul)
+    __and__, __rand__ = _binary_plain(operator.and_)
+    __or__, __ror__ = _binary_plain(operator.or_)
+    __xor__, __rxor__ = _binary_plain(operator.xor)
+    __lshift__, __rlshift__ = _binary_plain(operator.lshift)
+    __rshift__, __rrshift__ = _binary_plain(operator.rshift)
+    __invert__ = lambda self: ~self._value  # noqa: E731
     __neg__ = lambda self: -self._value  # noqa: E731
     __pos__ = lambda self: +self._value  # noqa: E731
     __abs__ = lambda self: abs(self._value)  # noqa: E731
