@@ -1627,3 +1627,12 @@ def custom_jvp_inside_hessian(v, x, T):
 @prog(r(B, 3).astype(np.float32), in_axes=0)
 def f32_scalar_types(v, x, T):
     return x.float32(2.0) * v, v * 2, v / 3, v + x.float32(1) / 7, x.sqrt(x.abs(v)) ** 1.5
+
+
+@prog(MB, grad=False)
+def raw_factorizations(A, x, T):
+    """Raw factors, signs included: NumPy and JAX both take them from LAPACK."""
+    q, rr = x.linalg.qr(A)
+    w, v = x.linalg.eigh(_spd(A, x))
+    u, s, vh = x.linalg.svd(A)
+    return q, rr, w, v, u, s, vh

@@ -447,10 +447,40 @@ def _loop(prim, args, kwargs, trace):
                       "tapestry.core.batched.FALLBACKS counts such calls.",
                       VmapFallbackWarning, stacklevel=4)
     if trace.size == 0:
-        raise ValueError(f"tapestry.vmap: {name} has no batching rule and the batch is "
-                         "empty, so the shape of its result is unknown.")
+        return _empty_result(prim, args, kwargs, trace)
     outs = [prim(*_item(args, i, trace), **_item(kwargs, i, trace)) for i in range(trace.size)]
     return _combine(outs, trace, name)
+
+
+def _empty_result(prim, args, kwargs, trace):
+    """The result of ``prim`` for a batch of no items: its shape and dtype
+    from one made-up item (zeros, else ones), as JAX takes them from the
+    abstract one; refused, naming the operation, when neither runs."""
+    def probe(x, fill):
+        c = x.__class__
+        if c is Batched and x._trace is trace:
+            return np.full(x.shape, fill, x.dtype)
+        if c in (list, tuple):
+            return c(probe(v, fill) for v in x)
+        if c is dict:
+            return {k: probe(v, fill) for k, v in x.items()}
+        return x
+
+    def empty(y):
+        if isinstance(y, (tuple, list)):
+            return type(y)(empty(v) for v in y)
+        if isinstance(y, (np.ndarray, np.generic, Var, Batched)):
+            return Batched(np.empty((0,) + tuple(np.shape(y)), y.dtype), trace)
+        return y
+    for fill in (0, 1):
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return empty(prim(*probe(args, fill), **probe(kwargs, fill)))
+        except Exception:  # noqa: BLE001 (the made-up item is not a valid input: next)
+            continue
+    raise ValueError(f"tapestry.vmap: {prim.name} has no batching rule and the batch is "
+                     "empty, so the shape of its result is unknown.")
 
 
 def _combine(results, trace, name):
