@@ -4,7 +4,8 @@ transform namespace ``T`` (``tapestry`` or JAX's), so the same text runs
 under ``tp.vmap`` and ``jax.vmap`` (tests/test_user_programs_vmap.py).
 
 ``PROGRAMS[name] = VProg(f, args, in_axes, out_axes, axis_size, grad)``:
-``f(*args, x=, T=)`` is the per-item function, called as
+``f(*args, x=, T=)`` is the per-item function (``T.special`` and
+``T.linalg`` are tapestry.scipy's or jax.scipy's), called as
 ``T.vmap(f, in_axes, out_axes, axis_size)(*args)``.  ``grad`` says whether
 the gradient of a scalar of the outputs with respect to the float
 arguments is compared as well (through the vmap).
@@ -1636,3 +1637,48 @@ def raw_factorizations(A, x, T):
     w, v = x.linalg.eigh(_spd(A, x))
     u, s, vh = x.linalg.svd(A)
     return q, rr, w, v, u, s, vh
+
+
+# === SciPy namespaces (tapestry.scipy / jax.scipy) ====================================================
+@prog(np.abs(r(B, 4)) + 0.5, np.abs(r(B)) + 1.0, in_axes=(0, 0))
+def gamma_poisson_logp(lam, a, x, T):
+    k = x.arange(4.0)
+    sp = T.special
+    return x.sum(k * x.log(lam) - lam - sp.gammaln(k + 1)) + (a - 1) * x.sum(x.log(lam)) - sp.gammaln(a)
+
+
+@prog(r(B, 5), in_axes=0)
+def special_softmax_logsumexp(v, x, T):
+    sp = T.special
+    return sp.logsumexp(v), sp.softmax(v), sp.log_softmax(v), sp.expit(v), sp.logsumexp(v, b=x.arange(1.0, 6.0))
+
+
+@prog(r(B, 4), in_axes=0)
+def special_misc_functions(v, x, T):
+    sp = T.special
+    u = x.abs(v) + 0.3
+    return (sp.erf(v), sp.digamma(u), sp.xlogy(u, u), sp.ndtr(v), sp.log_ndtr(v), sp.betaln(u, u + 1),
+            sp.logit(1 / (1 + x.exp(-v))), sp.entr(u), sp.i0e(v), sp.gammainc(2.5, u))
+
+
+@prog(r(B, 2), PTS[0], r(4), in_axes=(0, None, None))
+def gp_cholesky_solve_triangular(xs, X, y, x, T):
+    la = T.linalg
+    K = x.exp(-x.sum((X[:, None] - X[None]) ** 2, -1)) + 0.1 * x.eye(4)
+    L = x.linalg.cholesky(K)
+    alpha = la.solve_triangular(L.T, la.solve_triangular(L, y, lower=True), lower=False)
+    ks = x.exp(-x.sum((X - xs) ** 2, axis=1))
+    v = la.solve_triangular(L, ks, lower=True)
+    return ks @ alpha, 1.0 - v @ v
+
+
+@prog(MB, XB, in_axes=(0, 0))
+def cho_factor_solve(M, b, x, T):
+    la = T.linalg
+    c = la.cho_factor(_spd(M, x), lower=True)
+    return la.cho_solve(c, b)
+
+
+@prog(r(B, 3, 3) * 0.5, in_axes=0)
+def scipy_expm(A, x, T):
+    return T.linalg.expm(A)
