@@ -552,3 +552,10 @@ def test_looping_operations_on_an_empty_batch(name):
         g = tp.grad(lambda *a: np.sum(tp.vmap(lambda *b: loss(*b))(*a)))(*args)
         assert np.shape(g) == args[0].shape
         assert tp.vmap(tp.grad(loss))(*args).shape == args[0].shape
+
+
+def test_item_size_attributes():
+    """``nbytes`` and ``itemsize`` of a batched value are one item's."""
+    import tapestry as tp
+    out = tp.vmap(lambda v: v * v.nbytes + v.itemsize)(np.ones((3, 2, 4), np.float32))
+    np.testing.assert_array_equal(out, np.full((3, 2, 4), 32.0 + 4.0, np.float32))

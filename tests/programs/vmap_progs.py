@@ -1682,3 +1682,15 @@ def cho_factor_solve(M, b, x, T):
 @prog(r(B, 3, 3) * 0.5, in_axes=0)
 def scipy_expm(A, x, T):
     return T.linalg.expm(A)
+
+
+@prog(r(B, 3), in_axes=0)
+def nested_inner_returns_outer_value(a, x, T):
+    inner = T.vmap(lambda k: (a * 2, a.sum() * k), out_axes=(None, 0))(x.arange(4.0))
+    bcast = T.vmap(lambda k: a * 3, axis_size=2, in_axes=None)(1.0)
+    return inner[0], inner[1], bcast
+
+
+@prog(r(B, 3), r(4, 3), in_axes=(0, None))
+def nested_inner_none_of_outer_batched(a, bs, x, T):
+    return T.vmap(lambda u, v: x.dot(u, v) * x.ones(2), in_axes=(None, 0), out_axes=1)(a, bs)

@@ -91,6 +91,8 @@ class Batched(ArrayMethods):
     dtype = property(lambda self: self._value.dtype)
     ndim = property(lambda self: self._value.ndim - 1)
     size = property(lambda self: int(np.prod(self._value.shape[1:], dtype=np.int64)))
+    itemsize = property(lambda self: self._value.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self._value.dtype.itemsize)
 
     def __len__(self):
         if self.ndim == 0:
