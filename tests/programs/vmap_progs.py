@@ -1694,3 +1694,34 @@ def nested_inner_returns_outer_value(a, x, T):
 @prog(r(B, 3), r(4, 3), in_axes=(0, None))
 def nested_inner_none_of_outer_batched(a, bs, x, T):
     return T.vmap(lambda u, v: x.dot(u, v) * x.ones(2), in_axes=(None, 0), out_axes=1)(a, bs)
+
+
+@prog(r(B, 4, 2), in_axes=0)
+def pairwise_forces_masked_self(p, x, T):
+    d = p[:, None, :] - p[None, :, :]
+    d2 = x.sum(d ** 2, axis=-1)
+    eye = x.eye(4, dtype=bool)
+    safe = x.where(eye, 1.0, d2)                        # the double-where idiom
+    inv_r = x.where(eye, 0.0, 1.0 / x.sqrt(safe))
+    energy = 0.5 * x.sum(inv_r)
+    forces = -T.grad(lambda q: 0.5 * x.sum(x.where(eye, 0.0, 1.0 / x.sqrt(
+        x.where(eye, 1.0, x.sum((q[:, None, :] - q[None, :, :]) ** 2, axis=-1))))))(p)
+    return energy, forces
+
+
+@prog(r(B, 4, 2), in_axes=0)
+def pairwise_naive_sqrt_where(p, x, T):
+    d2 = x.sum((p[:, None, :] - p[None, :, :]) ** 2, axis=-1)
+    return x.sum(x.where(x.eye(4) > 0, 0.0, x.sqrt(d2)))
+
+
+@prog(r(B, 3), r(B, 6, 3) * 0.1, np.log(rng.uniform(size=(B, 6))), in_axes=(0, 0, 0))
+def ensemble_sampler_walk(w, steps, logu, x, T):
+    logp = lambda q: -0.5 * x.sum(q ** 2) - x.sum(x.log1p(q ** 2))  # noqa: E731
+    acc = 0.0
+    for t in range(6):
+        prop = w + steps[t]
+        ok = logu[t] < logp(prop) - logp(w)
+        w = x.where(ok, prop, w)
+        acc = acc + ok
+    return w, acc / 6
