@@ -70,9 +70,12 @@ class _AxisSpec:
 
 
 _SPEC_CACHE_SIZE = 32
+#: Keyword arguments of the mapped function: every one over its axis 0 (JAX).
+_KEYWORDS_SPEC = _AxisSpec(0, "in_axes")
 
 
-def _batch_size(leaves, axes, axis_size, args):
+def _batch_size(leaves, axes, axis_size, leaf_names):
+    """The batch length; ``leaf_names()`` names the leaves in a message."""
     if axis_size is None:  # the common case: every batched leaf has the same length
         size = None
         for x, ax in zip(leaves, axes):
@@ -85,7 +88,7 @@ def _batch_size(leaves, axes, axis_size, args):
         else:
             if size is not None:
                 return size
-    names = _leaf_names(args)
+    names = leaf_names()
     sizes = {}
     for k, (x, ax) in enumerate(zip(leaves, axes)):
         if ax is None:
@@ -112,12 +115,15 @@ def _batch_size(leaves, axes, axis_size, args):
     return size
 
 
-def _leaf_names(args):
+def _leaf_names(args, kwargs=None):
     """Readable names of the arguments' leaves, for messages."""
     names = []
     for i, a in enumerate(args):
         n = len(tree_flatten(a)[0])
         names += [f"argument {i}"] if n == 1 else [f"argument {i} (leaf {j})" for j in range(n)]
+    for k in sorted(kwargs or ()):  # (the order the keyword leaves flatten in)
+        names += [f"keyword argument {k!r} (keywords map over axis 0; pass a shared value "
+                  "positionally with in_axes None)"] * len(tree_flatten(kwargs[k])[0])
     return names
 
 
@@ -196,7 +202,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     matching that argument.  ``out_axes``: where the batch axis goes in
     each output (same forms; ``None`` for an output that is the same for
     every item).  ``axis_size``: the batch length when no argument is
-    batched.  Composes with ``grad``, ``jacfwd``, ``hessian`` and itself in
+    batched.  Keyword arguments are mapped over their axis 0, as in JAX.
+    Composes with ``grad``, ``jacfwd``, ``hessian`` and itself in
     any order; see docs/vmap.md.
     """
     if not callable(f):
@@ -210,21 +217,24 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     in_spec, out_spec = _AxisSpec(in_axes, "in_axes"), _AxisSpec(out_axes, "out_axes")
 
     def batched_f(*args, **kwargs):
-        if kwargs:
-            raise TypeError("tapestry.vmap: keyword arguments are not mapped; pass them "
-                            "positionally (with in_axes None for a constant), or close "
-                            "over them (functools.partial).")
         spec = in_axes
         if isinstance(spec, tuple) and len(spec) != len(args):
             raise ValueError(f"tapestry.vmap: in_axes has {len(spec)} entries but the "
                              f"function was called with {len(args)} positional arguments.")
         leaves, td, axes = in_spec.per_leaf(tuple(args))
-        size = _batch_size(leaves, axes, axis_size, args)
+        if kwargs:  # as in JAX: every keyword argument is mapped over its axis 0
+            kleaves, ktd, kaxes = _KEYWORDS_SPEC.per_leaf(kwargs)
+            leaves, axes = leaves + kleaves, axes + kaxes
+        size = _batch_size(leaves, axes, axis_size, lambda: _leaf_names(args, kwargs))
         trace = BatchTrace(next(_levels), size)
         wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
                    else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
         try:
-            out = f(*td.unflatten(wrapped))
+            if kwargs:
+                n = len(wrapped) - len(kleaves)
+                out = f(*td.unflatten(wrapped[:n]), **ktd.unflatten(wrapped[n:]))
+            else:
+                out = f(*td.unflatten(wrapped))
         finally:
             trace.open = False
         trace.open = True  # moving the outputs' axes still works on them

@@ -28,7 +28,7 @@ from collections import Counter
 
 import numpy as np
 
-from .batching import PerItemParameter, elementwise, shift_axes
+from .batching import PerItemParameter, elementwise, flat_items, shift_axes
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
@@ -98,6 +98,8 @@ class Batched(ArrayMethods):
     dtype = property(lambda self: self._value.dtype)
     ndim = property(lambda self: self._value.ndim - 1)
     size = property(lambda self: int(np.prod(self._value.shape[1:], dtype=np.int64)))
+    itemsize = property(lambda self: self._value.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self._value.dtype.itemsize)
 
     def __len__(self):
         if self.ndim == 0:
@@ -590,10 +592,40 @@ def _loop(prim, args, kwargs, trace):
                       "tapestry.core.batched.FALLBACKS counts such calls.",
                       VmapFallbackWarning, stacklevel=4)
     if trace.size == 0:
-        raise ValueError(f"tapestry.vmap: {name} has no batching rule and the batch is "
-                         "empty, so the shape of its result is unknown.")
+        return _empty_result(prim, args, kwargs, trace)
     outs = [prim(*_item(args, i, trace), **_item(kwargs, i, trace)) for i in range(trace.size)]
     return _combine(outs, trace, name)
+
+
+def _empty_result(prim, args, kwargs, trace):
+    """The result of ``prim`` for a batch of no items: its shape and dtype
+    from one made-up item (zeros, else ones), as JAX takes them from the
+    abstract one; refused, naming the operation, when neither runs."""
+    def probe(x, fill):
+        c = x.__class__
+        if c is Batched and x._trace is trace:
+            return np.full(x.shape, fill, x.dtype)
+        if c in (list, tuple):
+            return c(probe(v, fill) for v in x)
+        if c is dict:
+            return {k: probe(v, fill) for k, v in x.items()}
+        return x
+
+    def empty(y):
+        if isinstance(y, (tuple, list)):
+            return type(y)(empty(v) for v in y)
+        if isinstance(y, (np.ndarray, np.generic, Var, Batched)):
+            return Batched(np.empty((0,) + tuple(np.shape(y)), y.dtype), trace)
+        return y
+    for fill in (0, 1):
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return empty(prim(*probe(args, fill), **probe(kwargs, fill)))
+        except Exception:  # noqa: BLE001 (the made-up item is not a valid input: next)
+            continue
+    raise ValueError(f"tapestry.vmap: {prim.name} has no batching rule and the batch is "
+                     "empty, so the shape of its result is unknown.")
 
 
 def _combine(results, trace, name):
@@ -684,8 +716,7 @@ def _axis_reduction(func, args, kwargs):
         if func in (np.argmax, np.argmin, np.argsort):
             if kw.pop("keepdims", False):  # a flat index kept in the item's shape
                 return batched_call(_Plain(func), args, kwargs)
-            # the item's length, not -1: an empty batch has no length to infer
-            v = np.reshape(v, (a._trace.size, a.size))
+            v = flat_items(v)  # (n, item size): an empty batch has no -1 to infer
             kw["axis"] = 1
         else:
             kw["axis"] = tuple(range(1, nd + 1))
@@ -706,10 +737,24 @@ def _like(func, args, kwargs):
     return Batched(func(a._value, *fill, **kwargs), a._trace)
 
 
+def _lookup(func, args, kwargs):
+    """``np.searchsorted(a, v)`` / ``np.digitize(v, bins)`` with only the
+    values ``v`` batched: elementwise in them, one call on the batch."""
+    table, v = (args[0], args[1]) if func is np.searchsorted else (args[1], args[0])
+    if v.__class__ is not Batched or len(args) != 2 or top_batch(args, kwargs) is not v._trace \
+            or _holds((table, kwargs), v._trace):
+        return batched_call(_Plain(func), args, kwargs)
+    table = _plain(table)
+    out = func(table, v._value, **kwargs) if func is np.searchsorted else \
+        func(v._value, table, **kwargs)
+    return Batched(out, v._trace)
+
+
 _REDUCTIONS = {f: _axis_reduction for f in (np.any, np.all, np.argmax, np.argmin,
                                             np.argsort, np.count_nonzero)}
 
 _QUERIES = {f: _like for f in (np.zeros_like, np.ones_like, np.empty_like, np.full_like)}
+_QUERIES.update({np.searchsorted: _lookup, np.digitize: _lookup})
 _QUERIES.update({f: _query for f in (np.shape, np.ndim, np.size, np.result_type,
                                 np.iscomplexobj, np.isrealobj, np.min_scalar_type)
                  if f is not None})
@@ -838,11 +883,12 @@ class Unbatched(ArrayMethods):
 
     def __array_function__(self, func, types, args, kwargs):
         args, kwargs = _plain(args), _plain(kwargs)
-        b = _a_batched((args, kwargs))
-        if b is not None:
-            # NumPy offers some calls only to some arguments (np.take: not to
-            # its indices): a batched one must still handle the call
-            return b.__array_function__(func, (Batched,), args, kwargs)
+        top = _top(kwargs, _top(args, None))
+        if top is not None:
+            # straight to the traced or batched value's dispatch: NumPy would
+            # not hand it the call where its dispatcher skips that argument
+            # (np.take(W, i) with a per-item index i)
+            return top[1].__array_function__(func, (type(top[1]),), args, kwargs)
         return func(*args, **kwargs)
 
     __add__, __radd__ = _binary_plain(operator.add)
@@ -851,6 +897,12 @@ class Unbatched(ArrayMethods):
     __truediv__, __rtruediv__ = _binary_plain(operator.truediv)
     __pow__, __rpow__ = _binary_plain(operator.pow)
     __matmul__, __rmatmul__ = _binary_plain(operator.matmul)
+    __and__, __rand__ = _binary_plain(operator.and_)
+    __or__, __ror__ = _binary_plain(operator.or_)
+    __xor__, __rxor__ = _binary_plain(operator.xor)
+    __lshift__, __rlshift__ = _binary_plain(operator.lshift)
+    __rshift__, __rrshift__ = _binary_plain(operator.rshift)
+    __invert__ = lambda self: ~self._value  # noqa: E731
     __neg__ = lambda self: -self._value  # noqa: E731
     __pos__ = lambda self: +self._value  # noqa: E731
     __abs__ = lambda self: abs(self._value)  # noqa: E731

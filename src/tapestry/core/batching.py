@@ -70,6 +70,20 @@ def shift_axes(axis, nd):
     return tuple(shift_axis(int(a), nd) for a in axis)
 
 
+def flat_items(x):
+    """A batched ``x`` with each item raveled: shape ``(n, item size)``,
+    spelled out (``(n, -1)`` is ambiguous for an empty batch)."""
+    shape = shape_of(x)
+    return np.reshape(x, (shape[0], int(np.prod(shape[1:], dtype=np.int64))))
+
+
+def item_reshape(shape, item_shape):
+    """The item shape ``np.reshape`` gives for ``shape`` (``-1`` resolved
+    against the item, not the batch: an empty batch leaves it ambiguous)."""
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    return np.broadcast_to(np.zeros((), np.int8), tuple(item_shape)).reshape(shape).shape
+
+
 def expand_item(x, nd):
     """A batched ``x`` with 1-axes inserted after the batch axis, so that its
     items have ``nd`` axes and broadcast (from the right) like NumPy would

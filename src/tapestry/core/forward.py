@@ -147,7 +147,10 @@ def node_tangent(node, ts, batch=None):
             continue
         c = NotImplemented
         if positions is not None:
-            c = _fast_tangent(prim, positions[k], rule, t, ans, args, kwargs, batch)
+            try:
+                c = _fast_tangent(prim, positions[k], rule, t, ans, args, kwargs, batch)
+            except BatchedConversionError:  # the rule branches on a batched value:
+                c = NotImplemented          # the general path runs it per item
         if c is NotImplemented:
             slow.append((rule, t))
         elif c is not None:

@@ -28,7 +28,7 @@ from ..core.primitive import (KEEP_ALL, KEEP_ANS, KEEP_MIN_SIZE, KEEP_OTHER, KEE
                               Primitive, implements, negate_cotangent, scale_cotangent,
                               shape_of, unbroadcast)
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import NESTED
+from ..core.batched import NESTED, all_items
 from .common import implements_if, near_point, plain_dtype, series
 
 
@@ -52,7 +52,7 @@ def _nan_at_zero(den, coefficient):
     the 0 * inf: NaN whatever the cotangent, not a silent 0.  The rules
     multiply ``g`` by it, so forward mode's transposition keeps the NaN."""
     bad = unwrap_all(den) == 0
-    if not np.any(bad):
+    if not np.any(all_items(bad)):  # every item's values: no branch per item
         return coefficient(den)
     return np.where(bad, np.nan, coefficient(np.where(bad, 1.0, den)))
 
@@ -183,7 +183,7 @@ def _share(exp):
     def rule(g, ans, x, y):
         with np.errstate(invalid="ignore"):
             w = exp(x - ans)
-        if np.isinf(ans).any():
+        if np.isinf(all_items(ans)).any():  # any item's: the where is exact for all
             w = np.where(np.isinf(ans) & (x == ans), 1.0, w)
         return g * w
     return rule

@@ -27,14 +27,24 @@ from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from ..core.staged import Staged
-from ..core.batched import NESTED, TRACED, Batched, batched_above, batched_call, constant_values
+from ..core.batched import (NESTED, TRACED, Batched, Unbatched, batched_above, batched_call,
+                            constant_values)
 from ..sparse import AxisSparse, densify
 from .common import plain_dtype, axis_index
 
 
+def _holds_batched(key):
+    return any(k.__class__ is Batched for k in key)
+
+
 def _key_tuple(key):
+    """``key`` as a tuple of entries the rules can read: lists as arrays, and
+    vmap's proxy for a shared index array (``in_axes=None``) as the array
+    itself -- kept as the proxy, an index array would pass for a basic index
+    (no accumulation of repeats, wrong axis layout)."""
     key = key if type(key) is tuple else (key,)
-    return tuple(np.asarray(k) if isinstance(k, list) else k for k in key)
+    return tuple(np.asarray(k) if isinstance(k, list) else
+                 k._value if k.__class__ is Unbatched else k for k in key)
 
 
 def _is_full_slice(k):
@@ -104,8 +114,12 @@ def _has_advanced(key):
 
 def dense_scatter(g, key, shape, dtype=None):
     """Zeros of ``shape`` with ``g`` added at ``key`` (repeats accumulate)."""
-    out = np.zeros(shape, dtype=dtype or np.result_type(g))
     key = _key_tuple(key)
+    if dtype is None and _holds_batched(key):
+        # per-item indices of a vmap below the differentiation that calls this
+        # (vmap(grad(grad(f))) with W[i]): NumPy's add.at would convert them
+        return scatter_add(g, key, shape)
+    out = np.zeros(shape, dtype=dtype or np.result_type(g))
     if _has_advanced(key):
         np.add.at(out, key, g)
     else:
@@ -155,7 +169,7 @@ def _batch_getitem(prim, args, batched, kwargs):
     used whole and its batch axis moved to the front; on a batched ``x``,
     an index in first place is paired with the item number."""
     x, key = args
-    key = key if type(key) is tuple else (key,)
+    key = _key_tuple(key)
     if not any(batched[1:]):
         if not _advanced_adjacent(key):
             return NotImplemented
@@ -228,7 +242,7 @@ def _getitem_entry(x, key):
 
 def _batch_scatter_add(prim, args, batched, kwargs):
     g, key, shape = args
-    key = key if type(key) is tuple else (key,)
+    key = _key_tuple(key)
     if batched[1]:
         return _batch_scatter_at(prim, g, batched[0], key, shape)
     if batched[2] or not _advanced_adjacent(key):
@@ -290,7 +304,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         idx = np.clip(idx, 0, n - 1)
     elif mode != "raise":
         raise ValueError(f"tapestry: np.take mode={mode!r}; use 'raise', 'wrap' or 'clip'.")
-    return getitem(a, (slice(None),) * axis + (idx,))
+    return _getitem_entry(a, (slice(None),) * axis + (idx,))
 
 
 def take_along_axis(arr, indices, axis=-1):
@@ -306,7 +320,7 @@ def take_along_axis(arr, indices, axis=-1):
                          f"dimensions (like arr), got {idx.ndim}.")
     axis = axis_index(axis, ndim)
     if all(idx.shape[j] == 1 for j in range(ndim) if j != axis):
-        return getitem(arr, (slice(None),) * axis + (idx.reshape(-1),))
+        return _getitem_entry(arr, (slice(None),) * axis + (idx.reshape(-1),))
     shape = np.shape(arr)
     fancy = []
     for j in range(ndim):
@@ -315,7 +329,7 @@ def take_along_axis(arr, indices, axis=-1):
         else:
             fancy.append(np.arange(shape[j]).reshape([-1 if i == j else 1
                                                       for i in range(ndim)]))
-    return getitem(arr, tuple(fancy))
+    return _getitem_entry(arr, tuple(fancy))
 
 
 implements(np.take)(take)

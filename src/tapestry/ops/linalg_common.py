@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.batched import all_items
 from ..core.var import unwrap_all
 
 
@@ -38,7 +39,7 @@ def _gaps(w, name, what):
     off = ~np.eye(n, dtype=bool)
     scale = np.max(np.abs(wv), axis=-1, keepdims=True)[..., None] if n else 0
     tol = 8 * n * np.finfo(np.result_type(wv, np.float32)).eps * np.maximum(scale, 1e-300)
-    if np.any(off & (np.abs(diff_v) <= tol)):
+    if np.any(all_items(off & (np.abs(diff_v) <= tol))):  # any item's
         raise ValueError(
             f"tapestry: {name}: two {what} coincide (to working precision), so the "
             "vectors are not unique and their derivative is undefined. Differentiate "

@@ -13,7 +13,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED, constant_values
+from ..core.batched import TRACED, all_items, constant_values
 from ..core.staged import Staged
 from .common import implements_if, plain_dtype, axis_index
 from .elementwise import _over_nonzero
@@ -344,7 +344,7 @@ def batch_scan(prim, args, batched, kwargs):
     if not batched[0] or batched[1]:  # a per-item axis: the caller loops
         return NotImplemented
     if axis is None:
-        return prim(np.reshape(a, (batching.shape_of(a)[0], -1)), 1)
+        return prim(batching.flat_items(a), 1)
     return prim(a, batching.shift_axis(axis, batching.item_ndim(a, True)))
 
 
@@ -363,7 +363,7 @@ def _cumprod_vjp(g, ans, a, axis):
     zero = unwrap_all(a) == 0
     safe = np.where(zero, 1.0, a)
     regular = _reverse_cumsum(g * ans, axis) / safe
-    if not zero.any():
+    if not all_items(zero).any():  # any item's zeros: the general path is exact for all
         return regular
     first = zero & (np.cumsum(zero, axis=axis) == 1)
     at_first = _reverse_cumsum(g * np.cumprod(np.where(first, 1.0, a), axis=axis), axis)

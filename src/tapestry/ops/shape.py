@@ -37,7 +37,7 @@ def _batch_reshape(prim, args, batched, kwargs):
     a, shape, order = args
     if order != "C" or any(batched[1:]):
         return NotImplemented  # Fortran order interleaves the batch axis
-    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    shape = batching.item_reshape(shape, shape_of(a)[1:])
     return prim(a, (shape_of(a)[0],) + shape, order)
 
 
@@ -331,8 +331,7 @@ def _batch_roll(prim, args, batched, kwargs):
     if any(batched[1:]):
         return NotImplemented  # a per-item shape/shift/axes: the caller loops
     if axis is None:  # the item is rolled flat
-        n = shape_of(a)[0]
-        return np.reshape(prim(np.reshape(a, (n, -1)), shift, 1), shape_of(a))
+        return np.reshape(prim(batching.flat_items(a), shift, 1), shape_of(a))
     return _batch_axis_args(2)(prim, args, batched, kwargs)
 
 

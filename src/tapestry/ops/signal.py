@@ -7,10 +7,13 @@ other modes and correlate are slices of it.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..core.batching import batch_size, shape_of
 from ..core.primitive import Primitive, implements
+from ..core.registry import FUNCTIONS
 from ..core.var import unwrap_all
 from ..core.batched import NESTED, TRACED, constant_values
 from ..core.staged import Staged
@@ -74,10 +77,13 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         y = np.broadcast_to(fp[0], xv.shape) + 0.0 * x
     else:
         j = np.clip(np.searchsorted(xp, xv, side="right") - 1, 0, len(xp) - 2)
-        x0, dxp = xp[j], xp[j + 1] - xp[j]
-        f0, f1 = fp[j], fp[j + 1]
+        # the knots are a plain array: NumPy would index them itself, which it
+        # cannot do with per-item positions j (x batched by a vmap)
+        at = FUNCTIONS[operator.getitem]
+        x0, x1, f0, f1 = at(xp, j), at(xp, j + 1), at(fp, j), at(fp, j + 1)
+        dxp = x1 - x0
         slope = (f1 - f0) / np.where(dxp == 0, 1.0, dxp)
-        y = np.where(xv == xp[j + 1], f1, f0 + slope * (x - x0))
+        y = np.where(xv == x1, f1, f0 + slope * (x - x0))
     y = np.where(xv < xp[0], fp[0] if left is None else left, y)
     return np.where(xv > xp[-1], fp[-1] if right is None else right, y)
 

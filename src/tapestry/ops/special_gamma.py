@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..core.batched import all_items
 from ..core.var import unwrap_all
 
 from .special_common import (SQRT_2PI, ZERO, beta_density, define, exprel_d1,
@@ -52,7 +53,7 @@ def _drgamma(x):
 def _at_poles(pole, general, at_pole, *args):
     """``at_pole(*args)`` where ``pole``, ``general(*args)`` elsewhere, each on
     arguments replaced by 0.5 where the other applies (finite either way)."""
-    if not np.any(pole):
+    if not np.any(all_items(pole)):
         return general(*args)
     return np.where(pole, at_pole(*[np.where(pole, a, 0.5) for a in args]),
                     general(*[np.where(pole, 0.5, a) for a in args]))

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..core.batched import all_items
 from ..core.var import unwrap_all
 from .common import near_point
 from .elementwise import _pow_x as pow_x, _pow_y as pow_y
@@ -212,7 +213,7 @@ def _elliprc_d(x, y):
     neg = np.real(unwrap_all(y)) < 0
     yp = np.where(neg, 1.0, y)
     dx_pos, dy_pos = -sp.elliprd(yp, yp, x) / 6, -sp.elliprd(x, yp, yp) / 3
-    if not np.any(neg):
+    if not np.any(all_items(neg)):
         return dx_pos, dy_pos
     xn, yn = np.where(neg, x, 1.0), np.where(neg, y, -1.0)
     u, w = xn - yn, -yn
