@@ -487,9 +487,10 @@ _REFUSED = {  # name: (run, what the message must name)
     "full_like_plain_batched_fill": (
         lambda: __import__("tapestry").vmap(lambda a: np.full_like(np.ones(2), a))(np.ones(2)),
         "np.full"),
-    "apply_along_axis": (
-        lambda: __import__("tapestry").vmap(lambda a: np.apply_along_axis(np.sum, 0, a))(
-            np.ones((2, 3, 2))), "np.apply_along_axis"),
+    "apply_along_axis_under_grad": (
+        lambda: __import__("tapestry").vmap(__import__("tapestry").grad(
+            lambda a: np.sum(np.apply_along_axis(np.sum, 0, a))))(np.ones((2, 3, 2))),
+        "np.apply_along_axis"),
     "piecewise_vmap_of_grad": (
         lambda: __import__("tapestry").vmap(__import__("tapestry").grad(
             lambda v: np.sum(np.piecewise(v, [v < 0], [lambda u: -u, lambda u: u ** 2]))))(
@@ -508,6 +509,13 @@ def test_refusals_name_the_operation(name):
         warnings.simplefilter("ignore")
         with pytest.raises((TypeError, ValueError, NotImplementedError), match=named):
             run()
+
+
+def test_apply_along_axis_maps_item_by_item_when_nothing_is_differentiated():
+    import tapestry as tp
+    X = np.arange(12.0).reshape(2, 3, 2)
+    f = lambda a: np.apply_along_axis(np.cumsum, 0, a)  # noqa: E731
+    np.testing.assert_array_equal(tp.vmap(f)(X), np.stack([f(x) for x in X]))
 
 
 def test_logical_and_bitwise_operators_on_batched_and_shared_values():
