@@ -459,6 +459,8 @@ class jit:
             program = lower(*lowering[:4], name=lowering[4], fuse=False)
         comp = _Compiled(program, env, out_td, None if fuse_now or not self._fuse else lowering,
                          (lowering, runtime) if self._keep_trace else None)
+        if fuse_now:
+            self._compile_whole(comp, lowering, [leaves[i] for i in runtime])
         with self._lock:
             entry.programs.insert(0, comp)
             del entry.programs[4:]  # paths through the guards kept per signature
@@ -475,6 +477,19 @@ class jit:
             if fused.n_runs and _faster(fused.run, comp.program.run, inputs):
                 comp.program = fused
         except Exception as e:  # numba could not compile a loop: the replay stays
+            self._warn_fuse(e)
+        self._compile_whole(comp, lowering, inputs)
+
+    def _compile_whole(self, comp, lowering, inputs):
+        """Compile the whole program into one numba function where every
+        step allows it (:mod:`tapestry.jit.whole`), kept if it replays
+        faster than the program it falls back to."""
+        from .whole import compile_whole
+        try:
+            whole = compile_whole(lowering, comp.program)
+            if whole.__class__ is not str and _faster(whole.run, comp.program.run, inputs):
+                comp.program = whole
+        except Exception as e:  # numba could not compile it: the replay stays
             self._warn_fuse(e)
 
     def _warn_fuse(self, e):
@@ -528,7 +543,7 @@ class jit:
         comp = entry.programs[0]
         p = comp.program
         lines = [f"tapestry.jit({self.__qualname__}): {p.n_calls} calls "
-                 f"({p.n_runs} of them fused loops), "
+                 f"({p.n_runs} of them fused loops{'; compiled whole' if p.whole else ''}), "
                  f"{p.n_guards} guards, {len(comp.env)} environment checks, "
                  f"{entry.traces} trace(s) for this signature"]
         guards = [s for s in p.steps if s.kind not in ("call", "item")]
@@ -569,13 +584,15 @@ class jit:
 
     def cache_info(self):
         """``{"signatures", "programs", "traces", "calls", "numpy_calls",
-        "fused_loops"}`` so far (``numpy_calls``: the calls of the largest
-        program, a fused loop counting one)."""
+        "fused_loops", "whole_programs"}`` so far (``numpy_calls``: the calls
+        of the largest program, a fused loop counting one; ``whole_programs``:
+        programs compiled into one numba function, :mod:`tapestry.jit.whole`)."""
         progs = [c.program for e in self._cache.values() for c in e.programs]
         return {"signatures": len(self._cache), "programs": len(progs),
                 "traces": self.n_traces, "calls": self._calls,
                 "numpy_calls": max((p.n_calls for p in progs), default=0),
-                "fused_loops": sum(p.n_runs for p in progs)}
+                "fused_loops": sum(p.n_runs for p in progs),
+                "whole_programs": sum(p.whole for p in progs)}
 
     def clear_cache(self):
         with self._lock:
