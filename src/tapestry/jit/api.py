@@ -487,8 +487,12 @@ class jit:
         from .whole import compile_whole
         try:
             whole = compile_whole(lowering, comp.program)
-            if whole.__class__ is not str and _faster(whole.run, comp.program.run, inputs):
+            if whole.__class__ is str:
+                comp.program.not_whole = whole  # (explain says why)
+            elif _faster(whole.run, comp.program.run, inputs):
                 comp.program = whole
+            else:
+                comp.program.not_whole = "the Python program replays faster"
         except Exception as e:  # numba could not compile it: the replay stays
             self._warn_fuse(e)
 
@@ -546,6 +550,8 @@ class jit:
                  f"({p.n_runs} of them fused loops{'; compiled whole' if p.whole else ''}), "
                  f"{p.n_guards} guards, {len(comp.env)} environment checks, "
                  f"{entry.traces} trace(s) for this signature"]
+        if p.not_whole:
+            lines.append(f"not compiled whole: {p.not_whole}")
         guards = [s for s in p.steps if s.kind not in ("call", "item")]
         if guards:
             lines.append("guards (Python read these values; a change traces again):")

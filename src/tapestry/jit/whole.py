@@ -33,6 +33,7 @@ their bits match given the same addends.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import os
@@ -55,6 +56,32 @@ _COMPARE = {
     operator.gt: ">", np.greater: ">", operator.ge: ">=", np.greater_equal: ">=",
     operator.eq: "==", np.equal: "==", operator.ne: "!=", np.not_equal: "!=",
 }
+#: Elementwise functions beyond fused loops' tables: ``{0}``, ``{1}``, ``{2}``
+#: operands.  ``maximum`` / ``minimum`` give NumPy's choice between equal
+#: values (the first) and make a nan of a nan (then flagged).
+_MORE_FLOAT = {
+    np.maximum: "({0} if {0} >= {1} else ({1} if {1} >= {0} else {0} + {1}))",
+    np.minimum: "({0} if {0} <= {1} else ({1} if {1} <= {0} else {0} + {1}))",
+    np.where: "({1} if {0} else {2})",
+}
+#: Integer results (arrays only: NumPy wraps an int64 array's overflow
+#: silently, as the kernel does, where a scalar's warns).
+_INT = {np.add: "({0} + {1})", operator.add: "({0} + {1})", np.subtract: "({0} - {1})",
+        operator.sub: "({0} - {1})", np.multiply: "({0} * {1})", operator.mul: "({0} * {1})",
+        np.negative: "(-{0})", operator.neg: "(-{0})", **{k: v for k, v in _MORE_FLOAT.items()}}
+#: Bool results (besides comparisons).
+_BOOL = {np.isnan: "({0} != {0})", np.isfinite: "(({0} - {0}) == 0.0)",
+         operator.and_: "({0} & {1})", np.logical_and: "({0} & {1})",
+         np.bitwise_and: "({0} & {1})", operator.or_: "({0} | {1})",
+         np.logical_or: "({0} | {1})", np.bitwise_or: "({0} | {1})",
+         np.logical_not: "(not {0})", np.where: "({1} if {0} else {2})"}
+#: Functions whose arguments are all bools (else the result is not a bool op).
+_BOOL_ONLY = {operator.and_, np.logical_and, np.bitwise_and, operator.or_, np.logical_or,
+              np.bitwise_or, np.logical_not}
+_MATMULS = {operator.matmul, np.matmul, np.dot}
+_TRANSPOSES = {np.transpose, _method("transpose"), np.swapaxes, _method("swapaxes")}
+_RESHAPE_LIKE = {np.expand_dims, np.squeeze, _method("squeeze")}
+_COPIES = {np.copy, _method("copy")}
 _SUMS = {np.sum, _method("sum")}
 _MINS = {np.min, np.amin, _method("min")}
 _MAXS = {np.max, np.amax, _method("max")}
@@ -77,6 +104,29 @@ MAX_STEPS = 400
 def _sum_fun():
     from ..ops.reductions import _sum_fun as f
     return f
+
+
+@functools.lru_cache(maxsize=None)
+def _dense_scatter():
+    from ..ops.indexing import dense_scatter
+    return dense_scatter
+
+
+@functools.lru_cache(maxsize=None)
+def _extrema():
+    """tapestry's max / min primitives' functions ``(a, axis, keepdims)``,
+    the functions a trace records (inside the primitives' forwards)."""
+    from ..ops.reductions import _max, _min
+    return {_recorded(_max.fun): "max", _recorded(_min.fun): "min"}
+
+
+def _recorded(forward):
+    """The function a primitive's forward records (its closure's ``fun``,
+    :func:`tapestry.core.primitive._reentering`), else ``forward``."""
+    names = getattr(getattr(forward, "__code__", None), "co_freevars", ())
+    if "fun" in names:
+        return forward.__closure__[names.index("fun")].cell_contents
+    return forward
 
 
 class _Val:
@@ -217,7 +267,7 @@ class _Kernel:
                 raise Unsupported("a step inside np.errstate")
             if s.kind == "call":
                 self.call(s)
-            elif s.kind in ("bool", "int", "index", "float", "shape"):
+            elif s.kind in ("bool", "int", "index", "float", "shape", "pin"):
                 self.guard(s)
             else:
                 raise Unsupported(f"a {s.kind} step")
@@ -241,13 +291,24 @@ class _Kernel:
             if getattr(fn, "__self__", None) is np.add and getattr(fn, "__name__", "") == "at":
                 return self.add_at(s)
             raise Unsupported(f"a write in place by {getattr(fn, '__name__', fn)}")
-        if fn in _ARITH or fn in _TRANSCENDENTAL or fn is operator.pow:
+        if fn in _ARITH or fn in _TRANSCENDENTAL or fn is operator.pow or fn in _MORE_FLOAT \
+                or fn in _BOOL:
             return self.elementwise(s)
+        if fn in _MATMULS:
+            return self.matmul(s)
+        if fn in _TRANSPOSES:
+            return self.transpose(s)
+        if fn in _RESHAPE_LIKE:
+            return self.reshape(s, like=True)
+        if fn in _COPIES:
+            return self.copy(s)
+        if fn is _method("astype"):
+            return self.astype(s)
         if fn in _COMPARE:
             return self.compare(s)
         if fn in _SUMS or fn is _sum_fun():
             return self.reduce_sum(s)
-        if fn in _MINS or fn in _MAXS:
+        if fn in _MINS or fn in _MAXS or fn in _extrema():
             return self.min_max(s)
         if fn in _RESHAPES or fn in _RAVELS:
             return self.reshape(s)
@@ -257,6 +318,8 @@ class _Kernel:
             return self.asarray(s)
         if fn is np.zeros or fn is np.zeros_like:
             return self.zeros_step(s)
+        if fn is _dense_scatter():
+            return self.dense_scatter(s)
         raise Unsupported(f"a call of {getattr(fn, '__name__', fn)}")
 
     def _result(self, s, root=None, contig=True):
@@ -274,35 +337,141 @@ class _Kernel:
         fn = s.fn
         if s.kwargs:
             raise Unsupported("an elementwise call with keywords")
+        args = s.args
         if fn is operator.pow:
-            e = s.args[1] if len(s.args) == 2 else None
+            e = args[1] if len(args) == 2 else None
             if e.__class__ not in (int, float) or e != 2:
                 raise Unsupported("a power other than x ** 2")
+            args = args[:1]
         out = self._result(s)
-        if out.dt != "f":
-            raise Unsupported("elementwise arithmetic not in float64")
         shape = out.shape
-        ops = []
-        for a in (s.args[:1] if fn is operator.pow else s.args):
+        ops, dts = [], []
+        for a in args:
             e, dt, sh = self.operand(a, shape)
-            if dt not in "fiIb" or not _broadcasts(sh, shape):
+            if not _broadcasts(sh, shape):
                 raise Unsupported("an operand that does not broadcast")
             ops.append(e)
-        if fn is operator.pow:
-            expr = f"({ops[0]} * {ops[0]})"
+            dts.append(dt)
+        if fn is np.where:
+            if len(ops) != 3 or dts[0] != "b":
+                raise Unsupported("np.where of other than three arguments")
+            value_dts = dts[1:]
         else:
-            expr = (_ARITH.get(fn) or _TRANSCENDENTAL[fn]).format(*ops)
+            value_dts = dts
+        if out.dt == "f":
+            table = "({0} * {0})" if fn is operator.pow else (
+                _ARITH.get(fn) or _TRANSCENDENTAL.get(fn) or _MORE_FLOAT.get(fn))
+        elif out.dt == "i":
+            if shape == () or any(d not in "iIb" for d in value_dts):
+                raise Unsupported("integer arithmetic on scalars, or of other values")
+            table = _INT.get(fn)
+        elif out.dt == "b":
+            if fn in _BOOL_ONLY and any(d != "b" for d in dts) or \
+                    fn is np.where and any(d != "b" for d in value_dts):
+                raise Unsupported("a logical operation on numbers")
+            table = _BOOL.get(fn)
+        else:
+            table = None
+        if table is None:
+            raise Unsupported(f"{getattr(fn, '__name__', fn)} giving {out.dt}")
+        if len(ops) != (3 if "{2}" in table else 2 if "{1}" in table else 1):
+            raise Unsupported("an elementwise call with another number of arguments")
+        expr = table.format(*ops)
         t = self._tmp()
-        inner = [f"{t} = {expr}",
-                 f"if ({t} - {t}) != 0.0: bad = True"]
-        if fn in _VECTORIZED:
-            inner.append(f"if {_VECTORIZED[fn].format(ops[0])}: bad = True")
+        inner = [f"{t} = {expr}"]
+        if out.dt == "f":
+            inner.append(f"if ({t} - {t}) != 0.0: bad = True")
+            if fn in _VECTORIZED:
+                inner.append(f"if {_VECTORIZED[fn].format(ops[0])}: bad = True")
         if shape == ():
             self.body += inner + [f"v{s.out} = {t}"]
             return
         full = ", ".join(f"i{d}" for d in range(len(shape)))
+        self.body.append(f"v{s.out} = np.empty({shape!r}, {_NUMBA_DTYPE[out.dt]})")
+        self.body += self._loop(shape, inner + [f"v{s.out}[{full}] = {t}"])
+
+    def matmul(self, s):
+        if s.kwargs or len(s.args) != 2:
+            raise Unsupported("a matmul with other arguments")
+        out = self._result(s)
+        (a, adt, ash), (b, bdt, bsh) = (self.operand(x) for x in s.args)
+        if out.dt != "f" or adt != "f" or bdt != "f" or not (1 <= len(ash) <= 2) \
+                or not (1 <= len(bsh) <= 2) or ash[-1] != bsh[0] or ash[-1] == 0:
+            raise Unsupported("a matmul of other than float64 vectors and matrices")
+        k = ash[-1]
+        left = ["i0"] if len(ash) == 2 else []
+        right = [f"i{len(left)}"] if len(bsh) == 2 else []
+        shape = tuple(ash[:-1]) + tuple(bsh[1:])
+        if shape != out.shape:
+            raise Unsupported("a matmul whose shape is not the trace's")
+        t = self._tmp()
+        ai = ", ".join(left + ["p"])
+        bi = ", ".join(["p"] + right)
+        inner = [f"{t} = 0.0", f"for p in range({k}):", f"    {t} += {a}[{ai}] * {b}[{bi}]",
+                 f"if ({t} - {t}) != 0.0: bad = True"]
+        if shape == ():
+            self.body += inner + [f"v{s.out} = {t}"]
+            return
+        full = ", ".join(left + right)
         self.body.append(f"v{s.out} = np.empty({shape!r}, np.float64)")
         self.body += self._loop(shape, inner + [f"v{s.out}[{full}] = {t}"])
+
+    def transpose(self, s):
+        a = s.args[0]
+        src = self.vals.get(a.i) if a.__class__ is Slot else None
+        if src is None or not src.array or s.kwargs:
+            raise Unsupported("a transpose of a constant")
+        nd = len(src.shape)
+        rest = s.args[1:]
+        if s.fn in (np.swapaxes, _method("swapaxes")):
+            if len(rest) != 2 or any(x.__class__ is not int for x in rest):
+                raise Unsupported("swapaxes of axes that are not constants")
+            swap = nd == 2 and rest[0] % 2 != rest[1] % 2
+        else:
+            axes = rest[0] if len(rest) == 1 else (rest or None)
+            if axes is not None and (axes.__class__ not in (tuple, list) or any(
+                    x.__class__ is not int for x in axes)):
+                raise Unsupported("transpose of axes that are not constants")
+            swap = nd == 2 and (axes is None or [x % 2 for x in axes] == [1, 0])
+            if axes is not None and nd == 2 and not swap and [x % 2 for x in axes] != [0, 1]:
+                raise Unsupported("transpose of other axes")
+        if nd > 2:
+            raise Unsupported("a transpose of more than two axes")
+        out = self._result(s, root=src.root, contig=src.contig and not swap)
+        if out.shape != (src.shape[::-1] if swap else src.shape):
+            raise Unsupported("a transpose whose shape is not the trace's")
+        self.body.append(f"v{s.out} = v{a.i}.T" if swap else f"v{s.out} = v{a.i}")
+        if swap and 1 in src.shape:
+            out.contig = False  # (a view either way; layouts are NumPy's business)
+
+    def copy(self, s):
+        if s.kwargs or len(s.args) != 1:
+            raise Unsupported("a copy with an order")
+        a = s.args[0]
+        src = self.vals.get(a.i) if a.__class__ is Slot else None
+        if src is None or not src.array:
+            raise Unsupported("a copy of a constant or a scalar")
+        # np.copy keeps a transposed view's layout (order="K"): the kernel's
+        # copy is C-ordered, so a later whole sum of it is not allowed
+        self._result(s, contig=src.contig or s.fn is _method("copy"))
+        self.body.append(f"v{s.out} = v{a.i}.copy()" if src.shape else f"v{s.out} = v{a.i}")
+
+    def astype(self, s):
+        a = s.args[0]
+        src = self.vals.get(a.i) if a.__class__ is Slot else None
+        kw = dict(s.kwargs or {})
+        if src is None or not src.array or len(s.args) != 2 or set(kw) - {"copy"}:
+            raise Unsupported("astype with other arguments")
+        copy = kw.get("copy", True)
+        same = np.dtype(s.args[1]) == self.meta[a.i][1]
+        out = self._result(s, root=src.root if same and not copy else None,
+                           contig=src.contig if same and not copy else True)
+        if same and not copy:
+            self.body.append(f"v{s.out} = v{a.i}")
+        elif out.dt == "f" and src.dt in "fib" and src.shape:
+            self.body.append(f"v{s.out} = v{a.i}.astype(np.float64)")
+        else:
+            raise Unsupported("astype that converts to other than float64")
 
     def compare(self, s):
         if s.kwargs or len(s.args) != 2:
@@ -333,7 +502,7 @@ class _Kernel:
         fn = s.fn
         args = list(s.args)
         kw = dict(s.kwargs or {})
-        if fn is _sum_fun():
+        if fn is _sum_fun() or fn in _extrema():
             if len(args) != 3 or kw:
                 raise Unsupported("a sum with other arguments")
             a, axis, keep = args
@@ -349,8 +518,8 @@ class _Kernel:
         if a.__class__ is not Slot or a.i not in self.vals:
             raise Unsupported("a reduction of a constant")
         v = self.vals[a.i]
-        if keep is not False or not v.array or v.shape == ():
-            raise Unsupported("a reduction with keepdims, or of a 0-d value")
+        if keep not in (False, True) or not v.array or v.shape == ():
+            raise Unsupported("a reduction of a 0-d value")
         nd = len(v.shape)
         if axis is None:
             axis = tuple(range(nd))
@@ -358,15 +527,33 @@ class _Kernel:
         if axis.__class__ is not tuple or any(x.__class__ is not int for x in axis):
             raise Unsupported("a reduction over an axis that is not a constant")
         axis = tuple(sorted({x % nd for x in axis}))
-        return a.i, v, axis
+        return a.i, v, axis, keep
+
+    def _reduced(self, s, t):
+        """Store the reduced scalar ``t`` as the step's result (an array of
+        ones' shape under keepdims)."""
+        out = self._result(s)
+        if out.shape == ():
+            self.body.append(f"v{s.out} = {t}")
+        else:
+            self.body.append(f"v{s.out} = np.full({out.shape!r}, {t}, {_NUMBA_DTYPE[out.dt]})")
+        return out
 
     def reduce_sum(self, s):
-        i, v, axis = self._reduction_args(s)
-        out = self._result(s)
-        if v.dt != "f" or out.dt != "f":
-            raise Unsupported("a sum not in float64")
+        i, v, axis, keep = self._reduction_args(s)
         nd = len(v.shape)
+        out_dt = _DTYPES.get(self.meta[s.out][1]) if s.out in self.meta else \
+            _SCALARS.get(self.scalars.get(s.out), ("?",))[0]
         t = self._tmp()
+        if v.dt in "ib" and out_dt == "i":
+            if axis != tuple(range(nd)):  # (integer sums are exact in any order)
+                raise Unsupported("an integer sum along an axis")
+            flat = f"v{i}" if nd == 1 else f"v{i}.ravel()"
+            self.body += [f"{t} = 0", f"for x in {flat}:", f"    {t} += x"]
+            self._reduced(s, t)
+            return
+        if v.dt != "f" or out_dt != "f":
+            raise Unsupported("a sum not in float64")
         if axis == tuple(range(nd)):
             if nd == 1:
                 self.body.append(f"{t} = sum_all(v{i})")
@@ -374,35 +561,38 @@ class _Kernel:
                 self.body.append(f"{t} = sum_all(v{i}.reshape({math.prod(v.shape)}))")
             else:
                 raise Unsupported("a whole sum of a strided array")
-            self.body += [f"if ({t} - {t}) != 0.0: bad = True", f"v{s.out} = {t}"]
+            self.body.append(f"if ({t} - {t}) != 0.0: bad = True")
+            self._reduced(s, t)
             return
         if nd != 2 or not v.contig:
             raise Unsupported("a sum along an axis of other than a 2-d array")
         m, n = v.shape
-        if axis == (1,) and m > 1 and n > 1:
-            self.body.append(f"v{s.out} = np.empty(({m},), np.float64)")
+        if m < 2 or n < 2:
+            raise Unsupported("a sum along an axis of length 1")
+        out = self._result(s)
+        r = self._tmp()
+        if axis == (1,):
+            self.body.append(f"{r} = np.empty(({m},), np.float64)")
             self.body += self._loop((m,), [f"{t} = sum_all(v{i}[i0])",
                                            f"if ({t} - {t}) != 0.0: bad = True",
-                                           f"v{s.out}[i0] = {t}"])
-            return
-        if axis == (0,) and m > 1 and n > 1:
-            self.body.append(f"v{s.out} = np.empty(({n},), np.float64)")
+                                           f"{r}[i0] = {t}"])
+        else:  # axis 0: NumPy adds the rows one after the other into zeros
+            self.body.append(f"{r} = np.empty(({n},), np.float64)")
             self.body += self._loop((n,), [f"{t} = 0.0",
-                                           f"for r in range({m}):",
-                                           f"    {t} += v{i}[r, i0]",
+                                           f"for p in range({m}):",
+                                           f"    {t} += v{i}[p, i0]",
                                            f"if ({t} - {t}) != 0.0: bad = True",
-                                           f"v{s.out}[i0] = {t}"])
-            return
-        raise Unsupported("a sum along an axis of length 1")
+                                           f"{r}[i0] = {t}"])
+        self.body.append(f"v{s.out} = {r}.reshape({out.shape!r})" if keep else f"v{s.out} = {r}")
 
     def min_max(self, s):
-        i, v, axis = self._reduction_args(s)
-        out = self._result(s)
-        if axis != tuple(range(len(v.shape))) or v.dt not in "fi" or out.dt != v.dt:
+        i, v, axis, keep = self._reduction_args(s)
+        if axis != tuple(range(len(v.shape))) or v.dt not in "fi":
             raise Unsupported("a min / max along an axis")
         if not v.contig or math.prod(v.shape) == 0:
             raise Unsupported("a min / max of a strided or empty array")
-        op = "<" if s.fn in _MINS else ">"
+        small = s.fn in _MINS or _extrema().get(s.fn) == "min"
+        op = "<" if small else ">"
         t, x = self._tmp(), self._tmp()
         flat = f"v{i}" if len(v.shape) == 1 else f"v{i}.reshape({math.prod(v.shape)})"
         self.body += [f"{t} = {flat}[0]",
@@ -410,9 +600,12 @@ class _Kernel:
                       f"    if {x} {op} {t}: {t} = {x}"]
         if v.dt == "f":  # a nan anywhere: NumPy's result (and warning) is the program's
             self.body += [f"    if {x} != {x}: bad = True"]
-        self.body.append(f"v{s.out} = {t}")
+        if self._reduced(s, t).dt != v.dt:
+            raise Unsupported("a min / max that changes the dtype")
 
-    def reshape(self, s):
+    def reshape(self, s, like=False):
+        """``reshape`` / ``ravel``; ``like``: ``expand_dims`` / ``squeeze``
+        (the same view: the trace's shape)."""
         if s.kwargs:
             raise Unsupported("a reshape with keywords")
         a = s.args[0]
@@ -517,6 +710,57 @@ class _Kernel:
         self.zeros.add(s.out)
         self.body.append(f"v{s.out} = np.zeros({out.shape!r}, {_NUMBA_DTYPE[out.dt]})")
 
+    def dense_scatter(self, s):
+        """tapestry's gradient of ``x[key]`` (zeros with ``g`` added at
+        ``key``) into a 1-d array: ``key`` an int array (repeats add up, as
+        ``np.add.at``), an int or a constant slice."""
+        kw = s.kwargs or {}
+        if len(s.args) not in (3, 4) or set(kw) - {"dtype"}:
+            raise Unsupported("dense_scatter with other arguments")
+        g, key, shape = s.args[:3]
+        dtype = s.args[3] if len(s.args) == 4 else kw.get("dtype")
+        if dtype is not None and np.dtype(dtype) != np.float64:
+            raise Unsupported("dense_scatter into another dtype")
+        out = self._result(s)
+        if out.dt != "f" or len(out.shape) != 1 or out.shape[0] == 0 or \
+                tuple(shape) != out.shape:
+            raise Unsupported("dense_scatter into other than a 1-d float64 array")
+        if key.__class__ is tuple:
+            if len(key) != 1:
+                raise Unsupported("dense_scatter at more than one axis")
+            key = key[0]
+        n = out.shape[0]
+        ge, gdt, gsh = self.operand(g)
+        if gdt != "f":
+            raise Unsupported("dense_scatter of other than float64 values")
+        self.body.append(f"v{s.out} = np.zeros(({n},), np.float64)")
+        if key.__class__ is slice:
+            bounds = (key.start, key.stop, key.step)
+            if any(b is not None and b.__class__ is not int for b in bounds) or key.step == 0:
+                raise Unsupported("a slice with bounds that are not constants")
+            size = len(range(*key.indices(n)))
+            if gsh not in ((), (size,)):
+                raise Unsupported("dense_scatter of values of another shape")
+            txt = ":".join("" if b is None else repr(b) for b in bounds)
+            self.body.append(f"v{s.out}[{txt}] = {ge}")
+            return
+        ie, idt, ish = self.operand(key)
+        if idt not in "iI" or len(ish) > 1 or gsh not in ((), ish, (1,)):
+            raise Unsupported("dense_scatter at other than an int or an int array")
+        self._scatter_add(f"v{s.out}", n, ie, ish, ge, gsh)
+
+    def _scatter_add(self, target, n, ie, ish, ve, vsh):
+        """``np.add.at(target, idx, values)`` on a 1-d float64 ``target`` of
+        length ``n``: one element after the other, as NumPy adds them."""
+        m = ish[0] if ish else 1
+        j, t = self._tmp(), self._tmp()
+        get_i = f"{ie}[i0]" if ish else ie
+        get_v = ve if vsh == () else (f"{ve}[0]" if vsh == (1,) and ish != (1,) else f"{ve}[i0]")
+        self.body += self._loop((m,), [f"{j} = {get_i}", *self._wrap(j, n),
+                                       f"{t} = {target}[{j}] + {get_v}",
+                                       f"if ({t} - {t}) != 0.0: bad = True",
+                                       f"{target}[{j}] = {t}"])
+
     def add_at(self, s):
         if s.kwargs or len(s.args) != 3:
             raise Unsupported("np.add.at with other arguments")
@@ -526,25 +770,18 @@ class _Kernel:
                 raise Unsupported("np.add.at at more than one axis")
             idx = idx[0]
         tv = self.vals.get(a.i) if a.__class__ is Slot else None
-        if tv is None or tv.root not in self.zeros or len(tv.shape) != 1 or tv.dt != "f" \
-                or tv.shape[0] == 0:
-            raise Unsupported("np.add.at into other than a 1-d float64 array of zeros")
+        if tv is None or tv.root in self.inputs or tv.root is None or len(tv.shape) != 1 \
+                or tv.dt != "f" or tv.shape[0] == 0:
+            raise Unsupported("np.add.at into other than a 1-d float64 array")
         self.written.add(tv.root)
         n = tv.shape[0]
         ie, idt, ish = self.operand(idx)
         if idt not in "iI" or len(ish) > 1:
             raise Unsupported("np.add.at at an index that is not an int or an int array")
-        m = ish[0] if ish else 1
         ve, vdt, vsh = self.operand(vals)
         if vdt != "f" or vsh not in ((), ish, (1,)):
             raise Unsupported("np.add.at of values of another shape")
-        j, t = self._tmp(), self._tmp()
-        get_i = f"{ie}[i0]" if ish else ie
-        get_v = ve if vsh == () else (f"{ve}[0]" if vsh == (1,) and ish != (1,) else f"{ve}[i0]")
-        self.body += self._loop((m,), [f"{j} = {get_i}", *self._wrap(j, n),
-                                       f"{t} = v{a.i}[{j}] + {get_v}",
-                                       f"if ({t} - {t}) != 0.0: bad = True",
-                                       f"v{a.i}[{j}] = {t}"])
+        self._scatter_add(f"v{a.i}", n, ie, ish, ve, vsh)
 
     def guard(self, s):
         a = s.args[0]
@@ -563,7 +800,17 @@ class _Kernel:
             return  # every shape the kernel makes is the trace's
         if v.shape != ():
             raise Unsupported(f"a {s.kind} guard on an array")
-        if s.kind == "bool":
+        if s.kind == "pin":  # the value itself (np.asarray, .item()): its dtype and bits
+            pv = s.value
+            dt = "i" if v.dt == "I" else v.dt
+            if pv.__class__ is not np.ndarray or pv.shape != () or _DTYPES.get(pv.dtype) != dt:
+                raise Unsupported("a pin guard on other than a number")
+            if dt == "f":
+                bits = int(pv.view(np.int64))
+                self.body.append(f"if _bits_of_f64(v{a.i}) != {bits}: bad = True")
+            else:
+                self.body.append(f"if v{a.i} != {pv.item()!r}: bad = True")
+        elif s.kind == "bool":
             self.body.append(f"if (v{a.i} != 0) != {bool(s.value)!r}: bad = True")
         elif s.kind in ("int", "index"):
             if v.dt not in "iIb" or s.value.__class__ is not int or not -2 ** 62 < s.value < 2 ** 62:
