@@ -220,7 +220,7 @@ def test_index_out_of_bounds_raises_numpys_error(always_whole):
     jf = tp.jit(vg, fuse=True)
     jf(make_group(rng, 2), u, 0.1, 0.2)
     assert compiled_whole(jf) == 1
-    for j in (10, -11, 2 ** 62):
+    for j in (10, -11, 2 ** 62, 2 ** 70):
         with pytest.raises(IndexError):
             jf(make_group(rng, j), u, 0.1, 0.2)
     g = make_group(rng, -10)
@@ -271,6 +271,23 @@ def test_other_layouts_run_the_python_program(always_whole):
 
 
 # --- results ------------------------------------------------------------------------------------
+def test_closed_over_arrays_changed_in_place_trace_again(always_whole):
+    W = np.arange(12.0).reshape(3, 4) / 10.0
+    mask = np.array([True, False, True])
+
+    def f(x):
+        y = np.tanh(W @ x)
+        return np.sum(np.where(mask, y, 0.0)) + np.sum(np.sum(mask) * y)
+    jf = tp.jit(tp.value_and_grad(f), fuse=True)
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    close(jf(x), tp.value_and_grad(f)(x))
+    assert compiled_whole(jf) == 1
+    W[1, 2] = 5.0
+    mask[1] = True
+    close(jf(x), tp.value_and_grad(f)(x))
+    assert jf.cache_info()["traces"] == 2
+
+
 def test_output_types_and_fresh_results(always_whole):
     def f(x, s, n):
         t = np.sum(x * s)                # np.float64

@@ -180,6 +180,7 @@ class _Kernel:
         self.consts: list = []       # constant arrays, passed after the inputs
         self.zeros: set = set()      # slots made by zeros / zeros_like
         self.written: set = set()    # roots written in place (np.add.at)
+        self.views_only: set = set()  # NumPy's read-only views, copies here: no outputs
         self.n_tmp = 0
 
     # --- values ------------------------------------------------------------------
@@ -320,9 +321,15 @@ class _Kernel:
             return self.zeros_step(s)
         if fn is _dense_scatter():
             return self.dense_scatter(s)
+        if fn is np.broadcast_to:
+            return self.broadcast_to(s)
         raise Unsupported(f"a call of {getattr(fn, '__name__', fn)}")
 
     def _result(self, s, root=None, contig=True):
+        """The step's result; ``root``: the slot whose memory it views."""
+        if root is not None and s.args and s.args[0].__class__ is Slot and \
+                s.args[0].i in self.views_only:
+            self.views_only.add(s.out)  # a view of a read-only view
         return self._val_of(s.out, s.out if root is None else root, contig)
 
     def _loop(self, shape, inner):
@@ -549,7 +556,8 @@ class _Kernel:
             if axis != tuple(range(nd)):  # (integer sums are exact in any order)
                 raise Unsupported("an integer sum along an axis")
             flat = f"v{i}" if nd == 1 else f"v{i}.ravel()"
-            self.body += [f"{t} = 0", f"for x in {flat}:", f"    {t} += x"]
+            x = self._tmp()
+            self.body += [f"{t} = 0", f"for {x} in {flat}:", f"    {t} += {x}"]
             self._reduced(s, t)
             return
         if v.dt != "f" or out_dt != "f":
@@ -710,6 +718,25 @@ class _Kernel:
         self.zeros.add(s.out)
         self.body.append(f"v{s.out} = np.zeros({out.shape!r}, {_NUMBA_DTYPE[out.dt]})")
 
+    def broadcast_to(self, s):
+        """``np.broadcast_to``: NumPy's read-only view, made here as an
+        array of its values (read only by later steps: never an output)."""
+        if s.kwargs or len(s.args) != 2:
+            raise Unsupported("broadcast_to with other arguments")
+        a = s.args[0]
+        src = self.vals.get(a.i) if a.__class__ is Slot else None
+        out = self._result(s, root=src.root if src is not None and src.array else None)
+        e, dt, sh = self.operand(a, out.shape)
+        if dt != out.dt or not _broadcasts(sh, out.shape):
+            raise Unsupported("broadcast_to of another dtype")
+        self.views_only.add(s.out)
+        if out.shape == ():
+            self.body.append(f"v{s.out} = {e}")
+            return
+        full = ", ".join(f"i{d}" for d in range(len(out.shape)))
+        self.body.append(f"v{s.out} = np.empty({out.shape!r}, {_NUMBA_DTYPE[out.dt]})")
+        self.body += self._loop(out.shape, [f"v{s.out}[{full}] = {e}"])
+
     def dense_scatter(self, s):
         """tapestry's gradient of ``x[key]`` (zeros with ``g`` added at
         ``key``) into a 1-d array: ``key`` an int array (repeats add up, as
@@ -832,9 +859,13 @@ class _Kernel:
                         int, float, bool, str, complex):
                     continue
                 raise Unsupported(f"an output of type {o.__class__.__name__}")
+            if o.i in self.inputs:  # handed back as it came, as the program does
+                continue
             v = self.vals.get(o.i)
             if v is None:
                 raise Unsupported("an output the kernel does not make")
+            if o.i in self.views_only:
+                raise Unsupported("an output that is a read-only view (np.broadcast_to)")
             if v.array:
                 if v.root in self.inputs:
                     raise Unsupported("an output that is (or views) an argument")
@@ -886,6 +917,9 @@ def _wrapper(kern, sig, gen, fallback, name):
                 n = f"c{len(ns)}"
                 ns[n] = o
                 outs.append(n)
+            continue
+        if o.i in gen.inputs:
+            outs.append(f"v{o.i}")
             continue
         v = gen.vals[o.i]
         r = f"r[{pos}]"
