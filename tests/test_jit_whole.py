@@ -364,3 +364,34 @@ def test_turned_off(always_whole, monkeypatch):
     jf = tp.jit(lambda x: np.sum(x * x), fuse=True)
     jf(np.ones(3))
     assert compiled_whole(jf) == 0
+
+
+def test_no_arguments_and_a_failed_compile(always_whole, monkeypatch):
+    c = np.arange(5.0)
+    jf = tp.jit(lambda: np.sum(np.exp(c * 0.5) * 2.0 - c), fuse=True)
+    want = np.sum(np.exp(c * 0.5) * 2.0 - c)
+    assert abs(jf() - want) <= 1e-13 * abs(want)
+    assert type(jf()) is np.float64
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler today")
+    monkeypatch.setattr(whole, "load_source", broken)
+    jg = tp.jit(lambda x: np.sum(x * x + 1.0), fuse=True)
+    with pytest.warns(tp.JitWarning, match="whole program"):
+        assert jg(np.ones(3)) == 6.0
+    assert jg(np.ones(3)) == 6.0 and compiled_whole(jg) == 0
+    assert "compiling it failed" in jg.explain(np.ones(3))
+
+
+def test_sums_of_transposed_values_are_not_reordered(always_whole):
+    """NumPy lays ``W.T * 2.0`` out in Fortran order and sums it in that
+    order: the kernel would sum it in C order, so it declines."""
+    def f(W):
+        return np.sum(W.T * 2.0 + 1.0)
+    jf = tp.jit(f, fuse=True)
+    W = np.random.default_rng(8).normal(size=(40, 50)) * 1e3
+    got = jf(W)
+    got = jf(W)
+    close(got, f(W))
+    assert compiled_whole(jf) == 0
+    assert "a whole sum of a strided array" in jf.explain(W)

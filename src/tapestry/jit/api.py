@@ -493,8 +493,11 @@ class jit:
                 comp.program = whole
             else:
                 comp.program.not_whole = "the Python program replays faster"
-        except Exception as e:  # numba could not compile it: the replay stays
-            self._warn_fuse(e)
+        except Exception as e:  # numba could not compile it: the program stays
+            comp.program.not_whole = f"compiling it failed ({type(e).__name__}: {e})"
+            warnings.warn(f"tapestry.jit({self.__qualname__}): compiling the whole program "
+                          f"into one function failed ({type(e).__name__}: {e}); the program "
+                          "runs as it is", JitWarning, stacklevel=4)
 
     def _warn_fuse(self, e):
         msg = (f"tapestry.jit({self.__qualname__}): fusing elementwise loops failed "

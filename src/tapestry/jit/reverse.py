@@ -28,6 +28,8 @@ computed uncompiled, on the same point, so every derivative stays exact.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core.api import vjp
@@ -204,8 +206,10 @@ def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
             w = compile_whole(sp.split.halves[k], cur)
             if w.__class__ is not str and _api()._faster(w.run, cur.run, inputs):
                 setattr(sp.split, which, w)
-        except Exception as e:
-            jf._warn_fuse(e)
+        except Exception as e:  # numba could not compile it: the program stays
+            warnings.warn(f"tapestry.jit({jf.__qualname__}): compiling the pullback's {which} "
+                          f"into one function failed ({type(e).__name__}: {e}); it runs as it "
+                          "is", _api().JitWarning, stacklevel=2)
 
 
 def _cotangents(g, diff, out_leaves):

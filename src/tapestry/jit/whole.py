@@ -279,7 +279,8 @@ class _Kernel:
                  "from tapestry.jit.vmath import _bits_of_f64, exp_in_range, vexp, vtanh",
                  "from tapestry.jit.whole_kernels import pairwise, sum_all"
                  f"  # helpers {_helpers_version()}", "",
-                 f"@njit(({', '.join(sig)},), nogil=True, cache=True, error_model=\"numpy\")",
+                 f"@njit(({''.join(x + ', ' for x in sig)}), nogil=True, cache=True, "
+                 'error_model="numpy")',
                  f"def kern({', '.join(params)}):",
                  "    bad = False"]
         lines += ["    " + b for b in self.body]
@@ -352,6 +353,9 @@ class _Kernel:
             args = args[:1]
         out = self._result(s)
         shape = out.shape
+        # NumPy lays the result out as its operands (order "K"): a transposed
+        # operand makes it non-C, and a later whole sum adds in that order
+        out.contig = not any(self._non_c(a) for a in args)
         ops, dts = [], []
         for a in args:
             e, dt, sh = self.operand(a, shape)
@@ -396,6 +400,13 @@ class _Kernel:
         full = ", ".join(f"i{d}" for d in range(len(shape)))
         self.body.append(f"v{s.out} = np.empty({shape!r}, {_NUMBA_DTYPE[out.dt]})")
         self.body += self._loop(shape, inner + [f"v{s.out}[{full}] = {t}"])
+
+    def _non_c(self, a):
+        """Whether operand ``a`` is an array of 2 or more axes not in C order."""
+        if a.__class__ is Slot:
+            v = self.vals.get(a.i)
+            return v is not None and len(v.shape) >= 2 and not v.contig
+        return a.__class__ is np.ndarray and a.ndim >= 2 and not a.flags.c_contiguous
 
     def matmul(self, s):
         if s.kwargs or len(s.args) != 2:
@@ -472,7 +483,7 @@ class _Kernel:
         copy = kw.get("copy", True)
         same = np.dtype(s.args[1]) == self.meta[a.i][1]
         out = self._result(s, root=src.root if same and not copy else None,
-                           contig=src.contig if same and not copy else True)
+                           contig=src.contig)  # (a copy keeps the layout: order "K")
         if same and not copy:
             self.body.append(f"v{s.out} = v{a.i}")
         elif out.dt == "f" and src.dt in "fib" and src.shape:
@@ -730,6 +741,7 @@ class _Kernel:
         if dt != out.dt or not _broadcasts(sh, out.shape):
             raise Unsupported("broadcast_to of another dtype")
         self.views_only.add(s.out)
+        out.contig = len(out.shape) <= 1  # (zero strides: NumPy's order is its own)
         if out.shape == ():
             self.body.append(f"v{s.out} = {e}")
             return
@@ -856,7 +868,7 @@ class _Kernel:
         for o in self.outputs:
             if o.__class__ is not Slot:
                 if o.__class__ is np.ndarray or o is None or o.__class__ in (
-                        int, float, bool, str, complex):
+                        int, float, bool, str, complex) or isinstance(o, np.generic):
                     continue
                 raise Unsupported(f"an output of type {o.__class__.__name__}")
             if o.i in self.inputs:  # handed back as it came, as the program does
