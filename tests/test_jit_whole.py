@@ -312,6 +312,17 @@ def test_output_types_and_fresh_results(always_whole):
     np.testing.assert_array_equal(x, np.arange(6.0) - 2.0)
 
 
+def test_reshapes_in_fortran_order_are_declined(always_whole):
+    def f(x):
+        y = x * 2.0
+        return np.ravel(y.reshape(3, 4), "F") + 1.0, np.reshape(y, (4, 3), "F") * 3.0
+    jf = tp.jit(f, fuse=True)
+    x = np.arange(12.0)
+    got = jf(x)
+    close(jf(x), f(x))
+    assert compiled_whole(jf) == 0
+
+
 def test_outputs_that_share_memory_are_not_compiled_whole(always_whole):
     def f(x):
         y = x * 2.0

@@ -625,8 +625,8 @@ class _Kernel:
     def reshape(self, s, like=False):
         """``reshape`` / ``ravel``; ``like``: ``expand_dims`` / ``squeeze``
         (the same view: the trace's shape)."""
-        if s.kwargs:
-            raise Unsupported("a reshape with keywords")
+        if s.kwargs or any(x.__class__ is str and x != "C" for x in s.args[1:]):
+            raise Unsupported("a reshape in another order")  # ("F": another element order)
         a = s.args[0]
         if a.__class__ is not Slot or a.i not in self.vals:
             raise Unsupported("a reshape of a constant")
