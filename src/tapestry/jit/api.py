@@ -519,6 +519,8 @@ class jit:
             program = lower(*lowering[:4], name=lowering[4], fuse=False)
         comp = _Compiled(program, env, out_td, None if fuse_now or not self._fuse else lowering,
                          (lowering, runtime) if self._keep_trace else None)
+        if fuse_now:
+            self._compile_whole(comp, lowering, [leaves[i] for i in runtime])
         with self._lock:
             entry.programs.insert(0, comp)
             del entry.programs[4:]  # paths through the guards kept per signature
@@ -536,6 +538,26 @@ class jit:
                 comp.program = fused
         except Exception as e:  # numba could not compile a loop: the replay stays
             self._warn_fuse(e)
+        self._compile_whole(comp, lowering, inputs)
+
+    def _compile_whole(self, comp, lowering, inputs):
+        """Compile the whole program into one numba function where every
+        step allows it (:mod:`tapestry.jit.whole`), kept if it replays
+        faster than the program it falls back to."""
+        from .whole import compile_whole
+        try:
+            whole = compile_whole(lowering, comp.program)
+            if whole.__class__ is str:
+                comp.program.not_whole = whole  # (explain says why)
+            elif _faster(whole.run, comp.program.run, inputs):
+                comp.program = whole
+            else:
+                comp.program.not_whole = "the Python program replays faster"
+        except Exception as e:  # numba could not compile it: the program stays
+            comp.program.not_whole = f"compiling it failed ({type(e).__name__}: {e})"
+            warnings.warn(f"tapestry.jit({self.__qualname__}): compiling the whole program "
+                          f"into one function failed ({type(e).__name__}: {e}); the program "
+                          "runs as it is", JitWarning, stacklevel=4)
 
     def _warn_fuse(self, e):
         msg = (f"tapestry.jit({self.__qualname__}): fusing elementwise loops failed "
@@ -588,9 +610,11 @@ class jit:
         comp = entry.programs[0]
         p = comp.program
         lines = [f"tapestry.jit({self.__qualname__}): {p.n_calls} calls "
-                 f"({p.n_runs} of them fused loops), "
+                 f"({p.n_runs} of them fused loops{'; compiled whole' if p.whole else ''}), "
                  f"{p.n_guards} guards, {len(comp.env)} environment checks, "
                  f"{entry.traces} trace(s) for this signature"]
+        if p.not_whole:
+            lines.append(f"not compiled whole: {p.not_whole}")
         guards = [s for s in p.steps if s.kind not in ("call", "item")]
         if guards:
             lines.append("guards (Python read these values; a change traces again):")
@@ -629,13 +653,15 @@ class jit:
 
     def cache_info(self):
         """``{"signatures", "programs", "traces", "calls", "numpy_calls",
-        "fused_loops"}`` so far (``numpy_calls``: the calls of the largest
-        program, a fused loop counting one)."""
+        "fused_loops", "whole_programs"}`` so far (``numpy_calls``: the calls
+        of the largest program, a fused loop counting one; ``whole_programs``:
+        programs compiled into one numba function, :mod:`tapestry.jit.whole`)."""
         progs = [c.program for e in self._cache.values() for c in e.programs]
         return {"signatures": len(self._cache), "programs": len(progs),
                 "traces": self.n_traces, "calls": self._calls,
                 "numpy_calls": max((p.n_calls for p in progs), default=0),
-                "fused_loops": sum(p.n_runs for p in progs)}
+                "fused_loops": sum(p.n_runs for p in progs),
+                "whole_programs": sum(p.whole for p in progs)}
 
     def clear_cache(self):
         with self._lock:

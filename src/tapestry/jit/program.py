@@ -60,6 +60,8 @@ class Program:
 
     def __init__(self, source, run, steps, n_calls, n_guards, consts, n_runs=0):
         self.n_runs = n_runs  # fused loops (tapestry.jit.fuse)
+        self.whole = False  # one numba function (tapestry.jit.whole)
+        self.not_whole = None  # why not (explain prints it)
         self.source = source
         self.run = run
         self.steps = steps

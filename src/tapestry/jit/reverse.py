@@ -28,6 +28,8 @@ computed uncompiled, on the same point, so every derivative stays exact.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core.api import vjp
@@ -182,9 +184,11 @@ def _split_pullback(jf, sp, residuals, point, diff):
 
 
 def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
-    """Once a split has run ``fuse_after`` times (``fuse="auto"``), lower
-    both halves again with fused loops, each kept where it replays faster
-    on the inputs at hand (replays are pure), as jit does for a program."""
+    """Once a split has run ``fuse_after`` times (``fuse="auto"`` or
+    ``True``), lower both halves again with fused loops, and compile each
+    whole where it can be (:mod:`tapestry.jit.whole`), each kept where it
+    replays faster on the inputs at hand (replays are pure), as jit does
+    for a program."""
     sp.replays += 1
     if sp.replays < jf.fuse_after:
         return
@@ -198,6 +202,17 @@ def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
             sp.split.backward = bwd
     except Exception as e:  # numba could not compile a loop: the replay stays
         jf._warn_fuse(e)
+    from .whole import compile_whole
+    for k, which, inputs in ((0, "forward", fwd_inputs), (1, "backward", bwd_inputs)):
+        try:  # each half compiled whole where it can be (tapestry.jit.whole)
+            cur = getattr(sp.split, which)
+            w = compile_whole(sp.split.halves[k], cur)
+            if w.__class__ is not str and _api()._faster(w.run, cur.run, inputs):
+                setattr(sp.split, which, w)
+        except Exception as e:  # numba could not compile it: the program stays
+            warnings.warn(f"tapestry.jit({jf.__qualname__}): compiling the pullback's {which} "
+                          f"into one function failed ({type(e).__name__}: {e}); it runs as it "
+                          "is", _api().JitWarning, stacklevel=2)
 
 
 def _cotangents(g, diff, out_leaves):
@@ -349,7 +364,7 @@ def _make_split(jf, comp, n_plain, ct_key, f_out_td=None):
     env_reads = [e for e in comp.env.arrays if id(e[0]) in sp.env_reads]
     plain_runtime = [i for i in runtime if i < n_plain]
     return _SplitEntry(sp, comp.env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key,
-                       jf._fuse == "auto")
+                       bool(jf._fuse))  # (fused already with fuse=True: compiled whole then)
 
 
 def _ct_key(cts):
