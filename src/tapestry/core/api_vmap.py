@@ -15,6 +15,7 @@ from .batched import BatchTrace, Batched, Unbatched
 from .pytree import flatten_up_to, tree_flatten, tree_structure
 from .staged import Staged
 from .tape import _levels
+from .tracing import check_static_aux
 from .var import Var
 
 
@@ -226,6 +227,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         trace.open = True  # moving the outputs' axes still works on them
         try:
             out_leaves, out_td, oaxes = out_spec.per_leaf(out)
+            check_static_aux(out_td, lambda v: v.__class__ is Batched and v._trace is trace,
+                             "vmap", "output", "a value that differs between items")
             res = [_own(_from_front(y, ax, trace, f"output leaf {k}"), leaves) if ax is not None
                    else _from_front(y, ax, trace, f"output leaf {k}")
                    for k, (y, ax) in enumerate(zip(out_leaves, oaxes))]
