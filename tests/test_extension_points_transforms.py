@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tapestry as tp
+from tapestry.testing import check_grads
 
 rng = np.random.default_rng(11)
 X = rng.standard_normal((4, 3))
@@ -122,3 +123,145 @@ def test_jit_output_with_constant_aux_data_stays_compiled():
             assert out.scale == 7
             close(out.a, (W + k) * 2.0)
     assert jh.cache_info()["traces"] == 1
+
+
+# --- custom_vjp residuals that are not arrays, in grad(vmap(...)) -------------
+RESIDUALS = {"str": lambda x: "mode", "callable": lambda x: np.sin, "object": lambda x: object(),
+             "int": lambda x: 3, "float": lambda x: 2.5, "shape": lambda x: x.shape}
+
+
+def _with_residual(kind):
+    @tp.custom_vjp
+    def f(x):
+        return np.sum(x ** 2)
+
+    def fwd(x):
+        return f(x), (x, RESIDUALS[kind](x))
+
+    def bwd(res, g):
+        x, r = res
+        # what the plain rule gets: the Python value fwd made, usable in Python
+        if kind == "str":
+            assert r == "mode"
+        elif kind == "callable":
+            assert r(0.0) == 0.0
+        elif kind in ("int", "float"):
+            assert isinstance(r, (int, float)) and r == RESIDUALS[kind](x)
+        elif kind == "shape":
+            return (np.reshape(2 * g * x, r),)
+        return (2 * g * x,)
+    f.defvjp(fwd, bwd)
+    return f
+
+
+@pytest.mark.parametrize("kind", list(RESIDUALS))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_custom_vjp_residuals_that_are_not_arrays_under_grad_of_vmap(kind, dtype):
+    """The mapped fwd's residuals went through vmap's outputs: a string or an
+    object was refused as a vmap output, a number came back stacked."""
+    f = _with_residual(kind)
+    Xd = X.astype(dtype)
+    want = loop(tp.grad(f), (0,), (Xd,))
+    tol = 1e-10 if dtype == np.float64 else 1e-5
+    close(tp.grad(lambda X: np.sum(tp.vmap(f)(X)))(Xd), want, tol)
+    with warnings.catch_warnings():  # (under pytest, jit may not guard what bwd reaches)
+        warnings.simplefilter("ignore", tp.JitWarning)
+        close(tp.jit(tp.grad(lambda X: np.sum(tp.vmap(f)(X))))(Xd), want, tol)
+    close(tp.vmap(tp.grad(f))(Xd), want, tol)
+    check_grads(lambda X: np.sum(tp.vmap(f)(X)), (Xd,))
+
+
+# --- rules reading a value batched by a vmap inside the differentiation -------
+def _cvjp_reading(c, where):
+    @tp.custom_vjp
+    def f(y):
+        return np.sum(np.sin(y) * (c if where == "fun" else 1.0))
+
+    def fwd(y):
+        return f(y), y
+
+    def bwd(y, g):
+        return (g * np.cos(y) * c,)
+    f.defvjp(fwd, bwd)
+    return f
+
+
+def _cjvp_reading(c, where):
+    @tp.custom_jvp
+    def f(y):
+        return np.sum(np.sin(y) * (c if where == "fun" else 1.0))
+
+    @f.defjvp
+    def f_jvp(p, t):
+        return f(p[0]), np.sum(np.cos(p[0]) * c * t[0])
+    return f
+
+
+MAKERS = {"custom_vjp": _cvjp_reading, "custom_jvp": _cjvp_reading}
+
+
+def _outer_calls(make, where):
+    """The compositions where a vmap runs inside the differentiation and the
+    custom function reads that vmap's per-item ``c`` from its closure."""
+    item = lambda x, c: make(c, where)(x)  # noqa: E731
+    return {
+        "grad(vmap) x batched": lambda: tp.grad(lambda X: np.sum(tp.vmap(item)(X, C)))(X),
+        "grad(vmap) x shared": lambda: tp.grad(
+            lambda w: np.sum(tp.vmap(lambda c: item(w, c))(C)))(W),
+        "jvp(vmap) x batched": lambda: tp.jvp(lambda X: tp.vmap(item)(X, C), (X,), (C,)),
+        "jvp(vmap) x shared": lambda: tp.jvp(
+            lambda w: tp.vmap(lambda c: item(w, c))(C), (W,), (W,)),
+        "value_and_grad(vmap)": lambda: tp.value_and_grad(
+            lambda X: np.sum(tp.vmap(item)(X, C)))(X),
+    }
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+@pytest.mark.parametrize("where", ["fun", "rule only"])
+@pytest.mark.parametrize("how", list(_outer_calls(_cvjp_reading, "fun")))
+def test_custom_rule_reading_a_value_batched_inside_the_differentiation_is_refused(
+        kind, where, how):
+    """These returned a dead batched value (jvp), raised the escaped-value
+    error that names neither the function nor the fix, or mixed the
+    closure's items with the batch; the rule cannot see the value per item."""
+    with pytest.raises(TypeError, match=rf"{kind}: f uses a value batched by the "
+                                        "enclosing vmap.*Pass the value to f"):
+        _outer_calls(MAKERS[kind], where)[how]()
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+def test_custom_rule_reading_a_batched_value_works_when_vmap_is_outside(kind):
+    """The loop's order (vmap of grad) reads the per-item value as a constant."""
+    item = lambda x, c: MAKERS[kind](c, "fun")(x)  # noqa: E731
+    close(tp.vmap(tp.grad(item))(X, C), loop(tp.grad(item), (0, 0), (X, C)))
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+def test_rules_mapped_by_a_later_vmap_are_not_refused(kind):
+    """A pullback or a linearized function called under vmap gets batched
+    cotangents or tangents: its rule's batched results come from its inputs."""
+    f = MAKERS[kind](W, "fun")
+    y, pb = tp.vjp(f, W)
+    close(tp.vmap(pb)(C[:, 0]), loop(pb, (0,), (C[:, 0],)))
+    y, f_jvp = tp.linearize(f, W)
+    close(tp.vmap(f_jvp)(C), loop(f_jvp, (0,), (C,)))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_checkpoint_reading_a_value_batched_inside_the_differentiation(shared):
+    """checkpoint records such a call as an ordinary one (as it does for a
+    closure over a differentiated value): ``jvp`` returned a dead batched
+    value of the wrong shape, ``grad`` raised the escaped-value error."""
+    def item(x, c):
+        return np.sum(tp.checkpoint(lambda y: np.sin(y) * c)(x))
+    if shared:
+        g = lambda w: np.sum(tp.vmap(lambda c: item(w, c))(C))  # noqa: E731
+        close(tp.grad(g)(W), sum(loop(lambda c: tp.grad(item)(W, c), (0,), (C,))))
+        check_grads(g, (W,))
+        return
+    g = lambda X: np.sum(tp.vmap(item)(X, C))  # noqa: E731
+    close(tp.grad(g)(X), loop(tp.grad(item), (0, 0), (X, C)))
+    close(tp.value_and_grad(g)(X)[0], np.sum(loop(item, (0, 0), (X, C))))
+    jv = lambda x, c, t: tp.jvp(lambda x: item(x, c), (x,), (t,))  # noqa: E731
+    close(tp.jvp(lambda X: tp.vmap(item)(X, C), (X,), (C,)), loop(jv, (0, 0, 0), (X, C, C)))
+    check_grads(g, (X,))
