@@ -76,6 +76,16 @@ def test_vmap_refuses_an_output_whose_aux_data_differs_between_items(make):
     close(out.w if hasattr(out, "w") else out.a, 2.0 * X)
 
 
+def test_vmap_output_aux_data_holding_a_shared_argument_is_the_callers_array():
+    """An ``in_axes=None`` array reaches ``f`` through a proxy; put in aux
+    data, the proxy itself was handed back, where a loop gives the array."""
+    out = tp.vmap(lambda x, w: Scaled(x * 2.0, (w, "k")), in_axes=(0, None))(X, W)
+    assert out.scale[0] is W and out.scale[1] == "k"
+    out = tp.vmap(lambda x, w: Meta(x * w, w), in_axes=(0, None))(X, W)
+    assert out.n is W
+    close(out.w, X * W)
+
+
 @pytest.mark.parametrize("how", ["vjp", "jvp", "linearize", "value_and_grad_aux"])
 def test_differentiation_refuses_an_output_whose_aux_data_is_differentiated(how):
     """``vjp`` returned the primal output with a ``Var`` in its aux data."""
