@@ -188,6 +188,10 @@ def _own(r, inputs):
     return r
 
 
+def _wrapped(v):
+    return v.__class__ is Batched or v.__class__ is Unbatched
+
+
 def _unproxied(v):
     """An array shared by every item (``in_axes=None``) as the caller's own,
     not the proxy ``f`` saw it through."""
@@ -233,9 +237,9 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         trace.open = True  # moving the outputs' axes still works on them
         try:
             out_leaves, out_td, oaxes = out_spec.per_leaf(out)
-            check_static_aux(out_td, lambda v: v.__class__ is Batched and v._trace is trace,
-                             "vmap", "output", "a value that differs between items")
-            if aux_holding(out_td, lambda v: v.__class__ is Unbatched) is not None:
+            if aux_holding(out_td, _wrapped) is not None:  # (rare: one walk otherwise)
+                check_static_aux(out_td, lambda v: v.__class__ is Batched and v._trace is trace,
+                                 "vmap", "output", "a value that differs between items")
                 out_td = map_aux(out_td, _unproxied)  # the caller's array, as a loop gives
             res = [_own(_from_front(y, ax, trace, f"output leaf {k}"), leaves) if ax is not None
                    else _from_front(y, ax, trace, f"output leaf {k}")

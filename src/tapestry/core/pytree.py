@@ -427,17 +427,19 @@ def aux_holding(treedef, pick):
     rebuild their outputs with the aux data as it was: a traced value there
     would come back as a dead wrapper (a ``Var``, a batched or staged value)
     instead of a value, so they check with this and say so."""
-    def walk(node, where):
-        if node is None or node is _LEAF:
-            return None
-        if any(pick(v) for v in _aux_leaves(node)):
-            return where, node[1].__name__
-        for step, c in zip(_child_keys(node), node[3]):
-            found = walk(c, where + step)
-            if found is not None:
-                return found
+    def walk(node):  # the steps to the node, innermost first, or None
+        k = node[0]
+        if (k == _DATACLASS or k == _CUSTOM) and any(pick(v) for v in _aux_leaves(node)):
+            return [node[1].__name__]
+        for i, c in enumerate(node[3]):
+            if c.__class__ is tuple:
+                found = walk(c)
+                if found is not None:
+                    return found + [_child_keys(node)[i]]  # (paths only when found)
         return None
-    return walk(treedef.node, "")
+    node = treedef.node
+    found = walk(node) if node.__class__ is tuple else None
+    return None if found is None else ("".join(reversed(found[1:])), found[0])
 
 
 def map_aux(treedef, fn):
