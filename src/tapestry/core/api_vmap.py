@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from .batched import BatchTrace, Batched, Unbatched
-from .pytree import flatten_up_to, tree_flatten, tree_structure
+from .pytree import aux_holding, flatten_up_to, map_aux, tree_flatten, tree_structure
 from .staged import Staged
 from .tape import _levels
+from .tracing import check_static_aux
 from .var import Var
 
 
@@ -193,6 +194,16 @@ def _own(r, inputs):
     return r
 
 
+def _wrapped(v):
+    return v.__class__ is Batched or v.__class__ is Unbatched
+
+
+def _unproxied(v):
+    """An array shared by every item (``in_axes=None``) as the caller's own,
+    not the proxy ``f`` saw it through."""
+    return v._value if v.__class__ is Unbatched else v
+
+
 def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     """Map ``f`` over a batch axis of its arguments, in one call per operation.
 
@@ -240,6 +251,10 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         trace.open = True  # moving the outputs' axes still works on them
         try:
             out_leaves, out_td, oaxes = out_spec.per_leaf(out)
+            if aux_holding(out_td, _wrapped) is not None:  # (rare: one walk otherwise)
+                check_static_aux(out_td, lambda v: v.__class__ is Batched and v._trace is trace,
+                                 "vmap", "output", "a value that differs between items")
+                out_td = map_aux(out_td, _unproxied)  # the caller's array, as a loop gives
             res = [_own(_from_front(y, ax, trace, f"output leaf {k}"), leaves) if ax is not None
                    else _from_front(y, ax, trace, f"output leaf {k}")
                    for k, (y, ax) in enumerate(zip(out_leaves, oaxes))]

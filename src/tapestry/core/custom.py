@@ -110,6 +110,80 @@ def _rebatch(out, trace):
     return tree_map(lambda y: Batched(y, trace), out)
 
 
+def _holds_batched(out, trace):
+    """Whether ``out`` (a rule mapped over ``trace``'s batch, run on the
+    values with their batch axes exposed) holds a value batched by ``trace``
+    itself: the user's function read one from a closure, a global or an
+    attribute instead of through its arguments, and the mapped call mixed
+    that value's items with the batch it was given."""
+    from .batched import Batched
+    for x in tree_flatten(out)[0]:
+        while x.__class__ is Var or x.__class__ is Batched:
+            if x.__class__ is Batched and x._trace is trace:
+                return True
+            x = x._value
+    return False
+
+
+def _batch_traces(xs):
+    """The vmap traces of the batched values in ``xs`` (through wrappers)."""
+    from .batched import Batched
+    found = set()
+    for x in tree_flatten(list(xs))[0]:
+        while x.__class__ is Var or x.__class__ is Batched:
+            if x.__class__ is Batched:
+                found.add(x._trace)
+            x = x._value
+    return found
+
+
+def _batched_inside(xs, level, given=()):
+    """Whether ``xs`` (what a rule run on values of the differentiation of
+    ``level`` returned) hold a value batched by a vmap opened inside that
+    differentiation (``grad(lambda w: vmap(g)(...))``) that did not come in
+    with ``given`` (the rule's inputs: ``vmap(pullback)`` hands it batched
+    cotangents): the rule got it from a closure.  Its item-by-item values
+    would escape that vmap (a tangent of an unbatched output), or be read
+    after it returned (a backward pass)."""
+    allowed = _batch_traces(given)
+    return any(t.level > level and t not in allowed for t in _batch_traces(xs))
+
+
+def _batched_closure_error(kind, name, fix):
+    return TypeError(
+        f"tapestry.{kind}: {name} uses a value batched by the enclosing vmap that is not "
+        "one of its arguments (it reads it from a closure, a global or an attribute), "
+        "and it is differentiated inside that vmap (grad, jvp or vjp of a function that "
+        "calls vmap). Its rules are mapped over the batch through its arguments only, "
+        f"so they cannot see that value item by item. Pass the value to {name} as an "
+        f"argument{fix}.")
+
+
+def _mapped_rule(rule, kind, name, fix, trace=None):
+    """``rule`` run where a value it reads from a closure may be a batched
+    value of a vmap that has returned (a backward pass after
+    ``grad(vmap(...))``): the error above, which names the function and the
+    fix, instead of the escaped-value error that names neither.  With
+    ``trace``, the rule is mapped over that vmap's batch, and a result
+    holding one of its values (read while it runs: ``jvp(vmap(...))``) is
+    the same error."""
+    from .batched import EscapedBatchError
+
+    @functools.wraps(rule)
+    def run(*args):
+        try:
+            out = rule(*args)
+        except EscapedBatchError:
+            raise _batched_closure_error(kind, name, fix) from None
+        if trace is not None and _holds_batched(out, trace):
+            raise _batched_closure_error(kind, name, fix)
+        return out
+    return run
+
+
+_VJP_FIX = " (listed in nondiff_argnums if it is not differentiated)"
+
+
 def _tapes_of(tree):
     return {x._tape for x in tree_flatten(tree)[0] if x.__class__ is Var}
 
@@ -221,7 +295,9 @@ class custom_vjp:
                             "call .defvjp(fwd, bwd) before differentiating it.")
         axes, raw = _batch_axes(args, trace)
         nondiff_axes = tuple(axes[i] for i in self.nondiff_argnums)
-        bwd_items = vmap(self.bwd, in_axes=nondiff_axes + (0, 0))
+        fwd_items, bwd_rule = _residuals_passed_through(self.fwd, self.bwd)
+        bwd_items = _mapped_rule(vmap(bwd_rule, in_axes=nondiff_axes + (0, 0)),
+                                 "custom_vjp", self._name(), _VJP_FIX, trace)
         primal_tds = [tree_flatten(raw[i])[1] for i in diff]
 
         def bwd(*a):
@@ -233,8 +309,11 @@ class custom_vjp:
 
         batched = custom_vjp(vmap(self.fun, in_axes=axes), nondiff_argnums=self.nondiff_argnums)
         batched.__name__ = self._name()
-        batched.defvjp(vmap(self.fwd, in_axes=axes), bwd)
-        return _rebatch(batched(*raw), trace)
+        batched.defvjp(vmap(fwd_items, in_axes=axes), bwd)
+        out = batched(*raw)
+        if _holds_batched(out, trace):
+            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX)
+        return _rebatch(out, trace)
 
     def _call_constant(self, args):
         """``fun`` on constant arguments; a traced output then came from a
@@ -272,6 +351,8 @@ class custom_vjp:
         if traced_from(out_leaves + tree_flatten(residuals)[0], top.level) is not None:
             raise _closure_error("custom_vjp", self._name(),
                                  " (and return its cotangent from bwd)")
+        if _batched_inside(out_leaves + tree_flatten(residuals)[0], top.level, full):
+            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX)
         n_out = len(out_leaves)
         nondiff_vals = [args[i] for i in self.nondiff_argnums]
         primals = [(i, tree_flatten(full[i])) for i in diff]
@@ -282,8 +363,12 @@ class custom_vjp:
                 g = [g]
             g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
                  else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
-            cts = self.bwd(*nondiff_vals, residuals, out_td.unflatten(g))
+            cts = _mapped_rule(self.bwd, "custom_vjp", self._name(), _VJP_FIX)(
+                *nondiff_vals, residuals, out_td.unflatten(g))
             flat = self._check_cotangents(cts, primals, top.level, _tapes_of(g))
+            if _batched_inside([c for c in flat if c is not None], top.level,
+                               (g, residuals, nondiff_vals)):
+                raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX)
             return [flat[k] for k in active]
 
         parents = [leaves[k]._index for k in active]
@@ -345,6 +430,39 @@ class custom_vjp:
                                  f"rule returned a traced value for {what}")
 
 
+def _array_like(v):
+    from .batched import Batched, Unbatched
+    from .staged import Staged
+    return v.__class__ in (Var, Batched, Unbatched, Staged) \
+        or isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "todense")
+
+
+def _residuals_passed_through(fwd, bwd):
+    """``fwd`` and ``bwd`` for mapping over a batch, with the residuals that
+    are not arrays (a string, a callable, a Python number, a shape, an
+    object) kept aside and handed to ``bwd`` as they were: ``vmap`` returns
+    only arrays, and would stack a number or refuse an object, where the
+    plain rule (and a loop over the items) gets them as ``fwd`` made them.  The mapped ``fwd`` runs once
+    for the whole batch, so such a value is every item's (Python cannot make
+    one per item)."""
+    kept = {}
+
+    def fwd_items(*args):
+        out, residuals = fwd(*args)
+        leaves, td = tree_flatten(residuals)
+        kept["td"] = td
+        kept["objects"] = {k: v for k, v in enumerate(leaves) if not _array_like(v)}
+        return out, [v for k, v in enumerate(leaves) if k not in kept["objects"]]
+
+    def bwd_rule(*args):
+        *nondiff, arrays, g = args
+        it = iter(arrays)
+        objects = kept["objects"]
+        leaves = [objects[k] if k in objects else next(it) for k in range(kept["td"].n_leaves)]
+        return bwd(*nondiff, kept["td"].unflatten(leaves), g)
+    return fwd_items, bwd_rule
+
+
 def _sum_shared(c, td, axes):
     """A mapped ``bwd``'s cotangent for one argument (batch axis first), with
     the leaves that every item shares (in_axes None) summed over the items."""
@@ -388,7 +506,12 @@ def checkpoint(f):
             from .api_vmap import vmap
             axes, raw = _batch_axes(args, trace)
             g = functools.partial(f, **kwargs) if kwargs else f
-            return _rebatch(checkpoint(vmap(g, in_axes=axes))(*raw), trace)
+            snapshot = rng.capture(leaves)
+            out = checkpoint(vmap(g, in_axes=axes))(*raw)
+            if _holds_batched(out, trace):  # f reads a batched value from a closure:
+                with rng.replay(snapshot, leaves):  # an ordinary call, as for a traced one
+                    return f(*args, **kwargs)
+            return _rebatch(out, trace)
         top = innermost_tape(leaves)
         if top is None:
             return f(*args, **kwargs)
@@ -446,7 +569,10 @@ def _checkpoint_call(f, leaves, td, top):
     f_raw = of_leaves(f, td, raw, live)
     out = f_raw(*[raw[k] for k in live])
     out_leaves, out_td = tree_flatten(out)
-    if traced_from(out_leaves, top.level) is not None:  # a closure over a traced value
+    if traced_from(out_leaves, top.level) is not None \
+            or _batched_inside(out_leaves, top.level, raw):
+        # a closure over a traced value, or over a value batched inside the
+        # differentiation (its recompute would run after that vmap returned)
         with rng.replay(snapshot, leaves):
             a, kw = td.unflatten(leaves)
             return f(*a, **kw)
@@ -528,6 +654,8 @@ class custom_jvp:
         out_leaves, out_td = tree_flatten(out)
         if traced_from(out_leaves, top.level) is not None:
             raise _closure_error("custom_jvp", self._name())
+        if _batched_inside(out_leaves, top.level, raw):
+            raise _batched_closure_error("custom_jvp", self._name(), "")
         tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level)
 
         def custom_jvp_pullback(g, ans):
@@ -553,8 +681,12 @@ class custom_jvp:
                             "define it with @f.defjvp before differentiating it.")
         batched = custom_jvp(vmap(self.fun, in_axes=axes))
         batched.__name__ = self._name()
-        batched.defjvp(vmap(self.jvp, in_axes=(axes, axes)))
-        return _rebatch(batched(*raw), trace)
+        batched.defjvp(_mapped_rule(vmap(self.jvp, in_axes=(axes, axes)), "custom_jvp",
+                                    self._name(), "", trace))
+        out = batched(*raw)
+        if _holds_batched(out, trace):
+            raise _batched_closure_error("custom_jvp", self._name(), "")
+        return _rebatch(out, trace)
 
 
 def _zero_tangent(x):
@@ -585,7 +717,8 @@ class _CustomTangent:
             if t is not None:
                 full[k] = t
         primals = tuple(self.td.unflatten(self.raw))
-        pair = self.cj.jvp(primals, tuple(self.td.unflatten(full)))
+        pair = _mapped_rule(self.cj.jvp, "custom_jvp", self.cj._name(), "")(
+            primals, tuple(self.td.unflatten(full)))
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
                             "a pair (primal_out, tangent_out), got "
@@ -607,6 +740,8 @@ class _CustomTangent:
         if traced_from(leaves, self.level, _tapes_of(ts)) is not None:
             raise _closure_error("custom_jvp", self.cj._name(),
                                  "; its rule returned a tangent traced through it")
+        if _batched_inside(leaves, self.level, (ts, self.raw)):
+            raise _batched_closure_error("custom_jvp", self.cj._name(), "")
         return leaves[0] if self.n_out == 1 else list(leaves)
 
     def _checked(self, y, t, where):

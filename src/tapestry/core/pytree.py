@@ -410,6 +410,53 @@ def leaf_paths(treedef, root=""):
     return out
 
 
+def _aux_leaves(node):
+    """The values of ``node``'s aux data: a registered class's flatten aux
+    (flattened, as a pytree), a dataclass's static fields."""
+    k, _, meta, _ = node
+    if k == _DATACLASS:
+        return [v for _, v in meta[1]]
+    if k == _CUSTOM:
+        return tree_flatten(meta)[0]
+    return []
+
+
+def aux_holding(treedef, pick):
+    """``(path, type name)`` of the first node of ``treedef`` whose aux data
+    holds a value that ``pick`` selects, or ``None``.  Transformations
+    rebuild their outputs with the aux data as it was: a traced value there
+    would come back as a dead wrapper (a ``Var``, a batched or staged value)
+    instead of a value, so they check with this and say so."""
+    def walk(node):  # the steps to the node, innermost first, or None
+        k = node[0]
+        if (k == _DATACLASS or k == _CUSTOM) and any(pick(v) for v in _aux_leaves(node)):
+            return [node[1].__name__]
+        for i, c in enumerate(node[3]):
+            if c.__class__ is tuple:
+                found = walk(c)
+                if found is not None:
+                    return found + [_child_keys(node)[i]]  # (paths only when found)
+        return None
+    node = treedef.node
+    found = walk(node) if node.__class__ is tuple else None
+    return None if found is None else ("".join(reversed(found[1:])), found[0])
+
+
+def map_aux(treedef, fn):
+    """``treedef`` with ``fn`` applied to every leaf of every node's aux data
+    (registered classes' aux data and dataclasses' static fields)."""
+    def node_map(node):
+        if node is None or node is _LEAF:
+            return node
+        k, t, meta, children = node
+        if k == _DATACLASS:
+            meta = (meta[0], tuple((n, fn(v)) for n, v in meta[1]))
+        elif k == _CUSTOM:
+            meta = tree_map(fn, meta)
+        return (k, t, meta, [node_map(c) for c in children])
+    return TreeDef(node_map(treedef.node), treedef.n_leaves)
+
+
 class TreeDef:
     """How to rebuild a tree from its leaves (compare with ``==``; picklable)."""
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .batched import Batched, Unbatched
 from .staged import Staged
-from .pytree import tree_flatten, tree_map
+from .pytree import aux_holding, tree_flatten, tree_map
 from .tape import ClosedNodes, open_tape
 from .var import MASKED_HELP, Var, new_leaf, unwrap_all
 
@@ -267,6 +267,8 @@ def split_aux(out, tape, has_aux, opname, what):
         raise TypeError(f"tapestry.{opname}(has_aux=True): the function must "
                         f"return a pair ({what}, aux).")
     out, aux = out
+    check_static_aux(tree_flatten(aux)[1], lambda v: v.__class__ is Var and v._tape is tape,
+                     opname, "aux output", "a value being differentiated")
     return out, tree_map(lambda v: lower(v, tape, opname), aux)
 
 
@@ -299,7 +301,25 @@ def trace(f, primals, opname, has_aux, nodes=None, keep=False):
     out_leaves, out_td = tree_flatten(out)
     for v in out_leaves:
         check_output_leaf(unwrap_all(v), opname)
+    check_static_aux(out_td, lambda v: v.__class__ is Var and v._tape is tape, opname,
+                     "output", "a value being differentiated")
     return tape, records, out_leaves, out_td, aux
+
+
+def check_static_aux(td, pick, opname, what, source):
+    """Refuse an output whose pytree aux data (a registered class's flatten
+    aux, a dataclass's static field) holds a value ``pick`` selects: the
+    transformation rebuilds the output with the aux data as it is, so the
+    caller would get its internal wrapper instead of a value."""
+    found = aux_holding(td, pick)
+    if found is not None:
+        where, cls = found
+        raise TypeError(
+            f"tapestry.{opname}: the function's {what}{f' at {where}' if where else ''} is a "
+            f"{cls} whose aux data (the static part its flatten function returns, or a "
+            f"static field) holds {source}. Aux data is passed through unchanged, not "
+            "transformed; make that value one of the node's children (a data field) "
+            "instead.")
 
 
 def check_output_leaf(x, opname):

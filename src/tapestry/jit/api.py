@@ -33,7 +33,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..core.batched import Batched, Unbatched
-from ..core.pytree import tree_flatten
+from ..core.pytree import aux_holding, map_aux, tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
@@ -432,9 +432,22 @@ class jit:
             if env.changed() is not None:  # staged values it stored must not escape
                 env.unstage()
         out_leaves, out_td = tree_flatten(out)
+        staged_aux = aux_holding(out_td, lambda v: v.__class__ is Staged)
+        if staged_aux is not None:  # this call's result holds values, not dead wrappers
+            out_td = map_aux(out_td, _unstage)
         out_td = OrderedTree.of(out_td, out)
         concrete = [_unstage(v) for v in out_leaves]
         odd = _odd_output(out_leaves)
+        if staged_aux is not None and odd is None and rec.refused is None and \
+                env.changed() is None and rng_changed(before, env) is None and not entropy.drew:
+            # the program would rebuild the output with the trace's aux data
+            where, cls = staged_aux
+            return self._give_up(entry, f"it returns a {cls}{f' (output{where})' if where else ''} "
+                                 "whose aux data (the static part its flatten function returns) "
+                                 "holds a value computed from the arguments, which a replay "
+                                 "would hand back as it was at the trace; make that value a "
+                                 "child of the node instead", args, kwargs,
+                                 result=out_td.unflatten(concrete))
         if odd is not None and rec.refused is None and env.changed() is None and \
                 rng_changed(before, env) is None and not entropy.drew:
             # an object a replay would hand back shared between calls, with
