@@ -304,6 +304,9 @@ class jit:
         order = None if key[0] is _FLAT else key[3]
         return self._trace(entry, args, kwargs, order, leaves, treedef, runtime, objects)
 
+    #: The warning jit gives (jit/reverse.py warns through here).
+    warning_class = JitWarning
+
     def _timing_contest(self, new, old, inputs):
         """Whether program ``new`` replays faster than ``old`` on ``inputs``
         (:func:`_faster`; jit/reverse.py asks through here)."""

@@ -207,12 +207,12 @@ def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
         try:  # each half compiled whole where it can be (tapestry.jit.whole)
             cur = getattr(sp.split, which)
             w = compile_whole(sp.split.halves[k], cur)
-            if w.__class__ is not str and _api()._faster(w.run, cur.run, inputs):
+            if w.__class__ is not str and jf._timing_contest(w.run, cur.run, inputs):
                 setattr(sp.split, which, w)
         except Exception as e:  # numba could not compile it: the program stays
             warnings.warn(f"tapestry.jit({jf.__qualname__}): compiling the pullback's {which} "
                           f"into one function failed ({type(e).__name__}: {e}); it runs as it "
-                          "is", _api().JitWarning, stacklevel=2)
+                          "is", type(jf).warning_class, stacklevel=2)
 
 
 def _cotangents(g, diff, out_leaves):

@@ -82,7 +82,8 @@ _MATMULS = {operator.matmul, np.matmul, np.dot}
 _TRANSPOSES = {np.transpose, _method("transpose"), np.swapaxes, _method("swapaxes")}
 _RESHAPE_LIKE = {np.expand_dims, np.squeeze, _method("squeeze")}
 _COPIES = {np.copy, _method("copy")}
-_SUMS = {np.sum, _method("sum")}
+_ADD_REDUCE = np.add.reduce  # (bound methods compare equal, not identical)
+_SUMS = {np.sum, _method("sum"), _ADD_REDUCE}
 _MINS = {np.min, np.amin, _method("min")}
 _MAXS = {np.max, np.amax, _method("max")}
 _RESHAPES = {np.reshape, _method("reshape")}
@@ -532,7 +533,8 @@ class _Kernel:
                 kw[k] = v
             if set(kw) - {"axis", "keepdims"} or len(args) > 4:
                 raise Unsupported("a reduction with other arguments")
-            axis, keep = kw.get("axis"), kw.get("keepdims", False)
+            axis, keep = kw.get("axis", 0 if fn == _ADD_REDUCE else None), \
+                kw.get("keepdims", False)
         if a.__class__ is not Slot or a.i not in self.vals:
             raise Unsupported("a reduction of a constant")
         v = self.vals[a.i]
