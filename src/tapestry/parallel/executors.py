@@ -522,6 +522,22 @@ def thread_pool(n_workers=None):
     return pool
 
 
+def _forget_pools_in_child():
+    """In a process forked from this one (a worker of the user's process
+    pool started with 'fork'): the pool objects came along, their threads
+    did not, so a task put on them would never start (a call with
+    ``timeout=`` waited it out and reported every item as hung).  The
+    child starts its own pools, and gets a lock no thread of the parent
+    holds."""
+    global _lock
+    _lock = threading.Lock()
+    _thread_pools.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_in_child)
+
+
 def retire_thread_pool(pool):
     """Stop handing out ``pool`` (one of its threads may be stuck)."""
     with _lock:
