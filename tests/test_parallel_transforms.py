@@ -215,3 +215,36 @@ def test_fused_loop_pool_in_a_forked_child():
     does not have, and the call waited forever."""
     np.testing.assert_array_equal(_fused_pieces(), np.arange(8.0) * 2)  # the pool exists
     np.testing.assert_array_equal(_in_forked_child(_fused_pieces), np.arange(8.0) * 2)
+
+
+# --- a Python number differentiated under jit -----------------------------------------
+_X32 = np.linspace(0.1, 1, 6).astype(np.float32)
+
+
+def _sum32(a):
+    return np.sum(np.tanh(_X32 * a) * _X32)
+
+
+def _map32(a):
+    return np.tanh(_X32 * a)
+
+
+@pytest.mark.parametrize("name, transform", [
+    ("value_and_grad", lambda a: tp.value_and_grad(_sum32)(a)),
+    ("hessian", lambda a: tp.hessian(_sum32)(a)),
+    ("jvp", lambda a: tp.jvp(_sum32, (a,), (1.0,))),
+    ("jacfwd", lambda a: tp.jacfwd(_map32)(a)),
+    ("jacobian", lambda a: tp.jacobian(_map32)(a)),
+    ("parallel_sum", lambda a: tp.value_and_grad(lambda a: tp.parallel_sum(
+        lambda x, a: np.tanh(x * a), _X32, a, chunk_size=2))(a)),
+    ("parallel_sum vectorize", lambda a: tp.value_and_grad(lambda a: tp.parallel_sum(
+        lambda x, a: np.tanh(x * a), _X32, a, chunk_size=2, vectorize=True))(a)),
+])
+def test_a_python_float_differentiated_under_jit_is_a_float64(name, transform):
+    """grad(f)(0.7) differentiates 0.7 as a float64 scalar, so float32 data
+    times it is float64; jit(grad(f))(0.7) kept the number weakly typed and
+    computed in float32: other dtypes, other bits, no warning."""
+    plain, jitted = transform(0.7), tp.jit(transform)(0.7)
+    for u, v in zip(tp.tree_flatten(plain)[0], tp.tree_flatten(jitted)[0]):
+        assert np.result_type(u) == np.result_type(v), name
+        assert np.array_equal(u, v), name
