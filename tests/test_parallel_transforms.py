@@ -164,6 +164,29 @@ def test_the_lowest_failing_item_is_named_on_every_executor(executor, jitted):
     assert e.value.index == 0
 
 
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0")
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def test_dask_names_the_lowest_failing_item_and_gives_the_serial_bits(dask_client):
+    X = np.arange(4.0)[:, None] * np.ones((4, 2))
+    with pytest.raises(tp.parallel.ParallelItemError) as e:
+        tp.parallel_sum(tp.jit(_fails_late_on_item_0), X, np.ones(2), executor=dask_client,
+                        chunk_size=1, timeout=60)
+    assert e.value.index == 0
+    jf, items = tp.jit(_term), _items()
+    vg = lambda ex: tp.value_and_grad(lambda a, its: tp.parallel_sum(  # noqa: E731
+        jf, its, a, 1.5, executor=ex, chunk_size=2), argnums=(0, 1))(0.3, items)
+    assert_bits(vg(dask_client), vg("serial"))
+
+
 # --- processes forked from a caller with live thread pools --------------------------------
 def _in_forked_child(fn, timeout=20):
     """``fn()`` in a worker of a 'fork' process pool; a hang fails the test
