@@ -134,6 +134,15 @@ def test_parallel_sum_inside_vmap_of_grad(executor, vectorize):
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_vectorize_refuses_items_it_cannot_stack_saying_so(executor):
+    items = [np.ones(3), np.ones(3), np.ones(4), np.ones(3)]
+    with pytest.raises(tp.parallel.ParallelItemError, match="vectorize=False") as e:
+        tp.parallel_sum(lambda x, a: np.sum(x * a), items, 2.0, executor=executor,
+                        vectorize=True, chunk_size=2)
+    assert e.value.index == "2..3"
+
+
 # --- errors name the same item on every executor ------------------------------------------
 def _fails_late_on_item_0(x, w):
     """Item 0 raises after a while, item 3 at once: on two process workers
