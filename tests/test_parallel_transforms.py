@@ -280,3 +280,30 @@ def test_a_python_float_differentiated_under_jit_is_a_float64(name, transform):
     for u, v in zip(tp.tree_flatten(plain)[0], tp.tree_flatten(jitted)[0]):
         assert np.result_type(u) == np.result_type(v), name
         assert np.array_equal(u, v), name
+
+
+def _sum_on_processes():
+    items = [np.linspace(0, 1, 10) * k for k in range(4)]
+    return tp.parallel_sum(lambda x, a: np.sum(np.sin(x * a)), items, 1.1,
+                           executor="processes", n_workers=1, chunk_size=1)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork start method")
+def test_processes_executor_in_a_worker_of_a_fork_pool_lets_it_exit():
+    """The worker exits through multiprocessing, which joins the loky
+    workers it started without running atexit (where loky stops them);
+    they idle 300 s before leaving, so the user's pool.shutdown() hung."""
+    import threading
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    workers = []
+    try:
+        assert pool.submit(_sum_on_processes).result(timeout=60) == _sum_on_processes()
+        workers = list(pool._processes.values())
+        stop = threading.Thread(target=pool.shutdown, daemon=True)
+        stop.start()
+        stop.join(timeout=20)
+        assert not stop.is_alive(), "the pool's worker did not exit"
+    finally:
+        for p in workers:  # (a hung worker is not left behind)
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGKILL)
