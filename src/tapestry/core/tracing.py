@@ -64,6 +64,12 @@ def check_leaf(x, opname, argnum):
         raise TypeError(f"tapestry.{opname}: argument {argnum} is an np.matrix, whose * "
                         "is a matrix product and whose reductions stay 2-D; pass "
                         "np.asarray(m) and use @ for matrix products.")
+    if x.__class__ is Staged and x._value.__class__ in (float, complex):
+        # a Python number under jit (weakly typed there): the plain call
+        # differentiates it as a float64 (complex128) scalar, which float32
+        # arrays promote to, so the replay must too (not stay float32)
+        return x._rec.call(np.float64 if x._value.__class__ is float else np.complex128,
+                           (x,), None)
     dt = getattr(x, "dtype", None)
     if dt is None:
         if isinstance(x, bool) or not isinstance(x, (float, int, complex)):

@@ -340,6 +340,18 @@ def _parts(shape):
     return max(1, min(THREADS, shape[0], size // SPLIT_MIN))
 
 
+def _forget_pool_in_child():
+    """A forked child (a worker of a process pool started with 'fork') has
+    the pool object but none of its threads: pieces put on it would never
+    run, and the call would wait for them forever.  It starts its own."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _in_threads(kern, args, outs, shape, parts):
     """``kern`` on ``parts`` slices along axis 0, the first on this thread
     and the others on a pool (the loops hold no GIL: ``nogil=True``).  Each

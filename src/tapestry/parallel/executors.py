@@ -338,9 +338,11 @@ class ProcessExecutor:
         except ImportError as e:
             raise ImportError("tapestry.parallel: executor='processes' needs loky; "
                               "pip install 'tapestry[processes]'.") from e
-        return get_reusable_executor(max_workers=self.n_workers, timeout=300,
+        pool = get_reusable_executor(max_workers=self.n_workers, timeout=300,
                                      initializer=_worker_init, initargs=(os.getpid(),),
                                      env={k: "1" for k in _BLAS_ENV})
+        _stop_at_child_exit(pool)
+        return pool
 
     def run(self, fn, tasks, deadline=None):
         from concurrent.futures.process import BrokenProcessPool
@@ -388,6 +390,31 @@ class ProcessExecutor:
                 k, e = min(lost, key=lambda x: x[0])
                 raise Lost(k, e, twice=True) from e
             todo = sorted(k for k, _ in lost)
+
+
+_loky = {"pool": None, "hook": None}
+
+
+def _stop_at_child_exit(pool):
+    """In a worker of the user's process pool (a multiprocessing child):
+    stop our loky workers when it exits.  Such a process exits through
+    multiprocessing, which joins its child processes without running
+    ``atexit`` (where loky stops them), and loky's idle workers wait 300 s
+    before leaving: the user's ``pool.shutdown()`` hung that long."""
+    _loky["pool"] = pool
+    if _loky["hook"] is not None:
+        return
+    import multiprocessing
+    if multiprocessing.parent_process() is None:
+        return
+    from multiprocessing.util import Finalize
+    _loky["hook"] = Finalize(None, _stop_loky, exitpriority=100)
+
+
+def _stop_loky():
+    pool, _loky["pool"] = _loky["pool"], None
+    if pool is not None:
+        pool.shutdown(wait=True, kill_workers=True)
 
 
 def _wait_all(futures, deadline=None):
@@ -520,6 +547,23 @@ def thread_pool(n_workers=None):
         if pool is None:
             pool = _thread_pools[n] = DaemonPool(n)
     return pool
+
+
+def _forget_pools_in_child():
+    """In a process forked from this one (a worker of the user's process
+    pool started with 'fork'): the pool objects came along, their threads
+    did not, so a task put on them would never start (a call with
+    ``timeout=`` waited it out and reported every item as hung).  The
+    child starts its own pools, and gets a lock no thread of the parent
+    holds."""
+    global _lock
+    _lock = threading.Lock()
+    _thread_pools.clear()
+    _loky.update(pool=None, hook=None)  # (multiprocessing drops the parent's hooks)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 def retire_thread_pool(pool):

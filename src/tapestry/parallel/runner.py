@@ -166,14 +166,21 @@ def _run_packed(ex, fn, groups, opname, progress, deadline):
 
 def _collect(ex, call, payloads, n, unpack, opname, progress, deadline, n_chunks=None):
     """Run ``n`` payloads (groups of ``n_chunks`` chunks in all); chunk
-    results in order, or the first failure raised."""
+    results in order, or the failure of the lowest chunk raised, as a
+    serial run would: a failing group is reported once every group before
+    it is back (groups finish in any order, and raising the first to come
+    back named whichever item the scheduling happened to finish first)."""
     results = [None] * n
+    failed = n  # the lowest group seen failing
     bar = Progress(opname, n_chunks or n, progress, unit=" chunks")
     for k, r in ex.run(call, payloads, deadline):
         if unpack is not None:
             r = unpack(r)
-        _raise_failures(r, opname)
         results[k] = r
+        if k < failed and any(isinstance(x, Failure) for x in r):
+            failed = k
+        if failed < n and all(results[j] is not None for j in range(failed)):
+            _raise_failures(results[failed], opname)
         bar.advance(len(r))
     return [x for r in results for x in r]
 

@@ -34,7 +34,7 @@ class Vectorized:
 
     def __call__(self, chunk, *shared):
         if isinstance(chunk, list):  # a list of item pytrees: one array per leaf
-            chunk = tree_map(lambda *xs: np.stack(xs), *chunk)
+            chunk = _stacked(chunk)
         mapped = self._mapped
         if mapped is None or len(shared) != self.n_shared:
             # one vmap for every chunk: its in_axes are read once
@@ -43,6 +43,19 @@ class Vectorized:
                 self._mapped = mapped
         out = mapped(chunk, *shared)
         return np.sum(out) if self.reduce else out
+
+
+def _stacked(items):
+    """One array per leaf of a list of item pytrees; items that cannot be
+    stacked are refused saying so (numpy's error alone, reported as f's,
+    blamed f)."""
+    try:
+        return tree_map(lambda *xs: np.stack(xs), *items)
+    except (ValueError, TypeError) as e:
+        raise ValueError(
+            f"vectorize=True stacks a chunk's items into one array per leaf, and these "
+            f"items differ in shape or structure ({e}); give items of one shape and "
+            "structure, or pass vectorize=False to call f item by item.") from None
 
 
 def vectorized(f, shared, batched, opname, reduce):
