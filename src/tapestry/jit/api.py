@@ -159,14 +159,17 @@ class jit:
     ``cache_size``: signatures kept (least recently used dropped).
     ``strict``: raise :class:`JitError` instead of running uncompiled.
     ``fuse``: compile runs of elementwise operations into numba loops
-    (``tapestry[numba]``): ``"auto"`` once a program has been replayed
-    ``fuse_after`` times (a cold function never pays numba's compile),
-    ``True`` at the first call, ``False`` never (``TAPESTRY_JIT_FUSE=0``
-    turns "auto" off).  Fused loops agree with NumPy within a few ulp.
+    (``tapestry[numba]``): ``False`` (the default) never, so every replay
+    gives the uncompiled call's bits; ``"auto"`` once a program has been
+    replayed ``fuse_after`` times and only if that is faster (a cold
+    function never pays numba's compile; from then on results may differ
+    from earlier calls' in the last bits); ``True`` at the first call
+    (``TAPESTRY_JIT_FUSE=0`` turns "auto" off).  Fused loops agree with
+    NumPy within a few ulp.
     """
 
     def __init__(self, fun=None, *, static_argnums=(), static_argnames=(), max_traces=8,
-                 cache_size=64, strict=False, fuse="auto", fuse_after=20):
+                 cache_size=64, strict=False, fuse=False, fuse_after=20):
         if fun is None:  # @jit(static_argnums=...)
             self._partial = dict(static_argnums=static_argnums,
                                  static_argnames=static_argnames, max_traces=max_traces,

@@ -325,7 +325,21 @@ class _Kernel:
             return self.dense_scatter(s)
         if fn is np.broadcast_to:
             return self.broadcast_to(s)
+        if fn is np.float64:
+            return self.to_float64(s)
         raise Unsupported(f"a call of {getattr(fn, '__name__', fn)}")
+
+    def to_float64(self, s):
+        """``np.float64(x)`` of a Python or NumPy number (a differentiated
+        Python float made a float64, as the plain call makes it)."""
+        a = s.args[0] if len(s.args) == 1 and not s.kwargs else None
+        src = self.vals.get(a.i) if a.__class__ is Slot else None
+        if src is None or src.array or src.dt not in "fiI":
+            raise Unsupported("np.float64 of other than a number")
+        out = self._result(s)
+        if out.array or out.dt != "f":
+            raise Unsupported("np.float64 that is not a float64 number")
+        self.body.append(f"v{s.out} = float(v{a.i})")
 
     def _result(self, s, root=None, contig=True):
         """The step's result; ``root``: the slot whose memory it views."""
