@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tapestry as tp
+from vmap_checks import loop
 from tapestry.testing import check_grads
 
 rng = np.random.default_rng(11)
@@ -21,14 +22,6 @@ X = rng.standard_normal((4, 3))
 C = rng.standard_normal((4, 3))
 W = rng.standard_normal(3)
 DEAD = ("Var", "Batched", "Staged")
-
-
-def loop(f, in_axes, args):
-    """The reference: ``f`` per item, results stacked on axis 0."""
-    n = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
-    outs = [f(*[a if ax is None else np.take(a, i, axis=ax) for a, ax in zip(args, in_axes)])
-            for i in range(n)]
-    return tp.tree_map(lambda *xs: np.stack(xs), *outs)
 
 
 def close(a, b, tol=1e-10):

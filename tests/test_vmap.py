@@ -11,17 +11,10 @@ import numpy as np
 import pytest
 
 import tapestry as tp
+from vmap_checks import loop
 from tapestry.core.batched import FALLBACKS, EscapedBatchError, VmapFallbackWarning
 
 rng = np.random.default_rng(7)
-
-
-def loop(f, in_axes, args):
-    """The reference: ``f`` per item, results stacked on axis 0."""
-    n = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
-    outs = [f(*[a if ax is None else np.take(a, i, axis=ax) for a, ax in zip(args, in_axes)])
-            for i in range(n)]
-    return tp.tree_map(lambda *xs: np.stack(xs), *outs)
 
 
 def close(a, b, tol=1e-10):
