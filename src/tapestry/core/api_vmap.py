@@ -51,7 +51,15 @@ class _AxisSpec:
             return leaves, td, [self.spec] * len(leaves)
         axes = self.cache.get(td)
         if axes is None:
-            axes = self._expand(tree)
+            # shared by every vmap with this spec: ``tp.vmap(f, in_axes=...)(x)``
+            # written inside a loss makes a new vmap on every call
+            key = (self.flat[1], tuple(self.flat[0]), td)
+            axes = _EXPANDED.get(key)
+            if axes is None:
+                axes = self._expand(tree)
+                if len(_EXPANDED) >= _EXPANDED_SIZE:
+                    _EXPANDED.clear()
+                _EXPANDED[key] = axes
             if len(self.cache) < _SPEC_CACHE_SIZE:
                 self.cache[td] = axes
         return leaves, td, axes
@@ -71,6 +79,9 @@ class _AxisSpec:
 
 
 _SPEC_CACHE_SIZE = 32
+#: (spec structure, spec axes, tree structure) -> axes per leaf, for all vmaps.
+_EXPANDED: dict = {}
+_EXPANDED_SIZE = 1024
 #: Keyword arguments of the mapped function: every one over its axis 0 (JAX).
 _KEYWORDS_SPEC = _AxisSpec(0, "in_axes")
 
