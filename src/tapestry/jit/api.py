@@ -40,7 +40,7 @@ from ..sparse import AxisSparse
 from .env import (EntropyWatch, ReachesTraced, environment, rng_changed, rng_states,
                   unstaged)
 from .fuse import available as fuse_available
-from .order import OrderedTree, dict_order, in_order
+from .order import dict_order
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .reverse import call_on_traced
 
@@ -304,8 +304,7 @@ class jit:
             skey, runtime, objects = _signature(leaves)
         if entry is None:
             entry = self._new_entry(key, objects, treedef, skey)
-        order = None if key[0] is _FLAT else key[3]
-        return self._trace(entry, args, kwargs, order, leaves, treedef, runtime, objects)
+        return self._trace(entry, args, kwargs, leaves, treedef, runtime, objects)
 
     #: The warning jit gives (jit/reverse.py warns through here).
     warning_class = JitWarning
@@ -380,7 +379,7 @@ class jit:
             print(f"tapestry.jit({self.__qualname__}): traced again: {msg}", file=sys.stderr)
 
     # --- tracing ------------------------------------------------------------
-    def _trace(self, entry, args, kwargs, order, leaves, treedef, runtime, objects):
+    def _trace(self, entry, args, kwargs, leaves, treedef, runtime, objects):
         entry.traces += 1
         self.n_traces += 1
         try:
@@ -394,7 +393,7 @@ class jit:
         for i in runtime:
             staged[i] = rec.input(leaves[i])
         input_slots = [staged[i]._slot for i in runtime]
-        sdyn = in_order(treedef.unflatten(staged), order)  # the caller's dict order
+        sdyn = treedef.unflatten(staged)  # (dicts in the caller's key order)
         sargs, skwargs = sdyn
         sargs = self._restore_static(sargs, args)
         skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
@@ -441,7 +440,6 @@ class jit:
         staged_aux = aux_holding(out_td, lambda v: v.__class__ is Staged)
         if staged_aux is not None:  # this call's result holds values, not dead wrappers
             out_td = map_aux(out_td, _unstage)
-        out_td = OrderedTree.of(out_td, out)
         concrete = [_unstage(v) for v in out_leaves]
         odd = _odd_output(out_leaves)
         if staged_aux is not None and odd is None and rec.refused is None and \

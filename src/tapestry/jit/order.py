@@ -1,11 +1,10 @@
-"""Dicts in the caller's key order through ``tapestry.jit``.
+"""The dict key order of ``tapestry.jit``'s arguments, part of its cache key.
 
-The pytree flattening sorts a dict's keys (equal dicts give equal
-structures), so a tree rebuilt from its leaves has its dicts sorted.  A
-function iterating a dict (``p.values()``, ``**kwargs``) depends on the
-order, so ``jit`` keys its cache on it (:func:`dict_order`), rebuilds the
-arguments in the caller's order and the results in the function's
-(:func:`in_order`, :class:`OrderedTree`).
+A tree structure does not include its dicts' key order (equal dicts give
+equal structures, as in JAX), though unflattening restores it.  A function
+iterating a dict (``p.values()``, ``**kwargs``) depends on the order, so
+``jit`` keys its cache on it too (:func:`dict_order`): a program traced for
+one order is never replayed for another.
 """
 from __future__ import annotations
 
@@ -63,47 +62,3 @@ def _inner_orders(values):
                 inner[k] = o
         k += 1
     return None if inner is None else tuple(inner)
-
-
-def in_order(x, order):
-    """``x`` (rebuilt from flattened leaves: dicts in sorted key order) with
-    its dicts in the order ``order`` (:func:`dict_order`) describes."""
-    if order is None:
-        return x
-    kind = order[0]
-    if kind == "dict":
-        pairs = [(k, in_order(x[k], o)) for k, o in zip(order[1], order[2])]
-        c = x.__class__
-        return c(x.default_factory, pairs) if c is defaultdict else c(pairs)
-    if kind == "fields":  # a dataclass rebuilt by the flattening: set in place
-        for n, o in zip(order[1], order[2]):
-            if o is not None:
-                object.__setattr__(x, n, in_order(getattr(x, n), o))
-        return x
-    items = [in_order(v, o) for v, o in zip(x, order[1])]
-    return x.__class__(*items) if hasattr(x, "_fields") else x.__class__(items)
-
-
-class OrderedTree:
-    """A tree structure whose dicts are not all in sorted key order:
-    unflattened with their keys in the order they had."""
-
-    __slots__ = ("td", "order")
-
-    def __init__(self, td, order):
-        self.td, self.order = td, order
-
-    def __eq__(self, other):
-        return isinstance(other, OrderedTree) and self.td == other.td and \
-            self.order == other.order
-
-    def __hash__(self):
-        return hash((self.td, self.order))
-
-    @staticmethod
-    def of(td, tree):
-        order = dict_order(tree)
-        return td if order is None else OrderedTree(td, order)
-
-    def unflatten(self, leaves):
-        return in_order(self.td.unflatten(leaves), self.order)

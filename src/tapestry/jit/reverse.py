@@ -42,7 +42,6 @@ from ..core.tape import ClosedNodes
 from ..core.tracing import of_leaves
 from ..core.var import Var
 from .env import ReachesTraced, environment
-from .order import OrderedTree
 from .program import GuardFailed, split
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
@@ -53,7 +52,6 @@ _PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, 
 def call_on_traced(jf, args, kwargs):
     """``jf(*args, **kwargs)`` where some leaves are traced values."""
     leaves, td = tree_flatten((args, kwargs))
-    td = OrderedTree.of(td, (args, kwargs))  # f sees its dicts in the caller's order
     tape, pos = None, []
     for i, x in enumerate(leaves):
         c = x.__class__
@@ -82,7 +80,6 @@ def call_on_traced(jf, args, kwargs):
         pargs, pkwargs = td.unflatten(plain)
         out = jf(*pargs, **pkwargs)
         out_leaves, out_td = tree_flatten(out)
-        out_td = OrderedTree.of(out_td, out)
         if any(o.__class__ is Var or o.__class__ in _OTHER_LEVELS for o in out_leaves):
             # f read a traced value from its closure: the uncompiled call sees it
             return jf.fun(*args, **kwargs)
@@ -314,7 +311,7 @@ def _register(jf, bwd, joint_args):
     entries = []
     for comp in bwd._compiled_for(joint_args, {}):
         if comp.split is None:
-            comp.split = _make_split(jf, comp, len(plain), ct_key, out_td) or False
+            comp.split = _make_split(jf, comp, len(plain), ct_key) or False
             comp.traced = None  # (the trace is needed only to split it)
         if comp.split:
             entries.append(comp.split)
@@ -332,7 +329,7 @@ def _register(jf, bwd, joint_args):
             pass
 
 
-def _make_split(jf, comp, n_plain, ct_key, f_out_td=None):
+def _make_split(jf, comp, n_plain, ct_key):
     """The :class:`_SplitEntry` of one joint program, or ``None`` where its
     trace cannot be split (it writes into memory across the cut), with
     fused loops at once where ``jf`` fuses at its first call."""
@@ -345,8 +342,6 @@ def _make_split(jf, comp, n_plain, ct_key, f_out_td=None):
         return None
     ys, ct_tree = comp.out_td.unflatten(list(range(len(outputs))))
     y_leaves, out_td = tree_flatten(ys)
-    if isinstance(f_out_td, OrderedTree) and f_out_td.td == out_td:
-        out_td = OrderedTree(out_td, f_out_td.order)  # f's dicts in its order (vjp sorts)
     ct_leaves, ct_td = tree_flatten(ct_tree)
     n_y = len(y_leaves)
     if y_leaves != list(range(n_y)) or ct_leaves != list(range(n_y, len(outputs))):
