@@ -16,17 +16,8 @@ import numpy as np
 import pytest
 
 import tapestry as tp
+from jit_checks import same
 from tapestry.jit import JitError, JitWarning
-
-
-def same(a, b):
-    la, ta = tp.tree_flatten(a)
-    lb, tb = tp.tree_flatten(b)
-    assert ta == tb, (ta, tb)
-    for x, y in zip(la, lb):
-        x, y = np.asarray(x), np.asarray(y)
-        assert x.shape == y.shape and x.dtype == y.dtype, (x, y)
-        assert x.tobytes() == y.tobytes(), (x, y)
 
 
 def check(f, *calls, **jit_kw):

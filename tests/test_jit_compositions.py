@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tapestry as tp
+from jit_checks import same
 
 
 def f(x, w):
@@ -66,16 +67,6 @@ def _inputs(name, shape, dtype, k):
         shape = (3,) + shape
     x = r.standard_normal(shape).astype(dtype)
     return x, dtype(0.7 + 0.1 * k)
-
-
-def same(a, b):
-    la, ta = tp.tree_flatten(a)
-    lb, tb = tp.tree_flatten(b)
-    assert ta == tb, (ta, tb)
-    for u, v in zip(la, lb):
-        u, v = np.asarray(u), np.asarray(v)
-        assert u.shape == v.shape and u.dtype == v.dtype, (u.shape, v.shape, u.dtype, v.dtype)
-        assert u.tobytes() == v.tobytes(), np.max(np.abs(u - v))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -473,9 +473,10 @@ def unbroadcast(g, shape):
     if axes is None:
         axes = _unbroadcast_axes(gshape, shape)
     if type(g) is np.ndarray or g.__class__ is Staged:  # (jit: the same steps)
-        s = batching.trailing_sum(g, axes)
-        if s is not None:
-            return np.reshape(s, shape)
+        if axes and axes[-1] == len(gshape) - 1:  # (a bias's axis 0 never is)
+            s = batching.trailing_sum(g, axes)
+            if s is not None:
+                return np.reshape(s, shape)
         # (staged: the plain call's ufunc reduce, which a replay calls directly)
         return np.reshape(np.add.reduce(g, axis=axes), shape)
     return np.reshape(g.sum(axis=axes), shape)  # traced (higher derivatives) or other

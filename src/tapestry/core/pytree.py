@@ -227,10 +227,6 @@ def _sorted_keys(x):
     return keys
 
 
-def _dict_keys(x):
-    return _sorted_keys(x)
-
-
 def _in_own_order(keys, d):
     """``d`` (built in sorted key order) in the order ``keys.order`` keeps."""
     order = getattr(keys, "order", None)
@@ -254,13 +250,13 @@ def _parts(k, t, x):
     if k == _SEQ or k == _NAMEDTUPLE:
         return None, x
     if k == _DICT:
-        keys = _dict_keys(x)
+        keys = _sorted_keys(x)
         return keys, [x[c] for c in keys]
     if k == _ODICT:
         keys = tuple(x)
         return keys, [x[c] for c in keys]
     if k == _DDICT:
-        keys = _dict_keys(x)
+        keys = _sorted_keys(x)
         return (x.default_factory, keys), [x[c] for c in keys]
     if k == _DATACLASS:
         meta = _dataclass_parts(x)

@@ -224,16 +224,19 @@ class jit:
     def __reduce__(self):
         """Pickled (for a process worker) as the function and the options: the
         programs, cache and counters are this process's and start afresh."""
-        return (_rebuild_jit, (self.fun, dict(
-            static_argnums=self.static_argnums, static_argnames=self.static_argnames,
-            max_traces=self.max_traces, cache_size=self.cache_size, strict=self.strict,
-            fuse=self._fuse_option, fuse_after=self.fuse_after)))
+        return (_rebuild_jit, (self.fun, self._options()))
+
+    def _options(self):
+        """The keyword arguments this jit was made with."""
+        return dict(static_argnums=self.static_argnums, static_argnames=self.static_argnames,
+                    max_traces=self.max_traces, cache_size=self.cache_size,
+                    strict=self.strict, fuse=self._fuse_option, fuse_after=self.fuse_after)
 
     def _rewrap(self, transform):
         """``jit(transform(f))`` with this jit's options: ``vmap(jit(f))``
         compiles the batched function (one program for the batch) instead
         of running ``f`` uncompiled on batched values."""
-        return _rebuild_jit(transform(self.fun), self.__reduce__()[1][1])
+        return _rebuild_jit(transform(self.fun), self._options())
 
     def __get__(self, obj, objtype=None):
         """A jitted method: ``self`` is a static argument (each instance its
