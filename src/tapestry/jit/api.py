@@ -614,7 +614,13 @@ class jit:
     def explain_cache_misses(self):
         """Why each trace after the first happened, one line per trace (the
         environment switch ``TAPESTRY_JIT_LOG=1`` prints them as they happen)."""
-        return list(self._misses)
+        return list(self._misses) + [f"{m} (parallel_sum's per-item value_and_grad)"
+                                     for d in self._derived() for m in d._misses]
+
+    def _derived(self):
+        """The jits made from this one for ``parallel_sum`` over items
+        (:mod:`tapestry.jit.items`): their work is this function's."""
+        return list(self.__dict__.get("_items_value_and_grad", {}).values())
 
     def explain(self, *args, **kwargs):
         """The program for these arguments (traced now if not cached): its
@@ -676,14 +682,19 @@ class jit:
         "fused_loops", "whole_programs"}`` so far (``numpy_calls``: the calls
         of the largest program, a fused loop counting one; ``whole_programs``:
         programs compiled into one numba function, :mod:`tapestry.jit.whole`)."""
-        progs = [c.program for e in self._cache.values() for c in e.programs]
-        return {"signatures": len(self._cache), "programs": len(progs),
-                "traces": self.n_traces, "calls": self._calls,
+        derived = self._derived()
+        caches = [self._cache] + [d._cache for d in derived]
+        progs = [c.program for cache in caches for e in cache.values() for c in e.programs]
+        return {"signatures": sum(map(len, caches)), "programs": len(progs),
+                "traces": self.n_traces + sum(d.n_traces for d in derived),
+                "calls": self._calls + sum(d._calls for d in derived),
                 "numpy_calls": max((p.n_calls for p in progs), default=0),
                 "fused_loops": sum(p.n_runs for p in progs),
                 "whole_programs": sum(p.whole for p in progs)}
 
     def clear_cache(self):
+        for d in self._derived():
+            d.clear_cache()
         with self._lock:
             self._cache.clear()
             self._splits = {}

@@ -61,6 +61,7 @@ class Program:
     def __init__(self, source, run, steps, n_calls, n_guards, consts, n_runs=0):
         self.n_runs = n_runs  # fused loops (tapestry.jit.fuse)
         self.whole = False  # one numba function (tapestry.jit.whole)
+        self.kernel = None  # its whole.Kernel (tapestry.jit.items calls it in a loop)
         self.not_whole = None  # why not (explain prints it)
         self.source = source
         self.run = run

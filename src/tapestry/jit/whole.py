@@ -160,14 +160,50 @@ def compile_whole(lowering, fallback):
         src, sig = gen.build()
     except Unsupported as e:
         return str(e)
-    kern = load_source(src, "tw", "tapestry_whole", cache_dir("jit")).kern
+    mod = load_source(src, "tw", "tapestry_whole", cache_dir("jit"))
+    kern = mod.kern
     wrapper, wsrc = _wrapper(kern, sig, gen, fallback.run, name)
     source = (fallback.source + f"\n# compiled whole (numba), {fallback.__class__.__name__} "
               f"above on a flag:\n{wsrc}\n{src}")
     prog = Program(source, wrapper, fallback.steps, 1, fallback.n_guards, fallback.consts,
                    fallback.n_runs)
     prog.whole = True
+    prog.kernel = Kernel(kern, mod.__name__, sig, len(gen.inputs),
+                         [c for _, c in gen.consts], _output_kinds(gen))
     return prog
+
+
+class Kernel:
+    """What a caller needs to call a whole program's kernel from other numba
+    code (:mod:`tapestry.jit.items` loops over items with it): the
+    dispatcher, the module it is imported from, its signature (numba types
+    as source: the inputs', then the constants'), the number of inputs,
+    the constant arrays, and per output how the wrapper rebuilds it
+    (:func:`_output_kinds`)."""
+
+    __slots__ = ("kern", "module", "sig", "n_inputs", "consts", "outputs")
+
+    def __init__(self, kern, module, sig, n_inputs, consts, outputs):
+        self.kern, self.module, self.sig, self.n_inputs = kern, module, sig, n_inputs
+        self.consts, self.outputs = consts, outputs
+
+
+def _output_kinds(gen):
+    """Per output: ``None`` where the kernel does not return it (a constant,
+    an input handed back); else ``(dtype letter, shape, rebuild)`` with
+    ``rebuild`` the 0-d array's dtype, the scalar type, or ``None`` (an
+    array)."""
+    kinds = []
+    for o in gen.outputs:
+        if o.__class__ is not Slot or o.i in gen.inputs:
+            kinds.append(None)
+            continue
+        v = gen.vals[o.i]
+        if v.array:
+            kinds.append((v.dt, v.shape, gen.meta[o.i][1] if v.shape == () else None))
+        else:
+            kinds.append((v.dt, (), _SCALARS[v.scalar_type][1]))
+    return kinds
 
 
 class _Kernel:

@@ -52,6 +52,38 @@ def add_in_order(terms):
     return total
 
 
+#: Leaves that hold nothing traced, batched, staged or masked.
+_PLAIN = frozenset({np.ndarray, int, float, complex, bool, np.float64, np.float32, np.int64,
+                    np.int32, np.bool_, np.complex128, str})
+
+
+def _plain_counts(items):
+    """Per item, its number of leaves, where every item is a plain array or
+    number, or a dict / tuple / list of those (the common list of items,
+    checked without flattening each: nothing traced is among them, so only
+    the counts are needed); ``None`` otherwise.  (No container is made per
+    item: a thousand small lists cost more in garbage collection than in
+    making them.)"""
+    out = []
+    plain = _PLAIN
+    for it in items:
+        c = it.__class__
+        if c is dict:
+            values = it.values()
+        elif c is tuple or c is list:
+            values = it
+        elif c in plain:
+            out.append(1)
+            continue
+        else:
+            return None
+        for x in values:
+            if x.__class__ not in plain:
+                return None
+        out.append(len(values))
+    return out
+
+
 class Plan:
     """The items and shared arguments of one call, lowered off the tape.
 
@@ -67,12 +99,20 @@ class Plan:
         if isinstance(items, (Iterator, range)):  # a generator, map(...), iter(...)
             items = list(items)  # chunks need the count and random access
         self.is_list = isinstance(items, list)
+        self.item_counts = None
         if self.is_list:
-            flat = [tree_flatten(it) for it in items]
-            self.item_leaves = [l for l, _ in flat]
-            self.item_defs = [td for _, td in flat]
+            self.items = items
             self.n = len(items)
-            all_items = [x for l in self.item_leaves for x in l]
+            #: leaves per item where items are plain (``_plain_counts``), else None
+            self.item_counts = _plain_counts(items)
+            if self.item_counts is not None:  # nothing traced among them
+                self.item_leaves = self.item_defs = None
+                all_items = []
+            else:
+                flat = [tree_flatten(it) for it in items]
+                self.item_leaves = [l for l, _ in flat]
+                self.item_defs = [td for _, td in flat]
+                all_items = [x for l in self.item_leaves for x in l]
         else:
             leaves, self.item_def = tree_flatten(items)
             self.n = _common_length(leaves, opname)
@@ -99,9 +139,15 @@ class Plan:
         def act(x):
             return x.__class__ is Var and x._tape is top
 
-        if self.is_list:
+        if self.is_list and self.item_counts is not None:  # plain items: none active
+            self.item_active = self.item_values = None
+            self.items_as_given = True
+            flat = []
+        elif self.is_list:
             self.item_active = [[act(x) for x in l] for l in self.item_leaves]
             self.item_values = [[low(x) for x in l] for l in self.item_leaves]
+            #: no item holds a value traced here: chunks are the items themselves
+            self.items_as_given = top is None or not any(map(any, self.item_active))
             flat = [x for l in self.item_values for x in l]
         else:
             self.item_active = [act(x) for x in self.item_leaves]
@@ -133,7 +179,9 @@ class Plan:
     # --- the tape side ----------------------------------------------------------------
     def parents(self):
         """Tape positions of the active leaves: items' first, then shared."""
-        if self.is_list:
+        if self.is_list and self.item_counts is not None:
+            items = []
+        elif self.is_list:
             items = [x._index for l, a in zip(self.item_leaves, self.item_active)
                      for x, on in zip(l, a) if on]
         else:
@@ -142,6 +190,8 @@ class Plan:
 
     # --- chunk tasks -----------------------------------------------------------------------
     def chunk_items(self, a, b):
+        if self.is_list and self.items_as_given:  # as plain Python's loop hands them to f
+            return self.items[a:b]
         if self.is_list:
             return [td.unflatten(v) for td, v in
                     zip(self.item_defs[a:b], self.item_values[a:b])]
@@ -151,6 +201,8 @@ class Plan:
 
     def _chunk_active(self, a, b):
         """Active positions among the leaves of ``chunk_items(a, b)``."""
+        if self.is_list and self.item_counts is not None:  # plain items: none active
+            return [], sum(self.item_counts[a:b])
         if self.is_list:
             flags = [on for act in self.item_active[a:b] for on in act]
         elif self.batched:
@@ -161,15 +213,26 @@ class Plan:
 
     def tasks(self, f, bounds, differentiate):
         shared = self.shared_def.unflatten(self.shared_values)
+        columns = self._columns(f) if differentiate else None
         out = []
         for a, b in bounds:
-            active = ()
+            active, n_chunk = (), None
             if differentiate:
                 pos, n_chunk = self._chunk_active(a, b)
                 active = tuple(pos) + tuple(n_chunk + k for k, on in
                                             enumerate(self.shared_active) if on)
-            out.append(Task(f, a, self.chunk_items(a, b), shared, active, self.batched))
+            out.append(Task(f, a, self.chunk_items(a, b), shared, active, self.batched,
+                            n_chunk, columns and [c[a:b] for c in columns]))
         return out
+
+    def _columns(self, f):
+        """The items stacked leaf by leaf, once for all chunks, where ``f`` is
+        a jitted function whose programs may run as one numba loop over a
+        chunk's items (tapestry.jit.items); else ``None``."""
+        if not (self.is_list and self.item_counts is not None and self.n > 1):
+            return None
+        from ..jit.items import columns_for
+        return columns_for(f, self.items)
 
     def chunk_tangents(self, bounds, ts, batch=None):
         """Forward mode: per chunk, the tangents of its active leaves in

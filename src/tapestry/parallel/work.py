@@ -27,17 +27,24 @@ from .faults import Failure
 class Task:
     """One chunk's work order (picklable: all plain data plus ``f``)."""
 
-    __slots__ = ("f", "start", "chunk", "shared", "active", "batched")
+    __slots__ = ("f", "start", "chunk", "shared", "active", "batched", "n_chunk", "columns")
 
-    def __init__(self, f, start, chunk, shared, active, batched):
+    def __init__(self, f, start, chunk, shared, active, batched, n_chunk=None, columns=None):
         self.f, self.start, self.chunk, self.shared = f, start, chunk, shared
         self.active, self.batched = active, batched
+        #: leaves of ``chunk`` (``active`` positions from here on are shared
+        #: arguments'); ``None``: not counted
+        self.n_chunk = n_chunk
+        #: the chunk's items stacked leaf by leaf (tapestry.jit.items), or None
+        self.columns = columns
 
     def __getstate__(self):
-        return (self.f, self.start, self.chunk, self.shared, self.active, self.batched)
+        return (self.f, self.start, self.chunk, self.shared, self.active, self.batched,
+                self.n_chunk, self.columns)
 
     def __setstate__(self, s):
-        self.f, self.start, self.chunk, self.shared, self.active, self.batched = s
+        (self.f, self.start, self.chunk, self.shared, self.active, self.batched,
+         self.n_chunk, self.columns) = s
 
     def label(self, i=None):
         if self.batched:
@@ -55,8 +62,10 @@ def task_span(t):
 
 
 def _length(chunk):
+    if isinstance(chunk, list):
+        return len(chunk)
     leaves = tree_flatten(chunk)[0]
-    return len(chunk) if isinstance(chunk, list) else (len(leaves[0]) if leaves else 0)
+    return len(leaves[0]) if leaves else 0
 
 
 def _trace(task, tape):
@@ -134,6 +143,11 @@ def sum_chunk(task):
     from one reverse sweep: ``(value, [grad per active leaf])`` (and, for
     a complex sum, a third entry: the gradients for the cotangent 1j); a
     :class:`Failure` naming the item or chunk if any step raises."""
+    if task.f.__class__ is _jit_class():  # no tape: one jitted value_and_grad per item
+        from ..jit.items import sum_chunk as jitted_items
+        r = jitted_items(task, lambda cts, like: _grads(cts, range(len(like)), like))
+        if r is not None:
+            return r
     try:
         if not task.active:
             return _in_order_sum(_calls(task, task.chunk, task.shared, _check_scalar)), []
@@ -160,6 +174,11 @@ def sum_chunk(task):
                                   positions, values)
     except Exception as e:
         return Failure(_span_label(task_span(task)), e, "the reverse sweep through f raised")
+
+
+def _jit_class():
+    from ..jit.api import jit
+    return jit
 
 
 class BadValue(TypeError):

@@ -1,0 +1,281 @@
+"""``parallel_sum`` of a jitted item function: a chunk without the engine.
+
+``parallel_sum(jit(f), items, *shared)`` inside ``grad`` otherwise runs
+each item as ``grad(jit(f))`` on the chunk's child tape: a traced call, a
+node, a pullback per item, then a reverse sweep, ~48 us of Python per W7
+item.  Here the chunk calls one jitted ``value_and_grad`` of ``f`` (with
+respect to the chunk's active shared leaves) per item and adds the values
+and gradients up itself: no tape, no node, no sweep.
+
+Bits: the values are added in item order, as the chunk's ``sum`` adds
+them, and the gradients in reverse item order, as the reverse sweep of
+the chunk's tape meets the items (the first contribution kept, each next
+one added with ``np.add``), so the result has the tape path's bits with
+``fuse=False``.  Anything this path does not cover returns ``None`` and
+the chunk runs on a tape as before: items that are differentiated
+themselves, static arguments, a batched call, a value that is not one real
+number, and any exception (the tape path then names the first item that
+raised, with its own message).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.api import value_and_grad
+from ..core.pytree import _sorted_keys, tree_flatten
+
+
+def sum_chunk(task, grads_like):
+    """``(value, [gradient per active leaf])`` of ``task`` (whose ``f`` is a
+    :class:`~tapestry.jit.api.jit`), or ``None`` where this path does not
+    apply.  ``grads_like(acc, values)`` casts the gradients as the tape path
+    does (``work._grads``)."""
+    jf, chunk = task.f, task.chunk
+    if task.batched or not task.active or chunk.__class__ is not list or not chunk \
+            or jf.fun is None or jf._static or jf._eager_all is not None:
+        return None
+    n_chunk = task.n_chunk
+    if n_chunk is None:
+        n_chunk = len(tree_flatten(chunk)[0])
+    if task.active[0] < n_chunk:  # an item's own leaf is differentiated
+        return None
+    shared_leaves, shared_td = tree_flatten(task.shared)
+    act = tuple(p - n_chunk for p in task.active)
+    vg = _item_value_and_grad(jf, shared_td, act)
+    values, acc, owned = [None] * len(chunk), None, None
+    try:
+        if len(chunk) > 1 and jf._fuse:  # whole programs: one loop over the items
+            driven = _driven(vg, chunk, task.columns, shared_leaves)
+            if driven is not None:
+                v, gs = driven
+                return v, grads_like(gs, [shared_leaves[k] for k in act])
+        for i in range(len(chunk) - 1, -1, -1):
+            v, gs = vg(chunk[i], *shared_leaves)
+            if not _real_number(v):
+                return None
+            values[i] = v
+            if acc is None:
+                acc, owned = list(gs), [False] * len(gs)
+            else:
+                _add_into(acc, owned, gs)
+    except Exception:  # the tape path names the item and says what it raised
+        return None
+    total = values[0]
+    for v in values[1:]:
+        total = total + v
+    return total, grads_like(acc, [shared_leaves[k] for k in act])
+
+
+def _add_into(acc, owned, gs):
+    """``acc[k] += gs[k]``: in place once ``acc[k]`` is a buffer made here
+    (the first contribution may be an input of the item, returned as its
+    gradient), as the engine's ``accumulate`` adds."""
+    for k, g in enumerate(gs):
+        a = acc[k]
+        if owned[k] and g.__class__ is np.ndarray and a.shape == g.shape \
+                and a.dtype == g.dtype:
+            np.add(a, g, out=a)
+        else:
+            acc[k] = a = a + g
+            owned[k] = a.__class__ is np.ndarray
+
+
+def _real_number(v):
+    if v.__class__ in (float, np.float64, np.float32, int):
+        return True
+    return isinstance(v, (np.ndarray, np.generic)) and v.shape == () \
+        and v.dtype.kind in "iuf"
+
+
+def _item_value_and_grad(jf, shared_td, act):
+    """The jitted ``value_and_grad`` of ``f(item, *shared)`` with respect to
+    the shared leaves at ``act``, called as ``(item, *shared_leaves)``;
+    one per (structure of the shared arguments, active leaves), kept on
+    ``jf`` with its options."""
+    cache = jf.__dict__.setdefault("_items_value_and_grad", {})
+    key = (shared_td, act)
+    vg = cache.get(key)
+    if vg is None:
+        fun = jf.fun
+
+        def item_value_and_grad(item, *leaves):
+            def of_active(*xs):
+                full = list(leaves)
+                for k, x in zip(act, xs):
+                    full[k] = x
+                return fun(item, *shared_td.unflatten(full))
+            return value_and_grad(of_active, argnums=tuple(range(len(act))),
+                                  sparse=False)(*[leaves[k] for k in act])
+        item_value_and_grad.__qualname__ = f"{getattr(fun, '__qualname__', 'f')}_item_grad"
+        vg = cache.setdefault(key, jf._rewrap(lambda f: item_value_and_grad))
+    return vg
+
+
+# --- whole programs: one numba loop over the chunk's items -----------------------------
+#: Item leaves a loop kernel takes: arrays stacked along a new axis 0, and
+#: Python ints and floats gathered into an int64 / float64 array.
+_ITEM_SCALARS = {int: np.int64, float: np.float64}
+
+
+def columns_for(jf, items):
+    """:func:`_columns` of all the items, where ``jf`` is a jit whose
+    programs may be whole (with ``fuse``) and can take them; else ``None``."""
+    from .api import jit
+    if jf.__class__ is not jit or not jf._fuse or jf._static:
+        return None
+    return _columns(items)
+
+
+def _driven(vg, chunk, columns, shared_leaves):
+    """``(value, [gradients])`` of the chunk from one call of a numba loop
+    over its items (nogil: threads run their chunks at once), where the
+    program of ``vg`` at the chunk's last item is a whole-program kernel
+    (``fuse=True``, :mod:`tapestry.jit.whole`) and every item has that
+    item's signature; else ``None``.  The loop adds values and gradients
+    in the orders :func:`sum_chunk` does, so its bits are the per-item
+    calls' bits.  A flag of the kernel (an inf or nan, an index out of
+    bounds, a failed guard) gives ``None`` too: the items then run one
+    call each, whose fallbacks see to it."""
+    progs = vg._compiled_for((chunk[-1], *shared_leaves), {})
+    if not progs:  # the first call: traced (and compiled) at the last item
+        vg(chunk[-1], *shared_leaves)
+        progs = vg._compiled_for((chunk[-1], *shared_leaves), {})
+    if not progs or progs[0].program.kernel is None:
+        return None
+    comp = progs[0]
+    kernel = comp.program.kernel
+    if len(comp.env) and comp.env.changed() is not None:
+        return None  # (each item's call then traces again)
+    if columns is None:
+        columns = _columns(chunk)
+    if columns is None or any(k is None for k in kernel.outputs) \
+            or len(columns) + len(shared_leaves) != kernel.n_inputs \
+            or not all(_kernel_arg(x) for x in shared_leaves):
+        return None
+    spec = tuple((c.ndim, c.dtype.str) for c in columns)
+    drivers = comp.program.__dict__.setdefault("_item_drivers", {})
+    drive = drivers.get(spec)
+    if drive is None:
+        if spec in drivers:
+            return None  # (this spec did not compile: no second try)
+        try:
+            drive = _driver(kernel, columns, len(shared_leaves))
+        except Exception:
+            drivers[spec] = None
+            return None
+        drivers[spec] = drive
+    r = drive(len(chunk), *columns, *shared_leaves, *kernel.consts)
+    if r[0]:
+        return None
+    kinds = kernel.outputs
+    value = _rebuilt(r[1], kinds[0]) if len(chunk) == 1 or kinds[0][2] is float \
+        else np.float64(r[1])
+    return value, [_rebuilt(g, k) for g, k in zip(r[2:], kinds[1:])]
+
+
+def _rebuilt(x, kind):
+    rebuild = kind[2]
+    if rebuild is None:
+        return x
+    return np.array(x, rebuild) if isinstance(rebuild, np.dtype) else rebuild(x)
+
+
+def _kernel_arg(x):
+    """Whether a shared leaf goes into the kernel as its signature says (a
+    C-contiguous writable array, a Python or NumPy number)."""
+    if x.__class__ is np.ndarray:
+        return x.flags.c_contiguous and x.flags.writeable
+    return x.__class__ in (int, float, np.float64, np.int64)
+
+
+def _columns(chunk):
+    """The items' leaves stacked along a new axis 0, leaf by leaf in the
+    order tree_flatten gives them; ``None`` unless every item is an array,
+    or a dict / tuple / list of arrays and Python ints or floats, with the
+    first item's keys (in its order), leaf types, shapes and dtypes."""
+    ref = chunk[0]
+    c = ref.__class__
+    if c is np.ndarray:
+        cols = [chunk]
+    elif c is dict:
+        keys = _sorted_keys(ref)
+        order = tuple(ref)
+        n = len(order)
+        for it in chunk:
+            if it.__class__ is not dict or len(it) != n or tuple(it) != order:
+                return None
+        cols = [[it[k] for it in chunk] for k in keys]
+    elif c is tuple or c is list:
+        n = len(ref)
+        for it in chunk:
+            if it.__class__ is not c or len(it) != n:
+                return None
+        cols = [[it[k] for it in chunk] for k in range(n)]
+    else:
+        return None
+    out = []
+    for col in cols:
+        first = col[0]
+        fc = first.__class__
+        if fc is np.ndarray:
+            if len(set(map(type, col))) != 1 or len({x.dtype for x in col}) != 1:
+                return None
+            try:
+                stacked = np.array(col)  # (raises on shapes that differ)
+            except ValueError:
+                return None
+            if stacked.shape[1:] != first.shape:
+                return None
+            out.append(stacked)
+        elif fc in _ITEM_SCALARS:
+            if len(set(map(type, col))) != 1:
+                return None
+            try:
+                out.append(np.array(col, dtype=_ITEM_SCALARS[fc]))
+            except OverflowError:
+                return None
+        else:
+            return None
+    return out
+
+
+def _driver(kernel, columns, n_shared):
+    """The numba loop over items calling ``kernel`` (generated source, kept
+    on disk like the kernel's so ``cache=True`` works across processes)."""
+    from ..kernels.compile_numba import cache_dir, load_source
+    item = [f"a{k}" for k in range(len(columns))]
+    shared = [f"s{k}" for k in range(n_shared)]
+    consts = [f"k{k}" for k in range(len(kernel.consts))]
+    params = ", ".join(["n"] + item + shared + consts)
+
+    def call(i):
+        return f"kern({', '.join([f'{a}[{i}]' for a in item] + shared + consts)})"
+    grads = kernel.outputs[1:]
+    first = [f"    g{k} = r[{k + 2}]{'.copy()' if g[1] != () else ''}"
+             for k, g in enumerate(grads)]
+    more = [f"            g{k} {'+=' if g[1] != () else '= g' + str(k) + ' +'} r[{k + 2}]"
+            for k, g in enumerate(grads)]
+    lines = ["import numpy as np", "from numba import njit",
+             f"from {kernel.module} import kern", "",
+             "@njit(nogil=True, cache=True)",
+             f"def drive({params}):",
+             "    vals = np.empty(n)",
+             f"    r = {call('n - 1')}",
+             "    bad = r[0]",
+             "    vals[n - 1] = r[1]",
+             *first,
+             "    i = n - 2",
+             "    while i >= 0 and not bad:",
+             f"        r = {call('i')}",
+             "        if r[0]:",
+             "            bad = True",
+             "        else:",
+             "            vals[i] = r[1]",
+             *more,
+             "        i -= 1",
+             "    total = vals[0]",
+             "    for i in range(1, n):",
+             "        total = total + vals[i]",
+             f"    return (bad, total{''.join(f', g{k}' for k in range(len(grads)))})"]
+    src = "\n".join(lines) + "\n"
+    return load_source(src, "td", "tapestry_items", cache_dir("jit")).drive

@@ -1,0 +1,268 @@
+"""``parallel_sum`` of a jitted item function (tapestry.jit.items): each
+chunk runs one jitted ``value_and_grad`` per item (default NumPy replay)
+or one numba loop over its items (whole programs, ``fuse=True``), with no
+tape.  Its results must be the tape path's: the same bits with
+``fuse=False``, the per-item calls' bits with the loop, and every error,
+refusal and fallback of the tape path."""
+import importlib
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.testing import check_grads
+
+items_mod = importlib.import_module("tapestry.jit.items")
+
+
+def _has_numba():
+    try:
+        import numba  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+needs_numba = pytest.mark.skipif(not _has_numba(), reason="numba not installed")
+
+
+def group_logp(g, u, alpha, beta):
+    uj = u[g["j"]]
+    eta = alpha + beta * g["x"] + uj
+    return np.sum(g["y"] * eta - np.exp(eta) - g["c"]) - 0.5 * uj * uj
+
+
+def make_groups(n, m=5, seed=0, dtype=np.float64):
+    r = np.random.default_rng(seed)
+    groups = [{"x": r.normal(size=m).astype(dtype), "y": r.poisson(2.0, size=m).astype(dtype),
+               "c": r.normal(size=m).astype(dtype), "j": i % 7} for i in range(n)]
+    return groups, r.normal(size=7) * 0.1, 0.3, -0.2
+
+
+def _leaves(t):
+    return tp.tree_util.tree_leaves(t)
+
+
+def _same_bits(a, b):
+    la, lb = _leaves(a), _leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert np.array_equal(x, y, equal_nan=True), (x, y)
+
+
+def _vg(f, groups, ex="serial", chunk_size=None, argnums=(0, 1, 2)):
+    return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
+        f, groups, u, a, b, executor=ex, chunk_size=chunk_size), argnums=argnums)
+
+
+class Spy:
+    """Counts the chunks that took the path under test (and those that
+    went back to the tape)."""
+
+    def __init__(self, monkeypatch, name):
+        self.hits = self.misses = 0
+        orig = getattr(items_mod, name)
+
+        def spy(*a, **k):
+            r = orig(*a, **k)
+            if r is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return r
+        monkeypatch.setattr(items_mod, name, spy)
+
+
+@pytest.mark.parametrize("ex", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("chunk_size", [None, 1, 3, 40])
+def test_same_bits_as_the_tape_path(monkeypatch, ex, chunk_size):
+    groups, u, a, b = make_groups(23)
+    spy = Spy(monkeypatch, "sum_chunk")
+    got = _vg(tp.jit(group_logp), groups, ex, chunk_size)(u, a, b)
+    want = _vg(group_logp, groups, ex, chunk_size)(u, a, b)
+    _same_bits(got, want)
+    if ex != "processes":  # (processes run it in the workers)
+        assert spy.hits > 0 and spy.misses == 0
+
+
+@pytest.mark.parametrize("argnums", [0, (1,), (0, 2), (2, 1)])
+def test_a_subset_of_shared_arguments(argnums):
+    groups, u, a, b = make_groups(9)
+    _same_bits(_vg(tp.jit(group_logp), groups, argnums=argnums)(u, a, b),
+               _vg(group_logp, groups, argnums=argnums)(u, a, b))
+
+
+def test_shared_pytree_and_tuple_items():
+    r = np.random.default_rng(3)
+    items = [(r.normal(size=3), r.normal(size=(3, 2)), float(r.normal())) for _ in range(11)]
+    params = {"w": r.normal(size=2), "b": np.float64(0.1), "s": [r.normal(size=3), 2.0]}
+
+    def f(item, p):
+        x, z, t = item
+        return np.sum(np.tanh(z @ p["w"] + p["b"]) * x) * p["s"][1] + t * np.sum(p["s"][0] * x)
+    jf = tp.jit(f)
+    for ex in ("serial", "threads"):
+        got = tp.value_and_grad(lambda p: tp.parallel_sum(jf, items, p, executor=ex,
+                                                           chunk_size=4))(params)
+        want = tp.value_and_grad(lambda p: tp.parallel_sum(f, items, p, executor=ex,
+                                                            chunk_size=4))(params)
+        _same_bits(got, want)
+    check_grads(lambda p: tp.parallel_sum(jf, items, p, chunk_size=4), (params,), order=1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtypes_and_finite_differences(monkeypatch, dtype):
+    """Against the tape path of the same jitted function: the same bits.
+    (Against the uncompiled function within rounding only: there the
+    engine adds the items' sparse cotangents of ``u[j]``, here their dense
+    ones, and in float32 the two orders round differently.)"""
+    groups, u, a, b = make_groups(8, dtype=dtype)
+    u = u.astype(dtype)
+    jf = tp.jit(group_logp)
+    got = _vg(jf, groups, chunk_size=3)(u, a, b)
+    with monkeypatch.context() as m:
+        m.setattr(items_mod, "sum_chunk", lambda *a: None)
+        _same_bits(got, _vg(tp.jit(group_logp), groups, chunk_size=3)(u, a, b))
+    want = _vg(group_logp, groups, chunk_size=3)(u, a, b)
+    for x, y in zip(_leaves(got), _leaves(want)):
+        np.testing.assert_allclose(x, y, rtol=1e-5 if dtype == np.float32 else 1e-13)
+    if dtype == np.float64:
+        check_grads(lambda u, a, b: tp.parallel_sum(jf, groups, u, a, b, chunk_size=3),
+                    (u, a, b), order=1)
+
+
+def test_items_that_are_differentiated_take_the_tape(monkeypatch):
+    r = np.random.default_rng(1)
+    xs = [r.normal(size=3) for _ in range(5)]
+    f = lambda x, w: np.sum(np.sin(x * w))  # noqa: E731
+    jf = tp.jit(f)
+    got = tp.grad(lambda xs, w: tp.parallel_sum(jf, xs, w), argnums=(0, 1))(xs, 0.5)
+    want = tp.grad(lambda xs, w: tp.parallel_sum(f, xs, w), argnums=(0, 1))(xs, 0.5)
+    _same_bits(got, want)
+
+
+def test_items_of_several_signatures():
+    r = np.random.default_rng(2)
+    items = [r.normal(size=3 + (i % 3)) for i in range(10)] + [2.5, 3]
+    f = lambda x, w: np.sum(np.exp(w * x)) + 0.5 * w * w  # noqa: E731
+    for fuse in (False, True) if _has_numba() else (False,):
+        jf = tp.jit(f, fuse=fuse)
+        got = tp.value_and_grad(lambda w: tp.parallel_sum(jf, items, w, chunk_size=4))(0.3)
+        want = tp.value_and_grad(lambda w: tp.parallel_sum(f, items, w, chunk_size=4))(0.3)
+        # (rounding only: for some items the tape path adds their
+        # contributions to w in another grouping than one total per item)
+        np.testing.assert_allclose(np.asarray(_leaves(got)), np.asarray(_leaves(want)),
+                                   rtol=1e-13)
+
+
+@pytest.mark.parametrize("fuse", [False, pytest.param(True, marks=needs_numba)])
+def test_an_item_that_raises_is_named(fuse):
+    groups, u, a, b = make_groups(12)
+    groups[7] = dict(groups[7], j=99)  # out of bounds for u
+    jf = tp.jit(group_logp, fuse=fuse)
+    with pytest.raises(tp.parallel.ParallelItemError, match="IndexError on item 7"):
+        _vg(jf, groups, chunk_size=5)(u, a, b)
+
+
+def test_a_value_that_is_not_one_number_is_refused_as_before():
+    items = [np.ones(3), np.ones(3)]
+    jf = tp.jit(lambda x, w: x * w)
+    with pytest.raises(tp.parallel.ParallelItemError, match="f must return one number"):
+        tp.grad(lambda w: tp.parallel_sum(jf, items, w))(1.0)
+
+
+def test_complex_values_take_the_tape():
+    items = [np.arange(3.0) + i for i in range(4)]
+    f = lambda x, w: np.sum(np.exp(1j * w * x))  # noqa: E731
+    jf = tp.jit(f)
+    got = tp.grad(lambda w: np.real(tp.parallel_sum(jf, items, w)))(0.3)
+    want = tp.grad(lambda w: np.real(tp.parallel_sum(f, items, w)))(0.3)
+    _same_bits(got, want)
+
+
+def test_static_arguments_take_the_tape():
+    items = [np.arange(3.0) + i for i in range(4)]
+
+    def f(x, w, k):
+        return np.sum(x ** k * w)
+    jf = tp.jit(f, static_argnums=2)
+    _same_bits(tp.grad(lambda w: tp.parallel_sum(jf, items, w, 2))(0.3),
+               tp.grad(lambda w: tp.parallel_sum(f, items, w, 2))(0.3))
+
+
+def test_a_closure_changed_between_calls_is_seen():
+    groups, u, a, b = make_groups(9)
+    scale = np.array([1.0])
+
+    def f(g, u, a, b):
+        return group_logp(g, u, a, b) * scale[0]
+    for fuse in (False, True) if _has_numba() else (False,):
+        jf = tp.jit(f, fuse=fuse)
+        first = _vg(jf, groups, chunk_size=4)(u, a, b)
+        scale[0] = 2.0
+        second = _vg(jf, groups, chunk_size=4)(u, a, b)
+        np.testing.assert_allclose(second[0], 2 * first[0], rtol=1e-12)
+        scale[0] = 1.0
+
+
+def test_cache_info_counts_the_derived_programs():
+    groups, u, a, b = make_groups(9)
+    jf = tp.jit(group_logp)
+    for _ in range(3):
+        _vg(jf, groups, chunk_size=4)(u, a, b)
+    info = jf.cache_info()
+    assert info["traces"] == 1 and info["signatures"] == 1
+    jf.clear_cache()
+    assert jf.cache_info()["signatures"] == 0
+
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+def test_whole_programs_loop_over_the_items(monkeypatch, ex):
+    """The numba loop gives the bits of one jitted call per item."""
+    groups, u, a, b = make_groups(40)
+    spy = Spy(monkeypatch, "_driven")
+    jf = tp.jit(group_logp, fuse=True)
+    looped = _vg(jf, groups, ex, 7)(u, a, b)
+    assert spy.hits > 0
+    monkeypatch.setattr(items_mod, "_driven", lambda *a: None)
+    per_call = _vg(tp.jit(group_logp, fuse=True), groups, ex, 7)(u, a, b)
+    _same_bits(looped, per_call)
+    want = _vg(group_logp, groups, ex, 7)(u, a, b)
+    for x, y in zip(_leaves(looped), _leaves(want)):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+
+
+@needs_numba
+def test_the_loop_falls_back_on_a_flag(monkeypatch):
+    """An inf in one item, a guard that fails on another: the chunk runs
+    one call per item, whose fallbacks give NumPy's results."""
+    groups, u, a, b = make_groups(12)
+    groups[3] = dict(groups[3], x=groups[3]["x"] * 1e3)  # exp overflows: inf, nan grads
+
+    def f(g, u, a, b):
+        v = group_logp(g, u, a, b)
+        if g["j"] == 2:  # a guard on an item's int
+            v = v * 2.0
+        return v
+    spy = Spy(monkeypatch, "_driven")
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = _vg(tp.jit(f, fuse=True), groups, chunk_size=4)(u, a, b)
+        want = _vg(f, groups, chunk_size=4)(u, a, b)
+    assert spy.misses > 0
+    for x, y in zip(_leaves(got), _leaves(want)):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+
+
+def test_plain_items_with_forward_mode():
+    groups, u, a, b = make_groups(6)
+    jf = tp.jit(group_logp)
+    t = (np.ones_like(u), 1.0, 0.5)
+    got = tp.jvp(lambda u, a, b: tp.parallel_sum(jf, groups, u, a, b, chunk_size=4),
+                 (u, a, b), t)
+    want = tp.jvp(lambda u, a, b: tp.parallel_sum(group_logp, groups, u, a, b, chunk_size=4),
+                  (u, a, b), t)
+    for x, y in zip(got, want):
+        np.testing.assert_allclose(x, y, rtol=1e-13)
