@@ -5,6 +5,7 @@ tape.  Its results must be the tape path's: the same bits with
 ``fuse=False``, the per-item calls' bits with the loop, and every error,
 refusal and fallback of the tape path."""
 import importlib
+import importlib.util
 
 import numpy as np
 import pytest
@@ -16,11 +17,7 @@ items_mod = importlib.import_module("tapestry.jit.items")
 
 
 def _has_numba():
-    try:
-        import numba  # noqa: F401
-        return True
-    except ImportError:
-        return False
+    return importlib.util.find_spec("numba") is not None
 
 
 needs_numba = pytest.mark.skipif(not _has_numba(), reason="numba not installed")

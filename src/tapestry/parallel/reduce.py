@@ -16,6 +16,7 @@ from ..core.pytree import tree_flatten
 from .chunks import Plan, add_in_order, chunk_bounds
 from .executors import SerialExecutor, check_options, get_executor
 from .runner import run_chunks
+from .staged import staged_recorder, staged_sum
 from .work import sum_chunk
 from .vectorized import vectorized
 
@@ -48,6 +49,12 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum")
     if plan.n == 0:
         return np.float64(0.0)
+    if plan.inline:  # inside a jit trace: the chunks as one step of its program
+        rec = staged_recorder(plan, executor)
+        if rec is not None:
+            out = staged_sum(rec, plan, f, bounds, executor, n_workers, progress, timeout)
+            if out is not None:
+                return out
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
     tasks = plan.tasks(f, bounds, differentiate)

@@ -1,0 +1,173 @@
+"""``parallel_sum`` inside a ``jit`` trace: its chunks as one step of the
+program, run on the executor at every replay.
+
+Traced inline, a ``parallel_sum`` in a jitted function becomes the chunks'
+steps one after the other: every replay runs them on the calling thread,
+whatever ``executor=`` says.  Here the trace records one step instead,
+whose function runs the chunks (:func:`~.work.sum_chunk`: a child tape per
+chunk, or :mod:`tapestry.jit.items` for a jitted ``f``) on the executor
+and returns the sum and the gradient of each shared argument and item
+being differentiated, assembled as the eager call assembles them: the
+replay's result has the eager call's bits, on every executor.  ``f`` runs
+on the replay's values each time, so what it reads from its closure is
+read afresh, as without jit.
+
+Not taken (the chunks are traced inline, as before) for the serial
+executor, for ``f`` reaching a value traced by jit or another
+transformation through its closure (it must be traced with the chunks),
+for values traced at several levels or batched, and for a complex sum.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..core.backward import JointRule
+from ..core.batched import Batched
+from ..core.primitive import record
+from ..core.staged import Staged, Unstageable
+from ..core.var import Var
+from .chunks import add_in_order
+from .executors import get_executor
+from .runner import run_chunks
+from .work import sum_chunk
+
+
+class _Opaque:
+    """Items passed to the step as one constant (a list of plain items is
+    not taken apart into the program's arguments)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+
+def staged_recorder(plan, executor):
+    """The jit trace's recorder where ``plan``'s chunks can run as one step
+    (see the module's docstring), else ``None``."""
+    if executor is None or executor == "serial":
+        return None
+    leaves = ([] if plan.item_counts is not None else
+              [x for l in plan.item_values for x in l] if plan.is_list else
+              list(plan.item_values)) + list(plan.shared_values)
+    rec = None
+    for x in leaves:
+        c = x.__class__
+        if c is Var or c is Batched:
+            return None
+        if c is Staged:
+            if rec is not None and x._rec is not rec:
+                return None
+            rec = x._rec
+    return rec
+
+
+def staged_sum(rec, plan, f, bounds, executor, n_workers, progress, timeout):
+    """The sum (and, when differentiated, its node on ``plan.top``) from one
+    step of ``rec``'s program; ``None`` where the chunks must be traced
+    inline instead."""
+    if _reaches_traced(f):
+        return None
+    step = _ChunksStep(plan, f, bounds, executor, n_workers, progress, timeout)
+    args = step.arguments()
+    first = step.run(*[_concrete(a) for a in args])  # (at the trace: the sum's own values)
+    if first is None:
+        return None
+    step.first = first
+    out = rec.call(step, args, None)
+    value, stored = out[0], list(out[1:])
+    if plan.top is None:
+        return value
+
+    def parallel_sum_pullback(g, ans):
+        return [None if c is None else g * c for c in stored]
+    return record(plan.top, value, plan.parents(), JointRule(parallel_sum_pullback), (), {})
+
+
+def _reaches_traced(f):
+    from ..jit.env import ReachesTraced, environment
+    try:
+        environment(f)
+    except (ReachesTraced, Unstageable):
+        return True
+    return False
+
+
+def _concrete(x):
+    if x.__class__ is Staged:
+        return x._value
+    if x.__class__ is tuple:
+        return tuple(_concrete(v) for v in x)
+    return x
+
+
+class _ChunksStep:
+    """The step: ``(item leaves, shared leaves) -> (sum, gradient, ...)``."""
+
+    def __init__(self, plan, f, bounds, executor, n_workers, progress, timeout):
+        self.differentiate = plan.top is not None
+        plan = copy.copy(plan)  # (without the trace's tape and traced values)
+        plan.top = plan.item_leaves = plan.shared_leaves = None
+        self.plan, self.f, self.bounds = plan, f, bounds
+        self.executor, self.n_workers = executor, n_workers
+        self.progress, self.timeout = progress, timeout
+        self.first = None  # the trace's result, handed to the recorder once
+        self.__name__ = "parallel_sum_chunks"
+
+    def arguments(self):
+        p = self.plan
+        if p.item_counts is not None:
+            items = _Opaque(p.items)
+        elif p.is_list:
+            items = tuple(x for l in p.item_values for x in l)
+        else:
+            items = tuple(p.item_values)
+        return items, tuple(p.shared_values)
+
+    def __call__(self, items, shared):
+        if self.first is not None:
+            out, self.first = self.first, None
+            return out
+        out = self.run(items, shared)
+        if out is None:
+            raise TypeError("tapestry.parallel_sum: f's sum became complex since the "
+                            "trace; call the jitted function's clear_cache().")
+        return out
+
+    def run(self, items, shared):
+        """The chunks on the executor: ``(sum, *gradients)``, or ``None`` for
+        a complex sum (traced inline instead)."""
+        p = copy.copy(self.plan)
+        if items.__class__ is _Opaque:
+            p.items = items.items
+        elif p.is_list:
+            vals, k = [], 0
+            for l in self.plan.item_values:
+                vals.append(list(items[k:k + len(l)]))
+                k += len(l)
+            p.item_values = vals
+        else:
+            p.item_values = list(items)
+        p.shared_values = list(shared)
+        differentiate = self.differentiate
+        tasks = p.tasks(self.f, self.bounds, differentiate)
+        ex = get_executor(self.executor, self.n_workers)
+        results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", self.progress, self.timeout)
+        if any(len(r) == 3 for r in results) or \
+                np.iscomplexobj(results[0][0]):
+            return None
+        value = add_in_order([r[0] for r in results])
+        if not differentiate:
+            return (value,)
+        stored = p.assemble(self.bounds, [r[1] for r in results])
+        return (value, *[_dense(c) for c in stored])
+
+
+def _dense(c):
+    """A sparse gradient as the array a replay can hold."""
+    if c is None or c.__class__ is np.ndarray or isinstance(c, (np.generic, float, int)):
+        return c
+    todense = getattr(c, "todense", None)
+    return np.asarray(todense()) if todense is not None else c
