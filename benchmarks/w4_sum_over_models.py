@@ -117,6 +117,7 @@ def _tapestry_rows(tp, case, ms, x, reps):
         systems += [(f"tapestry {ex}", lambda ex=ex: psum[ex](ms)),
                     (f"forward: tapestry {ex}", fwd[ex]),
                     (f"stacked: tapestry {ex}", lambda ex=ex: spsum[ex](stacked))]
+    systems += _jit_systems(tp, ms, x, stacked)
     t.update(interleaved_times(systems, repeats=reps))
     pool.shutdown()
     if optional("distributed") is not None:
@@ -149,11 +150,39 @@ def _tapestry_rows(tp, case, ms, x, reps):
         te = t[f"stacked: tapestry {ex}"]
         rows.append(row("W4", case, f"tapestry stacked models, {ex}", te,
                         note=f"x{s1 / te:.2f} vs stacked serial, x{best / te:.2f} vs best serial"))
+    for what in ("", "stacked "):
+        js = t[f"jit: {what}serial (BLAS 1 thread)"]
+        rows.append(row("W4", case, f"tapestry jit, {what}serial (BLAS 1 thread)", js))
+        for ex in ("threads",):
+            te = t[f"jit: {what}{ex}"]
+            rows.append(row("W4", case, f"tapestry jit, {what}{ex}", te,
+                            note=f"x{js / te:.2f} vs its serial jit"))
     h1, h2 = t["numpy by hand (no AD), loop"], t["numpy by hand (no AD), 2 threads"]
     rows += [row("W4", case, "numpy by hand (no AD), loop", h1),
              row("W4", case, "numpy by hand (no AD), 2 threads", h2,
                  note=f"x{h1 / h2:.2f} vs its loop: the 2-thread ceiling here")]
     return rows
+
+
+def _jit_systems(tp, ms, x, stacked):
+    """``jit(value_and_grad(parallel_sum(...)))`` serial (the chunks traced
+    into the program) and on threads (the chunks one step of the program,
+    run on the executor at every replay), over the list of models and over
+    stacked models; each checked bit-identical to eager first."""
+    out = []
+    for what, items, f, batched in (("", ms, mlp, False), ("stacked ", stacked, mlp_stacked, True)):
+        for ex in ("serial", "threads"):
+            def total(items, ex=ex, f=f, batched=batched):
+                return tp.parallel_sum(f, items, x, executor=ex, batched=batched)
+            eager, jitted = tp.value_and_grad(total), tp.jit(tp.value_and_grad(total))
+            jitted(items)
+            got, want = jitted(items), eager(items)
+            for a, b in zip(tp.tree_util.tree_leaves(got), tp.tree_util.tree_leaves(want)):
+                assert np.array_equal(a, b), "jit differs from eager"
+            fn = (lambda j=jitted, i=items: j(i))
+            out.append((f"jit: {what}{ex}" + (" (BLAS 1 thread)" if ex == "serial" else ""),
+                        blas_one_thread(fn) if ex == "serial" else fn))
+    return out
 
 
 def _vmap_jit_rows(tp, case, ms, x, reps):

@@ -30,7 +30,7 @@ from ..core.staged import Staged, Unstageable
 from ..core.var import Var
 from .chunks import add_in_order
 from .executors import get_executor
-from .runner import run_chunks
+from .runner import in_process, run_chunks
 from .work import sum_chunk
 
 
@@ -115,6 +115,7 @@ class _ChunksStep:
         self.progress, self.timeout = progress, timeout
         self.first = None  # the trace's result, handed to the recorder once
         self.__name__ = "parallel_sum_chunks"
+        self.compiled = CompiledChunks(f)
 
     def arguments(self):
         p = self.plan
@@ -154,7 +155,10 @@ class _ChunksStep:
         differentiate = self.differentiate
         tasks = p.tasks(self.f, self.bounds, differentiate)
         ex = get_executor(self.executor, self.n_workers)
-        results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", self.progress, self.timeout)
+        fn = sum_chunk
+        if in_process(ex) and differentiate and not self.plan.batched:
+            fn = self.compiled.sum_chunk  # one program per chunk signature
+        results = run_chunks(ex, fn, tasks, "parallel_sum", self.progress, self.timeout)
         if any(len(r) == 3 for r in results) or \
                 np.iscomplexobj(results[0][0]):
             return None
@@ -171,3 +175,52 @@ def _dense(c):
         return c
     todense = getattr(c, "todense", None)
     return np.asarray(todense()) if todense is not None else c
+
+
+class CompiledChunks:
+    """A chunk's value and gradient as a jitted program: ``value_and_grad``
+    of the in-order sum of ``f`` over the chunk's items, with respect to the
+    chunk's active leaves -- what :func:`~.work.sum_chunk` computes on its
+    child tape, so a replay has its bits.  Chunks of one signature (the
+    same number of items, shapes and active leaves) share one program;
+    threads replay it at once.  A chunk whose program raises runs
+    :func:`~.work.sum_chunk` instead, which names the item."""
+
+    def __init__(self, f):
+        self.f = f
+        self.programs = {}  # active positions -> jit
+
+    def sum_chunk(self, task):
+        prog = self.programs.get(task.active)
+        if prog is None:
+            prog = self.programs.setdefault(task.active, _chunk_program(self.f, task.active))
+        try:
+            value, grads = prog(task.chunk, task.shared)
+        except Exception:
+            return sum_chunk(task)
+        if np.iscomplexobj(value):
+            return sum_chunk(task)
+        return value, list(grads)
+
+
+def _chunk_program(f, active):
+    from ..core.api import value_and_grad
+    from ..core.pytree import tree_flatten
+    from ..jit.api import jit
+
+    def chunk_value_and_grad(chunk, shared):
+        leaves, td = tree_flatten((chunk, shared))
+
+        def total(*xs):
+            full = list(leaves)
+            for k, x in zip(active, xs):
+                full[k] = x
+            items, sh = td.unflatten(full)
+            values = [f(item, *sh) for item in items]
+            out = values[0]
+            for v in values[1:]:
+                out = out + v
+            return out
+        return value_and_grad(total, argnums=tuple(range(len(active))), sparse=False)(
+            *[leaves[k] for k in active])
+    return jit(chunk_value_and_grad)
