@@ -123,13 +123,21 @@ def systems(tp, groups, stacked, u, a, b, jvg):
              lambda: list(pool.map(lambda gs: by_hand(gs, u, a, b), halves))),
             ("tapestry jit: loop of jitted value_and_grad", jit_loop),
             ("tapestry jit: 2 threads, each a loop of jitted calls", jit_threads)]
-    jitem = tp.jit(group_logp, fuse=False)
-    for ex in ("serial", "threads"):  # grad(jit(f)) per item, inside parallel_sum
-        fn = tp.value_and_grad(lambda u, a, b, ex=ex: tp.parallel_sum(
-            jitem, groups, u, a, b, executor=ex), argnums=argnums)
-        out.append((f"tapestry {ex}, f jitted", lambda fn=fn: fn(u, a, b)))
-    whole = tp.jit(psum("serial", False), fuse=False)  # the chunks traced into one program
-    out.append(("tapestry jit of value_and_grad(parallel_sum)", lambda: whole(u, a, b)))
+    # parallel_sum of a jitted item function: per chunk, one jitted value_and_grad per
+    # item (NumPy replay), or with fuse=True one numba loop over the chunk's items
+    from benchmarks._harness import optional
+    fuses = (False, True) if optional("numba") is not None else (False,)
+    for fuse in fuses:
+        jitem = tp.jit(group_logp, fuse=fuse)
+        for ex in ("serial", "threads"):
+            fn = tp.value_and_grad(lambda u, a, b, ex=ex, j=jitem: tp.parallel_sum(
+                j, groups, u, a, b, executor=ex), argnums=argnums)
+            out.append((f"tapestry {ex}, f jitted{', fuse=True' if fuse else ''}",
+                        lambda fn=fn: fn(u, a, b)))
+    for ex in ("serial", "threads"):  # serial: traced inline; threads: one step of chunks
+        whole = tp.jit(psum(ex, False), fuse=False)
+        out.append((f"tapestry jit of value_and_grad(parallel_sum), {ex}",
+                    lambda w=whole: w(u, a, b)))
     return [(name, blas_one_thread(fn)) for name, fn in out]
 
 
@@ -155,6 +163,12 @@ def main(quick=False, plot=False):
                     + jit_note(jvg))
         elif name == "tapestry jit: 2 threads, each a loop of jitted calls":
             note = f"x{t['tapestry jit: loop of jitted value_and_grad'] / s:.2f} vs its serial loop"
+        elif name.startswith("tapestry threads, f jitted"):
+            base = t[name.replace("threads", "serial")]
+            note = f"x{base / s:.2f} vs its serial, x{serial / s:.2f} vs tapestry serial"
+        elif name == "tapestry jit of value_and_grad(parallel_sum), threads":
+            base = t["tapestry jit of value_and_grad(parallel_sum), serial"]
+            note = f"x{base / s:.2f} vs its serial"
         elif name == "tapestry serial":
             note = f"engine overhead {(serial - hand) / G * 1e6:.1f} us per item"
         elif name.startswith("tapestry") and "chunk_size" in name:

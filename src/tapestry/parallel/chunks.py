@@ -211,9 +211,13 @@ class Plan:
             flags = list(self.item_active) * (b - a)
         return [k for k, on in enumerate(flags) if on], len(flags)
 
-    def tasks(self, f, bounds, differentiate):
+    def tasks(self, f, bounds, differentiate, stack_items=True):
+        """One :class:`Task` per chunk.  ``stack_items``: stack plain items
+        for a jitted ``f`` here, once (tapestry.jit.items); otherwise each
+        chunk stacks its own in its worker, where that Python overlaps
+        another worker's compiled loop (threads)."""
         shared = self.shared_def.unflatten(self.shared_values)
-        columns = self._columns(f) if differentiate else None
+        columns = self._columns(f) if differentiate and stack_items else None
         out = []
         for a, b in bounds:
             active, n_chunk = (), None

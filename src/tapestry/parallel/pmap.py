@@ -51,7 +51,7 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
     keep = differentiate and in_process(ex)
-    tasks = plan.tasks(f, bounds, differentiate)
+    tasks = plan.tasks(f, bounds, differentiate, stack_items=False)
     if keep:
         results = run_chunks(ex, map_chunk_keep, tasks, "parallel_map", progress, timeout)
         outs, kept = [r[0] for r in results], [r[1] for r in results]

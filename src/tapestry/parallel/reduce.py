@@ -57,7 +57,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
                 return out
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     differentiate = plan.top is not None
-    tasks = plan.tasks(f, bounds, differentiate)
+    tasks = plan.tasks(f, bounds, differentiate, stack_items=isinstance(ex, SerialExecutor))
     results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress, timeout)
     plan.check_outputs(tree_flatten(results)[0], isinstance(ex, SerialExecutor))
     value = add_in_order([r[0] for r in results])

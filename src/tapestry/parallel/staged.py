@@ -153,7 +153,7 @@ class _ChunksStep:
             p.item_values = list(items)
         p.shared_values = list(shared)
         differentiate = self.differentiate
-        tasks = p.tasks(self.f, self.bounds, differentiate)
+        tasks = p.tasks(self.f, self.bounds, differentiate, stack_items=False)
         ex = get_executor(self.executor, self.n_workers)
         fn = sum_chunk
         if in_process(ex) and differentiate and not self.plan.batched:
