@@ -41,6 +41,9 @@ DEMOS = {
                  "per-example gradients with vmap(grad): DP-SGD's clipped, noisy mean"),
     "jit": Demo("tapestry.examples.jit_training:main",
                 "a training loop under jit(value_and_grad): traced once, replayed as NumPy"),
+    "jit_parallel": Demo("tapestry.examples.jit_parallel:main",
+                         "parallel_sum of per-item code under jit: compiled items, one "
+                         "numba loop per chunk, chunks on threads at every replay"),
 }
 
 
