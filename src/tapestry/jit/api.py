@@ -40,7 +40,7 @@ from ..sparse import AxisSparse
 from .env import (EntropyWatch, ReachesTraced, environment, rng_changed, rng_states,
                   unstaged)
 from .fuse import available as fuse_available
-from .order import dict_order
+from .order import aux_key, dict_order, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .reverse import call_on_traced
 
@@ -269,7 +269,7 @@ class jit:
             if sig is _INLINE:  # inside another transformation (grad(jit(f)), ...)
                 return call_on_traced(self, args, kwargs)
             skey, runtime, objects = sig
-            key = (treedef, skey, static_key, dict_order(dyn))
+            key = (treedef, skey, static_key, dict_order(dyn), aux_key(treedef))
             entry = self._cache.get(key)
             if entry is not None and entry.eager is None:
                 inputs = [leaves[i] for i in runtime]
@@ -659,7 +659,7 @@ class jit:
             sig = _signature(leaves)
             if sig is _INLINE:
                 return None
-            key = (treedef, sig[0], static_key, dict_order(dyn))
+            key = (treedef, sig[0], static_key, dict_order(dyn), aux_key(treedef))
         return key
 
     def _compiled_for(self, args, kwargs):
@@ -740,21 +740,7 @@ def _hashable(x, what):
         raise TypeError(f"tapestry.jit: {what} must be hashable (it is part of the cache "
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
-    return _typed(x)
-
-
-def _typed(x):
-    """A key equal only for static values the function cannot tell apart:
-    ``==`` says ``0.0 == -0.0`` and ``(1, 2) == (1.0, 2.0) == (True, 2)``,
-    but ``1 / x`` or ``np.array(t)`` differ, so the types inside tuples and
-    the sign of a zero are part of it."""
-    c = x.__class__
-    if c is tuple or c is frozenset:
-        return (c, tuple(_typed(v) for v in x)) if c is tuple else \
-            (c, frozenset(_typed(v) for v in x))
-    if c is float or c is complex or isinstance(x, np.inexact):
-        return (c, x, np.signbit(np.real(x)).item(), np.signbit(np.imag(x)).item())
-    return (c, x)
+    return typed(x)
 
 
 def _copied_containers(orig, copy, out):

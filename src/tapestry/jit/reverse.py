@@ -42,6 +42,7 @@ from ..core.tape import ClosedNodes
 from ..core.tracing import of_leaves
 from ..core.var import Var
 from .env import ReachesTraced, environment
+from .order import aux_key
 from .program import GuardFailed, split
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
@@ -267,14 +268,15 @@ _MAX_SPLIT_KEYS = 64
 
 
 def _forward_key(jf, td, pos, plain):
-    """The key of a forward: the arguments' structure, which leaves are
-    traced, and the signature of the values (as jit's own), plus the
+    """The key of a forward: the arguments' structure (with its typed aux
+    data and dict key orders, :func:`aux_key`), which leaves are traced,
+    and the signature of the values (as jit's own), plus the
     objects among them (held, so their ids stay unique); ``None`` where
     a leaf is traced at another level."""
     sig = jf._signature_of(plain)
     if sig is None:
         return None, ()
-    return (td, pos, sig[0]), sig[2]
+    return (td, pos, sig[0], aux_key(td)), sig[2]
 
 
 def _split_forward(jf, td, pos, plain):
