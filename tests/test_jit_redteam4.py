@@ -1,0 +1,250 @@
+"""tapestry.jit, fourth round: call sequences built to make a replay differ
+from the plain call through what the cache key and the guards compare.
+
+Python's ``==`` says ``1 == 1.0 == True`` and ``0.0 == -0.0``, and a user's
+class may say any two objects are equal; a key or a guard that compares
+with it replays a program traced for another value.  Each scenario (as in
+``test_jit_users``) runs once plain and once jitted from a fresh world and
+must return the same types, dtypes, shapes and bits on every call; the
+scenarios log the types of dict keys, which ``==`` does not compare.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+
+from test_jit_users import _run, _same, jitted, plain
+
+SCENARIOS = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def _keys(d):
+    """The keys of a dict with their types (``==`` does not tell them apart)."""
+    return [(type(k).__name__, repr(k)) for k in d]
+
+
+# --- equal values of different types in aux data and static arguments ---------------
+@scenario
+def dict_keys_equal_but_of_other_types(wrap, log):
+    @wrap
+    def f(d):
+        out = {}
+        for k, v in d.items():
+            out[k] = v * 2 + np.full(v.shape, k)
+        return out
+    x = np.arange(3.0)
+    for k in (1, True, 1.0, np.int64(1), 0.0, -0.0, False, 0, 1):
+        out = log(f({k: x}))
+        log(_keys(out))
+
+
+@scenario
+def dict_key_read_as_an_array(wrap, log):
+    @wrap
+    def f(d, x):
+        return [np.asarray(k) * x for k in d], [1 / k if k else x for k in d]
+    x = np.ones(2, np.float32)
+    for k in (1, True, 1.0, -0.0, 0.0, 2):
+        log(f({k: None}, x))
+
+
+@dataclasses.dataclass
+class _Scaled:
+    w: np.ndarray
+    scale: object = dataclasses.field(metadata={"static": True})
+
+
+class _Aux:
+    """A registered node whose aux data is a number."""
+
+    def __init__(self, w, k):
+        self.w, self.k = w, k
+
+
+tp.tree_util.register_pytree_node(_Aux, lambda o: ((o.w,), o.k), lambda k, ch: _Aux(ch[0], k))
+
+
+@scenario
+def static_fields_and_aux_data_equal_but_of_other_types(wrap, log):
+    @wrap
+    def f(s, a):
+        return (np.arange(3) * s.scale, np.arange(3) * a.k + s.w,
+                np.copysign(1.0, a.k), _Aux(a.w * 2, a.k))
+    w = np.ones(3)
+    for k in (1, True, 1.0, np.float32(1), 0.0, -0.0, 2):
+        s, a = _Scaled(w, k), _Aux(w, k)
+        out = f(s, a)
+        log(out[:3])
+        log((type(out[3].k).__name__, repr(out[3].k)))
+
+
+class _Cfg:
+    """A config whose ``==`` compares a name only (equal objects that the
+    function reads differently)."""
+
+    def __init__(self, name, scale):
+        self.name, self.scale = name, scale
+
+    def __eq__(self, other):
+        return isinstance(other, _Cfg) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+class _Point(NamedTuple):
+    x: object
+    y: object
+
+
+@scenario
+def static_arguments_equal_but_not_the_same(wrap, log):
+    def f(x, cfg, t):
+        return x * cfg.scale + np.asarray(t)
+    g = wrap(f, static_argnums=(1, 2)) if wrap is jitted else f
+    x = np.ones(2)
+    for cfg, t in ((_Cfg("a", 2.0), _Point(1, 2)), (_Cfg("a", 3.0), _Point(1, 2)),
+                   (_Cfg("a", 3.0), _Point(True, 2)), (_Cfg("a", 3.0), (1.0, 2)),
+                   (_Cfg("a", 3.0), _Point(1.0, 2.0)), (_Cfg("a", 2.0), _Point(1, 2))):
+        log(g(x, cfg, t))
+
+
+@scenario
+def static_nan_and_signed_zero(wrap, log):
+    def f(x, s):
+        return x * np.copysign(1.0, s) + (0.0 if s == s else 1.0)
+    g = wrap(f, static_argnums=1) if wrap is jitted else f
+    x = np.ones(2)
+    for s in (float("nan"), 0.0, -0.0, float("nan"), np.float32(-0.0), -0.0):
+        log(g(x, s))
+    if wrap is jitted:  # a nan finds its program again (bits, not ==)
+        assert g.cache_info()["traces"] == 4, g.cache_info()
+
+
+# --- grad(jit(f)): the pullback's programs are keyed like jit's --------------------
+@scenario
+def grad_of_jit_over_a_dict_in_either_order(wrap, log):
+    def loss(d):
+        out = 0.0
+        for i, v in enumerate(d.values()):  # the order of the dict counts
+            out = out + (i + 1) * np.sum(v ** 2)
+        return out
+    g = tp.grad(wrap(loss))
+    x = np.arange(1.0, 4.0)
+    for d in ({"a": x, "b": 2 * x}, {"b": 2 * x, "a": x}, {"a": x, "b": 2 * x},
+              {"b": 2 * x, "a": x}):
+        out = log(g(d))
+        log(_keys(out))
+
+
+@scenario
+def grad_of_jit_over_dict_keys_of_other_types(wrap, log):
+    def loss(d):
+        out = 0.0
+        for k, v in d.items():
+            # an int key overflows where a float one does not
+            out = out + np.sum(v * (np.full(v.shape, k) * 2 ** 62).astype(np.float64))
+        return out
+    g = tp.grad(wrap(loss))
+    x = np.arange(1.0, 4.0)
+    for k in (2, 2.0, 1, True, 1.0, 2):
+        out = log(g({k: x}))
+        log(_keys(out))
+
+
+# --- what the function reads outside its arguments ----------------------------------
+class _AttrDict(dict):
+    """A config read as attributes whose ``__getattr__`` raises ``KeyError``
+    (as ``dict.__getitem__`` does) for any other name."""
+
+    __getattr__ = dict.__getitem__
+    __setattr__ = dict.__setitem__
+
+
+class _Box:
+    """Attributes served from a dict by ``__getattr__`` (``KeyError`` for others)."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, **kw):
+        self.d = dict(kw)
+
+    def __getattr__(self, name):
+        return self.d[name]
+
+
+@scenario
+def config_objects_whose_getattr_raises_key_error(wrap, log):
+    cfg = _AttrDict(lr=2.0)
+    box = _Box(s=1.0)
+
+    @wrap
+    def f(x, opts):
+        return x * cfg.lr + box.s * opts.mu
+    x = np.arange(3.0)
+    for lr, s, mu in ((2.0, 1.0, 1.0), (3.0, 1.0, 1.0), (3.0, 4.0, 1.0), (3.0, 4.0, 0.5)):
+        cfg.lr = lr
+        box.d["s"] = s
+        log(f(x, _Box(mu=mu)))
+
+
+@scenario
+def environment_variables_read_inside(wrap, log):
+    @wrap
+    def f(x):
+        return x * float(os.environ.get(_VAR, "1")) + float(os.getenv(_VAR, "0"))
+    _set_variable_between_calls(f, log)
+
+
+_VAR = "TAPESTRY_TEST_REDTEAM4_SCALE"
+
+
+def _set_variable_between_calls(f, log):
+    x = np.arange(3.0)
+    try:
+        for v in ("2", "3", "3", None, "2", "2"):
+            if v is None:
+                os.environ.pop(_VAR, None)
+            else:
+                os.environ[_VAR] = v
+            log(f(x))
+    finally:
+        os.environ.pop(_VAR, None)
+
+
+def test_environ_imported_by_name_is_compared_whole():
+    """``from os import environ``: the mapping is compared whole (its items
+    are new strings on every read: compared by identity, no call replayed)."""
+    from os import environ
+
+    def f(x):
+        return x * float(environ.get(_VAR, "1"))
+    jf = tp.jit(f)
+    got, want = [], []
+    _set_variable_between_calls(jf, got.append)
+    _set_variable_between_calls(f, want.append)
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
+    assert jf.cache_info()["traces"] == 4, jf.cache_info()  # (the last call replays)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario(name):
+    fn = SCENARIOS[name]
+    want, _ = _run(fn, plain)
+    got, _ = _run(fn, jitted)
+    assert len(want) == len(got) and len(want) >= 3, (len(want), len(got))
+    for k, ((a, wa), (b, wb)) in enumerate(zip(want, got)):
+        _same(b, a, f"{name}: call {k}")
+        assert wb == wa, (f"{name}: call {k}", wb, wa)
