@@ -239,6 +239,41 @@ def test_environ_imported_by_name_is_compared_whole():
     assert jf.cache_info()["traces"] == 4, jf.cache_info()  # (the last call replays)
 
 
+# --- arguments that are one object, or not plain arrays ---------------------------
+@scenario
+def the_same_array_passed_twice_then_two(wrap, log):
+    @wrap
+    def f(x, y, *, z):
+        if x is y:  # (a shortcut the user's code takes)
+            return x * 2.0, y is z
+        return x + y, y is z
+    a, b = np.arange(3.0), np.ones(3)
+    for args, z in (((a, a), a), ((a, b), b), ((b, b), a), ((a, a), b), ((a, b), a),
+                    ((a, a), a)):
+        log(f(*args, z=z))
+
+
+@scenario
+def array_subclasses_passed_anew(wrap, log):
+    @wrap
+    def f(m):
+        return m * 2.0, np.sum(m), m @ m.T if m.ndim == 2 else m
+    for k in range(3):
+        log(f(np.ma.masked_array([1.0, 2.0, 3.0], mask=[k == 0, k == 1, k == 2])))
+        log(f(np.matrix([[1.0, 2.0], [3.0, 4.0 + k]])))
+
+
+# --- forward mode through a jitted function -----------------------------------------
+@scenario
+def jvp_and_jacfwd_of_a_jitted_function_with_scalar_outputs(wrap, log):
+    jf = wrap(lambda w, x: (np.sum(np.tanh(x @ w) ** 2), np.mean(np.sin(x @ w)).astype(np.float32)))
+    r = np.random.default_rng(4)
+    for n in (3, 3, 5):
+        w, x, t = r.normal(size=(4, 2)), r.normal(size=(n, 4)), r.normal(size=(4, 2))
+        log(tp.jvp(lambda w: jf(w, x), (w,), (t,)))
+        log(tp.jacfwd(lambda w: jf(w, x)[0])(w))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(name):
     fn = SCENARIOS[name]

@@ -67,9 +67,14 @@ def _signature(leaves):
     key = []
     runtime = []
     objects = []
+    seen = {}
     for i, x in enumerate(leaves):
         c = x.__class__
         if c is np.ndarray:
+            first = seen.setdefault(id(x), i)
+            if first != i:  # f(x, x): one input, seen twice (x is y)
+                key.append(("same as leaf", first))
+                continue
             key.append((x.shape, x.dtype))
             runtime.append(i)
         elif c in _RUNTIME_SCALARS:
@@ -83,7 +88,9 @@ def _signature(leaves):
             key.append((c, x.dtype))
             runtime.append(i)
         elif isinstance(x, np.ndarray):
-            key.append(("subclass", c))
+            # (a masked array, a matrix: the trace reads it as a constant,
+            # guarded in place like the objects; another one traces again)
+            key.append(("subclass", c, id(x)))
             objects.append(x)
         else:
             key.append(("object", id(x)))
@@ -115,6 +122,8 @@ def _flat_key(args):
             key.append(c)
         else:
             return None
+    if len(args) > 1 and len(set(map(id, args))) < len(args):
+        return None  # one object passed twice: _signature says which
     return tuple(key)
 
 
@@ -395,6 +404,8 @@ class jit:
         staged = list(leaves)
         for i in runtime:
             staged[i] = rec.input(leaves[i])
+        if len(runtime) < len(leaves):
+            _stage_repeats(staged, leaves, runtime)
         input_slots = [staged[i]._slot for i in runtime]
         sdyn = treedef.unflatten(staged)  # (dicts in the caller's key order)
         sargs, skwargs = sdyn
@@ -741,6 +752,16 @@ def _hashable(x, what):
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
     return typed(x)
+
+
+def _stage_repeats(staged, leaves, runtime):
+    """Give an array passed twice (``f(x, x)``) the staged value of its
+    first place in its other places too, as :func:`_signature` keys it:
+    the function sees one object there (``x is y``), as the plain call does."""
+    first = {id(leaves[i]): staged[i] for i in runtime if leaves[i].__class__ is np.ndarray}
+    for i, x in enumerate(leaves):
+        if x.__class__ is np.ndarray and staged[i] is x and id(x) in first:
+            staged[i] = first[id(x)]
 
 
 def _copied_containers(orig, copy, out):
