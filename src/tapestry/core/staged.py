@@ -153,7 +153,8 @@ class Recorder:
     value of a finished recorder (kept in a global, say) raises when used."""
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
-                 "warn", "refused", "ext", "err_entered", "printopts", "text_read")
+                 "warn", "refused", "ext", "err_entered", "printopts", "text_read",
+                 "handed")
 
     def __init__(self):
         self.steps: list = []
@@ -187,6 +188,11 @@ class Recorder:
         #: Why the trace cannot be replayed (``None`` while it can): from
         #: then on the function runs on the concrete values, unrecorded.
         self.refused = None
+        #: id -> (array, staged value or None) of the read-only arrays that
+        #: NumPy's conversion (``np.asarray(x)``) handed out: the plain call
+        #: gets ``x``'s own array there (``None``: converted to another dtype,
+        #: a new array), which jit returns in their place.
+        self.handed: dict = {}
 
     def slot(self):
         self.n += 1
@@ -585,10 +591,14 @@ class Staged(ArrayMethods):
             v = self._value
             return np.asarray(v, dtype=dtype) if copy is not True else np.array(v, dtype)
         v = self._rec.guard("pin", self, self._value)  # a copy
+        # (np.asarray of an array is the array itself; of a number, a new one)
+        same = self._value.__class__ is np.ndarray and (dtype is None or
+                                                        np.dtype(dtype) == v.dtype)
         if dtype is not None:
             v = v.astype(dtype)
         if not copy:
             v.flags.writeable = False
+            self._rec.handed[id(v)] = (v, self if same else None)
         return v
 
     def __iter__(self):

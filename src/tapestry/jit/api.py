@@ -455,6 +455,7 @@ class jit:
         if staged_aux is not None:  # this call's result holds values, not dead wrappers
             out_td = map_aux(out_td, _unstage)
         concrete = [_unstage(v) for v in out_leaves]
+        handed_view = _handed_outputs(rec, out_leaves, concrete) if rec.handed else None
         odd = _odd_output(out_leaves)
         if staged_aux is not None and odd is None and rec.refused is None and \
                 env.changed() is None and rng_changed(before, env) is None and not entropy.drew:
@@ -514,6 +515,8 @@ class jit:
         walked = {id(_root(a)) for a, *_ in env.arrays}
         reached = {id(a) for a, *_ in env.arrays}
         outputs = []
+        if handed_view is not None:
+            return self._give_up(entry, handed_view, args, kwargs)
         for v in out_leaves:
             if v.__class__ is Staged:
                 if v._rec is not rec:
@@ -752,6 +755,30 @@ def _hashable(x, what):
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
     return typed(x)
+
+
+def _handed_outputs(rec, out_leaves, concrete):
+    """Put back the arrays the plain call returns where the function
+    returns what NumPy's conversion of a staged value handed out
+    (``return np.asarray(x)``): ``x`` itself (the argument, writable,
+    the same object), or a new writable array where the conversion changed
+    the dtype.  Changes ``out_leaves`` and ``concrete`` in place; returns
+    the reason to run uncompiled where an output is a view of such an
+    array (a view of the argument in the plain call), else ``None``."""
+    for k, v in enumerate(out_leaves):
+        if v.__class__ is not np.ndarray:
+            continue
+        got = rec.handed.get(id(v))
+        if got is not None and got[0] is v:
+            if got[1] is not None:
+                out_leaves[k] = got[1]
+                concrete[k] = got[1]._value
+            else:
+                concrete[k] = v.copy()
+        elif id(_root(v)) in rec.handed:
+            return ("it returns a view of np.asarray(x) of a staged value (a view of x "
+                    "itself in the plain call), which a replay would hand out as a copy")
+    return None
 
 
 def _stage_repeats(staged, leaves, runtime):
