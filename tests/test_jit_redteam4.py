@@ -263,6 +263,41 @@ def array_subclasses_passed_anew(wrap, log):
         log(f(np.matrix([[1.0, 2.0], [3.0, 4.0 + k]])))
 
 
+# --- Python numbers stay Python numbers --------------------------------------------
+@scenario
+def python_number_arguments_through_divmod_round_and_conjugate(wrap, log):
+    @wrap
+    def f(x, s):
+        q, r = divmod(s, 3)
+        q2, r2 = divmod(7, s)
+        return x * q, q, r, q2, r2, round(s, 2), s.conjugate(), round(x[0] * s, 1)
+    x = np.arange(1.0, 4.0)
+    for s in (5, 2, 5, 2.5, 3.0, 7, True):
+        log(f(x, s))
+
+    @wrap
+    def g(x, c):
+        return x * c, c.conjugate(), abs(c)
+    for c in (1 + 2j, 3j, 1 + 2j):
+        log(g(x, c))
+
+
+# --- returned buffers ------------------------------------------------------------
+@scenario
+def returns_np_asarray_of_its_argument_and_the_caller_writes_into_it(wrap, log):
+    fs = [wrap(lambda x: np.asarray(x)), wrap(lambda x: [np.asarray(x * 2)]),
+          wrap(lambda x: np.asarray(x)[1:]), wrap(lambda x: np.asarray(x, dtype=np.float32)),
+          wrap(lambda x: (np.asarray(x, dtype=x.dtype), np.asarray(x.sum())))]
+    for f in fs:
+        x = np.arange(3.0)
+        for k in range(3):
+            out = log(f(x))
+            first = tp.tree_flatten(out)[0][0]
+            log((first is x, np.shares_memory(first, x)))
+            first[0] = 100.0 + k  # writes into x where the plain call returned x
+            log(x)
+
+
 # --- forward mode through a jitted function -----------------------------------------
 @scenario
 def jvp_and_jacfwd_of_a_jitted_function_with_scalar_outputs(wrap, log):

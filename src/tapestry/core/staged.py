@@ -675,6 +675,9 @@ class Staged(ArrayMethods):
     def __rfloordiv__(self, o): return _binary(operator.floordiv, o, self)
     def __mod__(self, o): return _binary(operator.mod, self, o)
     def __rmod__(self, o): return _binary(operator.mod, o, self)
+    # (Python's own divmod: Python numbers stay Python numbers, as in the plain call)
+    def __divmod__(self, o): return _binary(divmod, self, o)
+    def __rdivmod__(self, o): return _binary(divmod, o, self)
     def __and__(self, o): return _binary(operator.and_, self, o)
     def __rand__(self, o): return _binary(operator.and_, o, self)
     def __or__(self, o): return _binary(operator.or_, self, o)
@@ -694,7 +697,15 @@ class Staged(ArrayMethods):
 
     def __round__(self, ndigits=None):
         v = self._rec.guard("pin", self, self._value)
-        return round(v[()]) if ndigits is None else round(v[()], ndigits)
+        if self._value.__class__ is not np.ndarray:  # a number: round(2.5, 1) is a float
+            v = self._value
+        else:
+            v = v[()]
+        return round(v) if ndigits is None else round(v, ndigits)
+
+    def conjugate(self):
+        """The value's own ``conjugate`` (a Python number's gives a Python number)."""
+        return self._rec.call(_method("conjugate"), (self,), None)
 
     # ``x += y`` on a staged value: in place where the program owns the memory
     # (as NumPy does for arrays; a scalar value rebinds, as in Python).
