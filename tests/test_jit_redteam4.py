@@ -263,6 +263,17 @@ def array_subclasses_passed_anew(wrap, log):
         log(f(np.matrix([[1.0, 2.0], [3.0, 4.0 + k]])))
 
 
+@scenario
+def returns_dicts_keyed_by_number_arguments(wrap, log):
+    @wrap
+    def f(x, k):
+        return {k: x * 2, "n": k}, {float(x.sum()): 1.0}
+    x = np.arange(3.0)
+    for k in (0, 1, 0, np.int64(1), np.int32(1), 2.5, True, 1):
+        out = log(f(x, k))
+        log(_keys(out[0]) + _keys(out[1]))
+
+
 # --- Python numbers stay Python numbers --------------------------------------------
 @scenario
 def python_number_arguments_through_divmod_round_and_conjugate(wrap, log):

@@ -33,14 +33,14 @@ from collections import OrderedDict
 import numpy as np
 
 from ..core.batched import Batched, Unbatched
-from ..core.pytree import aux_holding, map_aux, tree_flatten
+from ..core.pytree import aux_holding, map_aux, map_dict_keys, tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .env import (EntropyWatch, ReachesTraced, environment, rng_changed, rng_states,
                   unstaged)
 from .fuse import available as fuse_available
-from .order import aux_key, dict_order, typed
+from .order import aux_key, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .reverse import call_on_traced
 
@@ -278,7 +278,7 @@ class jit:
             if sig is _INLINE:  # inside another transformation (grad(jit(f)), ...)
                 return call_on_traced(self, args, kwargs)
             skey, runtime, objects = sig
-            key = (treedef, skey, static_key, dict_order(dyn), aux_key(treedef))
+            key = (treedef, skey, static_key, aux_key(treedef))
             entry = self._cache.get(key)
             if entry is not None and entry.eager is None:
                 inputs = [leaves[i] for i in runtime]
@@ -417,6 +417,9 @@ class jit:
         try:
             with entropy:
                 out = self.fun(*sargs, **skwargs)
+                # (while the trace is open: a dict key made of a staged number
+                # is hashed again here, a read of it)
+                out_leaves, out_td = tree_flatten(out)
         except Unstageable as e:
             rec.open = False
             return self._give_up(entry, str(e), args, kwargs)
@@ -450,8 +453,10 @@ class jit:
             rec.open = False
             if env.changed() is not None:  # staged values it stored must not escape
                 env.unstage()
-        out_leaves, out_td = tree_flatten(out)
-        staged_aux = aux_holding(out_td, lambda v: v.__class__ is Staged)
+        # a dict key made of a staged number ({k: x}): hashing it pinned it
+        # (a guard), so the program rebuilds the dict with its value
+        out_td = map_dict_keys(out_td, _is_staged, _unstage)
+        staged_aux = aux_holding(out_td, _is_staged)
         if staged_aux is not None:  # this call's result holds values, not dead wrappers
             out_td = map_aux(out_td, _unstage)
         concrete = [_unstage(v) for v in out_leaves]
@@ -673,7 +678,7 @@ class jit:
             sig = _signature(leaves)
             if sig is _INLINE:
                 return None
-            key = (treedef, sig[0], static_key, dict_order(dyn), aux_key(treedef))
+            key = (treedef, sig[0], static_key, aux_key(treedef))
         return key
 
     def _compiled_for(self, args, kwargs):
@@ -874,6 +879,10 @@ class _Shared:
 
     def get(self):
         return self.a.view() if self.view else self.a  # (a new view per call, as plain)
+
+
+def _is_staged(v):
+    return v.__class__ is Staged
 
 
 def _unstage(v):
