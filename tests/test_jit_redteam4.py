@@ -267,7 +267,7 @@ def array_subclasses_passed_anew(wrap, log):
 def returns_dicts_keyed_by_number_arguments(wrap, log):
     @wrap
     def f(x, k):
-        return {k: x * 2, "n": k}, {float(x.sum()): 1.0}
+        return {k: x * 2, "n": k, (k, "a"): x}, {float(x.sum()): 1.0, frozenset([k]): 2.0}
     x = np.arange(3.0)
     for k in (0, 1, 0, np.int64(1), np.int32(1), 2.5, True, 1):
         out = log(f(x, k))

@@ -455,7 +455,7 @@ class jit:
                 env.unstage()
         # a dict key made of a staged number ({k: x}): hashing it pinned it
         # (a guard), so the program rebuilds the dict with its value
-        out_td = map_dict_keys(out_td, _is_staged, _unstage)
+        out_td = map_dict_keys(out_td, _holds_staged, _unstaged_key)
         staged_aux = aux_holding(out_td, _is_staged)
         if staged_aux is not None:  # this call's result holds values, not dead wrappers
             out_td = map_aux(out_td, _unstage)
@@ -883,6 +883,25 @@ class _Shared:
 
 def _is_staged(v):
     return v.__class__ is Staged
+
+
+def _holds_staged(key):
+    """Whether a dict key is or holds (in a tuple or frozenset) a staged value."""
+    c = key.__class__
+    if c is Staged:
+        return True
+    return isinstance(key, (tuple, frozenset)) and any(_holds_staged(k) for k in key)
+
+
+def _unstaged_key(key):
+    """A dict key with the values in place of the staged values inside it."""
+    c = key.__class__
+    if c is Staged:
+        return key._value
+    if isinstance(key, (tuple, frozenset)):
+        items = [_unstaged_key(k) for k in key]
+        return c(*items) if hasattr(key, "_fields") else c(items)
+    return key
 
 
 def _unstage(v):
