@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 
 import tapestry as tp
 
+from jit_checks import same
 from test_jit_users import _run, _same, jitted, plain
 
 SCENARIOS = {}
@@ -318,6 +320,36 @@ def jvp_and_jacfwd_of_a_jitted_function_with_scalar_outputs(wrap, log):
         w, x, t = r.normal(size=(4, 2)), r.normal(size=(n, 4)), r.normal(size=(4, 2))
         log(tp.jvp(lambda w: jf(w, x), (w,), (t,)))
         log(tp.jacfwd(lambda w: jf(w, x)[0])(w))
+
+
+# --- globals read by a name in a string ------------------------------------------
+_G_W = np.ones(3)
+_G_S = 2.0
+_G_SUFFIX = "W"
+_GLOBAL_READERS = {
+    "globals_item": lambda x: x * globals()["_G_W"] + globals()["_G_S"],
+    "eval": lambda x: x * eval("_G_W") + eval("_G_S"),
+    "computed_name": lambda x: x * globals()["_G_" + _G_SUFFIX] + globals().get("_G_S"),
+    "vars_of_module": lambda x: x * vars(sys.modules[__name__])["_G_W"] + getattr(
+        sys.modules[__name__], "_G_S"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GLOBAL_READERS))
+def test_globals_read_by_a_name_in_a_string_are_guarded(name):
+    global _G_W, _G_S
+    f = _GLOBAL_READERS[name]
+    jf = tp.jit(f)
+    x = np.arange(3.0)
+    changes = [lambda: None, lambda: _G_W.__setitem__(0, 5.0),
+               lambda: globals().__setitem__("_G_W", np.full(3, 3.0)),
+               lambda: globals().__setitem__("_G_S", 7.0), lambda: None]
+    try:
+        for change in changes:
+            change()
+            same(jf(x), f(x))
+    finally:
+        _G_W, _G_S = np.ones(3), 2.0
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -54,6 +54,8 @@ MAX_VALUES = 20_000
 _DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "astuple"})
 #: Names in the code that read the process's environment variables.
 _ENVIRON_NAMES = frozenset({"environ", "getenv", "environb", "getenvb"})
+#: Names in the code that read globals by a computed name.
+_DYNAMIC_GLOBALS = frozenset({"globals", "eval", "exec"})
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
               np.random.SeedSequence, random.Random)
 
@@ -377,11 +379,19 @@ class _Walker:
         for k, d in (f.__kwdefaults__ or {}).items():
             self.value(d, f"default argument {k!r} of {name}")
         g = f.__globals__
-        for n in sorted(self.names):
-            if n in g:  # (a marked string constant never matches a global)
+        # (a string constant, marked, is a name too: globals()["W"], eval("W"))
+        for n in sorted({m.lstrip("'") for m in self.names}):
+            if n in g:
                 v = g[n]
                 self.bind("dict", g, n, v, f"global {n!r} of {module}")
                 self.value(v, f"global {n!r}")
+        if self.names & _DYNAMIC_GLOBALS and id(g) not in self.seen:
+            # globals()[name], eval(text): any global may be read, by identity
+            self.seen.add(id(g))
+            self.bind("len", g, None, len(g), f"len globals of {module}")
+            for n, v in list(g.items()):
+                if n[:2] != "__":
+                    self.bind("dict", g, n, v, f"global {n!r} of {module}")
 
     def value(self, x, label):
         c = x.__class__
