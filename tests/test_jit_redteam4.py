@@ -11,8 +11,11 @@ scenarios log the types of dict keys, which ``==`` does not compare.
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import shutil
 import sys
+import tempfile
 from typing import NamedTuple
 
 import numpy as np
@@ -320,6 +323,38 @@ def jvp_and_jacfwd_of_a_jitted_function_with_scalar_outputs(wrap, log):
         w, x, t = r.normal(size=(4, 2)), r.normal(size=(n, 4)), r.normal(size=(4, 2))
         log(tp.jvp(lambda w: jf(w, x), (w,), (t,)))
         log(tp.jacfwd(lambda w: jf(w, x)[0])(w))
+
+
+@scenario
+def values_written_to_files_and_read_back(wrap, log):
+    folder = tempfile.mkdtemp()
+
+    def through_bytes(x):
+        b = io.BytesIO()
+        np.save(b, x)
+        return x * (len(set(b.getvalue())) % 9)
+
+    def through_npz(x):
+        b = io.BytesIO()
+        np.savez(b, a=x)
+        b.seek(0)
+        return np.load(b)["a"] * 3
+
+    def through_a_file(x):
+        path = os.path.join(folder, "x.npy")
+        np.save(path, x * 2)
+        return np.load(path) + 1
+
+    def through_tofile(x):
+        path = os.path.join(folder, "x.bin")
+        x.tofile(path)
+        return np.fromfile(path) * 2
+    try:
+        for f in map(wrap, (through_bytes, through_npz, through_a_file, through_tofile)):
+            for x in (np.arange(3.0), np.arange(3.0) * 2 + 1, np.array([5.0, 0.0, 2.0])):
+                log(f(x))
+    finally:
+        shutil.rmtree(folder)
 
 
 # --- globals read by a name in a string ------------------------------------------

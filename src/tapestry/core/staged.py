@@ -140,6 +140,12 @@ _SHAPE_SAFE = {
 _MUTATING = {np.copyto, np.put, np.place, np.putmask, np.put_along_axis,
              np.fill_diagonal}
 
+#: Functions (and ndarray methods) that write values to a file or a file
+#: object: their effect is outside the program (the function may read the
+#: file back), so a trace meeting one runs uncompiled.
+_WRITES_FILES = {np.save, np.savez, np.savez_compressed, np.savetxt}
+_WRITES_FILES_METHODS = frozenset({"tofile", "dump"})
+
 #: Python operators (the forward of arithmetic on traced values, ``x[i]``).
 _OPERATOR_SAFE = {operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
                   operator.neg, operator.matmul, operator.floordiv, operator.mod,
@@ -647,6 +653,9 @@ class Staged(ArrayMethods):
             return func(*_concrete(args), **_concrete(kwargs))
         if func in _MUTATING:
             return _write(self._rec, func, args, kwargs, args[0])
+        if func in _WRITES_FILES:
+            return self._rec.refuse(f"{_name(func)} writes a staged value to a file, which "
+                                    "a replay would not redo", func, args, kwargs)
         out = kwargs.get("out") if kwargs else None
         if out is not None:  # np.clip(x, 0, 1, out=x), np.cumsum(x, out=y): a write
             outs = out if isinstance(out, tuple) else (out,)
@@ -749,6 +758,10 @@ class Staged(ArrayMethods):
         (``flags``, ``strides``, ``ctypes``) are refused."""
         if name.startswith("__") or name in _MUTATING_METHODS:
             raise AttributeError(name)
+        if name in _WRITES_FILES_METHODS:
+            self._rec.refuse(f"ndarray.{name} writes a staged value to a file, which a "
+                             "replay would not redo")
+            return getattr(self._value, name)
         attr = getattr(np.ndarray, name, None)
         if attr is None:
             raise AttributeError(f"'Staged' object (an array inside tapestry.jit) has no "
