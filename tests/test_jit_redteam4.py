@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 import os
 import shutil
 import sys
@@ -296,6 +297,18 @@ def python_number_arguments_through_divmod_round_and_conjugate(wrap, log):
         return x * c, c.conjugate(), abs(c)
     for c in (1 + 2j, 3j, 1 + 2j):
         log(g(x, c))
+
+
+@scenario
+def signed_zeros_and_nans_read_by_python(wrap, log):
+    @wrap
+    def f(x, s):
+        return (x * math.copysign(1.0, s), x * math.copysign(1.0, float(x[0] * s)),
+                x * math.copysign(1.0, max(s, -1.0)))
+    x = np.ones(2)
+    nan = float("nan")
+    for s in (0.0, -0.0, 0.0, -0.0, nan, -nan, nan, -nan, 0.0):
+        log(f(x, s))
 
 
 # --- returned buffers ------------------------------------------------------------

@@ -642,7 +642,9 @@ def _comparer(x):
             return False
         if a.dtype.kind in "fc":
             return bool(np.array_equal(a, s, equal_nan=True)) and \
-                bool(np.array_equal(np.signbit(a.real), np.signbit(s.real)))
+                bool(np.array_equal(np.signbit(a.real), np.signbit(s.real))) and \
+                (a.dtype.kind == "f" or
+                 bool(np.array_equal(np.signbit(a.imag), np.signbit(s.imag))))
         return bool(np.array_equal(a, s))
     return same
 
