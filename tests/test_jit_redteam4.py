@@ -126,6 +126,16 @@ def static_arguments_equal_but_not_the_same(wrap, log):
         log(g(x, cfg, t))
 
 
+def test_static_objects_with_their_own_eq_replay_for_the_same_attributes():
+    """A fresh config object per call whose ``==`` compares a name only is
+    keyed by its attributes: the same attributes replay, others trace."""
+    f = tp.jit(lambda x, cfg, t: x * cfg.scale + np.asarray(t), static_argnums=(1, 2))
+    x = np.ones(2)
+    for scale in (2.0, 2.0, 3.0, 2.0, 3.0, 1):
+        same(f(x, _Cfg("a", scale), _Point(1, 2)), x * scale + np.asarray((1, 2)))
+    assert f.cache_info()["traces"] == 3, f.cache_info()
+
+
 @scenario
 def static_nan_and_signed_zero(wrap, log):
     def f(x, s):

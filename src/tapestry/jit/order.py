@@ -29,9 +29,9 @@ def typed(x):
     differ: the class of every value inside is part of the key, and floats
     count by their bits (so a nan finds itself again).  A frozen dataclass
     counts by its fields; an object whose own class defines ``__eq__``
-    (equal objects may still differ where the function reads them) and an
-    unhashable one (an array in aux data) count by identity (the key holds
-    the object, so its id stays unique)."""
+    (equal objects may still differ where the function reads them) by its
+    class and attributes, and an unhashable one (an array in aux data) by
+    identity (the key holds the object, so its id stays unique)."""
     c = x.__class__
     if c is str or c is int or c is bool or x is None:
         return (c, x)
@@ -53,7 +53,7 @@ def typed(x):
     except TypeError:
         return (c, _Same(x))
     if _own_eq(c):
-        return (c, _Same(x))
+        return (c, _ByState(x))
     return (c, x)
 
 
@@ -81,6 +81,42 @@ class _Same:
 
     def __hash__(self):
         return id(self.x)
+
+
+class _ByState:
+    """An object whose class defines its own ``__eq__``: equal to itself,
+    and to an object of its class whose attributes are the same
+    (:func:`typed`) -- never by the user's ``==`` alone, which may call
+    objects equal that the function reads differently."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):
+        if other.__class__ is not _ByState:
+            return False
+        a, b = self.x, other.x
+        return a is b or (a.__class__ is b.__class__ and _state(a) == _state(b))
+
+    def __hash__(self):
+        return hash(self.x.__class__)  # (the user's hash may be by identity)
+
+
+def _state(x):
+    """The typed attributes of an object (its ``__dict__`` and slots), or
+    a new object (equal to nothing) where they cannot be read."""
+    try:
+        d = dict(getattr(x, "__dict__", None) or {})
+        for k in type(x).__mro__:
+            for n in k.__dict__.get("__slots__", ()):
+                if isinstance(n, str) and n not in ("__dict__", "__weakref__") and \
+                        hasattr(x, n):
+                    d[n] = getattr(x, n)
+        return tuple(sorted((n, typed(v)) for n, v in d.items()))
+    except Exception:  # noqa: BLE001
+        return object()
 
 
 def aux_key(treedef):
