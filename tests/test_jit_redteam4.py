@@ -1,12 +1,18 @@
 """tapestry.jit, fourth round: call sequences built to make a replay differ
-from the plain call through what the cache key and the guards compare.
+from the plain call.
 
-Python's ``==`` says ``1 == 1.0 == True`` and ``0.0 == -0.0``, and a user's
-class may say any two objects are equal; a key or a guard that compares
-with it replays a program traced for another value.  Each scenario (as in
-``test_jit_users``) runs once plain and once jitted from a fresh world and
-must return the same types, dtypes, shapes and bits on every call; the
-scenarios log the types of dict keys, which ``==`` does not compare.
+What the cache key and the guards compare: Python's ``==`` says ``1 == 1.0
+== True`` and ``0.0 == -0.0``, and a user's class may say any two objects
+are equal; a key or a guard that compares with it replays a program traced
+for another value.  What the environment walk reaches (environment
+variables, globals named in strings, objects whose ``__getattr__`` raises
+``KeyError``), which arguments are one object, array subclasses, returned
+``np.asarray(x)``, dict keys made of numbers, Python numbers through
+``divmod`` / ``round``, values written to files, forward mode through a
+jitted function.  Each scenario (as in ``test_jit_users``) runs once plain
+and once jitted from a fresh world and must return the same types, dtypes,
+shapes and bits on every call; the scenarios log the types of dict keys,
+which ``==`` does not compare.
 """
 from __future__ import annotations
 
