@@ -67,14 +67,9 @@ def _signature(leaves):
     key = []
     runtime = []
     objects = []
-    seen = {}
     for i, x in enumerate(leaves):
         c = x.__class__
         if c is np.ndarray:
-            first = seen.setdefault(id(x), i)
-            if first != i:  # f(x, x): one input, seen twice (x is y)
-                key.append(("same as leaf", first))
-                continue
             key.append((x.shape, x.dtype))
             runtime.append(i)
         elif c in _RUNTIME_SCALARS:
@@ -95,7 +90,26 @@ def _signature(leaves):
         else:
             key.append(("object", id(x)))
             objects.append(x)
+    if len(leaves) > 1 and len(set(map(id, leaves))) < len(leaves):
+        runtime = _repeated_arrays(leaves, key, runtime)
     return tuple(key), runtime, objects
+
+
+def _repeated_arrays(leaves, key, runtime):
+    """``f(x, x)``: an array that is also an earlier leaf is one input, seen
+    twice (``x is y`` in the function), its key naming the first place;
+    returns the runtime positions without the repeats."""
+    first: dict = {}
+    kept = []
+    for i in runtime:
+        x = leaves[i]
+        if x.__class__ is np.ndarray:
+            j = first.setdefault(id(x), i)
+            if j != i:
+                key[i] = ("same as leaf", j)
+                continue
+        kept.append(i)
+    return kept
 
 
 class _FlatMarker:
