@@ -474,7 +474,10 @@ class jit:
         if staged_aux is not None:  # this call's result holds values, not dead wrappers
             out_td = map_aux(out_td, _unstage)
         concrete = [_unstage(v) for v in out_leaves]
-        handed_view = _handed_outputs(rec, out_leaves, concrete) if rec.handed else None
+        handed_view = None
+        if rec.handed:
+            handed_view = _handed_outputs(rec, out_leaves, concrete)
+            rec.handed = {}  # (the program keeps the recorder: not these arrays)
         odd = _odd_output(out_leaves)
         if staged_aux is not None and odd is None and rec.refused is None and \
                 env.changed() is None and rng_changed(before, env) is None and not entropy.drew:
