@@ -432,3 +432,18 @@ def test_constant_arguments_of_custom_rules_keep_the_point_of_a_kept_trace():
         W[:] = 0.0
         np.testing.assert_allclose(pb(1.0)[0], ref, rtol=1e-12)
         np.testing.assert_allclose([f_jvp(e) for e in np.eye(2)], ref, rtol=1e-12)
+
+
+def test_checkpoint_output_without_a_cotangent_adds_nothing():
+    """jacrev's row of one output, or a loss of one output of several: the
+    others get no cotangent, and add nothing, as without checkpoint (a zero
+    cotangent pushed through ``sin``'s rule at cos < 0 gave -0.0 there)."""
+    def g(d):
+        return {k: np.sin(v) * (i + 1) for i, (k, v) in enumerate(d.items())}
+    x = np.arange(1.0, 4.0)
+    d = {"a": x, "b": 2 * x}
+    for T in (tp.jacrev, lambda f: tp.grad(lambda d: np.sum(f(d)["a"]))):
+        want = tp.tree_flatten(T(g)(d))[0]
+        got = tp.tree_flatten(T(tp.checkpoint(g))(d))[0]
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (a, b)

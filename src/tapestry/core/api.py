@@ -182,6 +182,18 @@ class _Pullback:
         return collect(self.records, cts, False, "auto", self.tape, self.opname,
                        tapes_of(c for _, c in pairs))
 
+    def given(self, cts):
+        """The input cotangents (as ``__call__``) for one cotangent per output
+        leaf, ``None`` where an output got none: the sweep starts from the
+        others only, as ``leaf`` does, so an output without a cotangent adds
+        nothing (not the ``0 * ...`` of a zero cotangent, which may be -0.0)."""
+        pairs = [(k, _as_cotangent(c, self.values[k], self._namer(k), self.opname))
+                 for k, c in enumerate(cts) if c is not None]
+        swept = self.sweep(pairs)
+        _unalias(swept, self.records, [c for _, c in pairs])
+        return collect(self.records, swept, False, "auto", self.tape, self.opname,
+                       tapes_of(c for _, c in pairs))
+
     def _namer(self, k):
         """Names output leaf ``k`` in an error (the path is found only then)."""
         def name():

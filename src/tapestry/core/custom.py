@@ -581,10 +581,11 @@ def _checkpoint_call(f, leaves, td, top):
     def checkpoint_pullback(g, ans):
         if n_out == 1:
             g = [g]
-        g = [np.zeros(shape_of(a), dtype_of(a)) if c is None else c for a, c in zip(ans, g)]
         with rng.replay(snapshot, leaves):
             _, pullback = vjp(f_raw, *[raw[k] for k in live])
-        return list(pullback(out_td.unflatten(g)))
+        # an output without a cotangent adds nothing, as without checkpoint
+        # (a zero cotangent through the rules may give -0.0 where that gives 0.0)
+        return list(pullback.given(list(g)))
 
     parents = [leaves[k]._index for k in live]
     ans = tuple(out_leaves)

@@ -277,8 +277,17 @@ def _pull(tape, c, t, acc):
 
 def _collect_seed(acc, ans):
     if ans.__class__ is tuple:
-        return list(acc)
-    return acc[0]
+        return [_scalar_like(t, a) for t, a in zip(acc, ans)]
+    return _scalar_like(acc[0], ans)
+
+
+def _scalar_like(t, ans):
+    """A 0-d array tangent of a NumPy scalar output as a NumPy scalar, as
+    the output's own rules give it (``jvp(jit(f))`` of a sum returns what
+    ``jvp(f)`` returns)."""
+    if t.__class__ is np.ndarray and t.ndim == 0 and isinstance(ans, np.generic):
+        return t[()]
+    return t
 
 
 def _per_item_if_read(transpose, fn, ts, ans, args, kwargs):

@@ -453,6 +453,36 @@ def map_aux(treedef, fn):
     return TreeDef(node_map(treedef.node), treedef.n_leaves)
 
 
+def map_dict_keys(treedef, pick, fn):
+    """``treedef`` with ``fn`` applied to the dict keys that ``pick``
+    selects (their order kept), or ``treedef`` itself where none is: a key
+    computed from a traced value (``{k: x}`` inside ``jit``) is rebuilt as
+    its value, not as the dead wrapper."""
+    found = [False]
+
+    def keys_map(keys):
+        if not any(pick(k) for k in keys):
+            return keys
+        found[0] = True
+        order = getattr(keys, "order", None)
+        new = [fn(k) for k in keys]
+        if keys.__class__ is _Keys:
+            return _keys_of(new, None if order is None else tuple(fn(k) for k in order))
+        return tuple(new)
+
+    def node_map(node):
+        if node is None or node is _LEAF:
+            return node
+        k, t, meta, children = node
+        if k == _DICT or k == _ODICT:
+            meta = keys_map(meta)
+        elif k == _DDICT:
+            meta = (meta[0], keys_map(meta[1]))
+        return (k, t, meta, [node_map(c) for c in children])
+    new = TreeDef(node_map(treedef.node), treedef.n_leaves)
+    return new if found[0] else treedef
+
+
 class TreeDef:
     """How to rebuild a tree from its leaves (compare with ``==``; picklable)."""
 

@@ -140,6 +140,12 @@ _SHAPE_SAFE = {
 _MUTATING = {np.copyto, np.put, np.place, np.putmask, np.put_along_axis,
              np.fill_diagonal}
 
+#: Functions (and ndarray methods) that write values to a file or a file
+#: object: their effect is outside the program (the function may read the
+#: file back), so a trace meeting one runs uncompiled.
+_WRITES_FILES = {np.save, np.savez, np.savez_compressed, np.savetxt}
+_WRITES_FILES_METHODS = frozenset({"tofile", "dump"})
+
 #: Python operators (the forward of arithmetic on traced values, ``x[i]``).
 _OPERATOR_SAFE = {operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
                   operator.neg, operator.matmul, operator.floordiv, operator.mod,
@@ -153,7 +159,8 @@ class Recorder:
     value of a finished recorder (kept in a global, say) raises when used."""
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
-                 "warn", "refused", "ext", "err_entered", "printopts", "text_read")
+                 "warn", "refused", "ext", "err_entered", "printopts", "text_read",
+                 "handed")
 
     def __init__(self):
         self.steps: list = []
@@ -187,6 +194,11 @@ class Recorder:
         #: Why the trace cannot be replayed (``None`` while it can): from
         #: then on the function runs on the concrete values, unrecorded.
         self.refused = None
+        #: id -> (array, staged value or None) of the read-only arrays that
+        #: NumPy's conversion (``np.asarray(x)``) handed out: the plain call
+        #: gets ``x``'s own array there (``None``: converted to another dtype,
+        #: a new array), which jit returns in their place.
+        self.handed: dict = {}
 
     def slot(self):
         self.n += 1
@@ -585,10 +597,14 @@ class Staged(ArrayMethods):
             v = self._value
             return np.asarray(v, dtype=dtype) if copy is not True else np.array(v, dtype)
         v = self._rec.guard("pin", self, self._value)  # a copy
+        # (np.asarray of an array is the array itself; of a number, a new one)
+        same = self._value.__class__ is np.ndarray and (dtype is None or
+                                                        np.dtype(dtype) == v.dtype)
         if dtype is not None:
             v = v.astype(dtype)
         if not copy:
             v.flags.writeable = False
+            self._rec.handed[id(v)] = (v, self if same else None)
         return v
 
     def __iter__(self):
@@ -637,6 +653,9 @@ class Staged(ArrayMethods):
             return func(*_concrete(args), **_concrete(kwargs))
         if func in _MUTATING:
             return _write(self._rec, func, args, kwargs, args[0])
+        if func in _WRITES_FILES:
+            return self._rec.refuse(f"{_name(func)} writes a staged value to a file, which "
+                                    "a replay would not redo", func, args, kwargs)
         out = kwargs.get("out") if kwargs else None
         if out is not None:  # np.clip(x, 0, 1, out=x), np.cumsum(x, out=y): a write
             outs = out if isinstance(out, tuple) else (out,)
@@ -665,6 +684,9 @@ class Staged(ArrayMethods):
     def __rfloordiv__(self, o): return _binary(operator.floordiv, o, self)
     def __mod__(self, o): return _binary(operator.mod, self, o)
     def __rmod__(self, o): return _binary(operator.mod, o, self)
+    # (Python's own divmod: Python numbers stay Python numbers, as in the plain call)
+    def __divmod__(self, o): return _binary(divmod, self, o)
+    def __rdivmod__(self, o): return _binary(divmod, o, self)
     def __and__(self, o): return _binary(operator.and_, self, o)
     def __rand__(self, o): return _binary(operator.and_, o, self)
     def __or__(self, o): return _binary(operator.or_, self, o)
@@ -684,7 +706,15 @@ class Staged(ArrayMethods):
 
     def __round__(self, ndigits=None):
         v = self._rec.guard("pin", self, self._value)
-        return round(v[()]) if ndigits is None else round(v[()], ndigits)
+        if self._value.__class__ is not np.ndarray:  # a number: round(2.5, 1) is a float
+            v = self._value
+        else:
+            v = v[()]
+        return round(v) if ndigits is None else round(v, ndigits)
+
+    def conjugate(self):
+        """The value's own ``conjugate`` (a Python number's gives a Python number)."""
+        return self._rec.call(_method("conjugate"), (self,), None)
 
     # ``x += y`` on a staged value: in place where the program owns the memory
     # (as NumPy does for arrays; a scalar value rebinds, as in Python).
@@ -728,6 +758,10 @@ class Staged(ArrayMethods):
         (``flags``, ``strides``, ``ctypes``) are refused."""
         if name.startswith("__") or name in _MUTATING_METHODS:
             raise AttributeError(name)
+        if name in _WRITES_FILES_METHODS:
+            self._rec.refuse(f"ndarray.{name} writes a staged value to a file, which a "
+                             "replay would not redo")
+            return getattr(self._value, name)
         attr = getattr(np.ndarray, name, None)
         if attr is None:
             raise AttributeError(f"'Staged' object (an array inside tapestry.jit) has no "

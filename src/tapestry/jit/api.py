@@ -33,14 +33,14 @@ from collections import OrderedDict
 import numpy as np
 
 from ..core.batched import Batched, Unbatched
-from ..core.pytree import aux_holding, map_aux, tree_flatten
+from ..core.pytree import aux_holding, map_aux, map_dict_keys, tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .env import (EntropyWatch, ReachesTraced, environment, rng_changed, rng_states,
                   unstaged)
 from .fuse import available as fuse_available
-from .order import dict_order
+from .order import aux_key, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .reverse import call_on_traced
 
@@ -83,12 +83,33 @@ def _signature(leaves):
             key.append((c, x.dtype))
             runtime.append(i)
         elif isinstance(x, np.ndarray):
-            key.append(("subclass", c))
+            # (a masked array, a matrix: the trace reads it as a constant,
+            # guarded in place like the objects; another one traces again)
+            key.append(("subclass", c, id(x)))
             objects.append(x)
         else:
             key.append(("object", id(x)))
             objects.append(x)
+    if len(leaves) > 1 and len(set(map(id, leaves))) < len(leaves):
+        runtime = _repeated_arrays(leaves, key, runtime)
     return tuple(key), runtime, objects
+
+
+def _repeated_arrays(leaves, key, runtime):
+    """``f(x, x)``: an array that is also an earlier leaf is one input, seen
+    twice (``x is y`` in the function), its key naming the first place;
+    returns the runtime positions without the repeats."""
+    first: dict = {}
+    kept = []
+    for i in runtime:
+        x = leaves[i]
+        if x.__class__ is np.ndarray:
+            j = first.setdefault(id(x), i)
+            if j != i:
+                key[i] = ("same as leaf", j)
+                continue
+        kept.append(i)
+    return kept
 
 
 class _FlatMarker:
@@ -115,6 +136,8 @@ def _flat_key(args):
             key.append(c)
         else:
             return None
+    if len(args) > 1 and len(set(map(id, args))) < len(args):
+        return None  # one object passed twice: _signature says which
     return tuple(key)
 
 
@@ -269,7 +292,7 @@ class jit:
             if sig is _INLINE:  # inside another transformation (grad(jit(f)), ...)
                 return call_on_traced(self, args, kwargs)
             skey, runtime, objects = sig
-            key = (treedef, skey, static_key, dict_order(dyn))
+            key = (treedef, skey, static_key, aux_key(treedef))
             entry = self._cache.get(key)
             if entry is not None and entry.eager is None:
                 inputs = [leaves[i] for i in runtime]
@@ -395,6 +418,8 @@ class jit:
         staged = list(leaves)
         for i in runtime:
             staged[i] = rec.input(leaves[i])
+        if len(runtime) < len(leaves):
+            _stage_repeats(staged, leaves, runtime)
         input_slots = [staged[i]._slot for i in runtime]
         sdyn = treedef.unflatten(staged)  # (dicts in the caller's key order)
         sargs, skwargs = sdyn
@@ -406,6 +431,9 @@ class jit:
         try:
             with entropy:
                 out = self.fun(*sargs, **skwargs)
+                # (while the trace is open: a dict key made of a staged number
+                # is hashed again here, a read of it)
+                out_leaves, out_td = tree_flatten(out)
         except Unstageable as e:
             rec.open = False
             return self._give_up(entry, str(e), args, kwargs)
@@ -439,11 +467,17 @@ class jit:
             rec.open = False
             if env.changed() is not None:  # staged values it stored must not escape
                 env.unstage()
-        out_leaves, out_td = tree_flatten(out)
-        staged_aux = aux_holding(out_td, lambda v: v.__class__ is Staged)
+        # a dict key made of a staged number ({k: x}): hashing it pinned it
+        # (a guard), so the program rebuilds the dict with its value
+        out_td = map_dict_keys(out_td, _holds_staged, _unstaged_key)
+        staged_aux = aux_holding(out_td, _is_staged)
         if staged_aux is not None:  # this call's result holds values, not dead wrappers
             out_td = map_aux(out_td, _unstage)
         concrete = [_unstage(v) for v in out_leaves]
+        handed_view = None
+        if rec.handed:
+            handed_view = _handed_outputs(rec, out_leaves, concrete)
+            rec.handed = {}  # (the program keeps the recorder: not these arrays)
         odd = _odd_output(out_leaves)
         if staged_aux is not None and odd is None and rec.refused is None and \
                 env.changed() is None and rng_changed(before, env) is None and not entropy.drew:
@@ -503,6 +537,8 @@ class jit:
         walked = {id(_root(a)) for a, *_ in env.arrays}
         reached = {id(a) for a, *_ in env.arrays}
         outputs = []
+        if handed_view is not None:
+            return self._give_up(entry, handed_view, args, kwargs)
         for v in out_leaves:
             if v.__class__ is Staged:
                 if v._rec is not rec:
@@ -665,7 +701,7 @@ class jit:
             sig = _signature(leaves)
             if sig is _INLINE:
                 return None
-            key = (treedef, sig[0], static_key, dict_order(dyn))
+            key = (treedef, sig[0], static_key, aux_key(treedef))
         return key
 
     def _compiled_for(self, args, kwargs):
@@ -751,21 +787,41 @@ def _hashable(x, what):
         raise TypeError(f"tapestry.jit: {what} must be hashable (it is part of the cache "
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
-    return _typed(x)
+    return typed(x)
 
 
-def _typed(x):
-    """A key equal only for static values the function cannot tell apart:
-    ``==`` says ``0.0 == -0.0`` and ``(1, 2) == (1.0, 2.0) == (True, 2)``,
-    but ``1 / x`` or ``np.array(t)`` differ, so the types inside tuples and
-    the sign of a zero are part of it."""
-    c = x.__class__
-    if c is tuple or c is frozenset:
-        return (c, tuple(_typed(v) for v in x)) if c is tuple else \
-            (c, frozenset(_typed(v) for v in x))
-    if c is float or c is complex or isinstance(x, np.inexact):
-        return (c, x, np.signbit(np.real(x)).item(), np.signbit(np.imag(x)).item())
-    return (c, x)
+def _handed_outputs(rec, out_leaves, concrete):
+    """Put back the arrays the plain call returns where the function
+    returns what NumPy's conversion of a staged value handed out
+    (``return np.asarray(x)``): ``x`` itself (the argument, writable,
+    the same object), or a new writable array where the conversion changed
+    the dtype.  Changes ``out_leaves`` and ``concrete`` in place; returns
+    the reason to run uncompiled where an output is a view of such an
+    array (a view of the argument in the plain call), else ``None``."""
+    for k, v in enumerate(out_leaves):
+        if v.__class__ is not np.ndarray:
+            continue
+        got = rec.handed.get(id(v))
+        if got is not None and got[0] is v:
+            if got[1] is not None:
+                out_leaves[k] = got[1]
+                concrete[k] = got[1]._value
+            else:
+                concrete[k] = v.copy()
+        elif id(_root(v)) in rec.handed:
+            return ("it returns a view of np.asarray(x) of a staged value (a view of x "
+                    "itself in the plain call), which a replay would hand out as a copy")
+    return None
+
+
+def _stage_repeats(staged, leaves, runtime):
+    """Give an array passed twice (``f(x, x)``) the staged value of its
+    first place in its other places too, as :func:`_signature` keys it:
+    the function sees one object there (``x is y``), as the plain call does."""
+    first = {id(leaves[i]): staged[i] for i in runtime if leaves[i].__class__ is np.ndarray}
+    for i, x in enumerate(leaves):
+        if x.__class__ is np.ndarray and staged[i] is x and id(x) in first:
+            staged[i] = first[id(x)]
 
 
 def _copied_containers(orig, copy, out):
@@ -851,6 +907,29 @@ class _Shared:
 
     def get(self):
         return self.a.view() if self.view else self.a  # (a new view per call, as plain)
+
+
+def _is_staged(v):
+    return v.__class__ is Staged
+
+
+def _holds_staged(key):
+    """Whether a dict key is or holds (in a tuple or frozenset) a staged value."""
+    c = key.__class__
+    if c is Staged:
+        return True
+    return isinstance(key, (tuple, frozenset)) and any(_holds_staged(k) for k in key)
+
+
+def _unstaged_key(key):
+    """A dict key with the values in place of the staged values inside it."""
+    c = key.__class__
+    if c is Staged:
+        return key._value
+    if isinstance(key, (tuple, frozenset)):
+        items = [_unstaged_key(k) for k in key]
+        return c(*items) if hasattr(key, "_fields") else c(items)
+    return key
 
 
 def _unstage(v):

@@ -52,6 +52,10 @@ MAX_VALUES = 20_000
 #: Names in the code that read attributes by a computed name: every
 #: attribute of the objects reached is then guarded, not only those named.
 _DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "astuple"})
+#: Names in the code that read the process's environment variables.
+_ENVIRON_NAMES = frozenset({"environ", "getenv", "environb", "getenvb"})
+#: Names in the code that read globals by a computed name.
+_DYNAMIC_GLOBALS = frozenset({"globals", "eval", "exec"})
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
               np.random.SeedSequence, random.Random)
 
@@ -113,6 +117,10 @@ class Environment:
             elif kind == "bytes":
                 if _buffer(holder) != obj:
                     return f"{label} was modified in place"
+                continue
+            elif kind == "copy":  # a snapshot of a mapping (os.environ)
+                if holder != obj:
+                    return f"{label} changed"
                 continue
             elif kind == "len" or kind == "attrs":
                 if kind == "attrs" and added and len(holder) > obj:
@@ -208,10 +216,20 @@ def unstaged(x, seen):
             x.update(items)
     elif not isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) and \
             not _library(type(x).__module__):
-        d = getattr(x, "__dict__", None)
+        d = _get(x, "__dict__")
         if isinstance(d, dict):
             unstaged(d, seen)
     return x
+
+
+def _get(x, name, default=None):
+    """``getattr(x, name, default)``, with any error counting as missing: a
+    user's ``__getattr__`` may raise ``KeyError`` (an attribute dict, a
+    config object) for the names jit asks about and the function never reads."""
+    try:
+        return getattr(x, name, default)
+    except Exception:  # noqa: BLE001
+        return default
 
 
 def _attribute_hook(cls):
@@ -294,7 +312,17 @@ class _Walker:
         self.function(fn, "the function")
         for i, x in enumerate(extra):
             self.value(x, f"static argument {i}")
+        if self.names & _ENVIRON_NAMES:  # os.environ["K"], os.getenv("K"): a library's state
+            self.environ()
         return self.env
+
+    def environ(self):
+        """The process's environment variables, compared whole (``os`` is a
+        library: its module is not walked, but its ``environ`` changes)."""
+        if id(os.environ) not in self.seen:
+            self.seen.add(id(os.environ))
+            data = getattr(os.environ, "_data", os.environ)  # (its raw mapping where it has one)
+            self.bind("copy", data, None, dict(data), "os.environ")
 
     def bind(self, kind, holder, key, obj, label):
         self.env.bindings.append((kind, holder, key, obj, label))
@@ -314,12 +342,12 @@ class _Walker:
             for k, a in (f.keywords or {}).items():
                 self.value(a, f"{label}.keywords[{k!r}]")
             return
-        inner = getattr(f, "__tapestry_jit_fun__", None)
+        inner = _get(f, "__tapestry_jit_fun__")
         if inner is not None:
             self.function(inner, label)
             return
         if not isinstance(f, types.FunctionType):
-            if callable(f) and not isinstance(f, _ATOMS) and hasattr(f, "__dict__"):
+            if callable(f) and not isinstance(f, _ATOMS) and _get(f, "__dict__") is not None:
                 self.obj(f, label)  # a callable object: its state and its __call__
                 call = getattr(type(f), "__call__", None)
                 if isinstance(call, types.FunctionType):
@@ -339,7 +367,7 @@ class _Walker:
                     continue
                 self.bind("cell", cell, None, v, f"closure variable {var!r} of {name}")
                 self.value(v, f"{var!r} (closure of {name})")
-        wrapped = getattr(f, "__wrapped__", None)
+        wrapped = _get(f, "__wrapped__")
         if wrapped is not None:
             self.function(wrapped, label)
         if library:
@@ -351,11 +379,19 @@ class _Walker:
         for k, d in (f.__kwdefaults__ or {}).items():
             self.value(d, f"default argument {k!r} of {name}")
         g = f.__globals__
-        for n in sorted(self.names):
-            if n in g:  # (a marked string constant never matches a global)
+        # (a string constant, marked, is a name too: globals()["W"], eval("W"))
+        for n in sorted({m.lstrip("'") for m in self.names}):
+            if n in g:
                 v = g[n]
                 self.bind("dict", g, n, v, f"global {n!r} of {module}")
                 self.value(v, f"global {n!r}")
+        if self.names & _DYNAMIC_GLOBALS and id(g) not in self.seen:
+            # globals()[name], eval(text): any global may be read, by identity
+            self.seen.add(id(g))
+            self.bind("len", g, None, len(g), f"len globals of {module}")
+            for n, v in list(g.items()):
+                if n[:2] != "__":
+                    self.bind("dict", g, n, v, f"global {n!r} of {module}")
 
     def value(self, x, label):
         c = x.__class__
@@ -368,8 +404,11 @@ class _Walker:
                 self.klass(x, label)  # Config.scale read through the class
             return
         if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or \
-                hasattr(x, "__tapestry_jit_fun__"):
+                _get(x, "__tapestry_jit_fun__") is not None:
             self.function(x, label)  # marks it seen itself
+            return
+        if x is os.environ:
+            self.environ()
             return
         if id(x) in self.seen:
             return
@@ -382,7 +421,7 @@ class _Walker:
             if x.dtype.hasobject:
                 raise Unstageable(f"{label} is an object array, which jit cannot guard")
             self.env.arrays.append((x, x.copy(), _comparer(x), label))
-            if c is not np.ndarray and getattr(x, "__dict__", None):
+            if c is not np.ndarray and _get(x, "__dict__"):
                 self.obj(x, label)  # a subclass's own state: a masked array's mask
             return
         if c is tuple or c is frozenset or (isinstance(x, tuple) and hasattr(x, "_fields")):
@@ -485,9 +524,9 @@ class _Walker:
 
     def obj(self, x, label):
         """A user object: the attributes its code can name."""
-        if _library(type(x).__module__) and not hasattr(x, "__dict__"):
+        d = _get(x, "__dict__")
+        if _library(type(x).__module__) and d is None:
             return
-        d = getattr(x, "__dict__", None)
         hook = _attribute_hook(type(x))
         if hook is not None:  # attributes served by __getattr__: its reads count
             self.function(hook, f"{label}.{hook.__name__}")
@@ -512,7 +551,7 @@ class _Walker:
                             self.function(v.fget, f"{label}.{n}")
                             break
                         if isinstance(v, types.MemberDescriptorType):  # __slots__
-                            cur = getattr(x, n, _MISSING)
+                            cur = _get(x, n, _MISSING)
                             # a C type's member makes a new number on each read
                             kind = "attr" if n in getattr(klass, "__slots__", ()) else "eq"
                             self.bind(kind, x, n, cur, f"{label}.{n}")
@@ -603,7 +642,9 @@ def _comparer(x):
             return False
         if a.dtype.kind in "fc":
             return bool(np.array_equal(a, s, equal_nan=True)) and \
-                bool(np.array_equal(np.signbit(a.real), np.signbit(s.real)))
+                bool(np.array_equal(np.signbit(a.real), np.signbit(s.real))) and \
+                (a.dtype.kind == "f" or
+                 bool(np.array_equal(np.signbit(a.imag), np.signbit(s.imag))))
         return bool(np.array_equal(a, s))
     return same
 

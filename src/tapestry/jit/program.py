@@ -49,9 +49,10 @@ def same_array(a, pinned):
 
 
 def same_float(a, b):
-    """Two Python floats with the same bits (NaN equals NaN, -0.0 differs)."""
-    return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)) \
-        or (a != a and b != b)
+    """Two Python floats with the same value and sign (NaN equals NaN of its
+    sign: ``math.copysign(1, -nan)`` is -1; -0.0 differs from 0.0)."""
+    return (a == b or (a != a and b != b)) and \
+        math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 class Program:

@@ -42,6 +42,7 @@ from ..core.tape import ClosedNodes
 from ..core.tracing import of_leaves
 from ..core.var import Var
 from .env import ReachesTraced, environment
+from .order import aux_key
 from .program import GuardFailed, split
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
@@ -166,7 +167,7 @@ def _split_pullback(jf, sp, residuals, point, diff):
                 if not same(a, snap):
                     _refuse(jf, f"{label} was modified in place")
             try:
-                got = sp.split.backward.run(*residuals, *cts)
+                got = sp.split.backward.run(*residuals, *[c for c in cts if c is not None])
             except GuardFailed:
                 got = None
             except Exception:  # the joint program says what it is (or raises it)
@@ -174,7 +175,7 @@ def _split_pullback(jf, sp, residuals, point, diff):
             if got is not None:
                 if sp.fuse_pending:
                     _count_for_fusion(jf, sp, [plain[i] for i in sp.plain_runtime],
-                                      list(residuals) + cts)
+                                      list(residuals) + [c for c in cts if c is not None])
                 return list(sp.ct_td.unflatten(list(got)))
         return _pullback(jf, point, diff, sp.env)(g, ans)
     return split_pullback
@@ -213,8 +214,9 @@ def _count_for_fusion(jf, sp, fwd_inputs, bwd_inputs):
 
 
 def _cotangents(g, diff, out_leaves):
-    """One cotangent per output leaf (zeros where none came), and whether
-    any is traced by an enclosing transformation."""
+    """One cotangent per output leaf (``None`` where none came: the pullback
+    sweeps from the others only, as the plain sweep does), and whether any
+    is traced by an enclosing transformation."""
     gs = [g] if len(diff) == 1 else list(g)
     cts = [None] * len(out_leaves)
     traced = False
@@ -222,9 +224,6 @@ def _cotangents(g, diff, out_leaves):
         if c is not None:
             cts[k] = c
             traced = traced or c.__class__ is Var or c.__class__ in _OTHER_LEVELS
-    for k, c in enumerate(cts):
-        if c is None:
-            cts[k] = np.zeros_like(np.asarray(out_leaves[k]))
     return cts, traced
 
 
@@ -267,14 +266,15 @@ _MAX_SPLIT_KEYS = 64
 
 
 def _forward_key(jf, td, pos, plain):
-    """The key of a forward: the arguments' structure, which leaves are
-    traced, and the signature of the values (as jit's own), plus the
+    """The key of a forward: the arguments' structure (with its typed aux
+    data and dict key orders, :func:`aux_key`), which leaves are traced,
+    and the signature of the values (as jit's own), plus the
     objects among them (held, so their ids stay unique); ``None`` where
     a leaf is traced at another level."""
     sig = jf._signature_of(plain)
     if sig is None:
         return None, ()
-    return (td, pos, sig[0]), sig[2]
+    return (td, pos, sig[0], aux_key(td)), sig[2]
 
 
 def _split_forward(jf, td, pos, plain):
@@ -338,7 +338,7 @@ def _make_split(jf, comp, n_plain, ct_key):
     (rec, input_slots, outputs, env_arrays, name), runtime = comp.traced
     known = [s for s, i in zip(input_slots, runtime) if i < n_plain]
     unknown = [s for s, i in zip(input_slots, runtime) if i >= n_plain]
-    if len(unknown) != len(ct_key):
+    if len(unknown) != sum(k is not None for k in ct_key):
         return None
     ys, ct_tree = comp.out_td.unflatten(list(range(len(outputs))))
     y_leaves, out_td = tree_flatten(ys)
@@ -363,12 +363,15 @@ def _make_split(jf, comp, n_plain, ct_key):
 
 
 def _ct_key(cts):
-    """The signature of the cotangents (as jit's: shapes, dtypes, types),
-    or ``None`` for one that is not an array or a number (a sparse one)."""
+    """The signature of the cotangents (as jit's: shapes, dtypes, types;
+    ``None`` for an output that got none), or ``None`` for one that is not
+    an array or a number (a sparse one)."""
     key = []
     for c in cts:
         k = c.__class__
-        if k is np.ndarray:
+        if c is None:
+            key.append(None)
+        elif k is np.ndarray:
             key.append((c.shape, c.dtype))
         elif k is float or k is int or k is complex:
             key.append(k)
@@ -381,9 +384,10 @@ def _ct_key(cts):
 
 def _vjp_at(fun, td, pos, plain, out_td, cts):
     """The pullback of ``fun`` at ``plain`` applied to ``cts`` (one cotangent
-    per output leaf), as a tuple with one cotangent per traced leaf."""
+    per output leaf, ``None`` where it got none), as a tuple with one
+    cotangent per traced leaf."""
     _, pb = vjp(of_leaves(fun, td, plain, pos), *[plain[i] for i in pos])
-    return pb(out_td.unflatten(list(cts)))
+    return pb.given(list(cts))
 
 
 def _backward(jf):
@@ -396,7 +400,7 @@ def _backward(jf):
 
         def pullback_at(plain, cts, td, pos, out_td):
             y, pb = vjp(of_leaves(fun, td, plain, pos), *[plain[i] for i in pos])
-            return y, pb(out_td.unflatten(list(cts)))
+            return y, pb.given(list(cts))
         bwd = jit(pullback_at, static_argnums=(2, 3, 4),
                   max_traces=jf.max_traces, strict=jf.strict, fuse=jf._fuse,
                   fuse_after=jf.fuse_after)
