@@ -263,3 +263,24 @@ def test_plain_items_with_forward_mode():
                   (u, a, b), t)
     for x, y in zip(got, want):
         np.testing.assert_allclose(x, y, rtol=1e-13)
+
+
+def test_shared_dicts_in_another_key_order_or_key_type():
+    """The per-item program rebuilds the shared arguments as the call gave
+    them: a dict in another key order (f sums its values in that order) or
+    with keys of another type is not the first call's."""
+    items = [np.array([0.25, 0.25, 0.5]) for _ in range(5)]  # each sums to 1.0
+    vals = [np.float64(1.0), np.float64(1e16), np.float64(-1e16)]  # (1 + 1e16) - 1e16 == 0
+
+    def f(x, p):
+        total = 0.0
+        for v in p.values():  # order-dependent rounding
+            total = total + v * np.sum(x)
+        return total
+    jf = tp.jit(f)
+    for keys in (("a", "b", "c"), ("c", "b", "a"), ("b", "c", "a")):
+        p = {k: v for k, v in zip(keys, vals)}
+        got = tp.value_and_grad(lambda p: tp.parallel_sum(jf, items, p))(p)
+        want = tp.value_and_grad(lambda p: tp.parallel_sum(f, items, p))(p)
+        _same_bits(got, want)
+        assert list(got[1]) == list(keys)

@@ -92,8 +92,11 @@ def _item_value_and_grad(jf, shared_td, act):
     the shared leaves at ``act``, called as ``(item, *shared_leaves)``;
     one per (structure of the shared arguments, active leaves), kept on
     ``jf`` with its options."""
+    from .order import aux_key
     cache = jf.__dict__.setdefault("_items_value_and_grad", {})
-    key = (shared_td, act)
+    # (aux_key: dict key orders and key types, which a treedef's == ignores,
+    # decide how the shared arguments are rebuilt for f)
+    key = (shared_td, aux_key(shared_td), act)
     vg = cache.get(key)
     if vg is None:
         fun = jf.fun
