@@ -261,6 +261,12 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             trace.open = False
         trace.open = True  # moving the outputs' axes still works on them
         try:
+            if out.__class__ is Batched and out_spec.flat is None:
+                # one batched output, one axis for it: the general steps below
+                # (flatten, checks, rebuild) for a single leaf, done directly
+                ax = out_spec.spec
+                y = _from_front(out, ax, trace, "output leaf 0")
+                return y if ax is None else _own(y, leaves)
             out_leaves, out_td, oaxes = out_spec.per_leaf(out)
             if aux_holding(out_td, _wrapped) is not None:  # (rare: one walk otherwise)
                 check_static_aux(out_td, lambda v: v.__class__ is Batched and v._trace is trace,

@@ -92,7 +92,13 @@ def expand_item(x, nd):
     missing = nd - (len(shape) - 1)
     if missing <= 0:
         return x
-    return np.reshape(x, (shape[0],) + (1,) * missing + tuple(shape[1:]))
+    return RESHAPE[0](x, (shape[0],) + (1,) * missing + tuple(shape[1:]))
+
+
+#: ``[reshape(x, shape)]``: ``np.reshape``, which :mod:`tapestry.ops.shape`
+#: replaces by a function calling its reshape primitive directly on a traced
+#: array (the call ``np.reshape`` dispatches to, without NumPy's wrapper).
+RESHAPE = [np.reshape]
 
 
 def elementwise(prim, args, batched, kwargs):

@@ -227,7 +227,7 @@ class Primitive:
                 if b.__class__ not in _SCALARS:  # one test on the hot path (x * 2.0)
                     raw = self._other_operand(ta, raw, 1)
                     if raw is None:
-                        return batched_call(self, (a, b), _NO_KWARGS)
+                        return self._with_batched(a, b, 1)
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
@@ -237,7 +237,7 @@ class Primitive:
             if a.__class__ not in _SCALARS:
                 raw = self._other_operand(ta, raw, 0)
                 if raw is None:
-                    return batched_call(self, (a, b), _NO_KWARGS)
+                    return self._with_batched(a, b, 0)
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)
         elif a.__class__ is Batched or b.__class__ is Batched or \
@@ -255,6 +255,20 @@ class Primitive:
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None, self))
         return Var(ans, ta, len(nodes) - 1)
+
+    def _with_batched(self, a, b, k):
+        """``self(a, b)`` where argument ``k`` is batched by a vmap above the
+        other's tape (``beta * x`` in a vmapped item, ``beta`` differentiated).
+        For an elementwise primitive whose traced operand has no more axes
+        than an item, the arrays broadcast as the items do: this is the
+        elementwise batching rule's result, without the general dispatch."""
+        c = b if k else a
+        if c.__class__ is Batched and self.batch is batching.elementwise:
+            trace, v = c._trace, c._value
+            if trace.open and trace.size and \
+                    len((a if k else b).shape) < len(v.shape):
+                return Batched(self._call2(a, v) if k else self._call2(v, b), trace)
+        return batched_call(self, (a, b), _NO_KWARGS)
 
     def _other_operand(self, tape, raw, k):
         """The checks ``_call2`` makes on the untraced operand ``raw[k]`` when
