@@ -145,4 +145,11 @@ def trailing_sum(a, axes):
         rows *= d
     if not ROW_SUM_MIN <= n <= ROW_SUM_MAX or rows < ROW_SUM_ROWS:
         return None
-    return np.einsum(f"{_LETTERS[:nd]}->{_LETTERS[:nd - k]}", a)
+    spec = _ROW_SUM_SPECS.get((nd, k))
+    if spec is None:
+        spec = _ROW_SUM_SPECS[(nd, k)] = f"{_LETTERS[:nd]}->{_LETTERS[:nd - k]}"
+    return np.einsum(spec, a)
+
+
+#: (axes, axes summed) -> the einsum subscripts of :func:`trailing_sum`.
+_ROW_SUM_SPECS: dict = {}

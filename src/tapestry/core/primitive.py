@@ -525,7 +525,32 @@ def scale_cotangent(g, y):
             return y
         if c == -1:
             return Negated(y)  # computed only if no other contribution comes
+    elif (type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE and type(y) is np.ndarray
+          and g.strides[-1] == 0 and g.shape == y.shape and g.dtype == y.dtype
+          and g.dtype.kind == "f" and _all_ones(g)):
+        return y
     return g * y
+
+
+def _all_ones(g):
+    """Whether ``g``, broadcast along its trailing axes (a reduction's
+    cotangent sent back over the reduced axes: every vmapped item's
+    ``np.sum``, then summed), is 1 everywhere; reads only the array it
+    broadcasts, one element per row.  ``1 * y`` is ``y``, bit for bit."""
+    strides, k = g.strides, g.ndim
+    while k and strides[k - 1] == 0:
+        k -= 1
+    if g.size < 2 * _prod(g.shape[:k]):  # (little broadcast: the product costs as much)
+        return False
+    base = g[(Ellipsis,) + (0,) * (g.ndim - k)]
+    return bool((base == 1).all())
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def negate_cotangent(g):

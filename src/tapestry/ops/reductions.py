@@ -132,9 +132,11 @@ def _row_sum_fun(a, axis, keepdims):
     """The sum of each item of a batch (``axis``: the item's axes): one
     einsum over short trailing rows (:func:`~tapestry.core.batching.trailing_sum`),
     else ``np.sum``."""
-    axes = _axes(axis, np.ndim(a)) if axis is not None or np.ndim(a) else ()
-    s = batching.trailing_sum(a, axes) if hasattr(a, "dtype") and \
-        (type(a) is np.ndarray or a.__class__ is Staged) else None
+    if type(a) is np.ndarray or a.__class__ is Staged:
+        nd = len(a.shape)
+        s = batching.trailing_sum(a, _axes(axis, nd) if axis is not None or nd else ())
+    else:
+        s = None
     if s is None:
         return _sum_fun(a, axis, keepdims)
     return np.reshape(s, _kept_shape(a.shape, axis)) if keepdims else s
