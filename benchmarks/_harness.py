@@ -105,6 +105,11 @@ def interleaved_times(systems, repeats=7, warmup=1, burst=3):
     here at x0.99-1.08 where back-to-back calls gave x1.65-1.84: each turn
     started with the second core idle).  Systems that leave OpenBLAS
     threads spinning (multi-threaded BLAS) belong outside the rotation.
+    Each repeat starts with a full ``gc.collect()``, after which the next
+    few calls run on cold caches (W7 here: +15% on the second and third
+    call); so the system that opens a repeat changes from one repeat to
+    the next, and none of them always pays for it (W8's first system did:
+    1.61x against 1.44x in an A/B script).
     Returns ``{name: seconds}``.
     """
     for _ in range(warmup):
@@ -113,11 +118,12 @@ def interleaved_times(systems, repeats=7, warmup=1, burst=3):
     times = {name: [] for name, _ in systems}
     gc_was = gc.isenabled()
     try:
-        for _ in range(repeats):
+        for r in range(repeats):
             gc.enable()
             gc.collect()
             gc.disable()
-            for name, fn in systems:
+            k = r % len(systems)
+            for name, fn in systems[k:] + systems[:k]:
                 fn()
                 for _ in range(burst - 1):
                     t0 = time.perf_counter()

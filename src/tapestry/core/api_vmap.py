@@ -78,6 +78,28 @@ class _AxisSpec:
         return axes
 
 
+def _axis_spec(spec, where):
+    """The :class:`_AxisSpec` of ``spec``, one per spec written with plain
+    ints and ``None`` (a tuple of them, the common case): ``tp.vmap(f,
+    in_axes=(0, None))(x, w)`` inside a loss builds a vmap on every call,
+    and each would read the spec again.  Keyed by value and type, so that
+    ``False`` (refused) never finds ``0``'s entry."""
+    if not (spec is None or type(spec) is int or type(spec) is tuple and
+            all(a is None or type(a) is int for a in spec)):
+        return _AxisSpec(spec, where)
+    key = (where, spec)
+    found = _SPECS.get(key)
+    if found is None:
+        found = _AxisSpec(spec, where)
+        if len(_SPECS) >= _SPECS_SIZE:
+            _SPECS.clear()
+        _SPECS[key] = found
+    return found
+
+
+#: (where, spec) -> its _AxisSpec, for specs of plain ints and None.
+_SPECS: dict = {}
+_SPECS_SIZE = 256
 _SPEC_CACHE_SIZE = 32
 #: (spec structure, spec axes, tree structure) -> axes per leaf, for all vmaps.
 _EXPANDED: dict = {}
@@ -236,7 +258,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     if rewrap is not None and getattr(f, "fun", None) is not None:
         # vmap(jit(f)) is jit(vmap(f)): the batch compiled as one program
         return f._rewrap(lambda fun: vmap(fun, in_axes, out_axes, axis_size))
-    in_spec, out_spec = _AxisSpec(in_axes, "in_axes"), _AxisSpec(out_axes, "out_axes")
+    in_spec, out_spec = _axis_spec(in_axes, "in_axes"), _axis_spec(out_axes, "out_axes")
 
     def batched_f(*args, **kwargs):
         spec = in_axes
@@ -261,6 +283,12 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             trace.open = False
         trace.open = True  # moving the outputs' axes still works on them
         try:
+            if out.__class__ is Batched and out_spec.flat is None:
+                # one batched output, one axis for it: the general steps below
+                # (flatten, checks, rebuild) for a single leaf, done directly
+                ax = out_spec.spec
+                y = _from_front(out, ax, trace, "output leaf 0")
+                return y if ax is None else _own(y, leaves)
             out_leaves, out_td, oaxes = out_spec.per_leaf(out)
             if aux_holding(out_td, _wrapped) is not None:  # (rare: one walk otherwise)
                 check_static_aux(out_td, lambda v: v.__class__ is Batched and v._trace is trace,

@@ -92,7 +92,13 @@ def expand_item(x, nd):
     missing = nd - (len(shape) - 1)
     if missing <= 0:
         return x
-    return np.reshape(x, (shape[0],) + (1,) * missing + tuple(shape[1:]))
+    return RESHAPE[0](x, (shape[0],) + (1,) * missing + tuple(shape[1:]))
+
+
+#: ``[reshape(x, shape)]``: ``np.reshape``, which :mod:`tapestry.ops.shape`
+#: replaces by a function calling its reshape primitive directly on a traced
+#: array (the call ``np.reshape`` dispatches to, without NumPy's wrapper).
+RESHAPE = [np.reshape]
 
 
 def elementwise(prim, args, batched, kwargs):
@@ -139,4 +145,11 @@ def trailing_sum(a, axes):
         rows *= d
     if not ROW_SUM_MIN <= n <= ROW_SUM_MAX or rows < ROW_SUM_ROWS:
         return None
-    return np.einsum(f"{_LETTERS[:nd]}->{_LETTERS[:nd - k]}", a)
+    spec = _ROW_SUM_SPECS.get((nd, k))
+    if spec is None:
+        spec = _ROW_SUM_SPECS[(nd, k)] = f"{_LETTERS[:nd]}->{_LETTERS[:nd - k]}"
+    return np.einsum(spec, a)
+
+
+#: (axes, axes summed) -> the einsum subscripts of :func:`trailing_sum`.
+_ROW_SUM_SPECS: dict = {}

@@ -227,7 +227,7 @@ class Primitive:
                 if b.__class__ not in _SCALARS:  # one test on the hot path (x * 2.0)
                     raw = self._other_operand(ta, raw, 1)
                     if raw is None:
-                        return batched_call(self, (a, b), _NO_KWARGS)
+                        return self._with_batched(a, b, 1)
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
@@ -237,7 +237,7 @@ class Primitive:
             if a.__class__ not in _SCALARS:
                 raw = self._other_operand(ta, raw, 0)
                 if raw is None:
-                    return batched_call(self, (a, b), _NO_KWARGS)
+                    return self._with_batched(a, b, 0)
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)
         elif a.__class__ is Batched or b.__class__ is Batched or \
@@ -255,6 +255,20 @@ class Primitive:
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None, self))
         return Var(ans, ta, len(nodes) - 1)
+
+    def _with_batched(self, a, b, k):
+        """``self(a, b)`` where argument ``k`` is batched by a vmap above the
+        other's tape (``beta * x`` in a vmapped item, ``beta`` differentiated).
+        For an elementwise primitive whose traced operand has no more axes
+        than an item, the arrays broadcast as the items do: this is the
+        elementwise batching rule's result, without the general dispatch."""
+        c = b if k else a
+        if c.__class__ is Batched and self.batch is batching.elementwise:
+            trace, v = c._trace, c._value
+            if trace.open and trace.size and \
+                    len((a if k else b).shape) < len(v.shape):
+                return Batched(self._call2(a, v) if k else self._call2(v, b), trace)
+        return batched_call(self, (a, b), _NO_KWARGS)
 
     def _other_operand(self, tape, raw, k):
         """The checks ``_call2`` makes on the untraced operand ``raw[k]`` when
@@ -511,7 +525,32 @@ def scale_cotangent(g, y):
             return y
         if c == -1:
             return Negated(y)  # computed only if no other contribution comes
+    elif (type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE and type(y) is np.ndarray
+          and g.strides[-1] == 0 and g.shape == y.shape and g.dtype == y.dtype
+          and g.dtype.kind == "f" and _all_ones(g)):
+        return y
     return g * y
+
+
+def _all_ones(g):
+    """Whether ``g``, broadcast along its trailing axes (a reduction's
+    cotangent sent back over the reduced axes: every vmapped item's
+    ``np.sum``, then summed), is 1 everywhere; reads only the array it
+    broadcasts, one element per row.  ``1 * y`` is ``y``, bit for bit."""
+    strides, k = g.strides, g.ndim
+    while k and strides[k - 1] == 0:
+        k -= 1
+    if g.size < 2 * _prod(g.shape[:k]):  # (little broadcast: the product costs as much)
+        return False
+    base = g[(Ellipsis,) + (0,) * (g.ndim - k)]
+    return bool((base == 1).all())
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def negate_cotangent(g):

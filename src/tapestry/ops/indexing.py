@@ -237,6 +237,14 @@ def _getitem_entry(x, key):
     first: the primitive's fast path looks only at ``x``."""
     key = _key_tuple(key)
     if x.__class__ is Var and batched_above(key, x._tape.level):
+        if len(key) == 1:  # u[j]: an item's index into a shared array
+            j = key[0]
+            trace = j._trace
+            v = j._value
+            if v.__class__ is np.ndarray and v.dtype.kind in "iu" and trace.open \
+                    and trace.size:
+                # what the batching rule (_batch_gather) does with this key
+                return Batched(getitem(x, (v,)), trace)
         return batched_call(getitem, (x, key), {})
     return getitem(x, key)
 

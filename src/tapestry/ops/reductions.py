@@ -13,7 +13,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import TRACED, all_items, constant_values
+from ..core.batched import DIRECT, TRACED, all_items, constant_values
 from ..core.staged import Staged
 from .common import implements_if, plain_dtype, axis_index
 from .elementwise import _over_nonzero
@@ -132,9 +132,11 @@ def _row_sum_fun(a, axis, keepdims):
     """The sum of each item of a batch (``axis``: the item's axes): one
     einsum over short trailing rows (:func:`~tapestry.core.batching.trailing_sum`),
     else ``np.sum``."""
-    axes = _axes(axis, np.ndim(a)) if axis is not None or np.ndim(a) else ()
-    s = batching.trailing_sum(a, axes) if hasattr(a, "dtype") and \
-        (type(a) is np.ndarray or a.__class__ is Staged) else None
+    if type(a) is np.ndarray or a.__class__ is Staged:
+        nd = len(a.shape)
+        s = batching.trailing_sum(a, _axes(axis, nd) if axis is not None or nd else ())
+    else:
+        s = None
     if s is None:
         return _sum_fun(a, axis, keepdims)
     return np.reshape(s, _kept_shape(a.shape, axis)) if keepdims else s
@@ -269,6 +271,16 @@ def extremum_entry(prim, name, combine, np_fun):
 
 
 implements(np.sum)(sum_)
+
+
+def _sum_of_items(v):
+    """``np.sum(x)`` of one batched ``x`` (its value ``v``): what
+    :func:`sum_`'s call ``_sum(x, None, False)`` runs, through its batching
+    rule, reached directly (every vmapped item's ``np.sum``)."""
+    return batch_reduce(_sum, [v, None, False], (True, False, False), {})
+
+
+DIRECT[np.sum] = _sum_of_items
 implements(np.mean)(mean)
 implements(np.prod)(prod)
 implements(np.max, np.amax)(extremum_entry(_max, "max", np.maximum, np.max))

@@ -13,7 +13,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.registry import FUNCTIONS
-from ..core.var import reject_out, unwrap_all
+from ..core.var import Var, reject_out, unwrap_all
 from ..core.batched import NESTED, TRACED
 from .common import implements_if, plain_dtype, probe, axis_index, axis_tuple
 from .indexing import float_source, gather_by_labels
@@ -53,6 +53,17 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         raise NotImplementedError(f"tapestry: np.reshape(order={order!r}) has no "
                                   "gradient rule; use order='C' or 'F'.")
     return _reshape(a, shape, order)
+
+
+def _reshape_item(a, shape):
+    """``np.reshape(a, shape)``; a traced ``a`` goes to :func:`reshape`
+    (where NumPy's dispatch would send it) directly."""
+    if a.__class__ is Var:
+        return _reshape(a, shape, "C")
+    return np.reshape(a, shape)
+
+
+batching.RESHAPE[0] = _reshape_item
 
 
 @implements(np.ravel)

@@ -91,20 +91,22 @@ def _calls(task, chunk, shared, check=None):
     raises :class:`_Failed` naming the item whose call raised."""
     f = task.f
     if task.batched:
-        return [_call(task.label(), f, chunk, shared, check)]
-    return [_call(task.label(i), f, item, shared, check) for i, item in enumerate(chunk)]
+        return [_call(task, None, f, chunk, shared, check)]
+    return [_call(task, i, f, item, shared, check) for i, item in enumerate(chunk)]
 
 
-def _call(label, f, item, shared, check):
+def _call(task, i, f, item, shared, check):
+    """``f(item, *shared)``; a failure names item ``i`` of ``task`` (its
+    label is worked out only then: for a chunk it flattens the chunk)."""
     try:
         out = f(item, *shared)
         if check is not None:
             check(out)
         return out
     except BadValue as e:
-        raise _Failed(Failure(label, e, None)) from None
+        raise _Failed(Failure(task.label(i), e, None)) from None
     except (Exception, SystemExit) as e:  # sys.exit() in f would end a Dask worker
-        raise _Failed(Failure(label, e)) from None
+        raise _Failed(Failure(task.label(i), e)) from None
 
 
 def _in_order_sum(values):
@@ -121,6 +123,9 @@ def _grads(cts, positions, leaves_like):
         if type(c) is np.ndarray and type(x) is np.ndarray and c.dtype == x.dtype \
                 and c.shape == x.shape:  # the common case, without the checks below
             out.append(c)
+            continue
+        if type(c) is np.float64 and type(x) is np.float64:  # a scalar's: what the
+            out.append(np.asarray(c, dtype=np.float64).reshape(()))  # general case makes
             continue
         if type(c) is np.ndarray or isinstance(c, np.generic):
             dt = np.result_type(x)
