@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batched import BatchTrace, Batched, Unbatched
+import warnings
+
+from .batched import (FALLBACKS, BatchTrace, Batched, PerItemWrite, Unbatched,
+                      VmapFallbackWarning)
 from .pytree import aux_holding, flatten_up_to, map_aux, tree_flatten, tree_structure
 from .staged import Staged
 from .tape import _levels
 from .tracing import check_static_aux
-from .var import Var
+from .var import BatchedConversionError, Var
 
 
 def _check_axis_spec(spec, where):
@@ -215,6 +218,94 @@ def _unproxied(v):
     return v._value if v.__class__ is Unbatched else v
 
 
+# --- item by item: where NumPy itself must read a batched value -----------------------
+def _item_by_item(f, items, axes, n_pos, td, ktd, size, out_spec, name, err):
+    """``f`` run once per item, the results stacked: the answer of a loop
+    over the items, for a function in which NumPy converted a batched value
+    (``err``): a plain array read from a closure or made inside ``f``
+    indexed with a per-item index (``np.eye(n)[label]``, ``table[i]``,
+    ``W[:, i]``), ``np.array([a, b])``, a library that converts its
+    inputs.  NumPy indexes and converts plain arrays without asking
+    tapestry, so no batching rule can see those calls; each item's own
+    values can be read.  ``items``: each leaf with its batch axis first
+    (``None`` axes: the leaf itself)."""
+    key = f"{name}: item by item (NumPy converted a batched value)"
+    FALLBACKS[key] += 1
+    code = getattr(f, "__code__", f)  # once per function (every lambda is a "<lambda>")
+    if code not in _WARNED_ITEMS:
+        _WARNED_ITEMS.add(code)
+        warnings.warn(f"tapestry.vmap: {name} runs once per item: NumPy converted a batched "
+                      f"value inside it ({str(err)[:160]}...). The results are a loop's; "
+                      "for one call per operation, pass the table as an argument with "
+                      "in_axes=None, or build arrays with np.stack.",
+                      VmapFallbackWarning, stacklevel=3)
+
+    def call(vals):
+        args = td.unflatten(vals[:n_pos])
+        out = f(*args, **ktd.unflatten(vals[n_pos:])) if ktd is not None else f(*args)
+        leaves, otd, oaxes = out_spec.per_leaf(out)
+        # a copy of each plain result: f may return a buffer it writes again
+        return [v.copy() if v.__class__ is np.ndarray else v for v in leaves], otd, oaxes
+
+    if size == 0:
+        return _empty_outputs(call, items, axes)
+    results = [call([x if ax is None else x[i] for x, ax in zip(items, axes)])
+               for i in range(size)]
+    _, otd, oaxes = results[0]
+    for _, td_i, _ in results[1:]:
+        if td_i != otd:
+            raise ValueError(f"tapestry.vmap: {name} returns outputs of different structures "
+                             f"for different items ({otd} and {td_i}); a batch needs one.")
+    out = [_stack_items([r[0][k] for r in results], ax, f"output leaf {k}")
+           for k, ax in enumerate(oaxes)]
+    return otd.unflatten(out)
+
+
+#: The functions already warned about (their code objects).
+_WARNED_ITEMS: set = set()
+
+
+def _stack_items(vals, ax, where):
+    """One output leaf of every item as the batched output (``out_axes``
+    ``ax``); for ``ax`` None, the one value every item gave."""
+    if ax is None:
+        first = vals[0]
+        if all(v is first for v in vals) or (
+                all(v.__class__ not in (Var, Batched, Staged) for v in vals)
+                and all(np.array_equal(first, v) for v in vals[1:])):
+            return first
+        raise ValueError(f"tapestry.vmap: out_axes is None at {where} but that output "
+                         "depends on the batched inputs (it differs between items).")
+    y = np.stack(vals)
+    return y if ax == 0 else np.moveaxis(y, 0, ax)
+
+
+def _empty_outputs(call, items, axes):
+    """The outputs for a batch of no items: their shapes and dtypes from one
+    made-up item (zeros, else ones), as JAX takes them from an abstract one."""
+    error = None
+    for fill in (0, 1):
+        vals = [x if ax is None else np.full(np.shape(x)[1:], fill, _dtype(x))
+                for x, ax in zip(items, axes)]
+        try:
+            leaves, otd, oaxes = call(vals)
+            break
+        except Exception as e:  # noqa: BLE001 (the made-up item is not a valid input: next)
+            error = e
+    else:
+        raise error
+    out = []
+    for y, ax in zip(leaves, oaxes):
+        e = np.empty((0,) + np.shape(y), _dtype(y))
+        out.append(y if ax is None else e if ax == 0 else np.moveaxis(e, 0, ax))
+    return otd.unflatten(out)
+
+
+def _dtype(x):
+    d = getattr(x, "dtype", None)
+    return np.asarray(x).dtype if d is None else d
+
+
 def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     """Map ``f`` over a batch axis of its arguments, in one call per operation.
 
@@ -251,12 +342,20 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         trace = BatchTrace(next(_levels), size)
         wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
                    else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
+        n = len(wrapped) - len(kleaves) if kwargs else len(wrapped)
         try:
             if kwargs:
-                n = len(wrapped) - len(kleaves)
                 out = f(*td.unflatten(wrapped[:n]), **ktd.unflatten(wrapped[n:]))
             else:
                 out = f(*td.unflatten(wrapped))
+        except (BatchedConversionError, PerItemWrite) as e:
+            if getattr(e, "batch_trace", None) is not trace:
+                raise
+            trace.open = False
+            items = [w._value if ax is not None else x
+                     for w, x, ax in zip(wrapped, leaves, axes)]
+            return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,
+                                 out_spec, batched_f.__name__, e)
         finally:
             trace.open = False
         trace.open = True  # moving the outputs' axes still works on them
