@@ -833,3 +833,27 @@ def test_a_shared_array_written_at_per_item_positions_is_written_as_a_loop_write
         got = tp.vmap(f, in_axes=(0, None))(I, w)
     np.testing.assert_array_equal(got, np.stack([f(i, w_loop) for i in I]))
     np.testing.assert_array_equal(w, w_loop)
+
+
+def test_minimize_per_item_runs_item_by_item():
+    """tp.optimize.minimize hands the objective to SciPy, which converts the
+    batched starting point: the mapped function runs once per item, each
+    item its own optimization; differentiating through it is refused by
+    name, as without vmap."""
+    def solve(c):
+        return tp.optimize.minimize(lambda z: np.sum((z - c) ** 2) + np.sum(z ** 4),
+                                    np.zeros(4), method="BFGS").x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(tp.vmap(solve)(X), np.stack([solve(c) for c in X]), rtol=1e-10)
+        with pytest.raises(Exception, match="minimize"):
+            tp.grad(lambda c: np.sum(tp.vmap(solve)(c)))(X)
+
+
+def test_item_by_item_for_an_index_batched_by_the_outer_vmap():
+    def f(x, i):
+        return np.sum(np.tanh(x) * W[i, :4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = tp.vmap(tp.vmap(f, in_axes=(0, None)), in_axes=(None, 0))(X, I)
+    np.testing.assert_allclose(got, [[f(x, i) for x in X] for i in I], rtol=1e-12)

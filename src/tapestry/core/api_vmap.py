@@ -13,13 +13,12 @@ import numpy as np
 
 import warnings
 
-from .batched import (FALLBACKS, BatchTrace, Batched, PerItemWrite, Unbatched,
-                      VmapFallbackWarning)
+from .batched import FALLBACKS, BatchTrace, Batched, Unbatched, VmapFallbackWarning
 from .pytree import aux_holding, flatten_up_to, map_aux, tree_flatten, tree_structure
 from .staged import Staged
 from .tape import _levels
 from .tracing import check_static_aux
-from .var import BatchedConversionError, Var
+from .var import Var
 
 
 def _check_axis_spec(spec, where):
@@ -221,23 +220,26 @@ def _unproxied(v):
 # --- item by item: where NumPy itself must read a batched value -----------------------
 def _item_by_item(f, items, axes, n_pos, td, ktd, size, out_spec, name, err):
     """``f`` run once per item, the results stacked: the answer of a loop
-    over the items, for a function in which NumPy converted a batched value
-    (``err``): a plain array read from a closure or made inside ``f``
-    indexed with a per-item index (``np.eye(n)[label]``, ``table[i]``,
-    ``W[:, i]``), ``np.array([a, b])``, a library that converts its
-    inputs.  NumPy indexes and converts plain arrays without asking
-    tapestry, so no batching rule can see those calls; each item's own
-    values can be read.  ``items``: each leaf with its batch axis first
+    over the items, for a function that did what a batch cannot (``err``):
+    NumPy converted a batched value -- a plain array read from a closure or
+    made inside ``f`` indexed with a per-item index (``np.eye(n)[label]``,
+    ``table[i]``, ``W[:, i]``), ``np.array([a, b])``, a library that
+    converts its inputs -- or would write one into a plain array
+    (``np.full(shape, x)``, ``np.add.at(out, i, x)``), or a ``custom_vjp`` /
+    ``custom_jvp`` differentiated inside the vmap read a per-item value from
+    a closure.  NumPy indexes, converts and writes plain arrays without
+    asking tapestry, so no batching rule can see those calls; each item's
+    own values can be read.  ``items``: each leaf with its batch axis first
     (``None`` axes: the leaf itself)."""
-    key = f"{name}: item by item (NumPy converted a batched value)"
+    key = f"{name}: item by item"
     FALLBACKS[key] += 1
     code = getattr(f, "__code__", f)  # once per function (every lambda is a "<lambda>")
     if code not in _WARNED_ITEMS:
         _WARNED_ITEMS.add(code)
-        warnings.warn(f"tapestry.vmap: {name} runs once per item: NumPy converted a batched "
-                      f"value inside it ({str(err)[:160]}...). The results are a loop's; "
-                      "for one call per operation, pass the table as an argument with "
-                      "in_axes=None, or build arrays with np.stack.",
+        warnings.warn(f"tapestry.vmap: {name} runs once per item, with a loop's results, "
+                      f"because of: {str(err)[:200]}... For one call per operation, pass "
+                      "tables as arguments with in_axes=None, build arrays with np.stack, "
+                      "and pass a custom rule's values as its arguments.",
                       VmapFallbackWarning, stacklevel=3)
 
     def call(vals):
@@ -348,7 +350,10 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
                 out = f(*td.unflatten(wrapped[:n]), **ktd.unflatten(wrapped[n:]))
             else:
                 out = f(*td.unflatten(wrapped))
-        except (BatchedConversionError, PerItemWrite) as e:
+        except Exception as e:  # noqa: BLE001 (re-raised unless it names this vmap)
+            # NumPy converted one of this vmap's values (BatchedConversionError),
+            # would write one into a plain array (PerItemWrite), or a custom
+            # rule read one from a closure: each item's own values can do it
             if getattr(e, "batch_trace", None) is not trace:
                 raise
             trace.open = False
