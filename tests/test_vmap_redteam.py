@@ -857,3 +857,33 @@ def test_item_by_item_for_an_index_batched_by_the_outer_vmap():
         warnings.simplefilter("ignore")
         got = tp.vmap(tp.vmap(f, in_axes=(0, None)), in_axes=(None, 0))(X, I)
     np.testing.assert_allclose(got, [[f(x, i) for x in X] for i in I], rtol=1e-12)
+
+
+def _closure_item(v, i):
+    return np.sum(np.tanh(v * W[i, :4])) + np.sum(np.eye(5, 4)[i] * v ** 2)
+
+
+def _loop_map(f):
+    return lambda *a: np.stack([f(*[x[k] for x in a]) for k in range(len(a[0]))])
+
+
+_ITEM_COMPOSITIONS = {
+    "jacfwd(vmap)": lambda vm: tp.jacfwd(lambda X: vm(_closure_item)(X, I))(X),
+    "jacrev(vmap)": lambda vm: tp.jacrev(lambda X: vm(_closure_item)(X, I))(X),
+    "hessian(sum vmap)": lambda vm: tp.hessian(lambda X: np.sum(vm(_closure_item)(X, I)))(X),
+    "vmap(hessian)": lambda vm: vm(tp.hessian(_closure_item))(X, I),
+    "jvp(vmap)": lambda vm: tp.jvp(lambda X: vm(_closure_item)(X, I), (X,), (X[::-1],)),
+    "vjp(vmap)": lambda vm: tp.vjp(lambda X: vm(_closure_item)(X, I), X)[1](np.arange(3.0)),
+    "grad(jit(vmap))": lambda vm: tp.grad(lambda X: np.sum(
+        (tp.jit(vm(_closure_item)) if vm is tp.vmap else vm(_closure_item))(X, I)))(X),
+}
+
+
+@pytest.mark.parametrize("name", list(_ITEM_COMPOSITIONS))
+def test_item_by_item_under_every_transformation(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _ITEM_COMPOSITIONS[name](tp.vmap)
+    want = _ITEM_COMPOSITIONS[name](_loop_map)
+    for g, w in zip(tp.tree_leaves(got), tp.tree_leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

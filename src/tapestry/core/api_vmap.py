@@ -278,6 +278,8 @@ def _stack_items(vals, ax, where):
             return first
         raise ValueError(f"tapestry.vmap: out_axes is None at {where} but that output "
                          "depends on the batched inputs (it differs between items).")
+    vals = [v if v.__class__ in (Var, Batched, Staged) else _as_output_array(v, where)
+            for v in vals]  # (an object per item is refused, as a batched one is)
     y = np.stack(vals)
     return y if ax == 0 else np.moveaxis(y, 0, ax)
 
