@@ -887,3 +887,19 @@ def test_item_by_item_under_every_transformation(name):
     want = _ITEM_COMPOSITIONS[name](_loop_map)
     for g, w in zip(tp.tree_leaves(got), tp.tree_leaves(want)):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_item_by_item_never_writes_into_the_callers_array():
+    """Each item is the function's own: writing into its argument
+    (v -= mean, v[0] = w) changes neither the caller's array nor the others."""
+    def f(v, i):
+        w = W[i]  # (NumPy indexes the closure's table: item by item from here)
+        v -= v.mean()
+        v[0] = w[0]
+        return v * w[1]
+    X0 = X.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = tp.vmap(f)(X, I)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_allclose(got, np.stack([f(x.copy(), i) for x, i in zip(X, I)]), rtol=1e-12)

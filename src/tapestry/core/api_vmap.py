@@ -251,7 +251,7 @@ def _item_by_item(f, items, axes, n_pos, td, ktd, size, out_spec, name, err):
 
     if size == 0:
         return _empty_outputs(call, items, axes)
-    results = [call([x if ax is None else x[i] for x, ax in zip(items, axes)])
+    results = [call([x if ax is None else _item(x, i) for x, ax in zip(items, axes)])
                for i in range(size)]
     _, otd, oaxes = results[0]
     for _, td_i, _ in results[1:]:
@@ -261,6 +261,14 @@ def _item_by_item(f, items, axes, n_pos, td, ktd, size, out_spec, name, err):
     out = [_stack_items([r[0][k] for r in results], ax, f"output leaf {k}")
            for k, ax in enumerate(oaxes)]
     return otd.unflatten(out)
+
+
+def _item(x, i):
+    """Item ``i`` of a batched leaf: a copy where it is a plain array, so
+    that ``f`` writing into its argument (``v -= v.mean()``, ``v.sort()``)
+    does not write into the caller's array (vmap never does)."""
+    v = x[i]
+    return v.copy() if v.__class__ is np.ndarray else v
 
 
 #: The functions already warned about (their code objects).
