@@ -367,7 +367,8 @@ def in_axes_list_pytree(pair, x, T):
     return x.dot(a, w)
 
 
-@prog({"a": r(3, B), "b": {"c": r(B, 2), "d": r(2)}}, in_axes=({"a": -1, "b": {"c": 0, "d": None}},))
+@prog({"a": r(3, B), "b": {"c": r(B, 2), "d": r(2)}},
+      in_axes=({"a": -1, "b": {"c": 0, "d": None}},))
 def in_axes_nested_dict_negative(t, x, T):
     return x.sum(t["a"]) * t["b"]["c"] + t["b"]["d"]
 
@@ -882,3 +883,180 @@ def checkpointed_block(v, x, T):
 @prog(X4, kwargs={"scale": np.arange(1.0, B + 1)})
 def kwarg_mapped_scale(v, x, T, scale):
     return v * scale
+
+
+# === more models: images, HMMs, transport, finance, physics ===========================
+IMG = r(6, 6)
+LOGA = np.log(np.array([[0.8, 0.2], [0.3, 0.7]]))
+LOGE = np.log(np.array([[0.6, 0.3, 0.1], [0.1, 0.3, 0.6]]))
+OBS = rng.integers(0, 3, (B, 5))
+
+
+@prog(r(B, 4, 8), {"Wq": r(8, 8) / 3, "Wk": r(8, 8) / 3, "Wv": r(8, 8) / 3, "Wo": r(8, 8) / 3},
+      in_axes=(0, None))
+def multihead_reshape_transpose(s, p, x, T):
+    def heads(m):
+        return x.transpose(x.reshape(s @ m, (4, 2, 4)), (1, 0, 2))
+    q, k, v = heads(p["Wq"]), heads(p["Wk"]), heads(p["Wv"])
+    a = x.einsum("hqd,hkd->hqk", q, k) / 2.0
+    a = x.exp(a - a.max(-1, keepdims=True))
+    a = a / a.sum(-1, keepdims=True)
+    o = x.reshape(x.transpose(a @ v, (1, 0, 2)), (4, 8))
+    return o @ p["Wo"]
+
+
+@prog(r(B, 6, 6), r(3, 3) / 3, in_axes=(0, None))
+def conv2d_static_slices(img, k, x, T):
+    rows = []
+    for i in range(4):
+        rows.append(x.stack([x.sum(img[i:i + 3, j:j + 3] * k) for j in range(4)]))
+    return x.maximum(x.stack(rows), 0.0).mean()
+
+
+@prog(rng.uniform(0.5, 4.5, (B, 2)), r(B, 6, 6), in_axes=(0, 0))
+def bilinear_interp_batched_image(p, img, x, T):
+    i0 = x.floor(p).astype(int)
+    f = p - i0
+    a, b = img[i0[0], i0[1]], img[i0[0] + 1, i0[1]]
+    c, d = img[i0[0], i0[1] + 1], img[i0[0] + 1, i0[1] + 1]
+    return (a * (1 - f[0]) * (1 - f[1]) + b * f[0] * (1 - f[1]) + c * (1 - f[0]) * f[1]
+            + d * f[0] * f[1])
+
+
+@prog(rng.uniform(0.5, 4.5, (B, 2)))
+def bilinear_interp_closure_image(p, x, T):
+    img = x.asarray(IMG)
+    i0 = x.floor(p).astype(int)
+    f = p - i0
+    a, b = img[i0[0], i0[1]], img[i0[0] + 1, i0[1]]
+    return a * (1 - f[0]) + b * f[0] + f[1]
+
+
+@prog(r(B, 4, 4))
+def sinkhorn_iterations(C, x, T):
+    def from_lse(z, ax):
+        return x.log(x.sum(x.exp(z - z.max(ax, keepdims=True)), ax)) + z.max(ax)
+    la, lb, K = x.zeros(4), x.zeros(4), -C / 0.5
+    for _ in range(5):
+        la = -from_lse(K + lb[None, :], 1) - x.log(4.0)
+        lb = -from_lse(K + la[:, None], 0) - x.log(4.0)
+    return x.exp(K + la[:, None] + lb[None, :])
+
+
+@prog(OBS, grad=False)
+def hmm_forward_closure_tables(o, x, T):
+    A, E = x.asarray(LOGA), x.asarray(LOGE)
+    alpha = x.log(x.array([0.5, 0.5])) + E[:, o[0]]
+    for t in range(1, 5):
+        m = alpha[:, None] + A
+        alpha = x.log(x.sum(x.exp(m - m.max(0)), 0)) + m.max(0) + E[:, o[t]]
+    return x.log(x.sum(x.exp(alpha - alpha.max()))) + alpha.max()
+
+
+@prog(OBS, grad=False)
+def viterbi_backtrack(o, x, T):
+    A, E = x.asarray(LOGA), x.asarray(LOGE)
+    d, bps = E[:, o[0]], []
+    for t in range(1, 5):
+        m = d[:, None] + A
+        bps.append(x.argmax(m, 0))
+        d = x.max(m, 0) + E[:, o[t]]
+    s = x.argmax(d)
+    path = [s]
+    for bp in bps[::-1]:
+        s = bp[s]
+        path.append(s)
+    return x.stack(path[::-1]), x.max(d)
+
+
+@prog(np.array([90.0, 100.0, 110.0]), 100.0, 0.2, 1.0, in_axes=(0, None, None, None))
+def black_scholes_greeks(K, S, sig, t, x, T):
+    def price(S, sig):
+        d1 = (x.log(S / K) + 0.5 * sig ** 2 * t) / (sig * x.sqrt(t))
+        d2 = d1 - sig * x.sqrt(t)
+        return S * T.special.ndtr(d1) - K * T.special.ndtr(d2)
+    return price(S, sig), T.grad(price, argnums=(0, 1))(S, sig)
+
+
+@prog(r(B, 4, 2) * 2)
+def lennard_jones_forces(P, x, T):
+    def energy(P):
+        def pair(a, b):
+            d2 = x.sum((a - b) ** 2) + 1.0
+            return 4 * (d2 ** -6 - d2 ** -3)
+        E = T.vmap(T.vmap(pair, (None, 0)), (0, None))(P, P)
+        return 0.5 * x.sum(x.where(x.eye(4) > 0, 0.0, E))
+    return energy(P), -T.grad(energy)(P)
+
+
+@prog(np.array([0.1, 1.0, 10.0]), r(6, 3), r(6), in_axes=(0, None, None))
+def ridge_closed_form_per_lambda(lam, X, y, x, T):
+    w = x.linalg.solve(X.T @ X + lam * x.eye(3), X.T @ y)
+    return w, x.mean((X @ w - y) ** 2)
+
+
+@prog(r(B, 3) / 3, r(8, 3), (rng.random(8) > 0.5).astype(float), in_axes=(0, None, None))
+def newton_step_logreg(w, X, y, x, T):
+    def nll(w):
+        z = X @ w
+        return x.sum(x.logaddexp(0.0, z) - y * z) + 0.5 * x.sum(w ** 2)
+    g, H = T.grad(nll)(w), T.hessian(nll)(w)
+    return w - x.linalg.solve(H, g)
+
+
+@prog(r(B, 5))
+def entropy_policy(z, x, T):
+    p, lp = T.special.softmax(z), T.special.log_softmax(z)
+    ent = lambda u: -x.sum(T.special.softmax(u) * T.special.log_softmax(u))  # noqa: E731
+    return -x.sum(p * lp), T.grad(ent)(z)
+
+
+@prog(r(B, 4), r(4, 4), in_axes=(0, None))
+def segment_sum_one_hot_matmul(v, W, x, T):
+    seg = x.array([0, 1, 1, 2])
+    oh = (seg[:, None] == x.arange(3)[None, :]).astype(v.dtype)
+    return (x.tanh(W @ v)) @ oh
+
+
+@prog(r(B, 3), r(7, 3), in_axes=(0, None))
+def mc_expectation_shared_samples(mu, eps, x, T):
+    z = mu + eps
+    return x.mean(x.sin(z).sum(-1)), x.std(z, axis=0)
+
+
+@prog(r(B, 5), r(B, 5))
+def cosine_similarity_and_pearson(a, b, x, T):
+    cs = a @ b / (x.linalg.norm(a) * x.linalg.norm(b))
+    ac, bc = a - a.mean(), b - b.mean()
+    return cs, x.sum(ac * bc) / x.sqrt(x.sum(ac ** 2) * x.sum(bc ** 2))
+
+
+@prog(r(B, 6), np.int64(2), in_axes=(0, None))
+def static_k_topk_mean(v, k, x, T):
+    return x.sort(v)[-2:].mean()
+
+
+@prog(r(B, 3, 3))
+def expm_series_loop(A, x, T):
+    out, term = x.eye(3), x.eye(3)
+    for n in range(1, 8):
+        term = term @ A / n
+        out = out + term
+    return out
+
+
+@prog(r(B, 4))
+def gumbel_free_argmax_onehot(z, x, T):
+    i = x.argmax(z)
+    return x.eye(4)[i], (x.arange(4) == i).astype(float) * z
+
+
+@prog(r(B, 4), rng.integers(0, 4, (B, 4)))
+def permute_by_batched_perm(v, perm, x, T):
+    return v[perm], x.take(v, perm)
+
+
+@prog(r(B, 4), rng.integers(0, 6, (B, 2)))
+def closure_img_pair_index(v, ij, x, T):
+    img = x.asarray(IMG)
+    return v * img[ij[0], ij[1]] + img[ij[0]][:4]

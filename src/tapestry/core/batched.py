@@ -207,13 +207,15 @@ class Batched(ArrayMethods):
         if _var_on_top(inputs, kwargs):
             return dispatch_ufunc(ufunc, method, inputs, kwargs)
         if kwargs.get("out") is not None:
-            outs = kwargs["out"] if isinstance(kwargs["out"], tuple) else (kwargs["out"],)
-            plain = all(o is None or o.__class__ is np.ndarray for o in outs)
-            raise (item_by_item if plain else lambda e, a: e)(TypeError(f"tapestry.vmap: np.{ufunc.__name__}(..., out=...) with a batched "
+            err = TypeError(f"tapestry.vmap: np.{ufunc.__name__}(..., out=...) with a batched "
                             "value: the result has one value per item, which neither a plain "
                             "array (one value) nor a batched one (it cannot change in place) "
                             "can take. Drop out= and use the result (for a += b, write "
-                            "a = a + b)."), inputs)
+                            "a = a + b).")
+            outs = kwargs["out"] if isinstance(kwargs["out"], tuple) else (kwargs["out"],)
+            if all(o is None or o.__class__ is np.ndarray for o in outs):
+                raise item_by_item(err, inputs)  # into plain arrays: each item its own
+            raise err
         if method == "__call__":
             prim = UFUNCS.get(ufunc)
             if prim is None and ufunc not in NONDIFF:
