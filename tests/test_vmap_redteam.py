@@ -269,14 +269,26 @@ def test_in_place_writes_are_refused_with_the_fix(name):
 
 
 @pytest.mark.parametrize("f", [_plain_setitem, _plain_fill], ids=["out[i] = x", "out.fill(x)"])
-def test_a_plain_array_never_stores_one_item(f):
-    """NumPy raises its own ValueError for a 0-d value it cannot convert;
-    the cause it chains is vmap's error, which says what to write instead."""
-    arg = S if f is _plain_setitem else X
-    with pytest.raises((ValueError, TypeError)) as e:
-        tp.vmap(f)(arg)
-    err = e.value if isinstance(e.value, BatchedConversionError) else e.value.__cause__
-    assert isinstance(err, BatchedConversionError) and "np.where" in str(err)
+def test_a_plain_array_written_with_one_item_runs_item_by_item(f):
+    """NumPy raises its own ValueError for a 0-d value it cannot convert,
+    chained to vmap's conversion error: the function runs once per item,
+    each writing its own value (a plain array never stores a whole batch)."""
+    agree(f, S if f is _plain_setitem else X)
+
+
+def test_preallocated_output_filled_in_a_loop():
+    """The NumPy idiom of a preallocated array filled element by element."""
+    def f(v):
+        out = np.zeros(3)
+        for k in range(3):
+            out[k] = np.sum(v * k) + v[k]
+        return out
+    agree(f, X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises((TypeError, ValueError)) as e:  # as without vmap: refused
+            tp.grad(lambda X: np.sum(tp.vmap(f)(X)))(X)
+    assert "traced array" in str(e.value) + str(e.value.__cause__ or e.value.__context__)
 
 
 def test_writes_into_a_shared_argument_with_per_item_values_are_refused():

@@ -313,6 +313,18 @@ def _empty_outputs(call, items, axes):
     return otd.unflatten(out)
 
 
+def _batch_trace_of(e):
+    """The vmap an error says needs its items (see :func:`_item_by_item`),
+    or None: its own mark, or that of the error NumPy chained its own to
+    (``out[i] = x`` with a 0-d batched ``x``: NumPy's ValueError, caused
+    by ``float(x)``; Python's own ``float(x)`` in ``f`` stays refused)."""
+    trace = getattr(e, "batch_trace", None)
+    if trace is None and isinstance(e, (ValueError, TypeError)):
+        cause = e.__cause__ or e.__context__
+        trace = getattr(cause, "batch_trace", None) or getattr(cause, "item_trace", None)
+    return trace
+
+
 def _dtype(x):
     d = getattr(x, "dtype", None)
     return np.asarray(x).dtype if d is None else d
@@ -364,7 +376,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             # NumPy converted one of this vmap's values (BatchedConversionError),
             # would write one into a plain array (PerItemWrite), or a custom
             # rule read one from a closure: each item's own values can do it
-            if getattr(e, "batch_trace", None) is not trace:
+            if _batch_trace_of(e) is not trace:
                 raise
             trace.open = False
             items = [w._value if ax is not None else x

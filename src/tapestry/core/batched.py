@@ -165,7 +165,11 @@ class Batched(ArrayMethods):
                         "while, and/or on it). " + _HELP_CONTROL)
 
     def _convert(self, what):
-        raise BatchedConversionError(f"tapestry.vmap: {what} of a batched value. " + _HELP_CONTROL)
+        err = BatchedConversionError(f"tapestry.vmap: {what} of a batched value. " + _HELP_CONTROL)
+        # read by vmap only where NumPy chained its own error to this one
+        # (out[i] = x with a 0-d x calls float()): then it runs item by item
+        err.item_trace = self._trace
+        raise err
 
     __float__ = lambda self: self._convert("float()")  # noqa: E731
     __int__ = lambda self: self._convert("int()")  # noqa: E731
