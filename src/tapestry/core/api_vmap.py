@@ -367,6 +367,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
                    else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
         n = len(wrapped) - len(kleaves) if kwargs else len(wrapped)
+        needs_items = None
         try:
             if kwargs:
                 out = f(*td.unflatten(wrapped[:n]), **ktd.unflatten(wrapped[n:]))
@@ -378,13 +379,13 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             # rule read one from a closure: each item's own values can do it
             if _batch_trace_of(e) is not trace:
                 raise
-            trace.open = False
-            items = [w._value if ax is not None else x
-                     for w, x, ax in zip(wrapped, leaves, axes)]
-            return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,
-                                 out_spec, batched_f.__name__, e)
+            needs_items = e
         finally:
             trace.open = False
+        if needs_items is not None:  # (outside the handler: errors of the items are their own)
+            items = [w._value if ax is not None else x for w, x, ax in zip(wrapped, leaves, axes)]
+            return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,
+                                 out_spec, batched_f.__name__, needs_items)
         trace.open = True  # moving the outputs' axes still works on them
         try:
             out_leaves, out_td, oaxes = out_spec.per_leaf(out)
