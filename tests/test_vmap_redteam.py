@@ -386,6 +386,11 @@ NUMPY_CONVERTS = {
     "np.copyto into plain": (_copyto, (X,)),
     "np.full with a per-item fill": (lambda s: np.full((3,), s), (S,)),
     "np.full_like of a plain array": (lambda s: np.full_like(np.ones(2), s), (S,)),
+    "np.vectorize with a branch": (lambda v: np.vectorize(lambda a: a * 2 if a > 0 else -a)(v), (X,)),
+    "scipy.stats, which converts": (lambda v: __import__("scipy.stats").stats.norm.logpdf(v, 0.5, 2.0),
+                                    (X,)),
+    "np.array of a comprehension": (lambda v: np.array([v[0] * k for k in range(3)]), (X,)),
+    "np.fromiter": (lambda v: np.fromiter((v[k] for k in range(4)), float), (X,)),
 }
 
 
