@@ -203,33 +203,61 @@ def _cjvp_reading(c, where):
 MAKERS = {"custom_vjp": _cvjp_reading, "custom_jvp": _cjvp_reading}
 
 
-def _outer_calls(make, where):
+def _loop_map(f):
+    """``vmap(f)`` over axis 0 written as a Python loop (the reference)."""
+    return lambda *args: np.stack([f(*[a[i] for a in args]) for i in range(len(args[0]))])
+
+
+def _outer_calls(make, where, vmap=tp.vmap):
     """The compositions where a vmap runs inside the differentiation and the
     custom function reads that vmap's per-item ``c`` from its closure."""
     item = lambda x, c: make(c, where)(x)  # noqa: E731
     return {
-        "grad(vmap) x batched": lambda: tp.grad(lambda X: np.sum(tp.vmap(item)(X, C)))(X),
+        "grad(vmap) x batched": lambda: tp.grad(lambda X: np.sum(vmap(item)(X, C)))(X),
         "grad(vmap) x shared": lambda: tp.grad(
-            lambda w: np.sum(tp.vmap(lambda c: item(w, c))(C)))(W),
-        "jvp(vmap) x batched": lambda: tp.jvp(lambda X: tp.vmap(item)(X, C), (X,), (C,)),
+            lambda w: np.sum(vmap(lambda c: item(w, c))(C)))(W),
+        "jvp(vmap) x batched": lambda: tp.jvp(lambda X: vmap(item)(X, C), (X,), (C,)),
         "jvp(vmap) x shared": lambda: tp.jvp(
-            lambda w: tp.vmap(lambda c: item(w, c))(C), (W,), (W,)),
+            lambda w: vmap(lambda c: item(w, c))(C), (W,), (W,)),
         "value_and_grad(vmap)": lambda: tp.value_and_grad(
-            lambda X: np.sum(tp.vmap(item)(X, C)))(X),
+            lambda X: np.sum(vmap(item)(X, C)))(X),
     }
 
 
 @pytest.mark.parametrize("kind", list(MAKERS))
 @pytest.mark.parametrize("where", ["fun", "rule only"])
 @pytest.mark.parametrize("how", list(_outer_calls(_cvjp_reading, "fun")))
-def test_custom_rule_reading_a_value_batched_inside_the_differentiation_is_refused(
+def test_custom_rule_reading_a_value_batched_inside_the_differentiation_runs_item_by_item(
         kind, where, how):
     """These returned a dead batched value (jvp), raised the escaped-value
     error that names neither the function nor the fix, or mixed the
-    closure's items with the batch; the rule cannot see the value per item."""
-    with pytest.raises(TypeError, match=rf"{kind}: f uses a value batched by the "
-                                        "enclosing vmap.*Pass the value to f"):
-        _outer_calls(MAKERS[kind], where)[how]()
+    closure's items with the batch; then they were refused: the rule cannot
+    see the value per item.  The vmap now runs the function once per item,
+    where the value is a constant: a loop's results."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _outer_calls(MAKERS[kind], where)[how]()
+    want = _outer_calls(MAKERS[kind], where, _loop_map)[how]()
+    for g, w in zip(tp.tree_leaves(got), tp.tree_leaves(want)):
+        close(g, w)
+
+
+def test_a_rule_reading_a_batched_value_it_hides_from_the_look_is_still_refused():
+    """The look before running sees closure cells; a rule that reaches the
+    per-item value another way (an attribute) is refused when it runs, after
+    the vmap returned, as before."""
+    box = type("Box", (), {})()
+
+    @tp.custom_vjp
+    def f(y):
+        return np.sum(np.sin(y))
+    f.defvjp(lambda y: (f(y), y), lambda y, g: (g * np.cos(y) * box.c,))
+
+    def item(x, c):
+        box.c = c
+        return f(x)
+    with pytest.raises(TypeError, match="custom_vjp: f uses a value batched by the enclosing vmap"):
+        tp.grad(lambda X: np.sum(tp.vmap(item)(X, C)))(X)
 
 
 @pytest.mark.parametrize("kind", list(MAKERS))

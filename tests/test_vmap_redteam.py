@@ -124,9 +124,6 @@ VALUE_READS = {
     "v in x": (lambda x: 0.5 in x, r"v in x.*np.any\(x == v\)"),
     "list index": (lambda i: [1.0, 2.0, 3.0][i], r"operator.index"),
     "slice with a per-item start": (lambda i: np.arange(5.0)[i:i + 2], r"np.take\(x, i \+ np.arange"),
-    "np.asarray": (lambda x: np.asarray(x), "convert a batched value.*np.stack"),
-    "np.array([a, b])": (lambda x: np.array([x, x]), r"np.stack\(\[a, b\]\)"),
-    "np.sum of a list": (lambda x: np.sum([x, 1.0]), r"np.sum\(\[a, b\]\)"),
 }
 
 
@@ -260,12 +257,6 @@ def _plain_fill(x):
 IN_PLACE = {
     "x[0] = 1": (_set, (X,), TypeError, "in-place assignment into a batched value.*np.where"),
     "x[mask] = 0": (_set_mask, (X,), TypeError, "in-place assignment.*np.where"),
-    "out[i] = batched row": (_plain_setitem_row, (X,), TypeError, r"out\[i\] = x.*np.stack"),
-    "out += batched": (_plain_iadd, (X,), TypeError, r"np.add.*a = a \+ b"),
-    "out[:2] += batched": (_plain_slice_iadd, (X,), TypeError, r"np.add.*Drop out="),
-    "out= keyword": (_out_kw, (X,), TypeError, r"np.exp.*one value per item.*Drop out="),
-    "np.add.at into plain": (_add_at, (X,), TypeError, "np.add.at"),
-    "np.copyto into plain": (_copyto, (X,), TypeError, "np.copyto"),
     "x.sort()": (_sort_method, (X,), AttributeError, r"x.sort\(\) changes a batched value in place.*np.sort"),
     "x.fill()": (_fill_method, (X,), AttributeError, r"x.fill\(\).*np.full_like"),
 }
@@ -278,14 +269,26 @@ def test_in_place_writes_are_refused_with_the_fix(name):
 
 
 @pytest.mark.parametrize("f", [_plain_setitem, _plain_fill], ids=["out[i] = x", "out.fill(x)"])
-def test_a_plain_array_never_stores_one_item(f):
-    """NumPy raises its own ValueError for a 0-d value it cannot convert;
-    the cause it chains is vmap's error, which says what to write instead."""
-    arg = S if f is _plain_setitem else X
-    with pytest.raises((ValueError, TypeError)) as e:
-        tp.vmap(f)(arg)
-    err = e.value if isinstance(e.value, BatchedConversionError) else e.value.__cause__
-    assert isinstance(err, BatchedConversionError) and "np.where" in str(err)
+def test_a_plain_array_written_with_one_item_runs_item_by_item(f):
+    """NumPy raises its own ValueError for a 0-d value it cannot convert,
+    chained to vmap's conversion error: the function runs once per item,
+    each writing its own value (a plain array never stores a whole batch)."""
+    agree(f, S if f is _plain_setitem else X)
+
+
+def test_preallocated_output_filled_in_a_loop():
+    """The NumPy idiom of a preallocated array filled element by element."""
+    def f(v):
+        out = np.zeros(3)
+        for k in range(3):
+            out[k] = np.sum(v * k) + v[k]
+        return out
+    agree(f, X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises((TypeError, ValueError)) as e:  # as without vmap: refused
+            tp.grad(lambda X: np.sum(tp.vmap(f)(X)))(X)
+    assert "traced array" in str(e.value) + str(e.value.__cause__ or e.value.__context__)
 
 
 def test_writes_into_a_shared_argument_with_per_item_values_are_refused():
@@ -360,8 +363,99 @@ def test_a_mask_that_selects_a_different_count_per_item_is_refused():
     refused(lambda x: np.nonzero(x > 0), X, exc=ValueError, match="different shapes")
 
 
-def test_a_plain_table_from_a_closure_refuses_a_batched_index():
-    refused(lambda i: W[i], I, exc=TypeError, match=r"in_axes=None.*one-hot")
+# --- NumPy itself converting a batched value: the function runs item by item -------------
+#: NumPy indexes and converts plain arrays without asking tapestry, so these
+#: calls cannot be batched; each item's values can be read: the mapped
+#: function runs once per item (a loop's results), counted and warned.
+NUMPY_CONVERTS = {
+    "np.asarray": (lambda x: np.asarray(x) * 2.0, (S,)),
+    "np.array([a, b])": (lambda x: np.array([x, x ** 2]), (X,)),
+    "np.sum of a list": (lambda x: np.sum([x, 1.0]), (S,)),
+    "out[i] = batched row": (_plain_setitem_row, (X,)),
+    "closure table, per-item row": (lambda i: W[i], (I,)),
+    "closure table, per-item column": (lambda i: W.T[:, i], (I,)),
+    "np.eye(n)[label]": (lambda x, i: np.sum(np.eye(4)[i] * x), (X, I)),
+    "table built inside, per-item pair": (lambda i: np.outer(np.arange(4.0), np.arange(5.0))[i, i + 1],
+                                          (I,)),
+    "np.take of a closure table": (lambda i: np.take(W, i, axis=0), (I,)),
+    "out += batched": (_plain_iadd, (X,)),
+    "out[:2] += batched": (_plain_slice_iadd, (X,)),
+    "out= keyword": (_out_kw, (X,)),
+    "np.add.at into plain": (_add_at, (X,)),
+    "np.add.at, per-item indices": (lambda x, i: _scatter_add(x, i), (X, np.stack([I, I[::-1]], 1))),
+    "np.copyto into plain": (_copyto, (X,)),
+    "np.full with a per-item fill": (lambda s: np.full((3,), s), (S,)),
+    "np.full_like of a plain array": (lambda s: np.full_like(np.ones(2), s), (S,)),
+    "np.vectorize with a branch": (lambda v: np.vectorize(lambda a: a * 2 if a > 0 else -a)(v), (X,)),
+    "scipy.stats, which converts": (lambda v: __import__("scipy.stats").stats.norm.logpdf(v, 0.5, 2.0),
+                                    (X,)),
+    "np.array of a comprehension": (lambda v: np.array([v[0] * k for k in range(3)]), (X,)),
+    "np.fromiter": (lambda v: np.fromiter((v[k] for k in range(4)), float), (X,)),
+}
+
+
+def _scatter_add(x, i):
+    out = np.zeros(4)
+    np.add.at(out, i, x[:2])
+    return out
+
+
+@pytest.mark.parametrize("name", list(NUMPY_CONVERTS))
+def test_numpy_converting_a_batched_value_runs_item_by_item(name):
+    from tapestry.core.batched import FALLBACKS
+    f, args = NUMPY_CONVERTS[name]
+    before = sum(FALLBACKS.values())
+    agree(f, *args)
+    assert sum(FALLBACKS.values()) > before
+
+
+def test_running_item_by_item_is_warned_once_per_function():
+    from tapestry.core.batched import VmapFallbackWarning
+
+    def f(i):
+        return W[i] * 2.0
+    with pytest.warns(VmapFallbackWarning, match=r"vmap\(f\) runs once per item.*in_axes=None"):
+        tp.vmap(f)(I)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tp.vmap(f)(I)
+
+
+def test_a_closure_table_indexed_per_item_differentiates_through_the_items():
+    """The item-by-item run keeps the gradient: grad of a vmap, and vmap of a grad."""
+    def f(x, i):
+        return np.sum(np.tanh(x) * W[i, :4]) + np.sum(np.eye(4)[i] * x ** 2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = tp.grad(lambda x: np.sum(np.sin(tp.vmap(f)(x, I))))(X)
+        want = np.stack([tp.grad(lambda x: np.sin(f(x, i)))(x) for x, i in zip(X, I)])
+        np.testing.assert_allclose(g, want, rtol=1e-12)
+        np.testing.assert_allclose(tp.vmap(tp.grad(f))(X, I),
+                                   np.stack([tp.grad(f)(x, i) for x, i in zip(X, I)]), rtol=1e-12)
+        np.testing.assert_allclose(tp.jit(tp.vmap(f))(X, I), loop(f, (0, 0), (X, I)), rtol=1e-12)
+        inner = tp.vmap(tp.vmap(f, in_axes=(None, 0)), in_axes=(0, None))(X, I)
+        np.testing.assert_allclose(inner, [[f(x, i) for i in I] for x in X], rtol=1e-12)
+        empty = tp.vmap(f)(X[:0], I[:0])
+        assert empty.shape == (0,) and empty.dtype == np.float64
+
+
+def test_item_by_item_still_refuses_what_a_loop_refuses():
+    """A conversion of a value being differentiated is refused per item as
+    without vmap (never a gradient lost); an output that is a buffer the
+    function writes again comes back per item, not the last item's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(TypeError):
+            tp.grad(lambda x: np.sum(tp.vmap(lambda v: np.asarray(v) * v)(x)))(S)
+        buf = np.zeros(4)
+
+        def writes(x):
+            buf[:] = np.asarray(x)
+            return buf
+        np.testing.assert_array_equal(tp.vmap(writes)(X), X)
+        with pytest.raises(ValueError, match="out_axes is None"):
+            tp.vmap(lambda x: np.asarray(x), out_axes=None)(S)
 
 
 def test_out_of_range_batched_index_raises():
@@ -713,3 +807,116 @@ def test_np_take_of_a_shared_table_at_per_item_indices():
     agree(lambda i, w: np.take(w, i, axis=0), I, W, in_axes=(0, None))
     agree(lambda i, w: w.take(i, axis=1), I, W, in_axes=(0, None))
     agree(lambda i, w: np.take(w, i), I, W, in_axes=(0, None))
+
+
+#: NumPy functions that write into their first argument.
+_PUTS = {
+    "np.put": lambda o, x: np.put(o, [0, 1], x[:2]),
+    "np.putmask": lambda o, x: np.putmask(o, np.array([1, 0, 1, 0], bool), x),
+    "np.place": lambda o, x: np.place(o, np.array([1, 0, 1, 0], bool), x[:2]),
+    "np.put_along_axis": lambda o, x: np.put_along_axis(o, np.array([0, 3]), x[:2], axis=0),
+    "np.fill_diagonal": lambda o, x: np.fill_diagonal(o.reshape(2, 2), x[:2]),
+}
+
+
+@pytest.mark.parametrize("name", list(_PUTS))
+def test_in_place_functions_write_each_item_into_a_plain_array(name):
+    """A plain array written with per-item values: each item writes its own
+    (it ran per operation, and the last item's write was every item's)."""
+    put = _PUTS[name]
+
+    def f(x):
+        out = np.zeros(4)
+        put(out, x)
+        return out * 1.0
+    agree(f, X)
+
+
+@pytest.mark.parametrize("name", list(_PUTS))
+def test_in_place_functions_on_a_batched_value_are_refused(name):
+    """Written into a batched value, they wrote into the caller's array."""
+    put, before = _PUTS[name], X.copy()
+    refused(lambda x: put(x, x[::-1] * 1.0) or x, X, match=f"{name}.*batched value.*in place")
+    np.testing.assert_array_equal(X, before)
+
+
+def test_a_shared_array_written_at_per_item_positions_is_written_as_a_loop_writes():
+    def f(i, w):
+        np.put(w, i, 1.0)
+        return w * 1.0
+    w, w_loop = np.zeros(4), np.zeros(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = tp.vmap(f, in_axes=(0, None))(I, w)
+    np.testing.assert_array_equal(got, np.stack([f(i, w_loop) for i in I]))
+    np.testing.assert_array_equal(w, w_loop)
+
+
+def test_minimize_per_item_runs_item_by_item():
+    """tp.optimize.minimize hands the objective to SciPy, which converts the
+    batched starting point: the mapped function runs once per item, each
+    item its own optimization; differentiating through it is refused by
+    name, as without vmap."""
+    def solve(c):
+        return tp.optimize.minimize(lambda z: np.sum((z - c) ** 2) + np.sum(z ** 4),
+                                    np.zeros(4), method="BFGS").x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(tp.vmap(solve)(X), np.stack([solve(c) for c in X]), rtol=1e-10)
+        with pytest.raises(Exception, match="minimize"):
+            tp.grad(lambda c: np.sum(tp.vmap(solve)(c)))(X)
+
+
+def test_item_by_item_for_an_index_batched_by_the_outer_vmap():
+    def f(x, i):
+        return np.sum(np.tanh(x) * W[i, :4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = tp.vmap(tp.vmap(f, in_axes=(0, None)), in_axes=(None, 0))(X, I)
+    np.testing.assert_allclose(got, [[f(x, i) for x in X] for i in I], rtol=1e-12)
+
+
+def _closure_item(v, i):
+    return np.sum(np.tanh(v * W[i, :4])) + np.sum(np.eye(5, 4)[i] * v ** 2)
+
+
+def _loop_map(f):
+    return lambda *a: np.stack([f(*[x[k] for x in a]) for k in range(len(a[0]))])
+
+
+_ITEM_COMPOSITIONS = {
+    "jacfwd(vmap)": lambda vm: tp.jacfwd(lambda X: vm(_closure_item)(X, I))(X),
+    "jacrev(vmap)": lambda vm: tp.jacrev(lambda X: vm(_closure_item)(X, I))(X),
+    "hessian(sum vmap)": lambda vm: tp.hessian(lambda X: np.sum(vm(_closure_item)(X, I)))(X),
+    "vmap(hessian)": lambda vm: vm(tp.hessian(_closure_item))(X, I),
+    "jvp(vmap)": lambda vm: tp.jvp(lambda X: vm(_closure_item)(X, I), (X,), (X[::-1],)),
+    "vjp(vmap)": lambda vm: tp.vjp(lambda X: vm(_closure_item)(X, I), X)[1](np.arange(3.0)),
+    "grad(jit(vmap))": lambda vm: tp.grad(lambda X: np.sum(
+        (tp.jit(vm(_closure_item)) if vm is tp.vmap else vm(_closure_item))(X, I)))(X),
+}
+
+
+@pytest.mark.parametrize("name", list(_ITEM_COMPOSITIONS))
+def test_item_by_item_under_every_transformation(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _ITEM_COMPOSITIONS[name](tp.vmap)
+    want = _ITEM_COMPOSITIONS[name](_loop_map)
+    for g, w in zip(tp.tree_leaves(got), tp.tree_leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_item_by_item_never_writes_into_the_callers_array():
+    """Each item is the function's own: writing into its argument
+    (v -= mean, v[0] = w) changes neither the caller's array nor the others."""
+    def f(v, i):
+        w = W[i]  # (NumPy indexes the closure's table: item by item from here)
+        v -= v.mean()
+        v[0] = w[0]
+        return v * w[1]
+    X0 = X.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = tp.vmap(f)(X, I)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_allclose(got, np.stack([f(x.copy(), i) for x, i in zip(X, I)]), rtol=1e-12)

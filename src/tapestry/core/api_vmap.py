@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batched import BatchTrace, Batched, Unbatched
+import warnings
+
+from .batched import FALLBACKS, BatchTrace, Batched, Unbatched, VmapFallbackWarning
 from .pytree import aux_holding, flatten_up_to, map_aux, tree_flatten, tree_structure
 from .staged import Staged
 from .tape import _levels
@@ -237,6 +239,119 @@ def _unproxied(v):
     return v._value if v.__class__ is Unbatched else v
 
 
+# --- item by item: where NumPy itself must read a batched value -----------------------
+def _item_by_item(f, items, axes, n_pos, td, ktd, size, out_spec, name, err):
+    """``f`` run once per item, the results stacked: the answer of a loop
+    over the items, for a function that did what a batch cannot (``err``):
+    NumPy converted a batched value -- a plain array read from a closure or
+    made inside ``f`` indexed with a per-item index (``np.eye(n)[label]``,
+    ``table[i]``, ``W[:, i]``), ``np.array([a, b])``, a library that
+    converts its inputs -- or would write one into a plain array
+    (``np.full(shape, x)``, ``np.add.at(out, i, x)``), or a ``custom_vjp`` /
+    ``custom_jvp`` differentiated inside the vmap read a per-item value from
+    a closure.  NumPy indexes, converts and writes plain arrays without
+    asking tapestry, so no batching rule can see those calls; each item's
+    own values can be read.  ``items``: each leaf with its batch axis first
+    (``None`` axes: the leaf itself)."""
+    key = f"{name}: item by item"
+    FALLBACKS[key] += 1
+    code = getattr(f, "__code__", f)  # once per function (every lambda is a "<lambda>")
+    if code not in _WARNED_ITEMS:
+        _WARNED_ITEMS.add(code)
+        warnings.warn(f"tapestry.vmap: {name} runs once per item, with a loop's results, "
+                      f"because of: {str(err)[:200]}... For one call per operation, pass "
+                      "tables as arguments with in_axes=None, build arrays with np.stack, "
+                      "and pass a custom rule's values as its arguments.",
+                      VmapFallbackWarning, stacklevel=3)
+
+    def call(vals):
+        args = td.unflatten(vals[:n_pos])
+        out = f(*args, **ktd.unflatten(vals[n_pos:])) if ktd is not None else f(*args)
+        leaves, otd, oaxes = out_spec.per_leaf(out)
+        # a copy of each plain result: f may return a buffer it writes again
+        return [v.copy() if v.__class__ is np.ndarray else v for v in leaves], otd, oaxes
+
+    if size == 0:
+        return _empty_outputs(call, items, axes)
+    results = [call([x if ax is None else _item(x, i) for x, ax in zip(items, axes)])
+               for i in range(size)]
+    _, otd, oaxes = results[0]
+    for _, td_i, _ in results[1:]:
+        if td_i != otd:
+            raise ValueError(f"tapestry.vmap: {name} returns outputs of different structures "
+                             f"for different items ({otd} and {td_i}); a batch needs one.")
+    out = [_stack_items([r[0][k] for r in results], ax, f"output leaf {k}")
+           for k, ax in enumerate(oaxes)]
+    return otd.unflatten(out)
+
+
+def _item(x, i):
+    """Item ``i`` of a batched leaf: a copy where it is a plain array, so
+    that ``f`` writing into its argument (``v -= v.mean()``, ``v.sort()``)
+    does not write into the caller's array (vmap never does)."""
+    v = x[i]
+    return v.copy() if v.__class__ is np.ndarray else v
+
+
+#: The functions already warned about (their code objects).
+_WARNED_ITEMS: set = set()
+
+
+def _stack_items(vals, ax, where):
+    """One output leaf of every item as the batched output (``out_axes``
+    ``ax``); for ``ax`` None, the one value every item gave."""
+    if ax is None:
+        first = vals[0]
+        if all(v is first for v in vals) or (
+                all(v.__class__ not in (Var, Batched, Staged) for v in vals)
+                and all(np.array_equal(first, v) for v in vals[1:])):
+            return first
+        raise ValueError(f"tapestry.vmap: out_axes is None at {where} but that output "
+                         "depends on the batched inputs (it differs between items).")
+    vals = [v if v.__class__ in (Var, Batched, Staged) else _as_output_array(v, where)
+            for v in vals]  # (an object per item is refused, as a batched one is)
+    y = np.stack(vals)
+    return y if ax == 0 else np.moveaxis(y, 0, ax)
+
+
+def _empty_outputs(call, items, axes):
+    """The outputs for a batch of no items: their shapes and dtypes from one
+    made-up item (zeros, else ones), as JAX takes them from an abstract one."""
+    error = None
+    for fill in (0, 1):
+        vals = [x if ax is None else np.full(np.shape(x)[1:], fill, _dtype(x))
+                for x, ax in zip(items, axes)]
+        try:
+            leaves, otd, oaxes = call(vals)
+            break
+        except Exception as e:  # noqa: BLE001 (the made-up item is not a valid input: next)
+            error = e
+    else:
+        raise error
+    out = []
+    for y, ax in zip(leaves, oaxes):
+        e = np.empty((0,) + np.shape(y), _dtype(y))
+        out.append(y if ax is None else e if ax == 0 else np.moveaxis(e, 0, ax))
+    return otd.unflatten(out)
+
+
+def _batch_trace_of(e):
+    """The vmap an error says needs its items (see :func:`_item_by_item`),
+    or None: its own mark, or that of the error NumPy chained its own to
+    (``out[i] = x`` with a 0-d batched ``x``: NumPy's ValueError, caused
+    by ``float(x)``; Python's own ``float(x)`` in ``f`` stays refused)."""
+    trace = getattr(e, "batch_trace", None)
+    if trace is None and isinstance(e, (ValueError, TypeError)):
+        cause = e.__cause__ or e.__context__
+        trace = getattr(cause, "batch_trace", None) or getattr(cause, "item_trace", None)
+    return trace
+
+
+def _dtype(x):
+    d = getattr(x, "dtype", None)
+    return np.asarray(x).dtype if d is None else d
+
+
 def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     """Map ``f`` over a batch axis of its arguments, in one call per operation.
 
@@ -273,14 +388,26 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         trace = BatchTrace(next(_levels), size)
         wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
                    else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
+        n = len(wrapped) - len(kleaves) if kwargs else len(wrapped)
+        needs_items = None
         try:
             if kwargs:
-                n = len(wrapped) - len(kleaves)
                 out = f(*td.unflatten(wrapped[:n]), **ktd.unflatten(wrapped[n:]))
             else:
                 out = f(*td.unflatten(wrapped))
+        except Exception as e:  # noqa: BLE001 (re-raised unless it names this vmap)
+            # NumPy converted one of this vmap's values (BatchedConversionError),
+            # would write one into a plain array (PerItemWrite), or a custom
+            # rule read one from a closure: each item's own values can do it
+            if _batch_trace_of(e) is not trace:
+                raise
+            needs_items = e
         finally:
             trace.open = False
+        if needs_items is not None:  # (outside the handler: errors of the items are their own)
+            items = [w._value if ax is not None else x for w, x, ax in zip(wrapped, leaves, axes)]
+            return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,
+                                 out_spec, batched_f.__name__, needs_items)
         trace.open = True  # moving the outputs' axes still works on them
         try:
             if out.__class__ is Batched and out_spec.flat is None:

@@ -148,7 +148,7 @@ class Batched(ArrayMethods):
 
     # --- Python reading the value: no single answer -------------------------
     def __array__(self, dtype=None, copy=None):
-        raise BatchedConversionError(
+        raise _conversion_of(self, BatchedConversionError(
             "tapestry.vmap: cannot convert a batched value to a NumPy array (np.asarray / "
             "np.array / a list holding batched values given to a NumPy function, "
             "np.sum([a, b]): build it with np.stack([a, b]) or tapestry.numpy's "
@@ -158,14 +158,18 @@ class Batched(ArrayMethods):
             "with a batched index, W[i]: NumPy does not hand indexing to tapestry when the "
             "array is a plain one read from a closure or a global: pass W to the mapped "
             "function as an argument (in_axes=None), or select with a one-hot product, "
-            "(np.arange(n) == i) @ W, or np.where). " + _HELP_CONTROL)
+            "(np.arange(n) == i) @ W, or np.where). " + _HELP_CONTROL))
 
     def __bool__(self):
         raise BatchedConversionError("tapestry.vmap: the truth value of a batched value (an if, "
                         "while, and/or on it). " + _HELP_CONTROL)
 
     def _convert(self, what):
-        raise BatchedConversionError(f"tapestry.vmap: {what} of a batched value. " + _HELP_CONTROL)
+        err = BatchedConversionError(f"tapestry.vmap: {what} of a batched value. " + _HELP_CONTROL)
+        # read by vmap only where NumPy chained its own error to this one
+        # (out[i] = x with a 0-d x calls float()): then it runs item by item
+        err.item_trace = self._trace
+        raise err
 
     __float__ = lambda self: self._convert("float()")  # noqa: E731
     __int__ = lambda self: self._convert("int()")  # noqa: E731
@@ -212,11 +216,15 @@ class Batched(ArrayMethods):
         if _var_on_top(inputs, kwargs):
             return dispatch_ufunc(ufunc, method, inputs, kwargs)
         if kwargs.get("out") is not None:
-            raise TypeError(f"tapestry.vmap: np.{ufunc.__name__}(..., out=...) with a batched "
+            err = TypeError(f"tapestry.vmap: np.{ufunc.__name__}(..., out=...) with a batched "
                             "value: the result has one value per item, which neither a plain "
                             "array (one value) nor a batched one (it cannot change in place) "
                             "can take. Drop out= and use the result (for a += b, write "
                             "a = a + b).")
+            outs = kwargs["out"] if isinstance(kwargs["out"], tuple) else (kwargs["out"],)
+            if all(o is None or o.__class__ is np.ndarray for o in outs):
+                raise item_by_item(err, inputs)  # into plain arrays: each item its own
+            raise err
         if method == "__call__":
             prim = UFUNCS.get(ufunc)
             if prim is None and ufunc not in NONDIFF:
@@ -244,6 +252,8 @@ class Batched(ArrayMethods):
                 return Batched(direct(self._value), trace)
         if _var_on_top(args, kwargs):
             return dispatch_function(func, args, kwargs)
+        if func in _WRITES_FIRST:
+            _write_into(func, args, kwargs)
         query = _QUERIES.get(func) or _REDUCTIONS.get(func)
         if query is not None:
             return query(func, args, kwargs)
@@ -307,6 +317,59 @@ class Batched(ArrayMethods):
         return np.reshape(self, shape, **k)
 
 
+
+
+def _conversion_of(x, err):
+    """``err`` marked as NumPy converting the batched ``x`` (``np.asarray``,
+    a plain array indexed with it, ``np.array([a, b])``): the ``vmap`` that
+    made ``x`` then runs its function once per item instead
+    (:func:`~tapestry.core.api_vmap.vmap`), which NumPy's own code can do."""
+    err.batch_trace = x._trace
+    return err
+
+
+#: NumPy functions that write into their first argument.
+_WRITES_FIRST = {np.put: "np.where(np.isin(np.arange(x.size), idx), v, x)",
+                 np.putmask: "np.where(mask, v, x)", np.place: "np.where(mask, v, x)",
+                 np.put_along_axis: "np.where or a one-hot sum",
+                 np.fill_diagonal: "np.where(np.eye(n, dtype=bool), v, x)"}
+
+
+def _write_into(func, args, kwargs):
+    """``np.put(x, i, v)`` and its kin, with a batched value among the
+    arguments: into a batched ``x`` refused (it cannot change in place, and
+    its items may be views of the caller's array); into a plain ``x``, the
+    mapped function runs once per item (one plain array cannot take every
+    item's write at once)."""
+    target = args[0] if args else kwargs.get("a", kwargs.get("arr"))
+    name = f"np.{func.__name__}"
+    if target.__class__ is Batched:
+        raise TypeError(f"tapestry.vmap: {name} writes into a batched value, which cannot "
+                        f"change in place; build a new array: {_WRITES_FIRST[func]}.")
+    raise item_by_item(TypeError(f"tapestry.vmap: {name} writes a per-item value or "
+                                 "position into a plain array"), (args, kwargs))
+
+
+def item_by_item(err, args):
+    """``err`` (a refusal of NumPy writing a batched value into a plain
+    array: ``np.full(shape, x)``, ``np.add.at(out, i, x)``) as a
+    :class:`BatchedConversionError` that makes the ``vmap`` of the
+    highest-level batched value among ``args`` run its function once per
+    item, where the write is NumPy's own; unchanged where a value being
+    differentiated is on top (the write is refused then, as without vmap)."""
+    trace = top_batch(args)
+    if trace is None:
+        return err
+    out = PerItemWrite(str(err))
+    out.batch_trace = trace
+    return out
+
+
+class PerItemWrite(TypeError):
+    """NumPy would write a batched value into a plain array (see
+    :func:`item_by_item`).  Not a :class:`BatchedConversionError`: running
+    only the one operation per item (what :func:`_entry` does for a
+    conversion) would write every item into the same array."""
 
 
 def _is_primitive(impl):

@@ -149,7 +149,48 @@ def _batched_inside(xs, level, given=()):
     return any(t.level > level and t not in allowed for t in _batch_traces(xs))
 
 
-def _batched_closure_error(kind, name, fix):
+def _inner_trace(traces, level, given=()):
+    """The open vmap, among ``traces``, that runs inside the differentiation
+    of ``level`` and whose values did not come in with ``given``: the one
+    a custom rule read a per-item value of from a closure (the innermost if
+    several), or None."""
+    allowed = _batch_traces(given)
+    found = [t for t in traces if t.level > level and t.open and t not in allowed]
+    return max(found, key=lambda t: t.level) if found else None
+
+
+def _closure_traces(fns):
+    """The vmap traces of the batched values that the functions ``fns`` (a
+    custom function and its rules) visibly hold in their closure cells or a
+    ``functools.partial``'s bound arguments: a cheap look before running, so
+    that the vmap can still run the function item by item (the output
+    checks stay for what the look misses)."""
+    held = []
+    for f in fns:
+        while isinstance(f, functools.partial):
+            held += [f.args, f.keywords]
+            f = f.func
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+    try:
+        return _batch_traces(held)
+    except Exception:  # noqa: BLE001  (an object that does not flatten: look no further)
+        return set()
+
+
+def _batched_closure_error(kind, name, fix, trace=None):
+    """The refusal; with ``trace`` (the vmap whose per-item value was read,
+    still running), that vmap runs its function once per item instead
+    (:func:`~tapestry.core.api_vmap.vmap`), where the value is a constant."""
+    err = _batched_closure_refusal(kind, name, fix)
+    err.batch_trace = trace
+    return err
+
+
+def _batched_closure_refusal(kind, name, fix):
     return TypeError(
         f"tapestry.{kind}: {name} uses a value batched by the enclosing vmap that is not "
         "one of its arguments (it reads it from a closure, a global or an attribute), "
@@ -293,6 +334,8 @@ class custom_vjp:
         if self.fwd is None:
             raise TypeError(f"tapestry.custom_vjp: {self._name()} has no rule; "
                             "call .defvjp(fwd, bwd) before differentiating it.")
+        if trace in _closure_traces((self.fun, self.fwd, self.bwd)):
+            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, trace)
         axes, raw = _batch_axes(args, trace)
         nondiff_axes = tuple(axes[i] for i in self.nondiff_argnums)
         fwd_items, bwd_rule = _residuals_passed_through(self.fwd, self.bwd)
@@ -312,7 +355,7 @@ class custom_vjp:
         batched.defvjp(vmap(fwd_items, in_axes=axes), bwd)
         out = batched(*raw)
         if _holds_batched(out, trace):
-            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX)
+            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, trace)
         return _rebatch(out, trace)
 
     def _call_constant(self, args):
@@ -341,6 +384,9 @@ class custom_vjp:
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
             full[i] = a
+        inner = _inner_trace(_closure_traces((self.fun, self.fwd, self.bwd)), top.level, full)
+        if inner is not None:
+            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, inner)
         pair = self.fwd(*full)
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_vjp: the forward rule of {self._name()} must "
@@ -352,7 +398,8 @@ class custom_vjp:
             raise _closure_error("custom_vjp", self._name(),
                                  " (and return its cotangent from bwd)")
         if _batched_inside(out_leaves + tree_flatten(residuals)[0], top.level, full):
-            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX)
+            raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, _inner_trace(
+                _batch_traces(out_leaves + tree_flatten(residuals)[0]), top.level, full))
         n_out = len(out_leaves)
         nondiff_vals = [args[i] for i in self.nondiff_argnums]
         primals = [(i, tree_flatten(full[i])) for i in diff]
@@ -651,12 +698,16 @@ class custom_jvp:
         raw = list(leaves)
         for k in active:
             raw[k] = leaves[k]._value
+        inner = _inner_trace(_closure_traces((self.fun, self.jvp)), top.level, raw)
+        if inner is not None:
+            raise _batched_closure_error("custom_jvp", self._name(), "", inner)
         out = self.fun(*td.unflatten(raw))
         out_leaves, out_td = tree_flatten(out)
         if traced_from(out_leaves, top.level) is not None:
             raise _closure_error("custom_jvp", self._name())
         if _batched_inside(out_leaves, top.level, raw):
-            raise _batched_closure_error("custom_jvp", self._name(), "")
+            raise _batched_closure_error("custom_jvp", self._name(), "", _inner_trace(
+                _batch_traces(out_leaves), top.level, raw))
         tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level)
 
         def custom_jvp_pullback(g, ans):
@@ -680,13 +731,15 @@ class custom_jvp:
         if self.jvp is None:
             raise TypeError(f"tapestry.custom_jvp: {self._name()} has no rule; "
                             "define it with @f.defjvp before differentiating it.")
+        if trace in _closure_traces((self.fun, self.jvp)):
+            raise _batched_closure_error("custom_jvp", self._name(), "", trace)
         batched = custom_jvp(vmap(self.fun, in_axes=axes))
         batched.__name__ = self._name()
         batched.defjvp(_mapped_rule(vmap(self.jvp, in_axes=(axes, axes)), "custom_jvp",
                                     self._name(), "", trace))
         out = batched(*raw)
         if _holds_batched(out, trace):
-            raise _batched_closure_error("custom_jvp", self._name(), "")
+            raise _batched_closure_error("custom_jvp", self._name(), "", trace)
         return _rebatch(out, trace)
 
 

@@ -391,6 +391,7 @@ def _name_batched_reader(func, e):
             f"Differentiate outside the vmap (grad of a sum over vmap(f)), or write the "
             f"step without {name}. ({e})")
         err.named = True
+        err.batch_trace = getattr(e, "batch_trace", None)  # (see api_vmap's item-by-item run)
         raise err from None
 
 

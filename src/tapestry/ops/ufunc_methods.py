@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
-from ..core.batched import TRACED
+from ..core.batched import TRACED, item_by_item
 from .indexing import dense_scatter
 from .common import axis_tuple
 
@@ -188,8 +188,9 @@ def ufunc_at(ufunc, inputs, kwargs):
     else:
         what = ("a traced value into its first argument, a plain array, which cannot "
                 "hold one")
-    raise TypeError(f"tapestry: {_name(ufunc, 'at')} writes {what}; "
+    err = TypeError(f"tapestry: {_name(ufunc, 'at')} writes {what}; "
                     f"{_in_place_help(ufunc)}.")
+    raise err if inputs[0].__class__ in TRACED else item_by_item(err, inputs)
 
 
 @implements(np.copyto)
@@ -202,11 +203,11 @@ def copyto(dst, src, casting="same_kind", where=True):
                         "change in place; build a new array (np.where(mask, src, dst)).")
     if src.__class__ not in TRACED:  # a traced mask is used by value (it is boolean)
         return np.copyto(dst, src, casting=casting, where=unwrap_all(where))
-    raise TypeError(
+    raise item_by_item(TypeError(
         "tapestry: np.copyto would write a traced value into a plain array, which "
         "cannot hold one (np.full and np.full_like(a, v) with a plain a and a traced v "
         "come here). Use np.broadcast_to(v, shape) (differentiable), or "
-        "np.full_like(a, v) with a traced a.")
+        "np.full_like(a, v) with a traced a."), (src,))
 
 
 # Registered only to refuse with a precise message: no rule to sweep.

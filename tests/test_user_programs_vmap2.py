@@ -1,0 +1,179 @@
+"""More realistic vmapped programs (tests/programs/vmap_progs2.py: the
+idioms ported JAX code uses) under ``tp.vmap`` against ``jax.vmap`` --
+values, dtypes, and the gradient of a scalar of the outputs through the
+vmap -- and against a Python loop over the items of the unmapped function.
+JAX runs in a child process (tests/jax_child.py); without JAX only the loop
+comparison runs.  By default JAX checks the programs of ``SUBSET``;
+``TAPESTRY_VMAP_JAX=all`` checks every one (about three minutes on two cores)."""
+import importlib.util
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+if __name__ == "__main__":
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from programs.vmap_progs2 import PROGRAMS  # noqa: E402
+from test_user_programs_vmap import (_float_argnums, _is_float, _JaxT, _same_dtype,  # noqa: E402
+                                     _TapestryT)
+
+
+def run_program(name, x, T, leaves, tree_map):
+    """``{"value": [...], "grad": [...]}``: the vmapped program's output
+    leaves, and the gradient leaves of a scalar of them in the float
+    arguments; an error string where a transform raised."""
+    p = PROGRAMS[name]
+    g = lambda *a, **k: p.f(*a, x=x, T=T, **k)  # noqa: E731
+    args, kw = tree_map(x.asarray, p.args), tree_map(x.asarray, p.kwargs)
+    vm = T.vmap(g, in_axes=p.in_axes, out_axes=p.out_axes, axis_size=p.axis_size)
+
+    def loss(*a):
+        return sum(x.sum(x.sin(v) + 0.5 * v ** 2) for v in leaves(vm(*a, **kw)) if _is_float(v))
+    runs = {"value": lambda: vm(*args, **kw)}
+    argnums = _float_argnums(args, leaves)
+    if p.grad and argnums:
+        runs["grad"] = lambda: T.grad(loss, argnums=argnums)(*args)
+    out = {}
+    for mode, run in runs.items():
+        try:
+            out[mode] = [np.asarray(v) for v in leaves(run())]
+        except Exception as e:  # noqa: BLE001 -- recorded and judged by the test
+            out[mode] = f"{type(e).__name__}: {e}"
+    return out
+
+
+#: Checked against JAX by default: one or two of each kind (the loop
+#: comparison runs every program).
+SUBSET = (
+    "softmax_xent_eye_one_hot", "dp_clipped_grads", "gmm_full_cov_loglik", "gp_nll_per_lengthscale",
+    "ensemble_nested_dict_value_and_grad", "ensemble_dict_in_axes_with_none",
+    "in_axes_nested_dict_negative", "out_axes_tuple_negative", "axis_size_no_batched_input",
+    "jacfwd_of_inner_vmap", "vmap_jvp_both_batched", "custom_vjp_straight_through_round",
+    "sparsemax_projection", "cholesky_two_triangular_solves", "maml_inner_adaptation",
+    "closure_columns_picked", "hmm_sequence_logprob_closure", "returns_list_of_mixed",
+)
+
+def _jax_names():
+    want = os.environ.get("TAPESTRY_VMAP_JAX", "")
+    if want == "all":
+        return list(PROGRAMS)
+    return want.split(",") if want else list(SUBSET)
+
+
+def _theirs(out):
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    T, arrays = _JaxT(jax), {}
+    for name in _jax_names():
+        for mode, vals in run_program(name, jnp, T, jax.tree_util.tree_leaves,
+                                      jax.tree_util.tree_map).items():
+            if isinstance(vals, str):
+                arrays[f"{name}/{mode}/error"] = np.asarray(vals)
+                continue
+            arrays[f"{name}/{mode}/n"] = np.asarray(len(vals))
+            for k, v in enumerate(vals):
+                arrays[f"{name}/{mode}/{k}"] = v
+    np.savez(out, **arrays)
+
+
+def _ours(name):
+    import tapestry as tp
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_program(name, np, _TapestryT(), tp.tree_leaves, tp.tree_map)
+
+
+# --- the reference without JAX: the unmapped function item by item ------------------
+def _item(spec, a, i, tree_map):
+    if spec is None:
+        return a
+    if isinstance(spec, int):
+        return tree_map(lambda v: np.take(v, i, axis=spec), a)
+    if isinstance(spec, dict):
+        return {k: _item(spec[k], a[k], i, tree_map) for k in a}
+    return type(a)(_item(s, v, i, tree_map) for s, v in zip(spec, a))
+
+
+def _size(spec, a, leaves):
+    if spec is None:
+        return None
+    if isinstance(spec, int):
+        return np.shape(leaves(a)[0])[spec]
+    pairs = [(spec[k], a[k]) for k in a] if isinstance(spec, dict) else zip(spec, a)
+    return next((n for n in (_size(s, v, leaves) for s, v in pairs) if n is not None), None)
+
+
+def _stack(spec, outs, tree_map):
+    if spec is None:
+        return outs[0]
+    if isinstance(spec, int):
+        return tree_map(lambda *vs: np.stack([np.asarray(v) for v in vs], axis=spec), *outs)
+    if isinstance(spec, dict):
+        return {k: _stack(spec[k], [o[k] for o in outs], tree_map) for k in outs[0]}
+    return type(outs[0])(_stack(s, [o[j] for o in outs], tree_map) for j, s in enumerate(spec))
+
+
+def loop_values(name):
+    """The unmapped program on each item, stacked as ``out_axes`` says."""
+    import tapestry as tp
+    p = PROGRAMS[name]
+    f = lambda *a, **k: p.f(*a, x=np, T=_TapestryT(), **k)  # noqa: E731
+    spec = p.in_axes if isinstance(p.in_axes, (tuple, list)) else (p.in_axes,) * len(p.args)
+    sizes = [_size(s, a, tp.tree_leaves) for s, a in zip(spec, p.args)]
+    n = next((k for k in sizes if k is not None), p.axis_size)
+    outs = [f(*[_item(s, a, i, tp.tree_map) for s, a in zip(spec, p.args)],
+              **_item(0, p.kwargs, i, tp.tree_map)) for i in range(n)]
+    return [np.asarray(v) for v in tp.tree_leaves(_stack(p.out_axes, outs, tp.tree_map))]
+
+
+def _low_precision(name):
+    import tapestry as tp
+    return any(getattr(v, "dtype", None) == np.float32
+               for v in tp.tree_leaves((PROGRAMS[name].args, PROGRAMS[name].kwargs)))
+
+
+if __name__ == "__main__":
+    _theirs(sys.argv[1])
+else:
+    @pytest.fixture(scope="module")
+    def jax_results(tmp_path_factory):
+        if importlib.util.find_spec("jax") is None:
+            pytest.skip("JAX not installed")
+        from jax_child import results_from_child
+        return results_from_child(__file__, tmp_path_factory, timeout=900)
+
+    @pytest.mark.parametrize("name", sorted(PROGRAMS))
+    def test_program_matches_jax(name, jax_results):
+        if name not in _jax_names():
+            pytest.skip("not in the default JAX subset (TAPESTRY_VMAP_JAX=all compares it)")
+        ours = _ours(name)
+        assert f"{name}/value/error" not in jax_results, \
+            f"JAX cannot run the program text: {jax_results[f'{name}/value/error']}"
+        for mode, vals in ours.items():
+            if f"{name}/{mode}/error" in jax_results:
+                continue  # JAX cannot differentiate this program text
+            assert not isinstance(vals, str), f"{mode}: {vals}"
+            assert len(vals) == jax_results[f"{name}/{mode}/n"], mode
+            for k, v in enumerate(vals):
+                want = jax_results[f"{name}/{mode}/{k}"]
+                assert v.shape == want.shape, (mode, k, v.shape, want.shape)
+                assert _same_dtype(v, want), (mode, k, v.dtype, want.dtype)
+                tol = 2e-5 if want.dtype == np.float32 or _low_precision(name) else 1e-9
+                np.testing.assert_allclose(v, want, rtol=tol, atol=tol,
+                                           err_msg=f"{mode} leaf {k}")
+
+    @pytest.mark.parametrize("name", sorted(PROGRAMS))
+    def test_program_matches_loop(name):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = loop_values(name)
+            ours = _ours(name)["value"]
+        assert not isinstance(ours, str), ours
+        assert len(ours) == len(want)
+        for k, (v, w) in enumerate(zip(ours, want)):
+            assert v.shape == w.shape, (k, v.shape, w.shape)
+            assert v.dtype == w.dtype, (k, v.dtype, w.dtype)
+            np.testing.assert_allclose(v, w, rtol=1e-10, atol=1e-10, err_msg=f"leaf {k}")
