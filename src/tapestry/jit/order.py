@@ -249,7 +249,9 @@ def call_key(args, kwargs=None):
             return None
     if inputs is None:
         inputs = args
-    if len(inputs) > 1 and len(set(map(id, inputs))) < len(inputs) and _repeats_array(inputs):
+    n = len(inputs)
+    if n > 1 and (inputs[0] is inputs[1] if n == 2 else len(set(map(id, inputs))) < n) \
+            and _repeats_array(inputs):
         return None  # f(x, x): one input seen twice, which the general key says
     return tuple(key), inputs
 
