@@ -40,8 +40,9 @@ from ..sparse import AxisSparse
 from .env import (EntropyWatch, ReachesTraced, environment, rng_changed, rng_states,
                   unstaged)
 from .fuse import available as fuse_available
-from .order import aux_key, typed
+from .order import aux_key, call_key, input_order, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
+from .slots import output_builder
 from .reverse import call_on_traced
 
 
@@ -112,57 +113,39 @@ def _repeated_arrays(leaves, key, runtime):
     return kept
 
 
-class _FlatMarker:
-    __slots__ = ()
-
-    def __repr__(self):
-        return "<flat arguments>"
-
-
-_FLAT = _FlatMarker()
-_FLAT_SCALARS = frozenset({float, int, complex})
-
-
-def _flat_key(args):
-    """The cache key of positional arguments that are all plain arrays or
-    Python numbers (the common hot call), or ``None``: then the arguments'
-    tree is flattened."""
-    key = [_FLAT]
-    for a in args:
-        c = a.__class__
-        if c is np.ndarray:
-            key.append((a.shape, a.dtype))
-        elif c in _FLAT_SCALARS:
-            key.append(c)
-        else:
-            return None
-    if len(args) > 1 and len(set(map(id, args))) < len(args):
-        return None  # one object passed twice: _signature says which
-    return tuple(key)
-
-
 class _Entry:
     """What the cache holds for one signature: its programs (one per path
     through the guards met so far), how many traces it took, and whether it
     gave up (``eager``: the reason)."""
 
-    __slots__ = ("programs", "traces", "eager", "objects")
+    __slots__ = ("programs", "traces", "eager", "objects", "order", "signature")
 
-    def __init__(self, objects):
+    def __init__(self, objects, order, signature):
         self.programs: list = []
         self.traces = 0
         self.eager = None
         self.objects = objects  # static objects of the key, held so their ids stay unique
+        #: where the program's inputs are among call_key's (None: in order).
+        #: Programs take their inputs in tree_flatten's order (dict values
+        #: by sorted key), which code calling a program or its whole-program
+        #: kernel directly relies on, so a hit permutes the walk's instead.
+        self.order = order
+        #: ``(treedef, leaf key, static key, aux key)``, for the next miss's message
+        self.signature = signature
 
 
 class _Compiled:
     """One program of a signature, what it was lowered from (to lower it
     again with fused loops once it is hot), and how often it ran."""
 
-    __slots__ = ("program", "env", "out_td", "lowering", "replays", "traced", "split")
+    __slots__ = ("program", "env", "out_td", "lowering", "replays", "traced", "split",
+                 "unchanged", "build")
 
     def __init__(self, program, env, out_td, lowering, traced=None):
         self.program, self.env, self.out_td = program, env, out_td
+        #: env's checks as one function (None: nothing to check)
+        self.unchanged = env.compiled_check() if len(env) else None
+        self.build = output_builder(out_td)  # the output tree from the program's leaves
         self.lowering = lowering  # (recorder, input slots, outputs, env arrays, name)
         self.replays = 0
         #: ``(lowering, runtime leaf positions)`` kept for a jit that asked
@@ -280,11 +263,12 @@ class jit:
         self._calls += 1
         if self._eager_all is not None:
             return self.fun(*args, **kwargs)
-        key = None if kwargs or self._static else _flat_key(args)
-        if key is not None:  # arrays and numbers only: no tree to flatten
+        found = None if self._static else call_key(args, kwargs)
+        if found is not None:  # plain containers of arrays and numbers: one walk
+            key, inputs = found
             entry = self._cache.get(key)
-            if entry is not None and entry.eager is None:
-                inputs = args
+            if entry is not None and entry.order is not None:
+                inputs = [inputs[i] for i in entry.order]
         else:
             dyn, static_key = self._split_static(args, kwargs)
             leaves, treedef = tree_flatten(dyn)
@@ -300,11 +284,13 @@ class jit:
             if entry.eager is not None:
                 return self.fun(*args, **kwargs)
             for comp in entry.programs:
-                why = comp.env.changed() if len(comp.env) else None
-                if why is not None:
-                    self._miss(f"{why} since the trace")
-                    self._drop(entry, comp)
-                    continue
+                unchanged = comp.unchanged
+                if unchanged is not None and not unchanged():
+                    why = comp.env.changed()
+                    if why is not None:
+                        self._miss(f"{why} since the trace")
+                        self._drop(entry, comp)
+                        continue
                 try:
                     outs = comp.program.run(*inputs)
                 except GuardFailed as g:
@@ -319,17 +305,19 @@ class jit:
                     comp.replays += 1
                     if comp.replays >= self.fuse_after:
                         self._fuse_loops(comp, inputs)
-                return comp.out_td.unflatten(list(outs))
+                return comp.build(outs)
             if entry.traces >= self.max_traces:
                 return self._give_up(entry, f"it was traced {entry.traces} times for one "
                                      f"signature; the last reason: {self._misses[-1]}",
                                      args, kwargs)
-        if key[0] is _FLAT:
+        if found is not None:
             dyn, static_key = (args, kwargs), ()
             leaves, treedef = tree_flatten(dyn)
             skey, runtime, objects = _signature(leaves)
         if entry is None:
-            entry = self._new_entry(key, objects, treedef, skey)
+            order = input_order(args, kwargs, runtime) if found is not None else None
+            entry = self._new_entry(key, objects, order,
+                                    (treedef, skey, static_key, aux_key(treedef)))
         return self._trace(entry, args, kwargs, leaves, treedef, runtime, objects)
 
     #: The warning jit gives (jit/reverse.py warns through here).
@@ -376,11 +364,11 @@ class jit:
         got = [args[a] for a in self.static_argnums if -n <= a < n]
         return got + [kwargs[k] for k in self.static_argnames if k in kwargs]
 
-    def _new_entry(self, key, objects, treedef, skey):
+    def _new_entry(self, key, objects, order, signature):
         with self._lock:
             if self._cache:
-                self._miss(_signature_message(self._cache, treedef, skey))
-            entry = self._cache[key] = _Entry(objects)
+                self._miss(_signature_message(self._cache, signature))
+            entry = self._cache[key] = _Entry(objects, order, signature)
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return entry
@@ -694,8 +682,10 @@ class jit:
 
     def _key(self, args, kwargs):
         """The cache key of a call (``None``: traced arguments, run inline)."""
-        key = None if kwargs or self._static else _flat_key(args)
-        if key is None:
+        found = None if self._static else call_key(args, kwargs)
+        if found is not None:
+            key = found[0]
+        else:
             dyn, static_key = self._split_static(args, kwargs)
             leaves, treedef = tree_flatten(dyn)
             sig = _signature(leaves)
@@ -987,17 +977,18 @@ def _guard_message(step):
             "at trace time and differs now")
 
 
-def _signature_message(cache, treedef, skey):
-    """What differs from the most recent signature."""
-    last = next(reversed(cache))
-    if last[0] is _FLAT:
-        return f"a new signature {_key_word(skey)} (was {_key_word(last[1:])})"
-    last_td, last_key = last[:2]
+def _signature_message(cache, signature):
+    """What differs from the most recent signature (``(treedef, leaf key,
+    static key, aux key)`` each)."""
+    treedef, skey, static_key, order = signature
+    last_td, last_key, _, last_order = next(reversed(cache.values())).signature
     if last_td != treedef:
         return f"a new argument structure {treedef!r} (was {last_td!r})"
     for i, (a, b) in enumerate(zip(last_key, skey)):
         if a != b:
             return f"a new signature: leaf {i} was {_key_word(a)}, now {_key_word(b)}"
+    if last_order != order:
+        return "a new key order, or new key types, of a dict argument"
     return "a new value of a static argument"
 
 

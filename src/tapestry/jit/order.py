@@ -12,6 +12,10 @@ a dataclass's static field ``0.0`` and ``-0.0``, though ``np.full(2, k)``
 or ``1 / k`` differ and the program would hand back the trace's keys.
 :func:`aux_key` is the typed part of the aux data (:func:`typed`), and
 static arguments are keyed by :func:`typed` too.
+
+:func:`call_key` keys the common call (plain containers of arrays and
+numbers) in one walk, structure, key order and signature together, without
+building the tree structure; other calls take the general key (api.py).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import dataclasses
 
 import numpy as np
 
-from ..core.pytree import TreeDef
+from ..core.pytree import _NAMEDTUPLE, TreeDef, _kind
 
 
 def typed(x):
@@ -160,3 +164,209 @@ def _plain(meta):
                 return False
         return True
     return False
+
+
+# --- the key of a call in one walk ------------------------------------------------
+#
+# A cache hit used to flatten the arguments into a TreeDef, build the
+# signature from the leaves and walk the tree again for its dict order: three
+# walks and many small objects per call, most of a small item's time.  For
+# arguments made of tuples, namedtuples, lists and dicts (str or int keys)
+# holding arrays, numbers, strings, bools and None, :func:`call_key` makes a
+# key that says all three in one walk; anything else takes the general path.
+#
+# The key is a flat sequence of tokens read left to right: an array is its
+# shape (a tuple) then its dtype; a runtime number its class (float, int,
+# complex); a NumPy scalar its class then its dtype; a static value (bool,
+# str, bytes) its class then the value; None itself; a tuple, namedtuple or
+# list its class then its length, then its items; a dict ``dict`` then its
+# keys in its own order, then its values; keyword arguments a marker, then
+# as a dict.  Each token's role follows from the tokens before it, so equal
+# keys mean equal tree structures (dict key order included), shapes, dtypes
+# and static values: what the general key compares.
+
+_RUNTIME_NUMBERS = frozenset({float, int, complex})
+_STATIC_VALUES = frozenset({bool, str, bytes})
+
+
+class _CallKey:
+    """Marks the keys :func:`call_key` makes (first token)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<call key>"
+
+
+CALL_KEY = _CallKey()
+
+
+class _Keywords:
+    """Marks where the keyword arguments start in a key."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<keyword arguments>"
+
+
+KEYWORDS = _Keywords()
+
+
+def call_key(args, kwargs=None):
+    """``(key, inputs)`` of a call's arguments: the cache key and the
+    runtime leaves (arrays and numbers) in walk order (the positional
+    arguments, then the keyword arguments' values in their order; dict
+    values in the dict's own order; :func:`input_order` puts them in the
+    program's order), ``args`` itself when every argument is a positional
+    array or number; or ``None`` where an argument holds anything else
+    (then the general path runs)."""
+    key = [CALL_KEY]
+    inputs = None
+    n = 0
+    for a in args:
+        c = a.__class__
+        if c is np.ndarray:
+            key.append(a.shape)
+            key.append(a.dtype)
+        elif c in _RUNTIME_NUMBERS:
+            key.append(c)
+        else:
+            if inputs is None:
+                inputs = list(args[:n])
+            if not _walk(a, c, key, inputs):
+                return None
+            n += 1
+            continue
+        if inputs is not None:
+            inputs.append(a)
+        n += 1
+    if kwargs:
+        if inputs is None:
+            inputs = list(args)
+        key.append(KEYWORDS)
+        if not _walk(kwargs, dict, key, inputs):
+            return None
+    if inputs is None:
+        inputs = args
+    n = len(inputs)
+    if n > 1 and (inputs[0] is inputs[1] if n == 2 else len(set(map(id, inputs))) < n) \
+            and _repeats_array(inputs):
+        return None  # f(x, x): one input seen twice, which the general key says
+    return tuple(key), inputs
+
+
+def _repeats_array(inputs):
+    """Whether an array is among ``inputs`` twice (numbers may be: a repeated
+    one is two inputs of one value, as the general key has it)."""
+    seen = set()
+    for x in inputs:
+        if x.__class__ is np.ndarray:
+            if id(x) in seen:
+                return True
+            seen.add(id(x))
+    return False
+
+
+def _walk(x, c, key, inputs):
+    """Append the tokens of ``x`` (of class ``c``) to ``key`` and its runtime
+    leaves to ``inputs``; False where it holds something :func:`call_key`
+    does not handle."""
+    if c is dict:
+        keys = tuple(x)
+        for k in keys:
+            kc = k.__class__
+            if kc is not str and kc is not int:  # (their order and equality agree)
+                return False
+        key.append(dict)
+        key.append(keys)
+        items = x.values()
+    elif c is tuple or c is list:
+        key.append(c)
+        key.append(len(x))
+        items = x
+    elif c is np.ndarray:
+        key.append(x.shape)
+        key.append(x.dtype)
+        inputs.append(x)
+        return True
+    elif c in _RUNTIME_NUMBERS:
+        key.append(c)
+        inputs.append(x)
+        return True
+    elif c in _STATIC_VALUES:
+        key.append(c)
+        key.append(x)
+        return True
+    elif x is None:  # (before _kind below: None's kind must stay unset)
+        key.append(None)
+        return True
+    elif isinstance(x, np.generic):
+        key.append(c)
+        key.append(x.dtype)
+        inputs.append(x)
+        return True
+    elif _kind(c) == _NAMEDTUPLE:  # (the class, as the tree structure has it)
+        key.append(c)
+        key.append(len(x))
+        items = x
+    else:
+        return False
+    for v in items:
+        cv = v.__class__
+        if cv is np.ndarray:
+            key.append(v.shape)
+            key.append(v.dtype)
+            inputs.append(v)
+        elif cv in _RUNTIME_NUMBERS:
+            key.append(cv)
+            inputs.append(v)
+        elif not _walk(v, cv, key, inputs):
+            return False
+    return True
+
+
+class _Position:
+    """A runtime leaf's place in :func:`call_key`'s walk."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+
+def input_order(args, kwargs, runtime):
+    """Where the program's inputs are among :func:`call_key`'s ``inputs``
+    for arguments like ``args, kwargs`` (the runtime leaves in the order
+    ``tree_flatten`` gives them, dict values by sorted key): a tuple of
+    positions, or ``None`` where the two orders agree.  ``runtime``: the
+    positions of the runtime leaves among the flattened leaves, which this
+    checks the walk against."""
+    from ..core.pytree import tree_flatten
+    count = [0]
+    leaves, _ = tree_flatten((_numbered(args, count), _numbered(kwargs, count)))
+    found = [i for i, v in enumerate(leaves) if v.__class__ is _Position]
+    if found != list(runtime):
+        raise RuntimeError("tapestry.jit: internal error: the call key's walk and the "
+                           "flattening disagree on where the inputs are; please report "
+                           "it with the arguments' structure.")
+    order = tuple(leaves[i].k for i in found)
+    return None if order == tuple(range(len(order))) else order
+
+
+def _numbered(x, count):
+    """``x`` with each runtime leaf replaced by its :class:`_Position` in
+    :func:`call_key`'s walk (the same containers, in their own key order)."""
+    c = x.__class__
+    if c is tuple or c is list:
+        return c([_numbered(v, count) for v in x])
+    if c is dict:
+        return {k: _numbered(v, count) for k, v in x.items()}
+    if c is np.ndarray or c in _RUNTIME_NUMBERS or isinstance(x, np.generic):
+        count[0] += 1
+        return _Position(count[0] - 1)
+    if x is None:  # (before _kind: None's kind must stay unset, an empty subtree)
+        return x
+    if _kind(c) == _NAMEDTUPLE:  # (not through its __new__, which may check its fields)
+        return tuple.__new__(c, [_numbered(v, count) for v in x])
+    return x
