@@ -231,7 +231,9 @@ class _Tuner:
 
     def key(self, fn, tasks):
         t = tasks[0][0] if type(tasks[0]) is tuple else tasks[0]
-        return fn, getattr(getattr(t, "f", None), "__code__", None), len(tasks)
+        f = getattr(t, "f", None)
+        code = getattr(f, "__code__", None) or getattr(getattr(f, "fun", None), "__code__", None)
+        return fn, code, len(tasks)  # (a jitted f: its function's code)
 
     def use_pool(self, key):
         alone, pooled, calls = self.times.get(key, (None, None, 0))
