@@ -30,11 +30,11 @@ def _float_argnums(args, leaves):
     return tuple(i for i, a in enumerate(args) if all(_is_float(v) for v in leaves(a)))
 
 
-def run_program(name, x, T, leaves, tree_map):
+def run_program(name, x, T, leaves, tree_map, programs=None):
     """``{"value": [...], "grad": [...]}``: the vmapped program's output
     leaves and the gradient leaves of a scalar of them with respect to
     the float arguments; an error string where a transform raised."""
-    p = PROGRAMS[name]
+    p = (PROGRAMS if programs is None else programs)[name]
     g = lambda *a, **k: p.f(*a, x=x, T=T, **k)  # noqa: E731
     args, kw = tree_map(x.asarray, p.args), tree_map(x.asarray, p.kwargs)
     vm = T.vmap(g, in_axes=p.in_axes, out_axes=p.out_axes, axis_size=p.axis_size)
@@ -231,14 +231,16 @@ def _jax_names():
     return want.split(",") if want else list(SUBSET)
 
 
-def _theirs(out):
+def _theirs(out, names=None, programs=None):
+    """JAX's results of the programs ``names`` (default: :func:`_jax_names`)
+    of ``programs`` (default: this file's), saved to ``out`` (.npz)."""
     import jax
     import jax.numpy as jnp
     jax.config.update("jax_enable_x64", True)
     T, arrays = _JaxT(jax), {}
-    for name in _jax_names():
+    for name in (_jax_names() if names is None else names):
         for mode, vals in run_program(name, jnp, T, jax.tree_util.tree_leaves,
-                                      jax.tree_util.tree_map).items():
+                                      jax.tree_util.tree_map, programs).items():
             if isinstance(vals, str):
                 arrays[f"{name}/{mode}/error"] = np.asarray(vals)
                 continue

@@ -16,32 +16,15 @@ import pytest
 if __name__ == "__main__":
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from programs.vmap_progs2 import PROGRAMS  # noqa: E402
-from test_user_programs_vmap import (_float_argnums, _is_float, _JaxT, _same_dtype,  # noqa: E402
+from test_user_programs_vmap import (_item, _same_dtype, _size, _stack,  # noqa: E402
                                      _TapestryT)
+from test_user_programs_vmap import _theirs as _save_theirs  # noqa: E402
+from test_user_programs_vmap import run_program as _run_program  # noqa: E402
 
 
 def run_program(name, x, T, leaves, tree_map):
-    """``{"value": [...], "grad": [...]}``: the vmapped program's output
-    leaves, and the gradient leaves of a scalar of them in the float
-    arguments; an error string where a transform raised."""
-    p = PROGRAMS[name]
-    g = lambda *a, **k: p.f(*a, x=x, T=T, **k)  # noqa: E731
-    args, kw = tree_map(x.asarray, p.args), tree_map(x.asarray, p.kwargs)
-    vm = T.vmap(g, in_axes=p.in_axes, out_axes=p.out_axes, axis_size=p.axis_size)
-
-    def loss(*a):
-        return sum(x.sum(x.sin(v) + 0.5 * v ** 2) for v in leaves(vm(*a, **kw)) if _is_float(v))
-    runs = {"value": lambda: vm(*args, **kw)}
-    argnums = _float_argnums(args, leaves)
-    if p.grad and argnums:
-        runs["grad"] = lambda: T.grad(loss, argnums=argnums)(*args)
-    out = {}
-    for mode, run in runs.items():
-        try:
-            out[mode] = [np.asarray(v) for v in leaves(run())]
-        except Exception as e:  # noqa: BLE001 -- recorded and judged by the test
-            out[mode] = f"{type(e).__name__}: {e}"
-    return out
+    """test_user_programs_vmap's run_program on this file's programs."""
+    return _run_program(name, x, T, leaves, tree_map, PROGRAMS)
 
 
 #: Checked against JAX by default: one or two of each kind (the loop
@@ -63,20 +46,7 @@ def _jax_names():
 
 
 def _theirs(out):
-    import jax
-    jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
-    T, arrays = _JaxT(jax), {}
-    for name in _jax_names():
-        for mode, vals in run_program(name, jnp, T, jax.tree_util.tree_leaves,
-                                      jax.tree_util.tree_map).items():
-            if isinstance(vals, str):
-                arrays[f"{name}/{mode}/error"] = np.asarray(vals)
-                continue
-            arrays[f"{name}/{mode}/n"] = np.asarray(len(vals))
-            for k, v in enumerate(vals):
-                arrays[f"{name}/{mode}/{k}"] = v
-    np.savez(out, **arrays)
+    _save_theirs(out, _jax_names(), PROGRAMS)
 
 
 def _ours(name):
@@ -87,35 +57,6 @@ def _ours(name):
 
 
 # --- the reference without JAX: the unmapped function item by item ------------------
-def _item(spec, a, i, tree_map):
-    if spec is None:
-        return a
-    if isinstance(spec, int):
-        return tree_map(lambda v: np.take(v, i, axis=spec), a)
-    if isinstance(spec, dict):
-        return {k: _item(spec[k], a[k], i, tree_map) for k in a}
-    return type(a)(_item(s, v, i, tree_map) for s, v in zip(spec, a))
-
-
-def _size(spec, a, leaves):
-    if spec is None:
-        return None
-    if isinstance(spec, int):
-        return np.shape(leaves(a)[0])[spec]
-    pairs = [(spec[k], a[k]) for k in a] if isinstance(spec, dict) else zip(spec, a)
-    return next((n for n in (_size(s, v, leaves) for s, v in pairs) if n is not None), None)
-
-
-def _stack(spec, outs, tree_map):
-    if spec is None:
-        return outs[0]
-    if isinstance(spec, int):
-        return tree_map(lambda *vs: np.stack([np.asarray(v) for v in vs], axis=spec), *outs)
-    if isinstance(spec, dict):
-        return {k: _stack(spec[k], [o[k] for o in outs], tree_map) for k in outs[0]}
-    return type(outs[0])(_stack(s, [o[j] for o in outs], tree_map) for j, s in enumerate(spec))
-
-
 def loop_values(name):
     """The unmapped program on each item, stacked as ``out_axes`` says."""
     import tapestry as tp

@@ -159,22 +159,28 @@ def _inner_trace(traces, level, given=()):
     return max(found, key=lambda t: t.level) if found else None
 
 
+def _held(f):
+    """What ``f`` visibly holds: a ``functools.partial``'s bound arguments
+    and its function's closure cells (empty cells skipped)."""
+    held = []
+    while isinstance(f, functools.partial):
+        held += [f.args, f.keywords]
+        f = f.func
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    return held
+
+
 def _closure_traces(fns):
     """The vmap traces of the batched values that the functions ``fns`` (a
     custom function and its rules) visibly hold in their closure cells or a
     ``functools.partial``'s bound arguments: a cheap look before running, so
     that the vmap can still run the function item by item (the output
     checks stay for what the look misses)."""
-    held = []
-    for f in fns:
-        while isinstance(f, functools.partial):
-            held += [f.args, f.keywords]
-            f = f.func
-        for cell in getattr(f, "__closure__", None) or ():
-            try:
-                held.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                continue
+    held = [v for f in fns for v in _held(f)]
     try:
         return _batch_traces(held)
     except Exception:  # noqa: BLE001  (an object that does not flatten: look no further)
@@ -583,17 +589,8 @@ def _captures_traced(f, level):
     arguments) visibly hold a value traced at ``level`` or above.  Lets a
     checkpoint over such a closure skip the plain run that would otherwise
     reveal it (a cheap look, not a proof: the output check stays)."""
-    held = []
-    while isinstance(f, functools.partial):
-        held += [f.args, f.keywords]
-        f = f.func
-    for cell in getattr(f, "__closure__", None) or ():
-        try:
-            held.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
     try:
-        return traced_from(tree_flatten(held)[0], level) is not None
+        return traced_from(tree_flatten(_held(f))[0], level) is not None
     except Exception:  # noqa: BLE001  (an object that does not flatten: look no further)
         return False
 
