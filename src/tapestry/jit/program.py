@@ -344,8 +344,19 @@ def _private_buffers(steps, live, outputs, inputs):
             continue  # neither fresh nor a view of anything the program made
         group = groups.get(i, frozenset((i,)))
         if all(own(j) and last.get(j, -1) <= k for j in group):
-            private[i] = (k, group, _fresh_step(s))
+            private[i] = (k, group, _owner(s, made))
     return private
+
+
+def _owner(s, made):
+    """Whether step ``s`` makes an array that owns its memory: a fresh
+    ufunc call, or an element of a fused loop's tuple of new arrays."""
+    if s.kind == "call":
+        return _fresh_step(s)
+    if s.kind == "item" and s.args[0].__class__ is Slot:
+        t = made.get(s.args[0].i)
+        return t is not None and t.kind == "call" and getattr(t.fn, "new_memory", False) is True
+    return False
 
 
 def _layout_checks(step, meta, target=None):
@@ -462,7 +473,7 @@ def _new_memory(fn):
     """Whether ``fn`` returns new memory whatever its arguments' layout:
     reductions, products, joins, copies (a reshape or ``np.einsum`` may
     return a view: not listed)."""
-    if fn in _NEW_MEMORY:
+    if fn in _NEW_MEMORY or getattr(fn, "new_memory", False) is True:  # (a fused loop)
         return True
     u = getattr(fn, "__self__", None)
     return isinstance(u, np.ufunc) and getattr(fn, "__name__", "") in (
