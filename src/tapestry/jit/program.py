@@ -310,9 +310,9 @@ def _private_buffers(steps, live, outputs, inputs):
     (``group``, by :func:`_memory_groups`) was made by a live step from
     slots of the group only (a view of a constant, an input or an output
     is no such memory), none is written in place, and none is read after
-    ``step`` (the slot's own last read).  ``direct``: the slot was made by
-    a fresh ufunc call itself, so its buffer is a new C-ordered array (no
-    run-time test needed beyond the operands' layout)."""
+    ``step`` (the slot's own last read).  ``direct``: the slot is an array
+    that owns its memory (:func:`_owner`), laid out as NumPy lays out a
+    ufunc's result (no run-time test needed beyond the operands' layout)."""
     live_steps = [s for k, s in enumerate(steps) if live[k]]
     groups = _memory_groups(live_steps)
     outs = output_slots(outputs)
