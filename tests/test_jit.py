@@ -527,6 +527,102 @@ def test_reused_buffers_never_change_a_value_still_read():
     check(g, (r.normal(size=(40, 10)),), (r.normal(size=(40, 10)),))
 
 
+def test_a_buffer_reached_through_a_dead_view_takes_the_result():
+    # W4's forward: the bias add writes into the matmul's result, reshaped
+    def f(a, w, b):
+        h = (a @ w).reshape(8, 8, 40) + b
+        return np.sum(np.tanh(h))
+    r = rng(21)
+    calls = [(r.normal(size=(64, 5)), r.normal(size=(5, 40)), r.normal(size=(8, 8, 1)))
+             for _ in range(3)]
+    jf = check(f, *calls, fuse=False)
+    add = [ln for ln in jf.explain(*calls[0]).splitlines() if "add" in ln]
+    assert add and "out=" in add[0], add
+
+
+def test_buffers_reached_through_views_are_reused_only_when_nothing_sees_them():
+    r = rng(22)
+    x = r.normal(size=(16, 20))
+    const = np.linspace(0.0, 1.0, 320).reshape(16, 20)
+
+    def still_read(x):
+        a = np.exp(x)
+        v = a.reshape(-1)
+        return v * 2.0, np.sum(a)            # a is read after v dies
+
+    def returned_view(x):
+        a = np.exp(x)
+        return a[:, 0], a.reshape(-1) + 1.0   # a view of a is returned
+
+    def of_a_constant(x):
+        v = np.broadcast_arrays(const, np.exp(x))[0]  # a view of a constant it holds
+        return np.sum(v * 2.0 + x)
+
+    def of_an_argument(x):
+        return np.sum(x.reshape(-1) * 3.0)   # never into the caller's array
+
+    def read_only(x):
+        a = np.exp(x)
+        v = np.broadcast_to(a, a.shape)      # C-contiguous, not writeable
+        return np.sum(v + 1.0, axis=0)
+
+    def other_view_read(x):
+        a = np.exp(x)
+        return np.sum(a * a.T.T + a[::-1], axis=0)
+
+    for f in (still_read, returned_view, of_a_constant, of_an_argument, read_only,
+              other_view_read):
+        for _ in range(3):
+            xs = x.copy()
+            same(tp.jit(f, fuse=False)(xs), f(x))
+            same(xs, x)
+        jf = tp.jit(f, fuse=False)
+        for _ in range(3):  # a replay must not have changed a constant for the next
+            same(jf(x), f(x))
+        assert jf.cache_info()["traces"] == 1, f.__name__  # (a replay that raised traces again)
+
+
+def test_a_result_in_a_viewed_buffer_is_never_an_output():
+    def f(x):
+        return np.exp(x).reshape(-1) + 1.0  # the caller gets memory that owns itself
+    x = rng(23).normal(size=(30, 20))
+    jf = check(f, (x,), (x,), fuse=False)
+    assert jf(x).flags.owndata and f(x).flags.owndata
+
+
+def test_a_broadcast_operand_keeps_the_reused_buffers_layout():
+    # W4's backward: W2.T broadcast over 256 columns times a dead buffer
+    r = rng(24)
+    x = r.normal(size=(30, 40, 50))
+
+    def f(x, w):
+        t = np.exp(x)
+        g = np.broadcast_to(w[:, None, :], t.shape) * t
+        return np.sum(g, axis=2), np.sum(g, axis=0), np.einsum("abc->ab", g)
+    w = r.normal(size=(30, 50))
+    calls = [(x, w), (x, np.asfortranarray(w)), (x, w[::-1]), (x, w), (x, w.T.copy().T)]
+    jf = check(f, *calls, fuse=False)
+    mul = [ln for ln in jf.explain(x, w).splitlines() if "multiply" in ln]
+    assert mul and "out=" in mul[0] and "c_ordered" in mul[0], mul
+
+
+@pytest.mark.parametrize("strides_of", ["c", "f", "broadcast_c", "broadcast_f", "reversed",
+                                        "sliced"])
+def test_c_ordered_operands_give_numpys_c_layout(strides_of):
+    from tapestry.jit.program import c_ordered
+    r = rng(25)
+    t = r.normal(size=(6, 7, 8))
+    w = r.normal(size=(6, 8))
+    op = {"c": t * 1.0, "f": np.asfortranarray(t),
+          "broadcast_c": np.broadcast_to(w[:, None, :], t.shape),
+          "broadcast_f": np.broadcast_to(np.asfortranarray(w)[:, None, :], t.shape),
+          "reversed": t[::-1], "sliced": r.normal(size=(6, 7, 16))[..., ::2]}[strides_of]
+    if c_ordered(op):
+        assert np.multiply(op, t).flags.c_contiguous
+        assert np.multiply(t, op).flags.c_contiguous
+    assert c_ordered(op) == (strides_of in ("c", "broadcast_c", "sliced"))
+
+
 def test_program_drops_what_it_no_longer_reads():
     src = tp.jit(lambda x: np.sum(np.exp(np.sin(x) * 2.0))).explain(np.ones(300))
     assert "del " in src and "out=" in src

@@ -307,3 +307,22 @@ def test_runs_are_cut_only_when_large(monkeypatch):
     assert fuse_mod._parts((10 ** 5, 20)) == 2
     monkeypatch.setattr(fuse_mod, "THREADS", 1)
     assert fuse_mod._parts((10 ** 5, 20)) == 1
+
+
+def test_a_fused_loops_dead_result_takes_a_later_products_result():
+    # W4's backward under fuse=True: tanh and 1 - tanh**2 come from one loop;
+    # W2.T broadcast times the second, once the first is read for the last time
+    def f(x, w):
+        t = np.tanh(x + 1.0)
+        d = 1.0 - t * t
+        s = np.sum(t, axis=1)
+        g = np.broadcast_to(w[:, None], d.shape) * d
+        return np.sum(g, axis=0), s, np.sum(g, axis=1)
+    r = np.random.default_rng(4)
+    x, w = r.normal(size=(60, 50)), r.normal(size=60)
+    jf = tp.jit(f, fuse=True)
+    for args in ((x, w), (x * 2.0, w), (np.asfortranarray(x), w[::-1])):
+        close(jf(*args), f(*args), scale=True)
+    assert jf.cache_info()["fused_loops"] >= 1
+    mul = [ln for ln in jf.explain(x, w).splitlines() if "multiply" in ln and "fused" not in ln]
+    assert mul and "out=" in mul[0], jf.explain(x, w)

@@ -44,6 +44,45 @@ def test_matmul_one_row_or_inner_dimension_one(sa, sb):
     check_all(lambda a, b: a @ b, rand(sa, "normal", 7), rand(sb, "normal", 8))
 
 
+@pytest.mark.parametrize("weights", ["ones", "one_differs", "float32_ones"])
+def test_outer_product_under_vmap_with_per_item_cotangents(weights):
+    """W4's second layer, ``W2 @ h`` with one output row, per model under
+    ``vmap``: each model's ``sum`` hands it a cotangent of ones broadcast
+    along the item's axes (zero strides but one), and ``h``'s cotangent is
+    then ``W2.T`` broadcast, a view.  Any other cotangent -- a single item's
+    weight not 1 -- is multiplied."""
+    r = np.random.default_rng(3)
+    w2, h = r.normal(size=(6, 1, 5)), r.normal(size=(6, 5, 7))
+    c = np.ones(6, np.float32 if weights == "float32_ones" else float)
+    if weights == "one_differs":
+        c[4] = 1.0 + 2.0 ** -40
+
+    def loss(w2, h):
+        return np.sum(tp.vmap(lambda w, y: np.sum(w @ y))(w2, h) * c)
+    g_w2, g_h = tp.grad(loss, argnums=(0, 1))(w2, h)
+    for m in range(6):
+        want_w2, want_h = tp.grad(lambda w, y: np.sum(w @ y) * c[m], argnums=(0, 1))(w2[m], h[m])
+        np.testing.assert_array_equal(g_h[m], want_h)
+        np.testing.assert_allclose(g_w2[m], want_w2, rtol=1e-14)
+    check_grads(loss, (w2, h))
+
+
+def test_a_broadcast_one_cotangent_gives_the_operand_as_a_view():
+    from tapestry.ops.linalg import _broadcast_ones, _times
+    x = np.arange(12.0).reshape(3, 4, 1)
+    per_item = np.broadcast_to(np.ones((3, 1, 1)), (3, 1, 5))   # strides (8, 0, 0)
+    got = _times(x, per_item)
+    assert got.shape == (3, 4, 5) and np.shares_memory(got, x)
+    np.testing.assert_array_equal(got, x * per_item)
+    assert _broadcast_ones(np.broadcast_to(1.0, (4, 4)))
+    two = np.ones((3, 1, 1))
+    two[2] = 2.0
+    assert not _broadcast_ones(np.broadcast_to(two, (3, 1, 5)))      # one item differs
+    assert not _broadcast_ones(np.ones((3, 5)))                      # no broadcast: multiply
+    assert not _broadcast_ones(np.broadcast_to(np.ones((3, 4, 1)), (3, 4, 2)))  # half distinct
+    assert not np.shares_memory(_times(x, np.broadcast_to(two, (3, 1, 5))), x)
+
+
 def test_matmul_empty_and_second_order():
     check_all(lambda a, b: a @ b, rand((0, 3), "normal", 3), rand((3, 2), "normal", 4))
     check_all(lambda a, b: np.tanh(a @ b), rand((2, 3), "normal", 5), rand((3, 2), "normal", 6),

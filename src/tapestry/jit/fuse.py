@@ -401,6 +401,7 @@ def _numpy_run(run, inputs, results):
 
 def _named(fn, n):
     fn.__name__ = fn.__qualname__ = f"fused{n}"
+    fn.new_memory = True  # its results are new arrays (the lowering may reuse them)
     return fn
 
 

@@ -85,7 +85,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         steps, live, n_runs = fuse_runs(steps, live, outputs, rec.meta, rec.scalars)
     ns = {"GuardFailed": GuardFailed, "same_array": same_array, "same_float": same_float,
           "slice": slice, "Ellipsis": Ellipsis, "int": int, "float": float, "bool": bool,
-          "index": operator.index, "np": np}
+          "index": operator.index, "np": np, "c_ordered": c_ordered}
     names: dict = {}      # id(obj) -> name in ns
     keep: list = []       # constants, held alive
     env_ids = {id(a) for a in env_arrays}
@@ -133,13 +133,15 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         if step.kwargs:
             for key, v in step.kwargs.items():
                 parts.append(f"{key}={expr(v)}")
-        into = reuse.get(k)
+        got = reuse.get(k)
         plain = f"{const(fn, copy=False)}({', '.join(parts)})"
-        if into is None:
+        if got is None:
             return plain
-        checks = _layout_checks(step, rec.meta)
+        into, own_checks = got
+        checks = _layout_checks(step, rec.meta, into)
         if checks is None:
             return plain
+        checks = list(dict.fromkeys(checks + list(own_checks)))  # each test once
         # a dead buffer of the same shape takes the result
         ufunc = const(_UFUNC_OF.get(step.fn, step.fn), copy=False)
         reused = f"{ufunc}({', '.join(parts + [f'out=v{into}'])})"
@@ -266,25 +268,17 @@ def _reusing_step(step):
 
 
 def _buffer_plan(steps, live, outputs, inputs, meta):
-    """step index -> a slot whose buffer the step's result may be written
-    into: a plain ufunc (or arithmetic operator) call whose argument dies
-    there, has the result's shape and dtype, was made by such a call itself,
-    and was only ever read by such calls (so no view of it exists), is no
-    output, no input and no target of a write."""
-    outs = output_slots(outputs)
-    made_fresh = {s.out for k, s in enumerate(steps) if live[k] and _fresh_step(s)}
-    only_fresh_readers = set(made_fresh)
-    last = {}
-    for k, s in enumerate(steps):
-        if not live[k]:
-            continue
-        reads = reads_of(s)
-        for i in reads:
-            last[i] = k
-            if not _fresh_step(s):
-                only_fresh_readers.discard(i)
-        if s.kind == "call" and s.out is None:
-            only_fresh_readers.discard(s.inplace)
+    """step index -> ``(slot, checks)``: a plain ufunc (or arithmetic
+    operator) call may write its result into the buffer of an argument
+    that dies there and has the result's shape and dtype, when no live
+    value can see that memory any more (:func:`_private_buffers`);
+    ``checks`` are the run-time tests the buffer itself must pass besides
+    the operands' layout (:func:`_layout_checks`): a buffer reached
+    through a view (W4's ``add`` into a reshaped matmul result) must be
+    C-contiguous and writeable, and then the result is no output (the
+    caller gets memory that owns itself, as from the plain call)."""
+    private = _private_buffers(steps, live, outputs, inputs)
+    returned = _may_be_returned(steps, outputs)
     plan = {}
     taken = set()
     for k, s in enumerate(steps):
@@ -293,23 +287,90 @@ def _buffer_plan(steps, live, outputs, inputs, meta):
         want = meta[s.out]
         if int(np.prod(want[0])) < REUSE_MIN_SIZE:
             continue
+        read = reads_of(s)
         for a in s.args:
-            if a.__class__ is Slot and a.i in only_fresh_readers and last.get(a.i) == k \
-                    and a.i not in outs and a.i not in taken and meta.get(a.i) == want:
-                plan[k] = a.i
-                taken.add(a.i)
-                break
+            if a.__class__ is not Slot or a.i in taken or meta.get(a.i) != want:
+                continue
+            got = private.get(a.i)
+            if got is None or got[0] != k:
+                continue
+            group, direct = got[1], got[2]
+            if any(j != a.i and j in group for j in read):
+                continue  # another view of the buffer is an operand
+            if not direct and s.out in returned:
+                continue
+            plan[k] = (a.i, () if direct else (f"v{a.i}.flags.c_contiguous",
+                                                f"v{a.i}.flags.writeable"))
+            taken.update(group)
+            break
     return plan
 
 
-def _layout_checks(step, meta):
+def _private_buffers(steps, live, outputs, inputs):
+    """slot -> ``(step, group, direct)`` for each slot whose memory is the
+    program's own and dead after ``step``: every slot that may share it
+    (``group``, by :func:`_memory_groups`) was made by a live step from
+    slots of the group only (a view of a constant, an input or an output
+    is no such memory), none is written in place, and none is read after
+    ``step`` (the slot's own last read).  ``direct``: the slot is an array
+    that owns its memory (:func:`_owner`), laid out as NumPy lays out a
+    ufunc's result (no run-time test needed beyond the operands' layout)."""
+    live_steps = [s for k, s in enumerate(steps) if live[k]]
+    groups = _memory_groups(live_steps)
+    outs = output_slots(outputs)
+    made = {}
+    last = {}
+    written = set()
+    for k, s in enumerate(steps):
+        if not live[k]:
+            continue
+        for i in reads_of(s):
+            last[i] = k
+        if s.kind == "call" and s.out is None:
+            written.add(s.inplace)
+        elif s.out is not None:
+            made[s.out] = s
+    barred = set(inputs) | outs | written
+
+    def own(j):
+        s = made.get(j)
+        if s is None or j in barred:
+            return False
+        if s.kind == "call" and (_fresh_step(s) or _new_memory(s.fn)):
+            return True
+        return not instances_in((s.args, s.kwargs), np.ndarray, [])  # a view of a constant
+    private = {}
+    for i, k in last.items():
+        s = made.get(i)
+        if s is None or not (s.kind == "call" and _fresh_step(s)) and i not in groups:
+            continue  # neither fresh nor a view of anything the program made
+        group = groups.get(i, frozenset((i,)))
+        if all(own(j) and last.get(j, -1) <= k for j in group):
+            private[i] = (k, group, _owner(s, made))
+    return private
+
+
+def _owner(s, made):
+    """Whether step ``s`` makes an array that owns its memory: a fresh
+    ufunc call, or an element of a fused loop's tuple of new arrays."""
+    if s.kind == "call":
+        return _fresh_step(s)
+    if s.kind == "item" and s.args[0].__class__ is Slot:
+        t = made.get(s.args[0].i)
+        return t is not None and t.kind == "call" and getattr(t.fn, "new_memory", False) is True
+    return False
+
+
+def _layout_checks(step, meta, target=None):
     """The run-time tests under which ``out=`` a dead buffer gives the
     result NumPy would allocate: a C-contiguous one.  NumPy lays a ufunc's
     result out like its operands (``np.exp(a.T)`` is Fortran-ordered), and
     a later reduction sums in layout order: the same values laid out
     otherwise round differently.  With at most one axis longer than 1 every
     contiguous layout is the same (no test); otherwise every operand of two
-    or more dimensions must be C-contiguous (then so is NumPy's result).
+    or more dimensions must be C-contiguous (then so is NumPy's result), or,
+    besides the buffer (slot ``target``), C-ordered (:func:`c_ordered`: a
+    broadcast view such as W4's ``W2.T`` cotangent).
     ``None``: never (a constant operand laid out otherwise)."""
     if sum(d > 1 for d in meta[step.out][0]) < 2:
         return []
@@ -318,10 +379,27 @@ def _layout_checks(step, meta):
         if a.__class__ is Slot:
             m = meta.get(a.i)
             if m is not None and len(m[0]) >= 2:
-                checks.append(f"v{a.i}.flags.c_contiguous")
+                flag = f"v{a.i}.flags.c_contiguous"
+                checks.append(flag if a.i == target else f"({flag} or c_ordered(v{a.i}))")
         elif a.__class__ is np.ndarray and a.ndim >= 2 and not a.flags.c_contiguous:
             return None
     return checks
+
+
+def c_ordered(a):
+    """Whether NumPy lays a ufunc's result out in C order for ``a`` as far
+    as ``a`` decides it: along its axes longer than 1, the strides that are
+    not 0 (a broadcast) are positive and decreasing.  With every operand
+    C-contiguous or C-ordered, and one of them C-contiguous, the result is
+    C-contiguous (NumPy orders axes by the operands' strides and leaves the
+    C order where none says otherwise)."""
+    last = None
+    for n, s in zip(a.shape, a.strides):
+        if n > 1 and s:
+            if s < 0 or (last is not None and s >= last):
+                return False
+            last = s
+    return True
 
 
 def private_copy(a):
@@ -397,7 +475,7 @@ def _new_memory(fn):
     """Whether ``fn`` returns new memory whatever its arguments' layout:
     reductions, products, joins, copies (a reshape or ``np.einsum`` may
     return a view: not listed)."""
-    if fn in _NEW_MEMORY:
+    if fn in _NEW_MEMORY or getattr(fn, "new_memory", False) is True:  # (a fused loop)
         return True
     u = getattr(fn, "__self__", None)
     return isinstance(u, np.ufunc) and getattr(fn, "__name__", "") in (

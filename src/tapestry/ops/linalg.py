@@ -35,11 +35,24 @@ def _times(x, g):
     """``x * g`` for an outer product's cotangent; when ``g`` is a broadcast
     1 (a ``sum``'s cotangent) the product is ``x`` broadcast to the result's
     shape, a view: ``x * 1`` is ``x`` bit for bit, and W4's (64, 64, 256)
-    pass over memory is saved."""
-    if type(g) is np.ndarray and g.size and not any(g.strides) and g.flat[0] == 1 \
-            and np.result_type(x, g) == np.result_type(x):
+    pass over memory is saved.  Under ``vmap`` the ones are per item (each
+    model's ``sum`` gets its own 1): broadcast along the item's axes only."""
+    if _broadcast_ones(g) and np.result_type(x, g) == np.result_type(x):
         return np.broadcast_to(x, np.broadcast_shapes(np.shape(x), g.shape))
     return x * g
+
+
+def _broadcast_ones(g):
+    """Whether ``g`` is a plain array of ones laid out as a broadcast (zero
+    strides): its distinct elements, one per position along the axes with
+    a stride, are few (at most a quarter of ``g``), so checking them all
+    costs little next to the multiply it saves."""
+    if type(g) is not np.ndarray or not g.size or 0 not in g.strides:
+        return False
+    if not any(g.strides):
+        return g.flat[0] == 1
+    distinct = g[tuple(slice(None) if s else slice(0, 1) for s in g.strides)]
+    return 4 * distinct.size <= g.size and bool(np.all(distinct == 1))
 
 
 def _matmul_vjp_a(g, ans, a, b):
