@@ -364,6 +364,70 @@ def staged_processes(wrap, log):
         items[k][0] = 7.0
 
 
+_G_SCALE = [1.0]
+
+
+def _global_item(x, w):
+    return np.sum(np.tanh(x * w)) * _G_SCALE[0]
+
+
+@scenario
+def staged_value_only_reading_a_global(wrap, log):
+    @wrap
+    def step(w, items):
+        return tp.parallel_sum(_global_item, items, w, executor="threads", chunk_size=2)
+    items = [np.array([1.0, 2.0]), np.array([0.5, -1.0]), np.array([3.0, 0.1])]
+    try:
+        for k in range(4):
+            log(step(np.array([0.3, -0.4]), items))
+            _G_SCALE[0] = k + 2.0
+            if k == 2:
+                globals()["_G_SCALE"] = [-1.0]
+    finally:
+        globals()["_G_SCALE"] = [1.0]
+
+
+@scenario
+def staged_random_draws_in_f(wrap, log):
+    def item(x, w):
+        return np.sum(x * w * np.random.normal(size=x.shape))
+
+    @wrap
+    def step(w, items):
+        return tp.value_and_grad(lambda w: tp.parallel_sum(item, items, w,
+                                                           executor="threads"))(w)
+    items = [np.array([1.0, 2.0]), np.array([0.5, -1.0])]
+    for k in range(3):
+        log.call(step, np.array([0.3, -0.4]), items)
+
+
+@scenario
+def staged_progress_and_timeout(wrap, log):
+    @wrap
+    def step(w, items, timeout):
+        return tp.value_and_grad(lambda w: tp.parallel_sum(
+            _item, items, w, executor="threads", progress=False, timeout=timeout,
+            chunk_size=1))(w)
+    items = [np.array([1.0, 2.0]), np.array([0.5, -1.0]), np.array([3.0, 0.1])]
+    for t in (None, 60.0, 30, None):
+        log(step(np.array([0.3, -0.4]), items, t))
+
+
+@scenario
+def staged_jitted_item_function(wrap, log):
+    item = tp.jit(_item)
+
+    @wrap
+    def step(w, items):
+        return tp.value_and_grad(lambda w: tp.parallel_sum(item, items, w,
+                                                           executor="threads",
+                                                           chunk_size=2))(w)
+    items = [np.array([1.0, 2.0]), np.array([0.5, -1.0]), np.array([3.0, 0.1])]
+    for k in range(4):
+        log(step(np.array([0.3, -0.4]) * (k + 1), items))
+        items = items + [np.array([float(k), 1.0])]
+
+
 # --- 3. the cache-hit fast path: argument trees and outputs ---------------------------
 Pair = namedtuple("Pair", "a b")
 
@@ -414,11 +478,11 @@ def returned_views_kept_across_calls(wrap, log):
     @wrap
     def f(x):
         y = np.exp(x)
-        z = y.reshape(2, 3)
+        z = y.reshape(2, 300)
         return z.T, z[0], y[::2], np.sin(y) + 1
     kept = []
     for k in range(4):
-        out = f(np.arange(6.0) * (k + 1) / 10)
+        out = f(np.arange(600.0) * (k + 1) / 1000)
         kept.append(out)
         log(out)
     for out in kept:
@@ -437,7 +501,7 @@ def dead_buffer_reached_through_views(wrap, log):
         return w, s, y.T
     kept = []
     for k in range(4):
-        out = f(np.arange(5.0) * (k + 1))
+        out = f(np.arange(500.0) * (k + 1) / 500)
         kept.append(out)
         log(out)
         out[0][0] = -1.0
@@ -457,7 +521,7 @@ def in_place_on_views_of_intermediates(wrap, log):
         q = np.cos(y2)
         return q, y, y2
     for k in range(4):
-        out = f(np.arange(4.0) + k)
+        out = f(np.arange(400.0) / 400 + k)
         log(out)
         out[1][0] = 123.0
 
@@ -467,13 +531,29 @@ def outputs_aliasing_each_other(wrap, log):
     @wrap
     def f(x):
         y = np.sin(x)
-        return y, y, y[:2], y.reshape(2, 2), np.cos(y)
+        return y, y, y[:2], y.reshape(2, 200), np.cos(y)
     for k in range(4):
-        out = f(np.arange(4.0) + k)
+        out = f(np.arange(400.0) / 400 + k)
         log([out[0] is out[1], np.shares_memory(out[0], out[2]),
              np.shares_memory(out[0], out[3]), np.shares_memory(out[0], out[4])])
         out[0][0] = 55.0
         log(out)
+
+
+@scenario
+def ufuncs_writing_into_positional_outs(wrap, log):
+    @wrap
+    def f(x):
+        a = np.exp(x)
+        c = np.sin(x)
+        r = np.add(a, 1.0, c)     # r is c
+        d = np.cos(x)             # a is dead here
+        b = np.multiply(d, 2.0, d)
+        e = np.tanh(r) + b
+        return e, c, np.negative(e, out=np.empty_like(e))
+    for k in range(4):
+        out = log(f(np.arange(400.0) * (k + 1) / 700))
+        out[1][:3] = 0.0
 
 
 @scenario
