@@ -428,6 +428,47 @@ def staged_jitted_item_function(wrap, log):
         items = items + [np.array([float(k), 1.0])]
 
 
+def _rows_item(it, W, b):
+    i, x = it
+    return np.sum(np.tanh(W[i] * x)) + np.sum(b[i] ** 2)
+
+
+@scenario
+def staged_sparse_gradients_of_rows_read_by_several_items(wrap, log):
+    """Items reading the same rows of a shared table: the chunks' gradients
+    are sparse, and summed sparse (then scaled, then made dense) their bits
+    are not those of dense chunk gradients summed."""
+    r = np.random.default_rng(7)
+    items = [(k % 2, r.normal(size=3)) for k in range(9)]
+
+    @wrap
+    def step(W, b, unused, scale):
+        return tp.value_and_grad(lambda W, b, u: scale * tp.parallel_sum(
+            lambda it, W, b, u: _rows_item(it, W, b), items, W, b, u, executor="threads",
+            chunk_size=3), argnums=(0, 1, 2))(W, b, unused)
+    for dt in (np.float64, np.float32, np.float64):
+        W, b = r.normal(size=(4, 3)).astype(dt), r.normal(size=4).astype(dt)
+        for scale in (1.0, -3.7):
+            log(step(W, b, np.ones(2, dt), scale))
+        items[0] = (3, r.normal(size=3))
+
+
+@scenario
+def staged_large_table_gradient_stays_sparse(wrap, log):
+    r = np.random.default_rng(8)
+    items = [(k % 3, r.normal(size=8)) for k in range(9)]
+
+    @wrap
+    def step(W, b):
+        return tp.grad(lambda W, b: tp.parallel_sum(_rows_item, items, W, b,
+                                                    executor="threads", chunk_size=3),
+                       argnums=(0, 1))(W, b)
+    for k in range(3):
+        gW, gb = step(r.normal(size=(5000, 8)), r.normal(size=5000))
+        log((type(gW).__name__, type(gb).__name__))
+        log((gW.todense() if hasattr(gW, "todense") else gW, np.asarray(gb)))
+
+
 # --- 3. the cache-hit fast path: argument trees and outputs ---------------------------
 Pair = namedtuple("Pair", "a b")
 
