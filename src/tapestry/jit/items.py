@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.api import value_and_grad
+from ..core.api import _value_and_grad
+from ..core.backward import accumulate
 from ..core.pytree import _sorted_keys, tree_flatten
+from ..core.tracing import AS_SWEPT
 
 
 def sum_chunk(task, grads_like):
@@ -55,7 +57,7 @@ def sum_chunk(task, grads_like):
                 return None
             values[i] = v
             if acc is None:
-                acc, owned = list(gs), [False] * len(gs)
+                acc, owned = list(gs), set()
             else:
                 _add_into(acc, owned, gs)
     except Exception:  # the tape path names the item and says what it raised
@@ -67,17 +69,15 @@ def sum_chunk(task, grads_like):
 
 
 def _add_into(acc, owned, gs):
-    """``acc[k] += gs[k]``: in place once ``acc[k]`` is a buffer made here
-    (the first contribution may be an input of the item, returned as its
-    gradient), as the engine's ``accumulate`` adds."""
+    """``acc[k] += gs[k]`` as the engine's reverse sweep adds a leaf's
+    cotangents (:func:`~tapestry.core.backward.accumulate`: in place once
+    ``acc[k]`` is a buffer made here, sparse ones kept sparse; the first
+    contribution may be an input of the item, returned as its gradient)."""
     for k, g in enumerate(gs):
+        if g is None:
+            continue
         a = acc[k]
-        if owned[k] and g.__class__ is np.ndarray and a.shape == g.shape \
-                and a.dtype == g.dtype:
-            np.add(a, g, out=a)
-        else:
-            acc[k] = a = a + g
-            owned[k] = a.__class__ is np.ndarray
+        acc[k] = g if a is None else accumulate(a, g, k, owned)
 
 
 def _real_number(v):
@@ -99,7 +99,7 @@ def _item_value_and_grad(jf, shared_td, act):
     key = (shared_td, aux_key(shared_td), act)
     vg = cache.get(key)
     if vg is None:
-        fun = jf.fun
+        fun, fuse = jf.fun, jf._fuse
 
         def item_value_and_grad(item, *leaves):
             def of_active(*xs):
@@ -107,8 +107,12 @@ def _item_value_and_grad(jf, shared_td, act):
                 for k, x in zip(act, xs):
                     full[k] = x
                 return fun(item, *shared_td.unflatten(full))
-            return value_and_grad(of_active, argnums=tuple(range(len(act))),
-                                  sparse=False)(*[leaves[k] for k in act])
+            # (default replay: each item's gradients as the child tape's sweep
+            # meets them, sparse ones sparse, for _add_into to add them as the
+            # sweep does; whole programs take dense ones into their loop)
+            return _value_and_grad(of_active, tuple(range(len(act))), False,
+                                   False if fuse else AS_SWEPT,
+                                   "parallel_sum")(*[leaves[k] for k in act])
         item_value_and_grad.__qualname__ = f"{getattr(fun, '__qualname__', 'f')}_item_grad"
         vg = cache.setdefault(key, jf._rewrap(lambda f: item_value_and_grad))
     return vg
