@@ -9,9 +9,11 @@ and gradients up itself: no tape, no node, no sweep.
 
 Bits: the values are added in item order, as the chunk's ``sum`` adds
 them, and the gradients in reverse item order, as the reverse sweep of
-the chunk's tape meets the items (the first contribution kept, each next
-one added with ``np.add``), so the result has the tape path's bits with
-``fuse=False``.  Anything this path does not cover returns ``None`` and
+the chunk's tape meets the items, each as the sweep hands it on (a sparse
+one sparse) and added by the engine's own ``accumulate``, so the result
+has the tape path's bits with ``fuse=False`` (where ``f`` reads each shared
+leaf once; a leaf read twice gets its two contributions summed within
+the item first).  Anything this path does not cover returns ``None`` and
 the chunk runs on a tape as before: items that are differentiated
 themselves, static arguments, a batched call, a value that is not one real
 number, and any exception (the tape path then names the first item that
