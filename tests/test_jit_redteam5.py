@@ -241,6 +241,26 @@ def value_that_is_an_int_or_not_differentiable(wrap, log):
         log.call(_vg, f, items, w)
 
 
+@scenario
+def item_function_drawing_random_numbers_and_logging(wrap, log):
+    """An f that runs uncompiled (it draws from NumPy's global generator and
+    logs what it sees) must meet the items in their order, once each."""
+    seen = []
+
+    def g(x, w):
+        seen.append(float(x[0]))
+        return np.sum(x * w * np.random.normal(size=2))
+    fs = [wrap(g), g if wrap is plain else tp.jit(g, fuse=_has_numba())]
+    items = [np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([6.0, 1.0]),
+             np.array([-1.0, 0.5])]
+    for f in fs:
+        for ex, cs in (("serial", 4), ("serial", 1), ("threads", 4)):
+            np.random.seed(3)
+            log(_vg(f, items, np.array([0.5, 0.1]), executor=ex, chunk_size=cs))
+            log(seen[:])
+            del seen[:]
+
+
 # --- 2. parallel_sum inside a jitted function -----------------------------------------
 def _item(x, w):
     return np.sum(np.tanh(x * w))

@@ -46,24 +46,26 @@ def sum_chunk(task, grads_like):
     shared_leaves, shared_td = tree_flatten(task.shared)
     act = tuple(p - n_chunk for p in task.active)
     vg = _item_value_and_grad(jf, shared_td, act)
-    values, acc, owned = [None] * len(chunk), None, None
+    values, grads = [], []
     try:
         if len(chunk) > 1 and jf._fuse:  # whole programs: one loop over the items
             driven = _driven(vg, chunk, task.columns, shared_leaves)
             if driven is not None:
                 v, gs = driven
                 return v, grads_like(gs, [shared_leaves[k] for k in act])
-        for i in range(len(chunk) - 1, -1, -1):
-            v, gs = vg(chunk[i], *shared_leaves)
+        # f meets the items in their order, as on the tape (an f that runs
+        # uncompiled may draw random numbers or log what it sees)
+        for item in chunk:
+            v, gs = vg(item, *shared_leaves)
             if not _real_number(v):
                 return None
-            values[i] = v
-            if acc is None:
-                acc, owned = list(gs), set()
-            else:
-                _add_into(acc, owned, gs)
+            values.append(v)
+            grads.append(gs)
     except Exception:  # the tape path names the item and says what it raised
         return None
+    acc, owned = list(grads[-1]), set()
+    for gs in reversed(grads[:-1]):
+        _add_into(acc, owned, gs)
     total = values[0]
     for v in values[1:]:
         total = total + v
@@ -146,9 +148,8 @@ def _driven(vg, chunk, columns, shared_leaves):
     bounds, a failed guard) gives ``None`` too: the items then run one
     call each, whose fallbacks see to it."""
     progs = vg._compiled_for((chunk[-1], *shared_leaves), {})
-    if not progs:  # the first call: traced (and compiled) at the last item
-        vg(chunk[-1], *shared_leaves)
-        progs = vg._compiled_for((chunk[-1], *shared_leaves), {})
+    # (none yet: the items' own calls trace it; a call here, out of the
+    # items' order, would run an f that runs uncompiled once more)
     if not progs or progs[0].program.kernel is None:
         return None
     comp = progs[0]
