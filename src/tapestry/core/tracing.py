@@ -143,8 +143,17 @@ def own_output(y):
 _F8 = np.dtype(np.float64)
 
 
+#: ``sparse=`` of :func:`cast_like` for a chunk of ``parallel_sum`` run as a
+#: jitted program (tapestry.parallel.staged): the cotangents as the chunk's
+#: child tape hands them on (``parallel.work._grads``): a sparse one as it
+#: is, in its own dtype, no cotangent as ``None``.
+AS_SWEPT = "as swept"
+
+
 def cast_like(ct, x, sparse="auto"):
     """The leaf's cotangent as the gradient: same shape and dtype as ``x``."""
+    if sparse is AS_SWEPT and (ct is None or hasattr(ct, "todense")):
+        return ct
     if type(ct) is np.ndarray and type(x) is np.ndarray and ct.dtype == x.dtype \
             and ct.shape == x.shape:
         return ct  # the common case, without the checks below

@@ -9,9 +9,11 @@ and gradients up itself: no tape, no node, no sweep.
 
 Bits: the values are added in item order, as the chunk's ``sum`` adds
 them, and the gradients in reverse item order, as the reverse sweep of
-the chunk's tape meets the items (the first contribution kept, each next
-one added with ``np.add``), so the result has the tape path's bits with
-``fuse=False``.  Anything this path does not cover returns ``None`` and
+the chunk's tape meets the items, each as the sweep hands it on (a sparse
+one sparse) and added by the engine's own ``accumulate``, so the result
+has the tape path's bits with ``fuse=False`` (where ``f`` reads each shared
+leaf once; a leaf read twice gets its two contributions summed within
+the item first).  Anything this path does not cover returns ``None`` and
 the chunk runs on a tape as before: items that are differentiated
 themselves, static arguments, a batched call, a value that is not one real
 number, and any exception (the tape path then names the first item that
@@ -21,8 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.api import value_and_grad
+from ..core.api import _value_and_grad
+from ..core.backward import accumulate
 from ..core.pytree import _sorted_keys, tree_flatten
+from ..core.tracing import AS_SWEPT
 
 
 def sum_chunk(task, grads_like):
@@ -42,24 +46,26 @@ def sum_chunk(task, grads_like):
     shared_leaves, shared_td = tree_flatten(task.shared)
     act = tuple(p - n_chunk for p in task.active)
     vg = _item_value_and_grad(jf, shared_td, act)
-    values, acc, owned = [None] * len(chunk), None, None
+    values, grads = [], []
     try:
         if len(chunk) > 1 and jf._fuse:  # whole programs: one loop over the items
             driven = _driven(vg, chunk, task.columns, shared_leaves)
             if driven is not None:
                 v, gs = driven
                 return v, grads_like(gs, [shared_leaves[k] for k in act])
-        for i in range(len(chunk) - 1, -1, -1):
-            v, gs = vg(chunk[i], *shared_leaves)
+        # f meets the items in their order, as on the tape (an f that runs
+        # uncompiled may draw random numbers or log what it sees)
+        for item in chunk:
+            v, gs = vg(item, *shared_leaves)
             if not _real_number(v):
                 return None
-            values[i] = v
-            if acc is None:
-                acc, owned = list(gs), [False] * len(gs)
-            else:
-                _add_into(acc, owned, gs)
+            values.append(v)
+            grads.append(gs)
     except Exception:  # the tape path names the item and says what it raised
         return None
+    acc, owned = list(grads[-1]), set()
+    for gs in reversed(grads[:-1]):
+        _add_into(acc, owned, gs)
     total = values[0]
     for v in values[1:]:
         total = total + v
@@ -67,17 +73,15 @@ def sum_chunk(task, grads_like):
 
 
 def _add_into(acc, owned, gs):
-    """``acc[k] += gs[k]``: in place once ``acc[k]`` is a buffer made here
-    (the first contribution may be an input of the item, returned as its
-    gradient), as the engine's ``accumulate`` adds."""
+    """``acc[k] += gs[k]`` as the engine's reverse sweep adds a leaf's
+    cotangents (:func:`~tapestry.core.backward.accumulate`: in place once
+    ``acc[k]`` is a buffer made here, sparse ones kept sparse; the first
+    contribution may be an input of the item, returned as its gradient)."""
     for k, g in enumerate(gs):
+        if g is None:
+            continue
         a = acc[k]
-        if owned[k] and g.__class__ is np.ndarray and a.shape == g.shape \
-                and a.dtype == g.dtype:
-            np.add(a, g, out=a)
-        else:
-            acc[k] = a = a + g
-            owned[k] = a.__class__ is np.ndarray
+        acc[k] = g if a is None else accumulate(a, g, k, owned)
 
 
 def _real_number(v):
@@ -99,7 +103,7 @@ def _item_value_and_grad(jf, shared_td, act):
     key = (shared_td, aux_key(shared_td), act)
     vg = cache.get(key)
     if vg is None:
-        fun = jf.fun
+        fun, fuse = jf.fun, jf._fuse
 
         def item_value_and_grad(item, *leaves):
             def of_active(*xs):
@@ -107,8 +111,12 @@ def _item_value_and_grad(jf, shared_td, act):
                 for k, x in zip(act, xs):
                     full[k] = x
                 return fun(item, *shared_td.unflatten(full))
-            return value_and_grad(of_active, argnums=tuple(range(len(act))),
-                                  sparse=False)(*[leaves[k] for k in act])
+            # (default replay: each item's gradients as the child tape's sweep
+            # meets them, sparse ones sparse, for _add_into to add them as the
+            # sweep does; whole programs take dense ones into their loop)
+            return _value_and_grad(of_active, tuple(range(len(act))), False,
+                                   False if fuse else AS_SWEPT,
+                                   "parallel_sum")(*[leaves[k] for k in act])
         item_value_and_grad.__qualname__ = f"{getattr(fun, '__qualname__', 'f')}_item_grad"
         vg = cache.setdefault(key, jf._rewrap(lambda f: item_value_and_grad))
     return vg
@@ -140,9 +148,8 @@ def _driven(vg, chunk, columns, shared_leaves):
     bounds, a failed guard) gives ``None`` too: the items then run one
     call each, whose fallbacks see to it."""
     progs = vg._compiled_for((chunk[-1], *shared_leaves), {})
-    if not progs:  # the first call: traced (and compiled) at the last item
-        vg(chunk[-1], *shared_leaves)
-        progs = vg._compiled_for((chunk[-1], *shared_leaves), {})
+    # (none yet: the items' own calls trace it; a call here, out of the
+    # items' order, would run an f that runs uncompiled once more)
     if not progs or progs[0].program.kernel is None:
         return None
     comp = progs[0]

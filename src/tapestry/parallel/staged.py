@@ -75,9 +75,9 @@ def staged_sum(rec, plan, f, bounds, executor, n_workers, progress, timeout):
     first = step.run(*[_concrete(a) for a in args])  # (at the trace: the sum's own values)
     if first is None:
         return None
-    step.first = first
+    step.first, step.layout = _parts(first)
     out = rec.call(step, args, None)
-    value, stored = out[0], list(out[1:])
+    value, stored = out[0], _rebuilt(out[1:], step.layout)
     if plan.top is None:
         return value
 
@@ -114,6 +114,7 @@ class _ChunksStep:
         self.executor, self.n_workers = executor, n_workers
         self.progress, self.timeout = progress, timeout
         self.first = None  # the trace's result, handed to the recorder once
+        self.layout = None  # its gradients' kinds (:func:`_parts`)
         self.__name__ = "parallel_sum_chunks"
         self.compiled = CompiledChunks(f)
 
@@ -135,6 +136,10 @@ class _ChunksStep:
         if out is None:
             raise TypeError("tapestry.parallel_sum: f's sum became complex since the "
                             "trace; call the jitted function's clear_cache().")
+        out, layout = _parts(out)
+        if layout != self.layout:  # (the replay raises: jit traces the call again)
+            raise _LayoutChanged("tapestry.parallel_sum: the chunks' gradients are "
+                                 "laid out otherwise than at the trace (sparse or dense)")
         return out
 
     def run(self, items, shared):
@@ -166,15 +171,45 @@ class _ChunksStep:
         if not differentiate:
             return (value,)
         stored = p.assemble(self.bounds, [r[1] for r in results])
-        return (value, *[_dense(c) for c in stored])
+        return (value, *stored)
 
 
-def _dense(c):
-    """A sparse gradient as the array a replay can hold."""
-    if c is None or c.__class__ is np.ndarray or isinstance(c, (np.generic, float, int)):
-        return c
-    todense = getattr(c, "todense", None)
-    return np.asarray(todense()) if todense is not None else c
+class _LayoutChanged(TypeError):
+    """A replay's gradients differ in kind from the trace's."""
+
+
+def _parts(out):
+    """``(value, *gradients)`` as arrays a program can hold, and their
+    layout: a sparse gradient (:class:`~tapestry.AxisSparse`, as the chunks'
+    child tapes give it) goes as its indices and values, and
+    :func:`_rebuilt` makes it again in the trace.  Kept sparse, it meets the
+    cotangent and the caller's other contributions as the eager call's does
+    (densified here, its rows would be added in another order, and a
+    gradient ``grad`` returns sparse would come back dense)."""
+    flat, layout = [out[0]], []
+    for c in out[1:]:
+        if c is not None and c.__class__ is not np.ndarray and hasattr(c, "todense") \
+                and hasattr(c, "indices"):
+            flat += [c.indices, c.values]
+            layout.append((c.__class__, c.axis, c.shape, c.coalesced))
+        else:
+            flat.append(c)
+            layout.append(None if c is None else "dense")
+    return tuple(flat), tuple(layout)
+
+
+def _rebuilt(parts, layout):
+    """The gradients from the step's outputs (see :func:`_parts`)."""
+    out, k = [], 0
+    for lay in layout:
+        if lay is None or lay == "dense":
+            out.append(parts[k])
+            k += 1
+        else:
+            cls, axis, shape, coalesced = lay
+            out.append(cls._trusted(axis, parts[k], parts[k + 1], shape, coalesced))
+            k += 2
+    return out
 
 
 class CompiledChunks:
@@ -204,8 +239,9 @@ class CompiledChunks:
 
 
 def _chunk_program(f, active):
-    from ..core.api import value_and_grad
+    from ..core.api import _value_and_grad
     from ..core.pytree import tree_flatten
+    from ..core.tracing import AS_SWEPT
     from ..jit.api import jit
 
     def chunk_value_and_grad(chunk, shared):
@@ -221,6 +257,8 @@ def _chunk_program(f, active):
             for v in values[1:]:
                 out = out + v
             return out
-        return value_and_grad(total, argnums=tuple(range(len(active))), sparse=False)(
-            *[leaves[k] for k in active])
+        # (the gradients as the child tape's sweep gives them: sparse ones
+        # sparse, in their own dtype, and none as None)
+        return _value_and_grad(total, tuple(range(len(active))), False, AS_SWEPT,
+                               "parallel_sum")(*[leaves[k] for k in active])
     return jit(chunk_value_and_grad)
