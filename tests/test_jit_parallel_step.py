@@ -168,3 +168,21 @@ def test_random_draws_are_fresh_or_refused():
         warnings.simplefilter("ignore")
         values = {float(f(x)) for _ in range(4)}
     assert len(values) == 4
+
+
+def test_items_passed_as_arguments_of_the_jitted_function(monkeypatch):
+    """Items that are arguments of the jitted function (staged in the
+    trace) reach the chunks as the replay's values: the step is kept, no
+    fallback to the uncompiled function."""
+    ms, x = make_models()
+    spy = ExecutorSpy(monkeypatch)
+    f = tp.value_and_grad(lambda x, ms: tp.parallel_sum(mlp, ms, x, executor="threads",
+                                                          chunk_size=2))
+    jf = tp.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a fallback warns)
+        for k in range(3):
+            ms = [dict(m, W1=m["W1"] * (1 + 0.1 * k)) for m in ms]
+            _same(jf(x, ms), f(x, ms))
+    assert jf.cache_info()["traces"] == 1
+    assert spy.seen.count("SerialExecutor") == 0

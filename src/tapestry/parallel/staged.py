@@ -154,6 +154,7 @@ class _ChunksStep:
                 vals.append(list(items[k:k + len(l)]))
                 k += len(l)
             p.item_values = vals
+            p.items_as_given = False  # (the trace's items hold its staged values)
         else:
             p.item_values = list(items)
         p.shared_values = list(shared)
