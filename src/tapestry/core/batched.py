@@ -274,7 +274,14 @@ class Batched(ArrayMethods):
     def __rmul__(self, o): return _binary(np.multiply, o, self)
     def __truediv__(self, o): return _binary(np.true_divide, self, o)
     def __rtruediv__(self, o): return _binary(np.true_divide, o, self)
-    def __pow__(self, o): return _binary(np.power, self, o)
+    def __pow__(self, o):
+        v = self._value
+        if v.__class__ is np.ndarray and v.dtype.kind == "b" and v.ndim > 1 and \
+                o.__class__ in _SCALARS and self._trace.open:
+            # an array item's bool ** 2 is np.square's int8 (a 0-d item's, a
+            # NumPy bool's, np.power's int64)
+            return Batched(v ** o, self._trace)
+        return _binary(np.power, self, o)
     def __rpow__(self, o): return _binary(np.power, o, self)
     def __matmul__(self, o): return FAST_UFUNCS[np.matmul](self, o)
     def __rmatmul__(self, o): return FAST_UFUNCS[np.matmul](o, self)
