@@ -1,0 +1,117 @@
+"""Red-team programs for vmap's item-by-item fallback and its per-op short
+paths: each compared against a Python loop over the items of the unmapped
+function (and JAX where it can express the program), values, dtypes and
+gradients; plus the gradient that must not be (a view of) a caller's array."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.testing import check_grads
+
+from vmap_checks import loop
+
+RNG = np.random.default_rng(44)
+
+
+def _same_exactly(got, ref):
+    for x, y in zip(tp.tree_util.tree_leaves(got), tp.tree_util.tree_leaves(ref)):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+
+
+def _vmapped(f, in_axes, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tp.vmap(f, in_axes=in_axes)(*args)
+
+
+# --- integer dtype= of a reduction on a vmapped item that is not differentiated ----
+X = np.array([[1.7, -2.5, 3.0], [4.0, 5.0, -6.0]])
+INT_DTYPE = {
+    "sum int": lambda x: np.sum(x, dtype=int),
+    "sum int8 axis keepdims": lambda x: np.sum(x, dtype=np.int8, axis=0, keepdims=True),
+    "sum int16 initial": lambda x: np.sum(x, dtype=np.int16, initial=3),
+    "method sum": lambda x: x.sum(dtype=np.int32),
+    "mean int": lambda x: np.mean(x, dtype=int),
+    "prod int32": lambda x: np.prod(x, dtype=np.int32),
+    "prod int8 wraps": lambda x: np.prod(x * 40, dtype=np.int8),
+    "cumsum uint8": lambda x: np.cumsum(x, dtype=np.uint8),
+    "cumprod int64 axis": lambda x: np.cumprod(x, dtype=np.int64, axis=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INT_DTYPE))
+@pytest.mark.parametrize("data", [X, X > 0, (X * 30).astype(np.int8)], ids=["f64", "bool", "int8"])
+def test_integer_dtype_reduction_of_an_item_is_numpys(name, data):
+    f = INT_DTYPE[name]
+    _same_exactly(_vmapped(f, (0,), (data,)), loop(f, (0,), (data,)))
+
+
+def test_integer_dtype_reduction_still_refused_when_differentiated():
+    f = lambda x: np.sum(tp.vmap(lambda a: np.sum(a, dtype=int))(x) * 1.0)  # noqa: E731
+    with pytest.raises(TypeError, match=r"np\.sum\(\.\.\., dtype=int64\).*no gradient"):
+        tp.grad(f)(X)
+
+
+# --- np.power of a bool item -------------------------------------------------------
+B = np.array([[True, False, True], [True, True, False]])
+POWERS = {
+    "np.power(x, 2)": lambda x: np.power(x, 2),
+    "x ** 2": lambda x: x ** 2,
+    "x ** 3": lambda x: x ** 3,
+    "2 ** x": lambda x: 2 ** x,
+    "x ** 2.0": lambda x: x ** 2.0,
+}
+
+
+@pytest.mark.parametrize("name", sorted(POWERS))
+@pytest.mark.parametrize("data", [B, B[:, 0], B.astype(np.float32)], ids=["bool", "bool 0-d", "f32"])
+def test_power_of_a_bool_item_has_numpys_dtype(name, data):
+    f = POWERS[name]
+    _same_exactly(_vmapped(f, (0,), (data,)), loop(f, (0,), (data,)))
+
+
+# --- a gradient is never (a view of) the caller's array ------------------------------
+N = 5000  # past the size where multiply passes a cotangent of ones on unchanged
+W = RNG.normal(size=(50, 100))
+ALIASING = {
+    "closed-over weight": lambda x: tp.grad(lambda x: np.sum(x * W.reshape(-1)))(x),
+    "reshaped input": lambda x: tp.grad(lambda x: np.sum(x.reshape(50, 100) * W))(x),
+    "transposed weight": lambda x: tp.grad(lambda x: np.sum(x * W.T.reshape(-1)))(x),
+    "other argument": lambda x: tp.grad(lambda x, w: np.sum(x * w), argnums=(0, 1))(
+        x, W.reshape(-1))[0],
+    "vmap of a shared weight": lambda x: tp.grad(lambda V: np.sum(tp.vmap(
+        lambda v, w: np.sum(v * w), in_axes=(0, None))(V, W.reshape(-1))))(
+            np.stack([x, x]))[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+def test_gradient_does_not_share_memory_with_the_callers_arrays(name):
+    x = RNG.normal(size=N)
+    before = W.copy()
+    g = ALIASING[name](x)
+    assert not np.shares_memory(g, W) and not np.shares_memory(g, x)
+    g *= 0.0  # an in-place update of the gradient (clipping) leaves W alone
+    np.testing.assert_array_equal(W, before)
+
+
+def test_gradient_does_not_share_memory_with_aux():
+    x = RNG.normal(size=N)
+
+    def f(x):
+        e = np.exp(x)
+        return np.sum(e), e
+
+    (_, aux), g = tp.value_and_grad(f, has_aux=True)(x)
+    np.testing.assert_array_equal(g, aux)
+    assert not np.shares_memory(g, aux)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gradient_of_a_passed_on_cotangent_is_still_right(dtype):
+    w = W.reshape(-1).astype(dtype)
+    check_grads(lambda x: np.sum(x * w) + np.sum(np.exp(x) * w), (RNG.normal(size=N).astype(dtype),))
