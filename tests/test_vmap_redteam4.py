@@ -115,3 +115,90 @@ def test_gradient_does_not_share_memory_with_aux():
 def test_gradient_of_a_passed_on_cotangent_is_still_right(dtype):
     w = W.reshape(-1).astype(dtype)
     check_grads(lambda x: np.sum(x * w) + np.sum(np.exp(x) * w), (RNG.normal(size=N).astype(dtype),))
+
+
+# --- a mapped function that catches vmap's refusal itself ------------------------------
+TABLE = RNG.normal(size=3)
+XS = RNG.normal(size=(4, 3))
+IDX = np.array([2, 0, 5, 1])  # 5: out of the table, for that item only
+
+
+def _table_or_default(i, x):
+    try:
+        v = TABLE[i]  # a plain table, per-item index: NumPy converts i
+    except Exception:  # noqa: BLE001 (the program's own fallback)
+        v = -100.0
+    return v * x
+
+
+def _index_error_only(i, x):
+    try:
+        v = TABLE[i]
+    except IndexError:
+        v = -100.0
+    return v * x
+
+
+def _array_or_zeros(x):
+    try:
+        a = np.array([x[0], x[1]])
+    except (TypeError, ValueError):
+        a = np.zeros(2)
+    return a
+
+
+def _float_or_other(x):
+    try:
+        return float(x[0]) * 2
+    except TypeError:
+        return x[0] * 3
+
+
+def _branch_or_default(x):
+    try:
+        return x * 2 if x[0] > 0 else -x
+    except TypeError:
+        return x * 0
+
+
+SWALLOWING = {
+    "table, except Exception": (_table_or_default, (0, 0), (IDX, XS)),
+    "table, except IndexError": (_index_error_only, (0, 0), (IDX, XS)),
+    "np.array, except": (_array_or_zeros, (0,), (XS,)),
+    "float(), except TypeError": (_float_or_other, (0,), (XS,)),
+    "if, except TypeError": (_branch_or_default, (0,), (XS,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWALLOWING))
+def test_a_refusal_the_function_catches_runs_item_by_item(name):
+    f, in_axes, args = SWALLOWING[name]
+    _same_exactly(_vmapped(f, in_axes, args), loop(f, in_axes, args))
+
+
+def test_a_caught_refusal_under_grad_gives_the_loops_gradient():
+    def f(p, i, x):
+        try:
+            v = TABLE[i]
+        except Exception:  # noqa: BLE001
+            v = -1.0
+        return np.sum(v * p * np.sin(x))
+
+    def batched(p):
+        return np.sum(_vmapped(f, (None, 0, 0), (p, IDX, XS)))
+
+    def looped(p):
+        return sum(f(p, i, x) for i, x in zip(IDX, XS))
+
+    p = RNG.normal(size=3)
+    np.testing.assert_allclose(tp.grad(batched)(p), tp.grad(looped)(p), rtol=1e-12)
+    check_grads(batched, (p,))
+
+
+def test_a_caught_refusal_of_an_inner_vmap_stays_inner():
+    def inner(i, x):
+        return _table_or_default(i, x)
+
+    got = _vmapped(lambda x: tp.vmap(inner, in_axes=(0, None))(IDX, x), (0,), (XS,))
+    ref = np.stack([np.stack([_table_or_default(i, x) for i in IDX]) for x in XS])
+    _same_exactly(got, ref)

@@ -404,6 +404,11 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             needs_items = e
         finally:
             trace.open = False
+        if needs_items is None and trace.refused is not None:
+            # f caught a refusal to read one of this vmap's values itself and
+            # went on (its except branch, for every item): a loop's items
+            # each take their own branch
+            needs_items = trace.refused
         if needs_items is not None:  # (outside the handler: errors of the items are their own)
             items = [w._value if ax is not None else x for w, x, ax in zip(wrapped, leaves, axes)]
             return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from .batched import BatchedConversionError, rule_per_item
+from .batched import BatchedConversionError, handled, rule_per_item
 from .tape import LEAF
 
 
@@ -151,7 +151,8 @@ def _sweep(nodes, cts, out_index, stop, release, owned, negated):
         if rules.__class__ is JointRule:  # one call yields every parent's cotangent
             try:
                 joint = rules.fn(g, ans, *args, **kwargs)
-            except BatchedConversionError:  # the rule reads values in Python: per item
+            except BatchedConversionError as e:  # the rule reads values in Python: per item
+                handled(e)
                 joint = rule_per_item(rules.fn, g, ans, args, kwargs)
             rules = [_const(c) for c in joint]
             args, kwargs = (), {}
@@ -162,7 +163,8 @@ def _sweep(nodes, cts, out_index, stop, release, owned, negated):
             rule = rules[0]
             try:
                 c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
-            except BatchedConversionError:  # the rule reads values in Python: per item
+            except BatchedConversionError as e:  # the rule reads values in Python: per item
+                handled(e)
                 c = rule_per_item(rule, g, ans, args, kwargs)
             if c is not None:
                 p = parents[0]
@@ -180,7 +182,8 @@ def _sweep(nodes, cts, out_index, stop, release, owned, negated):
         for p, rule in zip(parents, rules):
             try:
                 c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
-            except BatchedConversionError:
+            except BatchedConversionError as e:
+                handled(e)
                 c = rule_per_item(rule, g, ans, args, kwargs)
             if c is None:
                 continue

@@ -56,10 +56,40 @@ class BatchTrace:
     """One ``vmap`` call: its level, batch size and whether it is running
     (a batched value used after its ``vmap`` returned raises)."""
 
-    __slots__ = ("level", "size", "open")
+    __slots__ = ("level", "size", "open", "refused")
 
     def __init__(self, level, size):
         self.level, self.size, self.open = level, size, True
+        #: The last refusal to read one of this vmap's values that no
+        #: tapestry code has handled yet (see :func:`refusing`): set when
+        #: the mapped function returns, its code caught the refusal.
+        self.refused = None
+
+
+def refusing(trace, err):
+    """``err``, a refusal to read a value of ``trace`` in Python or NumPy
+    (a conversion, a branch, a write into a plain array), remembered on the
+    trace until the code that catches it handles it (:func:`handled`).  A
+    mapped function that catches it itself (``try: v = table[i] except
+    Exception: v = default``) would take its ``except`` branch for every
+    item, which a loop over the items does not: vmap then runs it once per
+    item instead."""
+    if trace is not None:
+        trace.refused = err
+        err.refused_by = trace
+    return err
+
+
+def handled(err):
+    """``err`` (or the refusal it was chained from) caught and handled by
+    tapestry's own code (a rule run per item, an operation run per item):
+    no longer a refusal the mapped function swallowed."""
+    seen = 0
+    while err is not None and seen < 8:
+        trace = getattr(err, "refused_by", None)
+        if trace is not None and trace.refused is err:
+            trace.refused = None
+        err, seen = err.__cause__ or err.__context__, seen + 1
 
 
 class EscapedBatchError(RuntimeError):
@@ -161,15 +191,16 @@ class Batched(ArrayMethods):
             "(np.arange(n) == i) @ W, or np.where). " + _HELP_CONTROL))
 
     def __bool__(self):
-        raise BatchedConversionError("tapestry.vmap: the truth value of a batched value (an if, "
-                        "while, and/or on it). " + _HELP_CONTROL)
+        raise refusing(self._trace, BatchedConversionError(
+            "tapestry.vmap: the truth value of a batched value (an if, while, and/or on "
+            "it). " + _HELP_CONTROL))
 
     def _convert(self, what):
         err = BatchedConversionError(f"tapestry.vmap: {what} of a batched value. " + _HELP_CONTROL)
         # read by vmap only where NumPy chained its own error to this one
         # (out[i] = x with a 0-d x calls float()): then it runs item by item
         err.item_trace = self._trace
-        raise err
+        raise refusing(self._trace, err)
 
     __float__ = lambda self: self._convert("float()")  # noqa: E731
     __int__ = lambda self: self._convert("int()")  # noqa: E731
@@ -332,7 +363,7 @@ def _conversion_of(x, err):
     made ``x`` then runs its function once per item instead
     (:func:`~tapestry.core.api_vmap.vmap`), which NumPy's own code can do."""
     err.batch_trace = x._trace
-    return err
+    return refusing(x._trace, err)
 
 
 #: NumPy functions that write into their first argument.
@@ -369,7 +400,7 @@ def item_by_item(err, args):
         return err
     out = PerItemWrite(str(err))
     out.batch_trace = trace
-    return out
+    return refusing(trace, out)
 
 
 class PerItemWrite(TypeError):
@@ -406,7 +437,8 @@ def _entry(func, impl, args, kwargs, plain=None):
     active.add(key)
     try:
         return impl(*args, **kwargs)
-    except BatchedConversionError:
+    except BatchedConversionError as e:
+        handled(e)
         return batched_call(plain, args, kwargs, trace)
     except NotImplementedError:
         # tapestry cannot differentiate this call (np.quantile(method="nearest"),
