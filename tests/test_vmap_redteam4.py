@@ -202,3 +202,24 @@ def test_a_caught_refusal_of_an_inner_vmap_stays_inner():
     got = _vmapped(lambda x: tp.vmap(inner, in_axes=(0, None))(IDX, x), (0,), (XS,))
     ref = np.stack([np.stack([_table_or_default(i, x) for i in IDX]) for x in XS])
     _same_exactly(got, ref)
+
+
+def _table_or_own_error(i, x):
+    try:
+        v = TABLE[i]
+    except Exception as e:  # noqa: BLE001 (the program's own error for a bad index)
+        raise KeyError("no such entry") from e
+    return v * x
+
+
+def test_a_caught_refusal_reraised_as_the_functions_own_error_runs_item_by_item():
+    ok = np.array([2, 0, 1, 1])
+    _same_exactly(_vmapped(_table_or_own_error, (0, 0), (ok, XS)),
+                  loop(_table_or_own_error, (0, 0), (ok, XS)))
+    with pytest.raises(KeyError, match="no such entry"):  # the item's own error, as in a loop
+        _vmapped(_table_or_own_error, (0, 0), (IDX, XS))
+
+
+def test_an_uncaught_float_of_an_item_is_still_refused_by_name():
+    with pytest.raises(TypeError, match=r"float\(\) of a batched value"):
+        _vmapped(lambda x: float(x[0]) * x, (0,), (XS,))
