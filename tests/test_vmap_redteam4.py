@@ -223,3 +223,66 @@ def test_a_caught_refusal_reraised_as_the_functions_own_error_runs_item_by_item(
 def test_an_uncaught_float_of_an_item_is_still_refused_by_name():
     with pytest.raises(TypeError, match=r"float\(\) of a batched value"):
         _vmapped(lambda x: float(x[0]) * x, (0,), (XS,))
+
+
+# --- realistic programs that run item by item (a closed-over table) ----------------------
+K, D, NX = 4, 3, 6
+PARAMS = {"W": RNG.normal(size=(K, D)), "b": RNG.normal(size=K)}
+XD = RNG.normal(size=(NX, D))
+LABELS = RNG.integers(0, K, size=NX)
+EMB = RNG.normal(size=(7, D))
+TOK = RNG.integers(0, 7, size=(NX, 2))
+
+
+def _log_softmax(z):
+    m = z.max()
+    return z - m - np.log(np.sum(np.exp(z - m)))
+
+
+def _nll(p, x, label):
+    return -np.sum(np.eye(K)[label] * _log_softmax(p["W"] @ x + p["b"]))  # one-hot: item by item
+
+
+def _emb_loss(E, t, x):
+    return np.sum((E[t].sum(0) - x) ** 2)
+
+
+PROGRAMS = {
+    "per-example gradients, one-hot labels": (
+        lambda: tp.vmap(tp.grad(_nll), in_axes=(None, 0, 0))(PARAMS, XD, LABELS),
+        lambda: loop(tp.grad(_nll), (None, 0, 0), (PARAMS, XD, LABELS))),
+    "jit of per-example gradients": (
+        lambda: tp.jit(tp.vmap(tp.grad(_nll), in_axes=(None, 0, 0)))(PARAMS, XD, LABELS),
+        lambda: loop(tp.grad(_nll), (None, 0, 0), (PARAMS, XD, LABELS))),
+    "gradient of the mean loss": (
+        lambda: tp.grad(lambda p: np.mean(tp.vmap(_nll, in_axes=(None, 0, 0))(p, XD, LABELS)))(
+            PARAMS),
+        lambda: tp.grad(lambda p: sum(_nll(p, x, y) for x, y in zip(XD, LABELS)) / NX)(PARAMS)),
+    "per-example Hessian diagonal": (
+        lambda: tp.vmap(lambda x, y: np.diag(tp.hessian(lambda x: _nll(PARAMS, x, y))(x)))(
+            XD, LABELS),
+        lambda: loop(lambda x, y: np.diag(tp.hessian(lambda x: _nll(PARAMS, x, y))(x)), (0, 0),
+                     (XD, LABELS))),
+    "closed-over embedding, gradient in x": (
+        lambda: tp.vmap(tp.grad(lambda t, x: _emb_loss(EMB, t, x), argnums=1))(TOK, XD),
+        lambda: loop(tp.grad(lambda t, x: _emb_loss(EMB, t, x), argnums=1), (0, 0), (TOK, XD))),
+    "embedding as an argument, its gradient": (
+        lambda: tp.grad(lambda E: np.sum(tp.vmap(_emb_loss, in_axes=(None, 0, 0))(E, TOK, XD)))(
+            EMB),
+        lambda: tp.grad(lambda E: sum(_emb_loss(E, t, x) for t, x in zip(TOK, XD)))(EMB)),
+    "nested, inner one-hot": (
+        lambda: tp.vmap(lambda x: tp.vmap(lambda y: _nll(PARAMS, x, y))(LABELS))(XD),
+        lambda: np.array([[_nll(PARAMS, x, y) for y in LABELS] for x in XD])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_realistic_programs_match_the_loop(name):
+    ours, reference = PROGRAMS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = ours()
+    ref = reference()
+    for x, y in zip(tp.tree_util.tree_leaves(got), tp.tree_util.tree_leaves(ref)):
+        assert np.shape(x) == np.shape(y)
+        np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
