@@ -286,3 +286,35 @@ def test_realistic_programs_match_the_loop(name):
     for x, y in zip(tp.tree_util.tree_leaves(got), tp.tree_util.tree_leaves(ref)):
         assert np.shape(x) == np.shape(y)
         np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
+
+
+# --- initial= of a reduction is cast to the reduction's dtype, as NumPy does ------------
+INITIAL = {
+    "sum, initial 0.7": lambda x: np.sum(x, initial=0.7),
+    "method sum, initial 5.0": lambda x: x.sum(initial=5.0),
+    "sum axis keepdims, initial 1.2": lambda x: np.sum(x, axis=0, initial=1.2, keepdims=True),
+    "sum, float64 initial": lambda x: np.sum(x, initial=np.float64(0.1)),
+    "prod, initial 1.5": lambda x: np.prod(x, initial=1.5),
+    "max, initial 2.5": lambda x: np.max(x, initial=2.5),
+    "min, float64 initial": lambda x: np.min(x, initial=np.float64(0.5)),
+    "max where, initial 1.5": lambda x: np.max(x, initial=1.5, where=np.array([True, False, True])),
+}
+XI = np.array([[1, 2, -3], [4, 0, 1]])
+
+
+@pytest.mark.parametrize("name", sorted(INITIAL))
+@pytest.mark.parametrize("data", [XI, XI * 1.5, (XI * 1.5).astype(np.float32), XI > 0],
+                         ids=["int", "f64", "f32", "bool"])
+def test_initial_takes_the_reductions_dtype(name, data):
+    f = INITIAL[name]
+    _same_exactly(_vmapped(f, (0,), (data,)), loop(f, (0,), (data,)))
+
+
+@pytest.mark.parametrize("name", sorted(INITIAL))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_initial_gradients(name, dtype):
+    x = (XI[0] * 1.5 + 0.1).astype(dtype)
+    check_grads(INITIAL[name], (x,))
+    assert tp.grad(lambda x: np.sum(INITIAL[name](x)))(x).dtype == dtype
+    assert np.result_type(tp.vmap(INITIAL[name])(np.stack([x, x]))) == \
+        np.result_type(INITIAL[name](x))

@@ -101,6 +101,15 @@ def _in_dtype(a, dtype, name, integer=False):
     return _var_astype(a, dtype)
 
 
+def _initial_as(initial, r):
+    """A plain ``initial=`` in the dtype of the reduction ``r``, as NumPy
+    casts it (an int array's ``np.sum(x, initial=0.5)`` is an int; a float32
+    one's ``np.max(x, initial=np.float64(0))`` float32); a traced one as is."""
+    if initial.__class__ in TRACED:
+        return initial
+    return np.asarray(initial).astype(plain_dtype(r))
+
+
 def _as_int(r, dtype):
     """``r`` in an integer ``dtype=`` (NumPy sums an int8 array in int64
     unless told otherwise; wrapping in the smaller type commutes with the
@@ -173,7 +182,7 @@ def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     no_out("sum", out)
     a = _in_dtype(a, dtype, "sum", integer=True)
     s = _sum(_masked(a, where, 0), _tuple(axis), keepdims)
-    return _as_int(s if initial is None else s + initial, dtype)
+    return _as_int(s if initial is None else s + _initial_as(initial, s), dtype)
 
 
 _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
@@ -243,7 +252,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     no_out("prod", out)
     a = _in_dtype(a, dtype, "prod", integer=True)
     p = _prod(_masked(a, where, 1), _tuple(axis), keepdims)
-    return _as_int(p if initial is None else p * initial, dtype)
+    return _as_int(p if initial is None else p * _initial_as(initial, p), dtype)
 
 
 # --- max / min ----------------------------------------------------------------------
@@ -281,14 +290,14 @@ def extremum_entry(prim, name, combine, np_fun):
         if where_mask(where) is not None:
             if initial is None:  # NumPy's own error: no identity without initial
                 np_fun(unwrap_all(a), axis=axis, keepdims=keepdims, where=where_mask(where))
-            a = _masked(a, where, initial)
+            a = _masked(a, where, _initial_as(initial, a))
         if initial is not None and _count(np.shape(a), axis) == 0:
             plain = np_fun(unwrap_all(a), axis=axis, keepdims=keepdims,
                            initial=unwrap_all(initial))
             return plain if initial.__class__ not in TRACED else \
                 np.broadcast_to(initial, np.shape(plain)).astype(plain.dtype)
         m = prim(a, axis, keepdims)
-        return m if initial is None else combine(m, initial)
+        return m if initial is None else combine(m, _initial_as(initial, m))
     extremum.__name__ = name
     return extremum
 
