@@ -318,3 +318,46 @@ def test_initial_gradients(name, dtype):
     assert tp.grad(lambda x: np.sum(INITIAL[name](x)))(x).dtype == dtype
     assert np.result_type(tp.vmap(INITIAL[name])(np.stack([x, x]))) == \
         np.result_type(INITIAL[name](x))
+
+
+# --- NumPy functions tapestry writes for floats, on integer or bool items -----------------
+XINT = np.array([[3, -1, 4, 1], [5, 9, -2, 6], [0, 0, 7, 1]])
+INTEGER_ITEMS = {
+    "median": np.median,
+    "percentile": lambda x: np.percentile(x, 30),
+    "quantile": lambda x: np.quantile(x, 0.3),
+    "nanmedian": np.nanmedian,
+    "nanquantile": lambda x: np.nanquantile(x, 0.7),
+    "nansum": np.nansum,
+    "nanprod": np.nanprod,
+    "nancumsum": np.nancumsum,
+    "nancumprod": np.nancumprod,
+    "gradient": np.gradient,
+    "convolve": lambda x: np.convolve(x, x[::-1]),
+    "correlate": lambda x: np.correlate(x, x[::-1], "full"),
+    "polyval": lambda x: np.polyval(x, 2),
+    "select": lambda x: np.select([x > 0], [x], default=0),
+    "diff": np.diff,
+    "norm": np.linalg.norm,
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTEGER_ITEMS))
+@pytest.mark.parametrize("data", [XINT, XINT.astype(np.int8), (XINT + 2).astype(np.uint8),
+                                  XINT > 0], ids=["int64", "int8", "uint8", "bool"])
+def test_integer_items_get_numpys_result(name, data):
+    f = INTEGER_ITEMS[name]
+    try:
+        ref = loop(f, (0,), (data,))
+    except TypeError:  # NumPy's own refusal (np.quantile of bools)
+        with pytest.raises(TypeError):
+            _vmapped(f, (0,), (data,))
+        return
+    _same_exactly(_vmapped(f, (0,), (data,)), ref)
+
+
+@pytest.mark.parametrize("name", ["median", "quantile", "nansum", "gradient", "convolve"])
+def test_float_items_of_those_functions_still_differentiate(name):
+    f = INTEGER_ITEMS[name]
+    x = XINT * 1.5 + RNG.normal(size=XINT.shape) * 0.1
+    check_grads(lambda x: np.sum(tp.vmap(f)(x) ** 2), (x,))

@@ -432,7 +432,7 @@ def _entry(func, impl, args, kwargs, plain=None):
     if active is None:
         active = _ACTIVE.calls = set()
     plain = plain or _Plain(func)
-    if key in active:
+    if key in active or (func in _FLOAT_ENTRIES and _integer_items(args, kwargs)):
         return batched_call(plain, args, kwargs, trace)
     active.add(key)
     try:
@@ -449,6 +449,44 @@ def _entry(func, impl, args, kwargs, plain=None):
         return batched_call(plain, args, kwargs, trace)
     finally:
         active.discard(key)
+
+
+#: NumPy functions whose entry point is written for float values: on an
+#: integer or bool item its arithmetic differs from NumPy's (np.median of
+#: ints is a float mean of the middle two; np.gradient of uint8 leaves the
+#: type to avoid wrapping; np.nansum of ints stays an int; np.convolve of
+#: bools is a bool).  With nothing differentiated, such an item runs
+#: NumPy's own function (see :func:`_entry`).
+_FLOAT_ENTRIES = frozenset(f for f in (
+    np.median, np.percentile, np.quantile, np.nanmedian, np.nanpercentile, np.nanquantile,
+    np.nansum, np.nanprod, np.nancumsum, np.nancumprod, np.gradient, np.convolve,
+    np.correlate, np.polyval, np.select, np.diff, np.linalg.norm))
+
+
+def _integer_items(args, kwargs):
+    """Whether a batched value among the arguments holds integers or bools
+    and none is being differentiated."""
+    found = []
+
+    def walk(x):
+        c = x.__class__
+        if c is Var:
+            return False
+        if c is Batched:
+            v = x._value
+            while v.__class__ is Batched:
+                v = v._value
+            if v.__class__ is Var:
+                return False
+            found.append(np.result_type(v).kind in "biu")
+            return True
+        if c in (list, tuple):
+            return all(walk(v) for v in x)
+        if c is dict:
+            return all(walk(v) for v in x.values())
+        return True
+
+    return walk(args) and walk(kwargs) and any(found)
 
 
 def _differentiated(x):
