@@ -339,6 +339,9 @@ INTEGER_ITEMS = {
     "select": lambda x: np.select([x > 0], [x], default=0),
     "diff": np.diff,
     "norm": np.linalg.norm,
+    "linspace": lambda x: np.linspace(x, x[::-1], 5),
+    "logspace": lambda x: np.logspace(x, x[::-1], 3),
+    "vecdot": lambda x: np.vecdot(x, x[::-1]),
 }
 
 
