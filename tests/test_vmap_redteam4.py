@@ -364,3 +364,16 @@ def test_float_items_of_those_functions_still_differentiate(name):
     f = INTEGER_ITEMS[name]
     x = XINT * 1.5 + RNG.normal(size=XINT.shape) * 0.1
     check_grads(lambda x: np.sum(tp.vmap(f)(x) ** 2), (x,))
+
+
+# --- np.nanvar / np.nanstd of complex values: |d|^2, real, as NumPy's ---------------------
+ZS = np.array([[1 + 2j, 3 - 1j, np.nan, 2j], [0.5j, np.nan, -1 + 1j, 2.0]])
+
+
+@pytest.mark.parametrize("fn", [np.nanvar, np.nanstd], ids=["nanvar", "nanstd"])
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_nan_moments_of_complex_values(fn, dtype):
+    z = ZS.astype(dtype)
+    _same_exactly(_vmapped(fn, (0,), (z,)), loop(fn, (0,), (z,)))
+    check_grads(fn, (np.nan_to_num(ZS[0], nan=0.25),))
+    check_grads(lambda r: fn(r * (1 + 1j) + 0.3j * r[::-1]), (np.array([1.0, 2.0, 0.7, 0.5]),))
