@@ -460,7 +460,8 @@ def _entry(func, impl, args, kwargs, plain=None):
 _FLOAT_ENTRIES = frozenset(f for f in (
     np.median, np.percentile, np.quantile, np.nanmedian, np.nanpercentile, np.nanquantile,
     np.nansum, np.nanprod, np.nancumsum, np.nancumprod, np.gradient, np.convolve,
-    np.correlate, np.polyval, np.select, np.diff, np.linalg.norm, np.linspace, np.logspace))
+    np.correlate, np.polyval, np.polymul, np.select, np.diff, np.linalg.norm, np.linspace,
+    np.logspace))
 
 
 def _integer_items(args, kwargs):
