@@ -347,6 +347,16 @@ def _batch_trace_of(e):
     return trace
 
 
+def _swallowed(trace, e):
+    """Whether ``f`` caught a refusal to read one of ``trace``'s values (it
+    is still pending) and raised ``e``, another error: its own (``except
+    IndexError: raise KeyError(...) from e``) or NumPy's, chained to the
+    refusal (``out[i] = x`` with a 0-d ``x``).  A loop's items each take
+    their own branch; so does a run per item.  The refusal itself, uncaught,
+    is raised (``float(x)``: refused by name)."""
+    return trace.refused is not None and trace.refused is not e
+
+
 def _dtype(x):
     d = getattr(x, "dtype", None)
     return np.asarray(x).dtype if d is None else d
@@ -399,11 +409,16 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             # NumPy converted one of this vmap's values (BatchedConversionError),
             # would write one into a plain array (PerItemWrite), or a custom
             # rule read one from a closure: each item's own values can do it
-            if _batch_trace_of(e) is not trace:
+            if _batch_trace_of(e) is not trace and not _swallowed(trace, e):
                 raise
             needs_items = e
         finally:
             trace.open = False
+        if needs_items is None and trace.refused is not None:
+            # f caught a refusal to read one of this vmap's values itself and
+            # went on (its except branch, for every item): a loop's items
+            # each take their own branch
+            needs_items = trace.refused
         if needs_items is not None:  # (outside the handler: errors of the items are their own)
             items = [w._value if ax is not None else x for w, x, ax in zip(wrapped, leaves, axes)]
             return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,

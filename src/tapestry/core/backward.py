@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 
-from .batched import BatchedConversionError, rule_per_item
+from .batched import BatchedConversionError, handled, rule_per_item
 from .tape import LEAF
 
 
@@ -32,6 +33,39 @@ _FRESH = _calibrate_fresh()
 #: The same for a fresh array passed on once more (``accumulate``'s ``c``).
 _FRESH_ARG = None if _FRESH is None else _FRESH + 1
 _refcount = sys.getrefcount
+
+
+#: Per thread, the ids of the arrays the running sweep's rules handed on as
+#: cotangents unchanged (see :func:`passed_on`).
+_PASSED = threading.local()
+
+
+def passed_on(y):
+    """``y`` as a cotangent, unchanged: a rule's ``g * y`` where ``g`` is a
+    broadcast 1 (:func:`~tapestry.core.primitive.scale_cotangent`).  ``y``
+    is a value of the forward pass -- a closed-over weight, another
+    argument, an output handed back as aux -- so a gradient that is ``y``
+    (or a view of it) is copied when the sweep ends: the caller updating
+    the gradient in place (``g /= norm``) must not change their weight."""
+    ids = getattr(_PASSED, "ids", None)
+    if ids is not None and type(y) is np.ndarray:  # (a staged y is jit's, not the caller's)
+        ids.add(id(_root(y)))
+    return y
+
+
+def _root(a):
+    """The array whose memory ``a`` views (``a`` itself if it owns it)."""
+    while type(a.base) is np.ndarray:
+        a = a.base
+    return a
+
+
+def _unaliased(cts, owned, ids):
+    """The leaves' cotangents, each that is (a view of) an array a rule
+    passed on (:func:`passed_on`) replaced by a copy."""
+    for p, c in enumerate(cts):
+        if type(c) is np.ndarray and p not in owned and id(_root(c)) in ids:
+            cts[p] = c.copy()
 
 
 class Negated:
@@ -88,6 +122,18 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
         cts[i] = extra if cts[i] is None else accumulate(cts[i], extra, i, set())
     owned = set()
     negated = []  # positions that got a Negated cotangent first
+    outer, _PASSED.ids = getattr(_PASSED, "ids", None), set()
+    try:
+        _sweep(nodes, cts, out_index, stop, release, owned, negated)
+        if _PASSED.ids:
+            _unaliased(cts, owned, _PASSED.ids)
+    finally:
+        _PASSED.ids = outer
+    return cts
+
+
+def _sweep(nodes, cts, out_index, stop, release, owned, negated):
+    """The loop of :func:`backward_sweep`, filling ``cts`` in place."""
     consumed = _CONSUMED
     for i in range(out_index, stop - 1, -1):
         g = cts[i]
@@ -105,7 +151,8 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
         if rules.__class__ is JointRule:  # one call yields every parent's cotangent
             try:
                 joint = rules.fn(g, ans, *args, **kwargs)
-            except BatchedConversionError:  # the rule reads values in Python: per item
+            except BatchedConversionError as e:  # the rule reads values in Python: per item
+                handled(e)
                 joint = rule_per_item(rules.fn, g, ans, args, kwargs)
             rules = [_const(c) for c in joint]
             args, kwargs = (), {}
@@ -116,7 +163,8 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
             rule = rules[0]
             try:
                 c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
-            except BatchedConversionError:  # the rule reads values in Python: per item
+            except BatchedConversionError as e:  # the rule reads values in Python: per item
+                handled(e)
                 c = rule_per_item(rule, g, ans, args, kwargs)
             if c is not None:
                 p = parents[0]
@@ -134,7 +182,8 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
         for p, rule in zip(parents, rules):
             try:
                 c = rule(g, ans, *args, **kwargs) if kwargs else rule(g, ans, *args)
-            except BatchedConversionError:
+            except BatchedConversionError as e:
+                handled(e)
                 c = rule_per_item(rule, g, ans, args, kwargs)
             if c is None:
                 continue
@@ -151,7 +200,6 @@ def backward_sweep(tape, out_index, seed, release=True, stop=0, more=()):
     for p in negated:  # leaves (the rest were used by their nodes above)
         if cts[p].__class__ is Negated:
             cts[p] = cts[p].value()
-    return cts
 
 
 class JointRule:

@@ -56,10 +56,40 @@ class BatchTrace:
     """One ``vmap`` call: its level, batch size and whether it is running
     (a batched value used after its ``vmap`` returned raises)."""
 
-    __slots__ = ("level", "size", "open")
+    __slots__ = ("level", "size", "open", "refused")
 
     def __init__(self, level, size):
         self.level, self.size, self.open = level, size, True
+        #: The last refusal to read one of this vmap's values that no
+        #: tapestry code has handled yet (see :func:`refusing`): set when
+        #: the mapped function returns, its code caught the refusal.
+        self.refused = None
+
+
+def refusing(trace, err):
+    """``err``, a refusal to read a value of ``trace`` in Python or NumPy
+    (a conversion, a branch, a write into a plain array), remembered on the
+    trace until the code that catches it handles it (:func:`handled`).  A
+    mapped function that catches it itself (``try: v = table[i] except
+    Exception: v = default``) would take its ``except`` branch for every
+    item, which a loop over the items does not: vmap then runs it once per
+    item instead."""
+    if trace is not None:
+        trace.refused = err
+        err.refused_by = trace
+    return err
+
+
+def handled(err):
+    """``err`` (or the refusal it was chained from) caught and handled by
+    tapestry's own code (a rule run per item, an operation run per item):
+    no longer a refusal the mapped function swallowed."""
+    seen = 0
+    while err is not None and seen < 8:
+        trace = getattr(err, "refused_by", None)
+        if trace is not None and trace.refused is err:
+            trace.refused = None
+        err, seen = err.__cause__ or err.__context__, seen + 1
 
 
 class EscapedBatchError(RuntimeError):
@@ -161,15 +191,16 @@ class Batched(ArrayMethods):
             "(np.arange(n) == i) @ W, or np.where). " + _HELP_CONTROL))
 
     def __bool__(self):
-        raise BatchedConversionError("tapestry.vmap: the truth value of a batched value (an if, "
-                        "while, and/or on it). " + _HELP_CONTROL)
+        raise refusing(self._trace, BatchedConversionError(
+            "tapestry.vmap: the truth value of a batched value (an if, while, and/or on "
+            "it). " + _HELP_CONTROL))
 
     def _convert(self, what):
         err = BatchedConversionError(f"tapestry.vmap: {what} of a batched value. " + _HELP_CONTROL)
         # read by vmap only where NumPy chained its own error to this one
         # (out[i] = x with a 0-d x calls float()): then it runs item by item
         err.item_trace = self._trace
-        raise err
+        raise refusing(self._trace, err)
 
     __float__ = lambda self: self._convert("float()")  # noqa: E731
     __int__ = lambda self: self._convert("int()")  # noqa: E731
@@ -274,7 +305,14 @@ class Batched(ArrayMethods):
     def __rmul__(self, o): return _binary(np.multiply, o, self)
     def __truediv__(self, o): return _binary(np.true_divide, self, o)
     def __rtruediv__(self, o): return _binary(np.true_divide, o, self)
-    def __pow__(self, o): return _binary(np.power, self, o)
+    def __pow__(self, o):
+        v = self._value
+        if v.__class__ is np.ndarray and v.dtype.kind == "b" and v.ndim > 1 and \
+                o.__class__ in _SCALARS and self._trace.open:
+            # an array item's bool ** 2 is np.square's int8 (a 0-d item's, a
+            # NumPy bool's, np.power's int64)
+            return Batched(v ** o, self._trace)
+        return _binary(np.power, self, o)
     def __rpow__(self, o): return _binary(np.power, o, self)
     def __matmul__(self, o): return FAST_UFUNCS[np.matmul](self, o)
     def __rmatmul__(self, o): return FAST_UFUNCS[np.matmul](o, self)
@@ -325,7 +363,7 @@ def _conversion_of(x, err):
     made ``x`` then runs its function once per item instead
     (:func:`~tapestry.core.api_vmap.vmap`), which NumPy's own code can do."""
     err.batch_trace = x._trace
-    return err
+    return refusing(x._trace, err)
 
 
 #: NumPy functions that write into their first argument.
@@ -362,7 +400,7 @@ def item_by_item(err, args):
         return err
     out = PerItemWrite(str(err))
     out.batch_trace = trace
-    return out
+    return refusing(trace, out)
 
 
 class PerItemWrite(TypeError):
@@ -394,12 +432,13 @@ def _entry(func, impl, args, kwargs, plain=None):
     if active is None:
         active = _ACTIVE.calls = set()
     plain = plain or _Plain(func)
-    if key in active:
+    if key in active or (func in _FLOAT_ENTRIES and _integer_items(args, kwargs)):
         return batched_call(plain, args, kwargs, trace)
     active.add(key)
     try:
         return impl(*args, **kwargs)
-    except BatchedConversionError:
+    except BatchedConversionError as e:
+        handled(e)
         return batched_call(plain, args, kwargs, trace)
     except NotImplementedError:
         # tapestry cannot differentiate this call (np.quantile(method="nearest"),
@@ -410,6 +449,45 @@ def _entry(func, impl, args, kwargs, plain=None):
         return batched_call(plain, args, kwargs, trace)
     finally:
         active.discard(key)
+
+
+#: NumPy functions whose entry point is written for float values: on an
+#: integer or bool item its arithmetic differs from NumPy's (np.median of
+#: ints is a float mean of the middle two; np.gradient of uint8 leaves the
+#: type to avoid wrapping; np.nansum of ints stays an int; np.convolve of
+#: bools is a bool).  With nothing differentiated, such an item runs
+#: NumPy's own function (see :func:`_entry`).
+_FLOAT_ENTRIES = frozenset(f for f in (
+    np.median, np.percentile, np.quantile, np.nanmedian, np.nanpercentile, np.nanquantile,
+    np.nansum, np.nanprod, np.nancumsum, np.nancumprod, np.gradient, np.convolve,
+    np.correlate, np.polyval, np.polymul, np.select, np.diff, np.linalg.norm, np.linspace,
+    np.logspace))
+
+
+def _integer_items(args, kwargs):
+    """Whether a batched value among the arguments holds integers or bools
+    and none is being differentiated."""
+    found = []
+
+    def walk(x):
+        c = x.__class__
+        if c is Var:
+            return False
+        if c is Batched:
+            v = x._value
+            while v.__class__ is Batched:
+                v = v._value
+            if v.__class__ is Var:
+                return False
+            found.append(np.result_type(v).kind in "biu")
+            return True
+        if c in (list, tuple):
+            return all(walk(v) for v in x)
+        if c is dict:
+            return all(walk(v) for v in x.values())
+        return True
+
+    return walk(args) and walk(kwargs) and any(found)
 
 
 def _differentiated(x):

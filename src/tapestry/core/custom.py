@@ -193,6 +193,8 @@ def _batched_closure_error(kind, name, fix, trace=None):
     (:func:`~tapestry.core.api_vmap.vmap`), where the value is a constant."""
     err = _batched_closure_refusal(kind, name, fix)
     err.batch_trace = trace
+    if trace is not None:  # (see batched.refusing)
+        trace.refused, err.refused_by = err, trace
     return err
 
 

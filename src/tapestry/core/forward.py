@@ -32,7 +32,7 @@ import numpy as np
 
 from .backward import _FRESH, JointRule, Negated, _refcount, backward_sweep
 from .staged import Staged
-from .batched import Batched, BatchedConversionError, Unbatched, _combine, _item, top_batch
+from .batched import Batched, BatchedConversionError, Unbatched, _combine, _item, handled, top_batch
 from .primitive import dtype_of, shape_of
 from .tape import LEAF, open_tape
 from .var import Var
@@ -149,7 +149,8 @@ def node_tangent(node, ts, batch=None):
         if positions is not None:
             try:
                 c = _fast_tangent(prim, positions[k], rule, t, ans, args, kwargs, batch)
-            except BatchedConversionError:  # the rule branches on a batched value:
+            except BatchedConversionError as e:  # the rule branches on a batched value:
+                handled(e)
                 c = NotImplemented          # the general path runs it per item
         if c is NotImplemented:
             slow.append((rule, t))
@@ -300,10 +301,11 @@ def _per_item_if_read(transpose, fn, ts, ans, args, kwargs):
         (lambda t, a, r, k: transpose(fn, t, a, r, k))
     try:
         return call(ts, ans, args, kwargs)
-    except BatchedConversionError:
+    except BatchedConversionError as e:
         trace = top_batch((ans, args, ts), kwargs)
         if trace is None:
             raise
+        handled(e)
         per = [call(_item(ts, i, trace), _item(ans, i, trace), _item(args, i, trace),
                     _item(kwargs, i, trace)) for i in range(trace.size)]
         return _combine(per, trace, "a forward-mode rule")

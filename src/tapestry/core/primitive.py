@@ -20,7 +20,7 @@ import numpy as np
 
 from . import batching
 from .batching import shape_of  # noqa: F401  (rule modules import it from here)
-from .backward import Negated
+from .backward import Negated, passed_on
 from .batched import Batched, batched_above, batched_call, top_batch
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
 from .staged import Staged, staged_recorder
@@ -38,8 +38,17 @@ KEEP_OTHER = 3      # each active argument's rule reads the *other* operands (mu
 KEEP_MIN_SIZE = 4096
 
 
+def _power(a, b):
+    """``np.power(a, b)`` as ``a ** b`` (the operator's scalar shortcuts,
+    ``x ** 2`` as ``np.square``, give np.power's numbers), except for a bool
+    array ``a``: its square is int8, np.power's result int64."""
+    if a.__class__ is np.ndarray and a.dtype.kind == "b":
+        return np.power(a, b)
+    return a ** b
+
+
 _OPERATORS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
-              np.true_divide: operator.truediv, np.power: operator.pow,
+              np.true_divide: operator.truediv, np.power: _power,
               np.negative: operator.neg, np.matmul: operator.matmul}
 
 
@@ -522,13 +531,13 @@ def scale_cotangent(g, y):
             and g.shape == y.shape and g.dtype == y.dtype):
         c = g.flat[0]
         if c == 1:
-            return y
+            return passed_on(y)
         if c == -1:
             return Negated(y)  # computed only if no other contribution comes
     elif (type(g) is np.ndarray and g.size >= KEEP_MIN_SIZE and type(y) is np.ndarray
           and g.strides[-1] == 0 and g.shape == y.shape and g.dtype == y.dtype
           and g.dtype.kind == "f" and _all_ones(g)):
-        return y
+        return passed_on(y)
     return g * y
 
 

@@ -392,6 +392,9 @@ def _name_batched_reader(func, e):
             f"step without {name}. ({e})")
         err.named = True
         err.batch_trace = getattr(e, "batch_trace", None)  # (see api_vmap's item-by-item run)
+        trace = getattr(e, "refused_by", None)
+        if trace is not None and trace.refused is e:  # (see batched.refusing)
+            trace.refused, err.refused_by = err, trace
         raise err from None
 
 

@@ -250,7 +250,11 @@ def kron(a, b):
 def _vecdot(x1, x2, axis=-1, **kwargs):
     if np.iscomplexobj(x1):
         x1 = np.conjugate(x1)
-    return np.sum(x1 * x2, axis=axis)
+    s = np.sum(x1 * x2, axis=axis)
+    dt = np.result_type(unwrap_all(x1), unwrap_all(x2))
+    # integer or bool operands (a vmapped item, nothing differentiated): NumPy
+    # keeps their type (uint8 wraps, bools or their ands); np.sum widened it
+    return s.astype(dt) if dt.kind in "biu" else s
 
 
 implements(np.vecdot)(_vecdot)

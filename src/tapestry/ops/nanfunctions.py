@@ -58,7 +58,11 @@ def _nanvar(a, axis, ddof, keepdims, where):
     m = np.sum(a0, axis=axis, keepdims=True) / np.maximum(n, 1).astype(ft)
     d = np.where(valid, a0 - m, 0.0)
     dof = np.sum(valid, axis=axis, keepdims=keepdims) - ddof
-    v = np.sum(d * d, axis=axis, keepdims=keepdims) / np.where(dof > 0, dof, 1).astype(ft)
+    if ft.kind == "c":  # |d|^2, real (as NumPy's): d * d is not the variance of complex values
+        sq, ft = np.real(d) ** 2 + np.imag(d) ** 2, np.finfo(ft).dtype
+    else:
+        sq = d * d
+    v = np.sum(sq, axis=axis, keepdims=keepdims) / np.where(dof > 0, dof, 1).astype(ft)
     return np.where(dof > 0, v, np.nan), dof > 0
 
 

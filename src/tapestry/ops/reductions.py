@@ -12,8 +12,8 @@ import numpy as np
 
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
-from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import DIRECT, TRACED, all_items, constant_values
+from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
+from ..core.batched import DIRECT, TRACED, Batched, all_items, constant_values
 from ..core.staged import Staged
 from .common import implements_if, plain_dtype, axis_index
 from .elementwise import _over_nonzero
@@ -84,14 +84,46 @@ def _float(dtype, name):
                         "integer result, which has no gradient; drop dtype=.")
 
 
-def _in_dtype(a, dtype, name):
+def _in_dtype(a, dtype, name, integer=False):
     """``a`` in the float ``dtype=`` NumPy accumulates in (a float32 array's
     ``np.cumsum(x, dtype=np.float64)`` is float64 and summed in float64);
-    without this the traced prod/cumsum/cumprod/var/std ignored ``dtype=``."""
+    without this the traced prod/cumsum/cumprod/var/std ignored ``dtype=``.
+    With ``integer`` (sum, mean, prod, cumsum, cumprod: NumPy casts each
+    element to the integer ``dtype`` and accumulates there, as these do on
+    the cast array) an integer ``dtype`` is refused only for a value being
+    differentiated: a vmapped item that is not gets NumPy's integer result."""
+    if integer and dtype is not None and np.dtype(dtype).kind in "iu" and \
+            not _differentiated(a):
+        return _var_astype(a, dtype)
     _float(dtype, name)
     if dtype is None or np.dtype(dtype) == plain_dtype(a):
         return a
     return _var_astype(a, dtype)
+
+
+def _initial_as(initial, r):
+    """A plain ``initial=`` in the dtype of the reduction ``r``, as NumPy
+    casts it (an int array's ``np.sum(x, initial=0.5)`` is an int; a float32
+    one's ``np.max(x, initial=np.float64(0))`` float32); a traced one as is."""
+    if initial.__class__ in TRACED:
+        return initial
+    return np.asarray(initial).astype(plain_dtype(r))
+
+
+def _as_int(r, dtype):
+    """``r`` in an integer ``dtype=`` (NumPy sums an int8 array in int64
+    unless told otherwise; wrapping in the smaller type commutes with the
+    sum and product)."""
+    if dtype is None or np.dtype(dtype).kind not in "iu" or np.dtype(dtype) == plain_dtype(r):
+        return r
+    return _var_astype(r, dtype)
+
+
+def _differentiated(a):
+    """Whether ``a`` is traced for differentiation (at any vmap level)."""
+    while a.__class__ is Batched:
+        a = a._value
+    return a.__class__ is Var
 
 
 def _count(shape, axis):
@@ -148,9 +180,9 @@ _row_sum = Primitive(_row_sum_fun, "sum_per_item", keep=KEEP_SHAPES, linear_in=(
 
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     no_out("sum", out)
-    a = _in_dtype(a, dtype, "sum")
+    a = _in_dtype(a, dtype, "sum", integer=True)
     s = _sum(_masked(a, where, 0), _tuple(axis), keepdims)
-    return s if initial is None else s + initial
+    return _as_int(s if initial is None else s + _initial_as(initial, s), dtype)
 
 
 _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
@@ -161,7 +193,7 @@ _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepd
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     no_out("mean", out)
-    a = _in_dtype(a, dtype, "mean")
+    a = _in_dtype(a, dtype, "mean", integer=True)
     w = where_mask(where)
     if w is not None:  # the mean of the selected entries: sum / count
         count = np.sum(np.broadcast_to(w, np.shape(a)), axis=_tuple(axis), keepdims=keepdims
@@ -218,9 +250,9 @@ _prod = Primitive(lambda a, axis, keepdims: np.prod(a, axis=axis, keepdims=keepd
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     no_out("prod", out)
-    a = _in_dtype(a, dtype, "prod")
+    a = _in_dtype(a, dtype, "prod", integer=True)
     p = _prod(_masked(a, where, 1), _tuple(axis), keepdims)
-    return p if initial is None else p * initial
+    return _as_int(p if initial is None else p * _initial_as(initial, p), dtype)
 
 
 # --- max / min ----------------------------------------------------------------------
@@ -258,14 +290,14 @@ def extremum_entry(prim, name, combine, np_fun):
         if where_mask(where) is not None:
             if initial is None:  # NumPy's own error: no identity without initial
                 np_fun(unwrap_all(a), axis=axis, keepdims=keepdims, where=where_mask(where))
-            a = _masked(a, where, initial)
+            a = _masked(a, where, _initial_as(initial, a))
         if initial is not None and _count(np.shape(a), axis) == 0:
             plain = np_fun(unwrap_all(a), axis=axis, keepdims=keepdims,
                            initial=unwrap_all(initial))
             return plain if initial.__class__ not in TRACED else \
                 np.broadcast_to(initial, np.shape(plain)).astype(plain.dtype)
         m = prim(a, axis, keepdims)
-        return m if initial is None else combine(m, initial)
+        return m if initial is None else combine(m, _initial_as(initial, m))
     extremum.__name__ = name
     return extremum
 
@@ -389,10 +421,10 @@ _cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod", batch=
 def _scan_entry(prim, name):
     def scan(a, axis=None, dtype=None, out=None):
         no_out(name, out)
-        a = _in_dtype(a, dtype, name)
+        a = _in_dtype(a, dtype, name, integer=True)
         if axis is None:
-            return prim(np.ravel(a), 0)
-        return prim(a, axis_index(axis, max(np.ndim(a), 1)))
+            return _as_int(prim(np.ravel(a), 0), dtype)
+        return _as_int(prim(a, axis_index(axis, max(np.ndim(a), 1))), dtype)
     scan.__name__ = name
     return scan
 
