@@ -31,7 +31,7 @@ import pytest
 import tapestry as tp
 
 from jit_checks import same
-from test_jit_users import _run, _same, jitted, plain
+from test_jit_users import check_scenario, jitted
 
 SCENARIOS = {}
 
@@ -429,10 +429,4 @@ def test_globals_read_by_a_name_in_a_string_are_guarded(name):
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(name):
-    fn = SCENARIOS[name]
-    want, _ = _run(fn, plain)
-    got, _ = _run(fn, jitted)
-    assert len(want) == len(got) and len(want) >= 3, (len(want), len(got))
-    for k, ((a, wa), (b, wb)) in enumerate(zip(want, got)):
-        _same(b, a, f"{name}: call {k}")
-        assert wb == wa, (f"{name}: call {k}", wb, wa)
+    check_scenario(SCENARIOS[name], name)

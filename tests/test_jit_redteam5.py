@@ -17,7 +17,7 @@ import pytest
 
 import tapestry as tp
 
-from test_jit_users import _run, _same, jitted, plain
+from test_jit_users import _run, _same, check_scenario, jitted, plain
 
 SCENARIOS = {}
 
@@ -765,11 +765,5 @@ def test_fused_item_loop(name):
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(name):
-    fn = SCENARIOS[name]
-    want, _ = _run(fn, plain)
-    got, _ = _run(fn, jitted)
-    assert len(want) == len(got) and len(want) >= 3, (len(want), len(got))
-    for k, ((a, wa), (b, wb)) in enumerate(zip(want, got)):
-        _same(b, a, f"{name}: call {k}")
-        assert wb == wa, (f"{name}: call {k}", wb, wa)
+    check_scenario(SCENARIOS[name], name)
 

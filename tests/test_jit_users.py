@@ -2889,15 +2889,20 @@ def returns_views_of_closed_over_arrays(wrap, log):
             a.shape = (3, 1)  # reshapes that result only
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_user_scenario(name):
-    fn = SCENARIOS[name]
+def check_scenario(fn, name):
+    """Every call of scenario ``fn`` under jit gives the plain call's values
+    and log (at least three calls)."""
     want, _ = _run(fn, plain)
     got, _ = _run(fn, jitted)
     assert len(want) == len(got) and len(want) >= 3, (len(want), len(got))
     for k, ((a, wa), (b, wb)) in enumerate(zip(want, got)):
         _same(b, a, f"{name}: call {k}")
         assert wb == wa, (f"{name}: call {k}", wb, wa)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_user_scenario(name):
+    check_scenario(SCENARIOS[name], name)
 
 
 #: Scenarios whose function cannot be replayed: the jitted run says so, once
