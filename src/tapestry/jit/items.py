@@ -27,6 +27,7 @@ from ..core.api import _value_and_grad
 from ..core.backward import accumulate
 from ..core.pytree import _sorted_keys, tree_flatten
 from ..core.tracing import AS_SWEPT
+from .order import aux_key
 
 
 def sum_chunk(task, grads_like):
@@ -96,7 +97,6 @@ def _item_value_and_grad(jf, shared_td, act):
     the shared leaves at ``act``, called as ``(item, *shared_leaves)``;
     one per (structure of the shared arguments, active leaves), kept on
     ``jf`` with its options."""
-    from .order import aux_key
     cache = jf.__dict__.setdefault("_items_value_and_grad", {})
     # (aux_key: dict key orders and key types, which a treedef's == ignores,
     # decide how the shared arguments are rebuilt for f)

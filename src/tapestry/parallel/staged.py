@@ -4,9 +4,10 @@ program, run on the executor at every replay.
 Traced inline, a ``parallel_sum`` in a jitted function becomes the chunks'
 steps one after the other: every replay runs them on the calling thread,
 whatever ``executor=`` says.  Here the trace records one step instead,
-whose function runs the chunks (:func:`~.work.sum_chunk`: a child tape per
-chunk, or :mod:`tapestry.jit.items` for a jitted ``f``) on the executor
-and returns the sum and the gradient of each shared argument and item
+whose function runs the chunks on the executor -- in this process, each
+chunk replays one jitted program per chunk signature (:class:`CompiledChunks`:
+``value_and_grad`` of the chunk's sum, the child tape's bits); in worker
+processes, :func:`~.work.sum_chunk` -- and returns the sum and the gradient of each shared argument and item
 being differentiated, assembled as the eager call assembles them: the
 replay's result has the eager call's bits, on every executor.  ``f`` runs
 on the replay's values each time, so what it reads from its closure is
@@ -133,14 +134,11 @@ class _ChunksStep:
             out, self.first = self.first, None
             return out
         out = self.run(items, shared)
-        if out is None:
-            raise TypeError("tapestry.parallel_sum: f's sum became complex since the "
-                            "trace; call the jitted function's clear_cache().")
-        out, layout = _parts(out)
+        flat, layout = (None, None) if out is None else _parts(out)  # (None: complex)
         if layout != self.layout:  # (the replay raises: jit traces the call again)
-            raise _LayoutChanged("tapestry.parallel_sum: the chunks' gradients are "
-                                 "laid out otherwise than at the trace (sparse or dense)")
-        return out
+            raise _LayoutChanged("tapestry.parallel_sum: the chunks' results are laid out "
+                                 "otherwise than at the trace (complex, sparse or dense)")
+        return flat
 
     def run(self, items, shared):
         """The chunks on the executor: ``(sum, *gradients)``, or ``None`` for
@@ -176,7 +174,7 @@ class _ChunksStep:
 
 
 class _LayoutChanged(TypeError):
-    """A replay's gradients differ in kind from the trace's."""
+    """A replay's sum or gradients differ in kind from the trace's."""
 
 
 def _parts(out):
