@@ -285,3 +285,99 @@ def test_shared_dicts_in_another_key_order_or_key_type():
         want = tp.value_and_grad(lambda p: tp.parallel_sum(f, items, p))(p)
         _same_bits(got, want)
         assert list(got[1]) == list(keys)
+
+
+# --- batched=True: a chunk is one slice of the stacked items ---------------------------------
+def groups_logp(g, u, alpha, beta):
+    """group_logp of a slice of groups stacked along axis 0."""
+    uj = u[g["j"]]
+    eta = alpha + beta * g["x"] + uj[:, None]
+    return np.sum(g["y"] * eta - np.exp(eta) - g["c"]) - 0.5 * np.sum(uj * uj)
+
+
+def stacked_groups(n, m=5, seed=0, dtype=np.float64):
+    groups, u, a, b = make_groups(n, m, seed, dtype)
+    stacked = {k: np.array([g[k] for g in groups]) for k in groups[0]}
+    return stacked, u, a, b
+
+
+def _vg_batched(f, stacked, ex="serial", chunk_size=None, argnums=(0, 1, 2)):
+    return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
+        f, stacked, u, a, b, executor=ex, chunk_size=chunk_size, batched=True),
+        argnums=argnums)
+
+
+@pytest.mark.parametrize("ex", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("chunk_size", [None, 1, 4, 40])
+def test_batched_chunks_have_the_tape_paths_bits(monkeypatch, ex, chunk_size):
+    stacked, u, a, b = stacked_groups(23)
+    spy = Spy(monkeypatch, "_batched_chunk")
+    got = _vg_batched(tp.jit(groups_logp), stacked, ex, chunk_size)(u, a, b)
+    want = _vg_batched(groups_logp, stacked, ex, chunk_size)(u, a, b)
+    _same_bits(got, want)
+    if ex != "processes":
+        assert spy.hits > 0 and spy.misses == 0
+
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+def test_batched_chunks_compiled_whole(monkeypatch, ex):
+    """With ``fuse=True`` each chunk's program is one whole kernel (``x[:,
+    None]``, its gradient and einsum's row sums included)."""
+    monkeypatch.setattr(importlib.import_module("tapestry.jit.api"), "_faster",
+                        lambda new, old, inputs, repeats=5: True)
+    stacked, u, a, b = stacked_groups(40, m=9)
+    jf = tp.jit(groups_logp, fuse=True)
+    got = _vg_batched(jf, stacked, ex, 10)(u, a, b)
+    want = _vg_batched(groups_logp, stacked, ex, 10)(u, a, b)
+    for x, y in zip(_leaves(got), _leaves(want)):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+    progs = [p for d in jf._items_value_and_grad.values() for p in [d]]
+    assert progs and any(vg.cache_info()["whole_programs"] for vg in progs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_chunks_dtypes_and_finite_differences(dtype):
+    stacked, u, a, b = stacked_groups(11, dtype=dtype)
+    u = u.astype(dtype)
+    got = _vg_batched(tp.jit(groups_logp), stacked, "threads", 3)(u, a, b)
+    want = _vg_batched(groups_logp, stacked, "threads", 3)(u, a, b)
+    _same_bits(got, want)
+    if dtype == np.float64:
+        check_grads(lambda u, a, b: tp.parallel_sum(tp.jit(groups_logp), stacked, u, a, b,
+                                                     batched=True, chunk_size=4),
+                    (u, a, b), order=1)
+
+
+def test_batched_chunk_errors_are_the_tape_paths():
+    stacked, u, a, b = stacked_groups(8)
+
+    def raises(g, u, a, b):
+        if g["x"].shape[0] < 4:
+            raise ValueError("a short chunk")
+        return groups_logp(g, u, a, b)
+
+    def not_a_number(g, u, a, b):
+        return g["x"] * u[0]
+    for f, err in ((raises, "a short chunk"), (not_a_number, "")):
+        with pytest.raises(Exception, match=err) as got:
+            _vg_batched(tp.jit(f), stacked, "serial", 5)(u, a, b)
+        with pytest.raises(Exception) as want:
+            _vg_batched(f, stacked, "serial", 5)(u, a, b)
+        assert type(got.value) is type(want.value)  # (the traceback differs below)
+        assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
+
+
+def test_batched_chunks_with_a_differentiated_item_take_the_tape(monkeypatch):
+    stacked, u, a, b = stacked_groups(9)
+    spy = Spy(monkeypatch, "_batched_chunk")
+
+    def f(x, u):
+        return tp.parallel_sum(tp.jit(lambda g, u: np.sum(g * u[0])), x, u, batched=True,
+                               chunk_size=4)
+    x = stacked["x"]
+    _same_bits(tp.grad(f, argnums=(0, 1))(x, u),
+               tp.grad(lambda x, u: tp.parallel_sum(lambda g, u: np.sum(g * u[0]), x, u,
+                                                    batched=True, chunk_size=4),
+                       argnums=(0, 1))(x, u))
+    assert spy.hits == 0

@@ -406,3 +406,52 @@ def test_sums_of_transposed_values_are_not_reordered(always_whole):
     close(got, f(W))
     assert compiled_whole(jf) == 0
     assert "a whole sum of a strided array" in jf.explain(W)
+
+
+def test_new_axes_and_einsum_row_sums(always_whole):
+    """``x[:, None]`` (a view with a new axis), its gradient, and the
+    einsum row sums that unbroadcast many short rows compile whole; the
+    row sums have einsum's bits."""
+    def f(g, u, alpha):
+        uj = u[g["j"]]
+        eta = alpha + g["x"] * 0.5 + uj[:, None]
+        return np.sum(g["y"] * eta - np.exp(eta)) + np.sum(uj[None] * 2.0)
+    vg = tp.value_and_grad(f, argnums=(1, 2))
+    jf, ref = tp.jit(vg, fuse=True), PythonProgram(vg)
+    rng = np.random.default_rng(5)
+    for rows, n in ((9, 1), (9, 2), (10, 7), (12, 8), (8, 17), (30, 20)):
+        g = {"x": rng.normal(size=(rows, n)), "y": rng.poisson(2.0, size=(rows, n)) * 1.0,
+             "j": rng.integers(0, 11, size=rows)}
+        u = rng.normal(size=11)
+        got = jf(g, u, 0.3)
+        assert compiled_whole(jf) >= 1, jf.explain(g, u, 0.3)
+        close(got, vg(g, u, 0.3))
+        close(got, ref(g, u, 0.3))
+
+
+def test_einsum_row_sums_have_einsums_bits(always_whole):
+    from tapestry.jit.whole_kernels import einsum_row
+    rng = np.random.default_rng(6)
+    for n in list(range(1, 40)) + [127, 128, 129, 300]:
+        a = rng.normal(size=(8, n)) * 10.0 ** rng.uniform(-8, 8, size=(8, n))
+        want = np.einsum("ab->a", a)
+        flat = a.reshape(-1)
+        got = np.array([einsum_row(flat, r * n, n) for r in range(8)])
+        assert got.tobytes() == want.tobytes(), n
+
+    def g(m):
+        return np.einsum("abc->a", m * 1.5)
+    jf = tp.jit(g, fuse=True)
+    m = rng.normal(size=(9, 3, 5))
+    got = jf(m)
+    assert compiled_whole(jf) == 1
+    assert got.tobytes() == g(m).tobytes()
+
+
+def test_new_axes_other_than_a_view_are_declined(always_whole):
+    def f(x):
+        return np.sum(x[:, None, 1:] ** 2)  # (a slice with new axes: not a reshape)
+    jf = tp.jit(tp.grad(f), fuse=True)
+    x = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(jf(x), tp.grad(f)(x))
+    assert compiled_whole(jf) == 0

@@ -5,7 +5,8 @@ each item as ``grad(jit(f))`` on the chunk's child tape: a traced call, a
 node, a pullback per item, then a reverse sweep, ~48 us of Python per W7
 item.  Here the chunk calls one jitted ``value_and_grad`` of ``f`` (with
 respect to the chunk's active shared leaves) per item and adds the values
-and gradients up itself: no tape, no node, no sweep.
+and gradients up itself: no tape, no node, no sweep.  A ``batched=True``
+chunk (a slice of the stacked items) is one such call.
 
 Bits: the values are added in item order, as the chunk's ``sum`` adds
 them, and the gradients in reverse item order, as the reverse sweep of
@@ -15,8 +16,8 @@ has the tape path's bits with ``fuse=False`` (where ``f`` reads each shared
 leaf once; a leaf read twice gets its two contributions summed within
 the item first).  Anything this path does not cover returns ``None`` and
 the chunk runs on a tape as before: items that are differentiated
-themselves, static arguments, a batched call, a value that is not one real
-number, and any exception (the tape path then names the first item that
+themselves, static arguments, a value that is not one real number, and
+any exception (the tape path then names the first item that
 raised, with its own message).
 """
 from __future__ import annotations
@@ -36,8 +37,9 @@ def sum_chunk(task, grads_like):
     apply.  ``grads_like(acc, values)`` casts the gradients as the tape path
     does (``work._grads``)."""
     jf, chunk = task.f, task.chunk
-    if task.batched or not task.active or chunk.__class__ is not list or not chunk \
-            or jf.fun is None or jf._static or jf._eager_all is not None:
+    if not task.active or jf.fun is None or jf._static or jf._eager_all is not None:
+        return None
+    if not task.batched and (chunk.__class__ is not list or not chunk):
         return None
     n_chunk = task.n_chunk
     if n_chunk is None:
@@ -47,6 +49,8 @@ def sum_chunk(task, grads_like):
     shared_leaves, shared_td = tree_flatten(task.shared)
     act = tuple(p - n_chunk for p in task.active)
     vg = _item_value_and_grad(jf, shared_td, act)
+    if task.batched:
+        return _batched_chunk(vg, chunk, shared_leaves, act, grads_like)
     values, grads = [], []
     try:
         if len(chunk) > 1 and jf._fuse:  # whole programs: one loop over the items
@@ -71,6 +75,21 @@ def sum_chunk(task, grads_like):
     for v in values[1:]:
         total = total + v
     return total, grads_like(acc, [shared_leaves[k] for k in act])
+
+
+def _batched_chunk(vg, chunk, shared_leaves, act, grads_like):
+    """A ``batched=True`` chunk (one slice of the stacked items): one call
+    of the jitted ``value_and_grad``, as the tape path makes one call of
+    ``f`` and one reverse sweep (the same bits with ``fuse=False``); ``None``
+    where ``f``'s value is not one real number or the call raises (the tape
+    path then names the chunk and says what it raised)."""
+    try:
+        v, gs = vg(chunk, *shared_leaves)
+    except Exception:
+        return None
+    if not _real_number(v):
+        return None
+    return v, grads_like(list(gs), [shared_leaves[k] for k in act])
 
 
 def _add_into(acc, owned, gs):

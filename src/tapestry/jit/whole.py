@@ -314,7 +314,7 @@ class _Kernel:
         params += [f"k{k}" for k in range(len(self.consts))]
         lines = ["import math", "import numpy as np", "from numba import njit, types",
                  "from tapestry.jit.vmath import _bits_of_f64, exp_in_range, vexp, vtanh",
-                 "from tapestry.jit.whole_kernels import pairwise, sum_all"
+                 "from tapestry.jit.whole_kernels import einsum_row, pairwise, sum_all"
                  f"  # helpers {_helpers_version()}", "",
                  f"@njit(({''.join(x + ', ' for x in sig)}), nogil=True, cache=True, "
                  'error_model="numpy")',
@@ -363,6 +363,8 @@ class _Kernel:
             return self.broadcast_to(s)
         if fn is np.float64:
             return self.to_float64(s)
+        if fn is np.einsum:
+            return self.row_sums(s)
         raise Unsupported(f"a call of {getattr(fn, '__name__', fn)}")
 
     def to_float64(self, s):
@@ -656,6 +658,33 @@ class _Kernel:
                                            f"{r}[i0] = {t}"])
         self.body.append(f"v{s.out} = {r}.reshape({out.shape!r})" if keep else f"v{s.out} = {r}")
 
+    def row_sums(self, s):
+        """``np.einsum("abc->a", x)``: ``x`` summed over its trailing axes
+        (:func:`tapestry.core.batching.trailing_sum`, the unbroadcasting of
+        many short rows), each row in einsum's own order (``einsum_row``)."""
+        if s.kwargs or len(s.args) != 2 or s.args[0].__class__ is not str:
+            raise Unsupported("an einsum other than row sums")
+        spec, a = s.args
+        v = self.vals.get(a.i) if a.__class__ is Slot else None
+        if v is None or not v.array or v.dt != "f" or not v.contig:
+            raise Unsupported("an einsum of other than a contiguous float64 array")
+        nd = len(v.shape)
+        letters = "abcdefghijklmnopqrstuvwxyz"[:nd]
+        lhs, _, rhs = spec.partition("->")
+        if lhs != letters or not rhs or not letters.startswith(rhs) or rhs == letters:
+            raise Unsupported("an einsum other than row sums")
+        rows, n = math.prod(v.shape[:len(rhs)]), math.prod(v.shape[len(rhs):])
+        out = self._result(s)
+        if out.dt != "f" or out.shape != v.shape[:len(rhs)] or n == 0:
+            raise Unsupported("an einsum other than row sums")
+        r, t, flat = self._tmp(), self._tmp(), self._tmp()
+        self.body += [f"{flat} = v{a.i}.reshape({rows * n})",
+                      f"{r} = np.empty(({rows},), np.float64)"]
+        self.body += self._loop((rows,), [f"{t} = einsum_row({flat}, i0 * {n}, {n})",
+                                          f"if ({t} - {t}) != 0.0: bad = True",
+                                          f"{r}[i0] = {t}"])
+        self.body.append(f"v{s.out} = {r}.reshape({out.shape!r})")
+
     def min_max(self, s):
         i, v, axis, keep = self._reduction_args(s)
         if axis != tuple(range(len(v.shape))) or v.dt not in "fi":
@@ -705,12 +734,14 @@ class _Kernel:
         if s.kwargs or len(s.args) != 2:
             raise Unsupported("an index with keywords")
         a, idx = s.args
+        if a.__class__ is not Slot or a.i not in self.vals:
+            raise Unsupported("an index into a constant")
+        if _new_axes_only(idx):
+            return self.new_axes(s)
         if idx.__class__ is tuple:
             if len(idx) != 1:
                 raise Unsupported("an index of more than one axis")
             idx = idx[0]
-        if a.__class__ is not Slot or a.i not in self.vals:
-            raise Unsupported("an index into a constant")
         src = self.vals[a.i]
         if not src.array or len(src.shape) != 1 or src.shape[0] == 0:
             raise Unsupported("an index into other than a nonempty 1-d array")
@@ -743,6 +774,22 @@ class _Kernel:
         self.body.append(f"v{s.out} = np.empty({sh!r}, {_NUMBA_DTYPE[out.dt]})")
         self.body += self._loop(sh, [f"{j} = {e}[i0]", *self._wrap(j, n),
                                      f"v{s.out}[i0] = v{a.i}[{j}]"])
+
+    def new_axes(self, s):
+        """``x[:, None]``, ``x[None]``: a view with axes of length 1 added
+        (the trace's shape), made as a reshape."""
+        src = self.vals[s.args[0].i]
+        out = self._result(s, root=src.root if src.array else None, contig=src.contig)
+        if not src.array or out.dt != src.dt or not src.contig:
+            raise Unsupported("new axes on other than a contiguous array")
+        if tuple(d for d in out.shape if d != 1) != tuple(d for d in src.shape if d != 1):
+            raise Unsupported("new axes with another shape")
+        if src.shape == ():
+            self.body.append(f"v{s.out} = np.full({out.shape!r}, v{s.args[0].i}, "
+                             f"{_NUMBA_DTYPE[out.dt]})")
+            out.root = s.out
+            return
+        self.body.append(f"v{s.out} = v{s.args[0].i}.reshape({out.shape!r})")
 
     @staticmethod
     def _wrap(j, n):
@@ -813,6 +860,8 @@ class _Kernel:
         if dtype is not None and np.dtype(dtype) != np.float64:
             raise Unsupported("dense_scatter into another dtype")
         out = self._result(s)
+        if _new_axes_only(key):  # x[:, None]'s gradient: g without those axes
+            return self._dropped_axes(s, g, out, shape)
         if out.dt != "f" or len(out.shape) != 1 or out.shape[0] == 0 or \
                 tuple(shape) != out.shape:
             raise Unsupported("dense_scatter into other than a 1-d float64 array")
@@ -839,6 +888,16 @@ class _Kernel:
         if idt not in "iI" or len(ish) > 1 or gsh not in ((), ish, (1,)):
             raise Unsupported("dense_scatter at other than an int or an int array")
         self._scatter_add(f"v{s.out}", n, ie, ish, ge, gsh)
+
+    def _dropped_axes(self, s, g, out, shape):
+        """``dense_scatter(g, (:, None), shape)``: ``g`` (the gradient of a
+        view with new axes) copied into an array of the input's shape."""
+        gv = self.vals.get(g.i) if g.__class__ is Slot else None
+        if gv is None or not gv.array or not gv.contig or gv.dt != "f" or out.dt != "f" \
+                or tuple(shape) != out.shape or out.shape == () \
+                or [d for d in gv.shape if d != 1] != [d for d in out.shape if d != 1]:
+            raise Unsupported("dense_scatter at new axes of another shape")
+        self.body.append(f"v{s.out} = v{g.i}.reshape({out.shape!r}).copy()")
 
     def _scatter_add(self, target, n, ie, ish, ve, vsh):
         """``np.add.at(target, idx, values)`` on a 1-d float64 ``target`` of
@@ -942,6 +1001,16 @@ class _Kernel:
                 if v.array:
                     raise Unsupported("a 0-d view of an array written in place")
         return outs
+
+
+def _new_axes_only(idx):
+    """Whether ``x[idx]`` only adds axes: ``None`` entries and whole
+    slices (``:``)."""
+    if idx is None:
+        return True
+    if idx.__class__ is not tuple or None not in idx:
+        return False
+    return all(k is None or (k.__class__ is slice and k == slice(None)) for k in idx)
 
 
 def _broadcasts(small, shape):
