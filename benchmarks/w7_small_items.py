@@ -87,9 +87,10 @@ def systems(tp, groups, stacked, u, a, b, jvg):
             v, gu, ga, gb = v + dv, gu + du, ga + da, gb + db
         return v, (gu, ga, gb)
 
-    def psum(ex, batched, chunk_size=None):
+    def psum(ex, batched, chunk_size=None, f=None):
         items = stacked if batched else groups
-        f = groups_logp if batched else group_logp
+        if f is None:
+            f = groups_logp if batched else group_logp
         return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
             f, items, u, a, b, executor=ex, batched=batched, chunk_size=chunk_size),
             argnums=argnums)
@@ -134,6 +135,15 @@ def systems(tp, groups, stacked, u, a, b, jvg):
                 j, groups, u, a, b, executor=ex), argnums=argnums)
             out.append((f"tapestry {ex}, f jitted{', fuse=True' if fuse else ''}",
                         lambda fn=fn: fn(u, a, b)))
+    # batched chunks of a jitted f: one jitted value_and_grad call per chunk (with
+    # fuse=True one whole-program kernel each), default chunks and chunks of G / 4
+    for fuse in fuses:
+        jbatch = tp.jit(groups_logp, fuse=fuse)
+        for cs in (None, G // 4):
+            for ex in ("serial", "threads"):
+                fn = psum(ex, True, cs, jbatch)
+                out.append((f"tapestry {ex}, batched{f', chunk_size={cs}' if cs else ''}, "
+                            f"f jitted{', fuse=True' if fuse else ''}", lambda fn=fn: fn(u, a, b)))
     for ex in ("serial", "threads"):  # serial: traced inline; threads: one step of chunks
         whole = tp.jit(psum(ex, False), fuse=False)
         out.append((f"tapestry jit of value_and_grad(parallel_sum), {ex}",
@@ -163,6 +173,9 @@ def main(quick=False, plot=False):
                     + jit_note(jvg))
         elif name == "tapestry jit: 2 threads, each a loop of jitted calls":
             note = f"x{t['tapestry jit: loop of jitted value_and_grad'] / s:.2f} vs its serial loop"
+        elif name.startswith("tapestry") and "batched" in name and "f jitted" in name:
+            base = t[name.replace("threads", "serial")]
+            note = f"x{base / s:.2f} vs its serial, {s / vec:.1f}x the vectorized call"
         elif name.startswith("tapestry threads, f jitted"):
             base = t[name.replace("threads", "serial")]
             note = f"x{base / s:.2f} vs its serial, x{serial / s:.2f} vs tapestry serial"

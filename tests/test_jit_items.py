@@ -381,3 +381,43 @@ def test_batched_chunks_with_a_differentiated_item_take_the_tape(monkeypatch):
                                                     batched=True, chunk_size=4),
                        argnums=(0, 1))(x, u))
     assert spy.hits == 0
+
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+def test_the_loop_adds_one_position_per_item_into_its_own_array(monkeypatch, ex):
+    """``u[j]``'s gradient is added at ``j`` only (kern_into), with the bits
+    of adding each item's whole gradient array: signed zeros, repeats and
+    negative indices included; an item adding at several positions keeps
+    whole arrays."""
+    monkeypatch.setattr(importlib.import_module("tapestry.jit.api"), "_faster",
+                        lambda new, old, inputs, repeats=5: True)
+
+    def one(item, u, w):
+        return item["s"] * u[item["j"]] + np.sum(w * item["x"])
+
+    def several(item, u, w):
+        return np.sum(item["s"] * u[item["k"]]) + np.sum(w * item["x"])
+    r = np.random.default_rng(4)
+    s = [-0.0, 0.0, 1.5, -0.0, -2.5, 1e-300, -1e-300, 0.0]
+    items = [{"s": s[i % 8], "j": [2, 2, -1, 0, 3, 2, -5, 1][i % 8], "x": r.normal(size=3),
+              "k": np.array([i % 3, 2, i % 3])} for i in range(29)]
+    u, w = r.normal(size=5), r.normal(size=3)
+    spy = Spy(monkeypatch, "_driven")
+    for f in (one, several):
+        jf = tp.jit(f, fuse=True)
+        looped = \
+            tp.value_and_grad(lambda u, w: tp.parallel_sum(jf, items, u, w, executor=ex,
+                                                           chunk_size=10), argnums=(0, 1))(u, w)
+        vg = next(iter(jf._items_value_and_grad.values()))
+        kernels = [c.program.kernel for e in vg._cache.values() for c in e.programs]
+        assert kernels and kernels[0] is not None
+        assert (kernels[0].into is not None) == (f is one)
+        with monkeypatch.context() as m:
+            m.setattr(items_mod, "_driven", lambda *a: None)
+            per_call = tp.value_and_grad(lambda u, w: tp.parallel_sum(
+                tp.jit(f, fuse=True), items, u, w, executor=ex, chunk_size=10),
+                argnums=(0, 1))(u, w)
+        _same_bits(looped, per_call)
+        assert np.signbit(looped[1][0]).tolist() == np.signbit(per_call[1][0]).tolist()
+    assert spy.hits > 0

@@ -276,19 +276,32 @@ def _driver(kernel, columns, n_shared):
     shared = [f"s{k}" for k in range(n_shared)]
     consts = [f"k{k}" for k in range(len(kernel.consts))]
     params = ", ".join(["n"] + item + shared + consts)
+    grads = kernel.outputs[1:]
+    # gradients kern_into adds into the loop's own arrays (an item's gradient
+    # with respect to a long vector, at its few positions); the rest come back
+    # per item and are added here, each in the tuple after those kept
+    into = kernel.into[1:] if kernel.into is not None and not kernel.into[0] \
+        else [False] * len(grads)
+    accs = [f"g{k}" for k, on in enumerate(into) if on]
+    at, p = {}, 2
+    for k, on in enumerate(into):
+        if not on:
+            at[k], p = p, p + 1
 
     def call(i):
-        return f"kern({', '.join([f'{a}[{i}]' for a in item] + shared + consts)})"
-    grads = kernel.outputs[1:]
-    first = [f"    g{k} = r[{k + 2}]{'.copy()' if g[1] != () else ''}"
-             for k, g in enumerate(grads)]
-    more = [f"            g{k} {'+=' if g[1] != () else '= g' + str(k) + ' +'} r[{k + 2}]"
-            for k, g in enumerate(grads)]
+        args = [f'{a}[{i}]' for a in item] + shared + consts + accs
+        return f"{'kern_into' if accs else 'kern'}({', '.join(args)})"
+    zeros = [f"    g{k} = np.zeros({g[1]!r}, np.float64)" for k, g in enumerate(grads) if into[k]]
+    first = [f"    g{k} = r[{at[k]}]{'.copy()' if g[1] != () else ''}"
+             for k, g in enumerate(grads) if not into[k]]
+    more = [f"            g{k} {'+=' if g[1] != () else '= g' + str(k) + ' +'} r[{at[k]}]"
+            for k, g in enumerate(grads) if not into[k]]
     lines = ["import numpy as np", "from numba import njit",
-             f"from {kernel.module} import kern", "",
+             f"from {kernel.module} import {'kern_into' if accs else 'kern'}", "",
              "@njit(nogil=True, cache=True)",
              f"def drive({params}):",
              "    vals = np.empty(n)",
+             *zeros,
              f"    r = {call('n - 1')}",
              "    bad = r[0]",
              "    vals[n - 1] = r[1]",

@@ -15,7 +15,9 @@ comparisons, ``sum`` (whole, or along one axis of a 2-d array: NumPy's
 order, :mod:`tapestry.jit.whole_kernels`), ``min`` / ``max`` (whole),
 ``reshape`` / ``ravel``, ``asarray``, ``zeros`` / ``zeros_like``,
 ``x[i]`` / ``x[a:b:c]`` / ``x[idx]`` (an int array) on a 1-d array,
-``np.add.at`` into a 1-d array, and the guards on shapes, truth values,
+``x[:, None]`` (new axes on a contiguous array) and its gradient, the
+einsum row sums of :func:`tapestry.core.batching.trailing_sum` (einsum's
+own order), ``np.add.at`` into a 1-d array, and the guards on shapes, truth values,
 ints and floats; values of dtype float64, int64 or bool.
 
 What the wrapper does (the same model as fused loops): the kernel checks
@@ -44,6 +46,7 @@ from ..core.staged import Slot, _method
 from ..kernels.compile_numba import cache_dir, load_source
 from .fuse import _ARITH, _TRANSCENDENTAL, _VECTORIZED, _index
 from .program import Program, _live_steps, simplify
+from .slots import reads_of
 
 
 class Unsupported(Exception):
@@ -169,7 +172,7 @@ def compile_whole(lowering, fallback):
                    fallback.n_runs)
     prog.whole = True
     prog.kernel = Kernel(kern, mod.__name__, sig, len(gen.inputs),
-                         [c for _, c in gen.consts], _output_kinds(gen))
+                         [c for _, c in gen.consts], _output_kinds(gen), _into(gen))
     return prog
 
 
@@ -181,11 +184,22 @@ class Kernel:
     the constant arrays, and per output how the wrapper rebuilds it
     (:func:`_output_kinds`)."""
 
-    __slots__ = ("kern", "module", "sig", "n_inputs", "consts", "outputs")
+    __slots__ = ("kern", "module", "sig", "n_inputs", "consts", "outputs", "into")
 
-    def __init__(self, kern, module, sig, n_inputs, consts, outputs):
+    def __init__(self, kern, module, sig, n_inputs, consts, outputs, into=None):
         self.kern, self.module, self.sig, self.n_inputs = kern, module, sig, n_inputs
         self.consts, self.outputs = consts, outputs
+        #: per output, whether ``kern_into`` adds it into an array passed
+        #: after the constants (in output order) instead of returning it;
+        #: ``None``: the module has no ``kern_into``
+        self.into = into
+
+
+def _into(gen):
+    """:attr:`Kernel.into` of a generated kernel."""
+    if not gen.into:
+        return None
+    return [o.__class__ is Slot and o.i in gen.into for o in gen.outputs]
 
 
 def _output_kinds(gen):
@@ -218,6 +232,11 @@ class _Kernel:
         self.zeros: set = set()      # slots made by zeros / zeros_like
         self.written: set = set()    # roots written in place (np.add.at)
         self.views_only: set = set()  # NumPy's read-only views, copies here: no outputs
+        #: slot -> the body line making the zeros of a dense_scatter at one
+        #: int (each item adds one position: kern_into)
+        self.scatters: dict = {}
+        self.zero_lines: dict = {}  # slot -> the line of its np.zeros (1-d float64)
+        self.adds_at: dict = {}     # root -> [(step, positions added: 1 or None)]
         self.n_tmp = 0
 
     # --- values ------------------------------------------------------------------
@@ -322,7 +341,46 @@ class _Kernel:
                  "    bad = False"]
         lines += ["    " + b for b in self.body]
         lines.append(f"    return (bad, {', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        lines += self.adding_into(params, sig, outs)
         return "\n".join(lines) + "\n", sig
+
+    def adding_into(self, params, sig, outs):
+        """``kern_into``: the kernel with each output made by a dense_scatter
+        at one int, or by ``np.zeros`` and one ``np.add.at`` of one value
+        (``x[j]``'s gradient) added into an array the caller
+        passes (after the constants) instead of into fresh zeros, and left
+        out of the returned tuple.  A loop over items (:mod:`tapestry.jit.
+        items`) then adds an item's gradient with respect to a long vector at
+        its one position, not at all of them.  The bits are the loop's that
+        adds whole arrays: ``acc[j] + v`` against ``acc[j] + (0.0 + v)``,
+        where ``acc[j]``, a sum started at ``0.0 + v``, is never ``-0.0``.
+        ``into`` is ``None`` where there is no such output."""
+        self.into = None
+        zeros = dict(self.scatters)
+        for root, adds in self.adds_at.items():  # np.zeros, then one np.add.at of one value
+            if root in self.zero_lines and len(adds) == 1 and adds[0][1] == 1:
+                zeros[root] = self.zero_lines[root]
+        read, targets = set(), {id(a): a.args[0].i for adds in self.adds_at.values()
+                                for a, _ in adds}
+        for k, st in enumerate(self.steps):
+            if self.live[k]:  # (an np.add.at reads its target only to add into it)
+                read.update(i for i in reads_of(st) if i != targets.get(id(st)))
+        into = [o.i for o in self.outputs if o.__class__ is Slot and o.i in zeros
+                and o.i not in read and o.i not in self.inputs
+                and all(v.root != o.i for i, v in self.vals.items() if i != o.i)]
+        if not into or len(set(into)) != len(into):
+            return []
+        body = list(self.body)
+        for i in into:  # (the scatter then adds into acc: acc[j] + v, as the
+            body[zeros[i]] = f"v{i} = acc{i}"  # loop adds 0.0 + v: same bits)
+        kept = [e for e in outs if int(e[1:]) not in into]  # (outs: "v<slot>")
+        acc_sig = ", ".join(["types.float64[::1]"] * len(into))
+        self.into = into
+        return ["", f"@njit(({''.join(x + ', ' for x in sig)}{acc_sig},), nogil=True, "
+                    'cache=True, error_model="numpy")',
+                f"def kern_into({', '.join(params + [f'acc{i}' for i in into])}):",
+                "    bad = False", *["    " + b for b in body],
+                f"    return (bad, {''.join(e + ', ' for e in kept)})"]
 
     def call(self, s):
         fn = s.fn
@@ -826,6 +884,8 @@ class _Kernel:
         if not out.array or out.shape == ():
             raise Unsupported("np.zeros of a 0-d array")
         self.zeros.add(s.out)
+        if out.dt == "f" and len(out.shape) == 1:
+            self.zero_lines[s.out] = len(self.body)
         self.body.append(f"v{s.out} = np.zeros({out.shape!r}, {_NUMBA_DTYPE[out.dt]})")
 
     def broadcast_to(self, s):
@@ -873,6 +933,7 @@ class _Kernel:
         ge, gdt, gsh = self.operand(g)
         if gdt != "f":
             raise Unsupported("dense_scatter of other than float64 values")
+        zeros_line = len(self.body)
         self.body.append(f"v{s.out} = np.zeros(({n},), np.float64)")
         if key.__class__ is slice:
             bounds = (key.start, key.stop, key.step)
@@ -887,6 +948,8 @@ class _Kernel:
         ie, idt, ish = self.operand(key)
         if idt not in "iI" or len(ish) > 1 or gsh not in ((), ish, (1,)):
             raise Unsupported("dense_scatter at other than an int or an int array")
+        if ish in ((), (1,)):
+            self.scatters[s.out] = zeros_line
         self._scatter_add(f"v{s.out}", n, ie, ish, ge, gsh)
 
     def _dropped_axes(self, s, g, out, shape):
@@ -928,6 +991,8 @@ class _Kernel:
         ie, idt, ish = self.operand(idx)
         if idt not in "iI" or len(ish) > 1:
             raise Unsupported("np.add.at at an index that is not an int or an int array")
+        self.adds_at.setdefault(tv.root, []).append(
+            (s, 1 if ish in ((), (1,)) and a.i == tv.root else None))
         ve, vdt, vsh = self.operand(vals)
         if vdt != "f" or vsh not in ((), ish, (1,)):
             raise Unsupported("np.add.at of values of another shape")
