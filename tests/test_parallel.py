@@ -595,3 +595,15 @@ def test_jacfwd_pushes_its_batch_of_tangents_in_one_parallel_call(executor, monk
                                             chunk_size=2))(W)
     assert np.allclose(J, tp.jacfwd(lambda W: np.tanh(X @ W))(W))
     assert len(calls) == 2, calls  # the forward, then one tangent call for 12 columns
+
+
+def test_default_workers_follow_the_cpu_affinity(monkeypatch):
+    """A process allowed on 2 of 16 cores (taskset, a batch allocation) gets
+    2 workers, not os.cpu_count()'s 16."""
+    import os
+    from tapestry.parallel import executors
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    assert executors._default_workers() == 2
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert executors._default_workers() == 16

@@ -301,7 +301,7 @@ class FuturesExecutor:
     def __init__(self, executor):
         self.executor = executor
         self.threaded = isinstance(executor, ThreadPoolExecutor)
-        self.n_workers = getattr(executor, "_max_workers", None) or os.cpu_count() or 1
+        self.n_workers = getattr(executor, "_max_workers", None) or _default_workers()
 
     def run(self, fn, tasks, deadline=None):
         futures = {}
@@ -536,7 +536,13 @@ _dask_default = {}
 
 
 def _default_workers():
-    return max(1, os.cpu_count() or 1)
+    """The cores this process may run on: its CPU affinity where the system
+    has one (taskset, a batch scheduler's allocation), which ``os.cpu_count``
+    ignores (16 threads on 2 allowed cores only contend)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # (no affinity here: macOS, Windows)
+        return max(1, os.cpu_count() or 1)
 
 
 def thread_pool(n_workers=None):
