@@ -268,6 +268,9 @@ def _columns(chunk):
     return out
 
 
+_SCRATCH_DTYPE = {"f": "float64", "i": "int64", "b": "bool_"}
+
+
 def _driver(kernel, columns, n_shared):
     """The numba loop over items calling ``kernel`` (generated source, kept
     on disk like the kernel's so ``cache=True`` works across processes)."""
@@ -283,21 +286,25 @@ def _driver(kernel, columns, n_shared):
     into = kernel.into[1:] if kernel.into is not None and not kernel.into[0] \
         else [False] * len(grads)
     accs = [f"g{k}" for k, on in enumerate(into) if on]
+    use_into = kernel.into is not None
+    scratch = [f"z{k}" for k in range(len(kernel.scratch))] if use_into else []
     at, p = {}, 2
     for k, on in enumerate(into):
         if not on:
             at[k], p = p, p + 1
 
     def call(i):
-        args = [f'{a}[{i}]' for a in item] + shared + consts + accs
-        return f"{'kern_into' if accs else 'kern'}({', '.join(args)})"
+        args = [f'{a}[{i}]' for a in item] + shared + consts + accs + scratch
+        return f"{'kern_into' if use_into else 'kern'}({', '.join(args)})"
     zeros = [f"    g{k} = np.zeros({g[1]!r}, np.float64)" for k, g in enumerate(grads) if into[k]]
+    zeros += [f"    z{k} = np.empty({shape!r}, np.{_SCRATCH_DTYPE[dt]})"
+              for k, (shape, dt) in enumerate(kernel.scratch if use_into else ())]
     first = [f"    g{k} = r[{at[k]}]{'.copy()' if g[1] != () else ''}"
              for k, g in enumerate(grads) if not into[k]]
     more = [f"            g{k} {'+=' if g[1] != () else '= g' + str(k) + ' +'} r[{at[k]}]"
             for k, g in enumerate(grads) if not into[k]]
     lines = ["import numpy as np", "from numba import njit",
-             f"from {kernel.module} import {'kern_into' if accs else 'kern'}", "",
+             f"from {kernel.module} import {'kern_into' if use_into else 'kern'}", "",
              "@njit(nogil=True, cache=True)",
              f"def drive({params}):",
              "    vals = np.empty(n)",

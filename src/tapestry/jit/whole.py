@@ -39,6 +39,7 @@ import functools
 import math
 import operator
 import os
+import re
 
 import numpy as np
 
@@ -172,7 +173,8 @@ def compile_whole(lowering, fallback):
                    fallback.n_runs)
     prog.whole = True
     prog.kernel = Kernel(kern, mod.__name__, sig, len(gen.inputs),
-                         [c for _, c in gen.consts], _output_kinds(gen), _into(gen))
+                         [c for _, c in gen.consts], _output_kinds(gen), _into(gen),
+                         gen.scratch)
     return prog
 
 
@@ -184,20 +186,22 @@ class Kernel:
     the constant arrays, and per output how the wrapper rebuilds it
     (:func:`_output_kinds`)."""
 
-    __slots__ = ("kern", "module", "sig", "n_inputs", "consts", "outputs", "into")
+    __slots__ = ("kern", "module", "sig", "n_inputs", "consts", "outputs", "into", "scratch")
 
-    def __init__(self, kern, module, sig, n_inputs, consts, outputs, into=None):
+    def __init__(self, kern, module, sig, n_inputs, consts, outputs, into=None, scratch=()):
         self.kern, self.module, self.sig, self.n_inputs = kern, module, sig, n_inputs
         self.consts, self.outputs = consts, outputs
         #: per output, whether ``kern_into`` adds it into an array passed
         #: after the constants (in output order) instead of returning it;
         #: ``None``: the module has no ``kern_into``
         self.into = into
+        #: ``(shape, dtype letter)`` of each scratch array ``kern_into`` takes last
+        self.scratch = scratch
 
 
 def _into(gen):
     """:attr:`Kernel.into` of a generated kernel."""
-    if not gen.into:
+    if gen.into is None:
         return None
     return [o.__class__ is Slot and o.i in gen.into for o in gen.outputs]
 
@@ -354,8 +358,14 @@ class _Kernel:
         its one position, not at all of them.  The bits are the loop's that
         adds whole arrays: ``acc[j] + v`` against ``acc[j] + (0.0 + v)``,
         where ``acc[j]``, a sum started at ``0.0 + v``, is never ``-0.0``.
-        ``into`` is ``None`` where there is no such output."""
-        self.into = None
+        ``into`` is ``None`` where there is no such output.
+
+        Each fresh array the kernel makes for a value it does not return
+        (``np.empty`` of an elementwise result, an index's gather) is instead
+        a scratch array the caller passes last (:attr:`scratch`: its shape and
+        dtype letter): a loop over items allocates them once, not per item.
+        Compiled lazily (no signature): only a loop over items calls it."""
+        self.into, self.scratch = None, []
         zeros = dict(self.scatters)
         for root, adds in self.adds_at.items():  # np.zeros, then one np.add.at of one value
             if root in self.zero_lines and len(adds) == 1 and adds[0][1] == 1:
@@ -368,17 +378,33 @@ class _Kernel:
         into = [o.i for o in self.outputs if o.__class__ is Slot and o.i in zeros
                 and o.i not in read and o.i not in self.inputs
                 and all(v.root != o.i for i, v in self.vals.items() if i != o.i)]
-        if not into or len(set(into)) != len(into):
-            return []
+        if len(set(into)) != len(into):
+            into = []
         body = list(self.body)
         for i in into:  # (the scatter then adds into acc: acc[j] + v, as the
             body[zeros[i]] = f"v{i} = acc{i}"  # loop adds 0.0 + v: same bits)
+        returned = {o.i for o in self.outputs if o.__class__ is Slot}
+        returned |= {self.vals[i].root for i in returned if i in self.vals}
+        scratch = []
+        for k, line in enumerate(body):
+            m = _EMPTY_LINE.match(line) or _FULL_LINE.match(line)
+            if m is None or int(m.group(1)) in returned:
+                continue
+            i, shape = int(m.group(1)), eval(m.group(2))  # (a tuple of ints, matched)
+            dt = _DTYPE_LETTER[m.group(m.lastindex)]
+            if not shape or any(v.root == i for j, v in self.vals.items() if j != i
+                                and j in returned):
+                continue
+            fill = f"; v{i}.fill({m.group(3)})" if m.re is _FULL_LINE else ""
+            body[k] = f"v{i} = scr{i}{fill}"
+            scratch.append((i, shape, dt))
+        if not into and not scratch:
+            return []
         kept = [e for e in outs if int(e[1:]) not in into]  # (outs: "v<slot>")
-        acc_sig = ", ".join(["types.float64[::1]"] * len(into))
-        self.into = into
-        return ["", f"@njit(({''.join(x + ', ' for x in sig)}{acc_sig},), nogil=True, "
-                    'cache=True, error_model="numpy")',
-                f"def kern_into({', '.join(params + [f'acc{i}' for i in into])}):",
+        self.into, self.scratch = into, [(shape, dt) for _, shape, dt in scratch]
+        extra = [f"acc{i}" for i in into] + [f"scr{i}" for i, _, _ in scratch]
+        return ["", '@njit(nogil=True, cache=True, error_model="numpy")',
+                f"def kern_into({', '.join(params + extra)}):",
                 "    bad = False", *["    " + b for b in body],
                 f"    return (bad, {''.join(e + ', ' for e in kept)})"]
 
@@ -1083,6 +1109,12 @@ def _broadcasts(small, shape):
         return False
     off = len(shape) - len(small)
     return all(d == shape[off + k] or d == 1 for k, d in enumerate(small))
+
+
+#: A top-level line making a fresh array for a slot (:meth:`_Kernel.adding_into`).
+_EMPTY_LINE = re.compile(r"^v(\d+) = np\.empty\((\([\d, ]*\)), (np\.\w+)\)$")
+_FULL_LINE = re.compile(r"^v(\d+) = np\.full\((\([\d, ]*\)), (v\d+|t\d+), (np\.\w+)\)$")
+_DTYPE_LETTER = {v: k for k, v in _NUMBA_DTYPE.items()}
 
 
 def _array_type(dt, ndim):
