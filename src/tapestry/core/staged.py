@@ -31,6 +31,7 @@ import operator
 import sys
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -160,7 +161,7 @@ class Recorder:
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
                  "warn", "refused", "ext", "err_entered", "printopts", "text_read",
-                 "handed")
+                 "handed", "known", "consts", "end_checks", "inline_sums")
 
     def __init__(self):
         self.steps: list = []
@@ -199,6 +200,22 @@ class Recorder:
         #: gets ``x``'s own array there (``None``: converted to another dtype,
         #: a new array), which jit returns in their place.
         self.handed: dict = {}
+        #: ids of the arrays the environment guards (jit sets them): a
+        #: constant that is one of them, or a view of one, is not tracked by
+        #: ``consts`` (a write into it during the trace changes the
+        #: environment, which jit sees).
+        self.known: set = set()
+        #: id -> [array, snapshot, first step, earlier versions] of the other
+        #: arrays the steps hold as constants (see :meth:`settle_constants`).
+        self.consts: dict = {}
+        #: functions called when the function returns: ``None``, or why
+        #: the program would replay something else than this trace did
+        #: (``parallel_sum`` run as one step: what its ``f`` reads changed
+        #: after the step); jit then keeps no program from this trace.
+        self.end_checks: list = []
+        #: trace ``parallel_sum`` inline, not as one step (set by jit once
+        #: an end check failed for the signature)
+        self.inline_sums = False
 
     def slot(self):
         self.n += 1
@@ -307,8 +324,49 @@ class Recorder:
             t, v, e = self._template((x.start, x.stop, x.step))
             return slice(*t), slice(*v), e
         if c is np.ndarray:
+            self._constant(x)
             return x, x, True  # a constant: may be a view of the caller's data
         return x, x, False
+
+    def _constant(self, a):
+        """Note that the step about to be written holds the array ``a`` (not
+        staged: one the function made, or holds from elsewhere) as a
+        constant.  The program holds it by reference, and the function may
+        write into it later in the trace with plain NumPy (``c[0] = 5``,
+        ``c += 1``): keep a snapshot, and a new one (a version) where a
+        later step finds its value changed."""
+        if id(a) in self.known or id(_root(a)) in self.known:
+            return
+        got = self.consts.get(id(a))
+        if got is None or got[0] is not a:
+            self.consts[id(a)] = [a, _snapshot(a), len(self.steps), []]
+        elif not _same_bits(a, got[1]):
+            got[3].append((got[1], got[2], len(self.steps)))
+            got[1], got[2] = _snapshot(a), len(self.steps)
+
+    def settle_constants(self):
+        """At the end of the trace, give every step the value its constant
+        arrays had when it ran: a constant written after a step read it
+        (:meth:`_constant`) is replaced, in the steps of each of its
+        versions, by that version's snapshot.  Returns weak references to
+        the arrays replaced: one still alive is held by something besides
+        the program (a cache, a container the environment walk does not
+        see, the function's result), whose plain call would see every
+        call's writes; jit does not replay such a trace."""
+        consts, self.consts = self.consts, {}
+        end = len(self.steps)
+        replaced = []
+        for a, snap, start, versions in consts.values():
+            if versions or not _same_bits(a, snap):
+                versions.append((snap, start, end))
+                for snap_k, lo, hi in versions:
+                    for st in self.steps[lo:hi]:
+                        if st.kind == "call" or st.kind == "raises":
+                            st.args = _swapped(st.args, a, snap_k)
+                            if st.kwargs:
+                                st.kwargs = _swapped(st.kwargs, a, snap_k)
+                replaced.append(weakref.ref(a))
+        return replaced
 
     def _wrap(self, out, s, fn):
         c = out.__class__
@@ -370,6 +428,47 @@ try:  # NumPy's error state: an object replaced by every np.errstate / np.seterr
 except ImportError:  # pragma: no cover - another NumPy: compare the values only
     def _extobj():
         return None
+
+
+def _root(a):
+    """The array that owns ``a``'s memory (a view's base, recursively)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _snapshot(a):
+    """A copy of ``a`` with its memory layout where it has one (C or F)."""
+    return np.array(a, order="K", copy=True, subok=False)
+
+
+def _same_bits(a, s):
+    """Whether ``a`` holds the bits of its snapshot ``s`` (an object array:
+    the same objects)."""
+    if a.shape != s.shape or a.dtype != s.dtype:
+        return False
+    if a.dtype.hasobject:
+        return all(x is y for x, y in zip(a.flat, s.flat))
+    if a.size == 0 or a.dtype.itemsize == 0:
+        return True
+    a = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    s = np.ascontiguousarray(s).reshape(-1).view(np.uint8)
+    return bool(np.array_equal(a, s))
+
+
+def _swapped(t, a, b):
+    """The argument template ``t`` with the array ``a`` (by identity)
+    replaced by ``b``."""
+    if t is a:
+        return b
+    c = t.__class__
+    if c is tuple or c is list:
+        return c(_swapped(v, a, b) for v in t)
+    if c is dict:
+        return {k: _swapped(v, a, b) for k, v in t.items()}
+    if c is slice:
+        return slice(*_swapped((t.start, t.stop, t.step), a, b))
+    return t
 
 
 def instances_in(t, cls, out):

@@ -118,7 +118,8 @@ class _Entry:
     through the guards met so far), how many traces it took, and whether it
     gave up (``eager``: the reason)."""
 
-    __slots__ = ("programs", "traces", "eager", "objects", "order", "signature")
+    __slots__ = ("programs", "traces", "eager", "objects", "order", "signature",
+                 "inline_sums")
 
     def __init__(self, objects, order, signature):
         self.programs: list = []
@@ -132,6 +133,21 @@ class _Entry:
         self.order = order
         #: ``(treedef, leaf key, static key, aux key)``, for the next miss's message
         self.signature = signature
+        #: trace ``parallel_sum`` inline, not as one step of the program: a
+        #: trace found that what a step's ``f`` reads changed after the step
+        self.inline_sums = False
+
+    def retrace_inline(self, rec, miss):
+        """Whether an end check of the trace ``rec`` failed (see
+        :attr:`Recorder.end_checks`): its program is not kept, and the next
+        trace of this signature runs ``parallel_sum`` inline."""
+        for check in rec.end_checks:
+            why = check()
+            if why is not None:
+                self.inline_sums = True
+                miss(f"{why}; parallel_sum is traced inline from now on")
+                return True
+        return False
 
 
 class _Compiled:
@@ -403,6 +419,8 @@ class jit:
         except Unstageable as e:
             return self._give_up(entry, str(e), args, kwargs)
         rec = Recorder()
+        rec.known = {i for a, *_ in env.arrays for i in (id(a), id(_root(a)))}
+        rec.inline_sums = entry.inline_sums
         staged = list(leaves)
         for i in runtime:
             staged[i] = rec.input(leaves[i])
@@ -521,6 +539,11 @@ class jit:
             return self._give_up(entry, "it changes a list or dict it was passed (an "
                                  "append, an item assigned); a replay would skip that",
                                  args, kwargs, whole=True)
+        stale = self._stale_steps(rec)
+        if stale is not None:
+            return self._give_up(entry, stale, args, kwargs, result=out_td.unflatten(concrete))
+        if rec.end_checks and entry.retrace_inline(rec, self._miss):
+            return out_td.unflatten(concrete)  # (this call ran for real: its result is right)
         rec.steps[:0] = state_guards(rec)
         walked = {id(_root(a)) for a, *_ in env.arrays}
         reached = {id(a) for a, *_ in env.arrays}
@@ -569,6 +592,22 @@ class jit:
             entry.programs.insert(0, comp)
             del entry.programs[4:]  # paths through the guards kept per signature
         return out_td.unflatten(concrete)
+
+    @staticmethod
+    def _stale_steps(rec):
+        """Why the trace's steps cannot be given the values they read, or
+        ``None``: a constant array the function wrote into after a step read
+        it (``c = np.ones(2); y = x * c; c[0] = 5``) gets each step its value
+        at that step (:meth:`Recorder.settle_constants`), unless something
+        besides the program holds it, whose plain call sees every call's
+        writes (a cached array) -- or the function returns it."""
+        for ref in rec.settle_constants():
+            a = ref()
+            if a is not None:
+                return (f"it writes into an array {a.shape} {a.dtype} after a NumPy call "
+                        "read it, and the array is held by something besides the program "
+                        "(a cache, an object, its result); a replay would skip the write")
+        return None
 
     def _fuse_loops(self, comp, inputs):
         """Lower a hot program again with its elementwise runs compiled

@@ -1,0 +1,259 @@
+"""tapestry.jit, sixth round: what a program holds by reference and the
+rest of the trace changes.
+
+A trace runs the function for real, so an array it made (``c =
+np.ones(2)``) and read with a staged value (``x * c``) is a constant of
+the program -- held, not copied.  A plain write into it later in the same
+trace (``c[0] = 5``, ``c += 1``, a work buffer refilled in a loop) is no
+NumPy call on a staged value, so nothing records it: the replay read the
+array as the trace left it at the end.  The same for ``parallel_sum`` run
+as one step of the program on an executor (``tapestry.parallel.staged``):
+the step calls ``f`` at every replay, and an ``f`` made inside the jitted
+function reads its closure, an object or a list of items as the trace
+left them (``c = 2.0`` after the sum, ``m.s = 10``, ``items.append``, or
+``f`` counting its own calls).  Each scenario (as in ``test_jit_users``)
+runs once plain and once jitted from a fresh world and must return the
+same types, dtypes, shapes and bits on every call.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+
+from test_jit_users import check_scenario
+
+SCENARIOS = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def _xs(k):
+    return np.array([0.5, 1.5]) + k
+
+
+# --- 1. plain arrays the function made, written after a staged call read them -------
+@scenario
+def constant_written_after_a_call_read_it(wrap, log):
+    def g(x):
+        c = np.ones(2)
+        y = x * c
+        c[0] = 5.0
+        return y + c
+    f = wrap(g)
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
+@scenario
+def constant_updated_in_place_after_a_dot(wrap, log):
+    def g(x):
+        c = np.arange(2.0)
+        y = np.dot(x, c)
+        c += 1
+        c *= 3
+        return y, c
+    f = wrap(g)
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
+@scenario
+def work_buffer_refilled_in_a_loop(wrap, log):
+    def g(x):
+        buf = np.empty(2)
+        total = np.zeros(2)
+        for i in range(4):
+            buf[:] = i          # a plain write: not a call on a staged value
+            total = total + x * buf
+        buf[:] = 0.0            # back to a value it had: each use still had its own
+        return total
+    f = wrap(g)
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
+@scenario
+def written_through_a_view_and_read_by_keyword(wrap, log):
+    def g(x):
+        base = np.ones(4)
+        v = base[1:3]
+        y = np.where(x > 1.0, v, x)
+        z = np.clip(x, a_min=v - 1.0, a_max=None)
+        base[:] = -1.0
+        w = np.add(x, v)
+        return y, z, w
+    f = wrap(g)
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
+@scenario
+def written_constant_also_returned(wrap, log):
+    def g(x):
+        c = np.ones(2)
+        y = x * c
+        c[1] = 7.0
+        return y, c
+    f = wrap(g)
+    for k in range(3):
+        y, c = log.call(f, _xs(k))
+        c[0] = -1.0  # the caller's copy: the next call must not see it
+
+
+@scenario
+def cached_array_written_after_a_call_read_it(wrap, log):
+    @functools.lru_cache
+    def table(n):
+        return np.arange(float(n))
+
+    def g(x):
+        t = table(2)
+        y = x * t
+        t[0] += 1.0  # the cache's array: each plain call sees one more
+        return y
+    f = wrap(g)
+    for k in range(4):
+        log.call(f, _xs(k))
+
+
+@scenario
+def written_constant_under_grad(wrap, log):
+    def loss(w):
+        m = np.ones(2)
+        h = np.tanh(w * m)
+        m[0] = 0.0
+        return np.sum(h * m)
+    f = wrap(tp.value_and_grad(loss))
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
+# --- 2. parallel_sum as one step: f and its items as the trace left them -----------
+ITEMS = [np.array([1.0, 2.0]), np.array([3.0, -1.0]), np.array([0.5, 0.5]),
+         np.array([2.0, 1.0])]
+
+
+@scenario
+def staged_sum_closure_rebound_after_it(wrap, log):
+    def outer(w):
+        c = 1.0
+        r = tp.parallel_sum(lambda x, w: np.sum(x * w) * c, ITEMS, w, executor="threads",
+                            chunk_size=2)
+        c = 2.0
+        return r
+    step = wrap(tp.value_and_grad(outer))
+    for k in range(3):
+        log.call(step, _xs(k))
+
+
+@scenario
+def staged_sum_value_only_closure_rebound_after_it(wrap, log):
+    def outer(w):
+        c = 1.0
+        r = tp.parallel_sum(lambda x, w: np.sum(x * w) * c, ITEMS, w, executor="threads",
+                            chunk_size=2)
+        c = 3.0
+        return r + np.sum(w)
+    step = wrap(outer)
+    for k in range(3):
+        log.call(step, _xs(k))
+
+
+@scenario
+def staged_sum_closed_over_array_written_after_it(wrap, log):
+    def outer(w):
+        buf = np.zeros(2)
+        r = tp.parallel_sum(lambda x, w: np.sum(x * w + buf), ITEMS, w,
+                            executor="threads", chunk_size=2)
+        buf[0] = 5.0
+        return r
+    step = wrap(tp.value_and_grad(outer))
+    for k in range(3):
+        log.call(step, _xs(k))
+
+
+@scenario
+def staged_sum_closed_over_list_appended_after_it(wrap, log):
+    def outer(w):
+        hist = [1.0]
+        r = tp.parallel_sum(lambda x, w: np.sum(x * w) * len(hist), ITEMS, w,
+                            executor="threads", chunk_size=2)
+        hist.append(2.0)
+        return r
+    step = wrap(tp.value_and_grad(outer))
+    for k in range(3):
+        log.call(step, _xs(k))
+
+
+@scenario
+def staged_sum_items_made_inside_changed_after_it(wrap, log):
+    def outer(w):
+        items = [np.ones(2), np.full(2, 2.0)]
+        r = tp.parallel_sum(lambda x, w: np.sum(x * w), items, w, executor="threads",
+                            chunk_size=1)
+        items[0][0] = 7.0
+        items.append(np.ones(2))
+        return r
+    step = wrap(tp.value_and_grad(outer))
+    for k in range(3):
+        log.call(step, _xs(k))
+
+
+@scenario
+def staged_sum_of_a_bound_method_of_an_object_made_inside(wrap, log):
+    class Model:
+        def __init__(self):
+            self.s = 1.0
+
+        def f(self, x, w):
+            return np.sum(x * w) * self.s
+
+    def outer(w):
+        m = Model()
+        r = tp.parallel_sum(m.f, ITEMS, w, executor="threads", chunk_size=2)
+        m.s = 10.0
+        return r
+    step = wrap(tp.value_and_grad(outer))
+    for k in range(3):
+        log.call(step, _xs(k))
+
+
+@scenario
+def staged_sum_f_counting_its_own_calls(wrap, log):
+    def outer(w):
+        count = [0]
+
+        def f(x, w):
+            count[0] += 1
+            return np.sum(x * w) * count[0]
+        # one chunk: the items meet f in order, plain and jitted
+        return tp.parallel_sum(f, ITEMS, w, executor="threads", chunk_size=4)
+    step = wrap(tp.value_and_grad(outer))
+    for k in range(3):
+        log.call(step, _xs(k))
+
+
+@scenario
+def staged_sum_unchanged_closure_still_compiles(wrap, log):
+    scale = [2.0]
+
+    def outer(w):
+        c = 1.5
+        return tp.parallel_sum(lambda x, w: np.sum(x * w) * c * scale[0], ITEMS, w,
+                               executor="threads", chunk_size=2)
+    step = wrap(tp.value_and_grad(outer))
+    for k in range(3):
+        log.call(step, _xs(k))
+        scale[0] += 1.0  # read afresh by the step at every replay
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario(name):
+    check_scenario(SCENARIOS[name], name)
