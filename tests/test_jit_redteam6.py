@@ -254,6 +254,125 @@ def staged_sum_unchanged_closure_still_compiles(wrap, log):
         scale[0] += 1.0  # read afresh by the step at every replay
 
 
+# --- 3. functions and objects of the user's that a recorded call holds ------------------
+@scenario
+def primitive_made_inside_whose_closure_changes_after_the_call(wrap, log):
+    from tapestry.autograd.extend import defvjp, primitive
+
+    def g(x):
+        s = [2.0]
+
+        @primitive
+        def p(v):
+            return v * s[0]
+        defvjp(p, lambda ans, v: lambda gr: gr * s[0])
+        y = p(x)
+        s[0] = 10.0
+        return y, tp.grad(lambda v: np.sum(p(v)))(x)
+    f = wrap(g)
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
+@scenario
+def primitive_defined_once_compiles_and_reads_its_global(wrap, log):
+    from tapestry.autograd.extend import primitive
+    scale = [2.0]
+
+    @primitive
+    def p(v):
+        return v * scale[0]
+
+    f = wrap(lambda x: p(x) + 1.0)
+    for k in range(4):
+        log.call(f, _xs(k))
+        if k == 1:
+            scale[0] = 3.0
+
+
+@scenario
+def functions_made_inside_passed_to_numpy(wrap, log):
+    def g(x):
+        c = [1.0]
+        a = np.apply_along_axis(lambda r: r * c[0], 0, x)
+        b = np.piecewise(x, [x > 1.0], [lambda v: v * c[0], 0.0])
+        c[0] = 4.0
+        return a, b
+    f = wrap(g)
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
+@scenario
+def array_like_object_made_inside_changed_after(wrap, log):
+    class Holder:
+        def __init__(self):
+            self.v = np.ones(2)
+
+        def __array__(self, dtype=None, copy=None):
+            return self.v
+
+    def g(x):
+        h = Holder()
+        y = np.add(x, h)
+        h.v = np.full(2, 5.0)
+        return y
+    f = wrap(g)
+    for k in range(3):
+        log.call(f, _xs(k))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(name):
     check_scenario(SCENARIOS[name], name)
+
+
+def _compiled_calls(f, calls):
+    """``(traces, JitWarnings)`` of a jitted ``f`` over ``calls`` argument tuples."""
+    import warnings
+    jf = tp.jit(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for args in calls:
+            jf(*args)
+    return jf.cache_info()["traces"], [w for w in caught
+                                       if issubclass(w.category, tp.JitWarning)]
+
+
+def test_fixed_programs_stay_compiled():
+    # a constant written after use: one trace, each step gets its value
+    def g(x):
+        c = np.ones(2)
+        y = x * c
+        c[0] = 5.0
+        return y + c
+    assert _compiled_calls(g, [(_xs(k),) for k in range(4)]) == (1, [])
+
+    # f's closure rebound after the staged sum: a second trace, inline, compiled
+    def outer(w):
+        c = 1.0
+        r = tp.parallel_sum(lambda x, w: np.sum(x * w) * c, ITEMS, w, executor="threads",
+                            chunk_size=2)
+        c = 2.0
+        return r
+    assert _compiled_calls(tp.value_and_grad(outer), [(_xs(k),) for k in range(4)]) == (2, [])
+
+    # an unchanged primitive: compiled; a changed one made inside: refused by name
+    from tapestry.autograd.extend import primitive
+
+    @primitive
+    def p(v):
+        return v * 2.0
+    assert _compiled_calls(lambda x: p(x) + 1.0, [(_xs(k),) for k in range(3)]) == (1, [])
+
+    def h(x):
+        s = [2.0]
+
+        @primitive
+        def q(v):
+            return v * s[0]
+        y = q(x)
+        s[0] = 3.0
+        return y
+    traces, warned = _compiled_calls(h, [(_xs(k),) for k in range(3)])
+    assert len(warned) == 1 and "q: 's' (closure of" in str(warned[0].message)

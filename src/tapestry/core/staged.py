@@ -161,7 +161,8 @@ class Recorder:
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
                  "warn", "refused", "ext", "err_entered", "printopts", "text_read",
-                 "handed", "known", "consts", "end_checks", "inline_sums")
+                 "handed", "known", "consts", "end_checks", "inline_sums", "opaque",
+                 "stale")
 
     def __init__(self):
         self.steps: list = []
@@ -216,6 +217,14 @@ class Recorder:
         #: trace ``parallel_sum`` inline, not as one step (set by jit once
         #: an end check failed for the signature)
         self.inline_sums = False
+        #: id -> (object, its environment) of the user's functions and
+        #: objects the steps hold and the replay calls or converts (a
+        #: primitive's forward, ``np.apply_along_axis(f, ...)``'s ``f``, an
+        #: object with ``__array__``): see :meth:`_opaque`.
+        self.opaque: dict = {}
+        #: why a step would read such an object otherwise at replay than it
+        #: did in the trace (``None``: it would not)
+        self.stale = None
 
     def slot(self):
         self.n += 1
@@ -253,6 +262,8 @@ class Recorder:
             return self.call(fn, args, kwargs)
         targs, cargs, ext = self._template(args)
         tkw, ckw, extk = self._template(kwargs) if kwargs else ({}, {}, False)
+        if _user_object(fn):
+            self._opaque(fn)
         try:
             out = fn(*cargs, **ckw)
         except Exception as e:
@@ -326,7 +337,51 @@ class Recorder:
         if c is np.ndarray:
             self._constant(x)
             return x, x, True  # a constant: may be a view of the caller's data
+        if c not in _IMMUTABLE and _user_object(x):
+            self._opaque(x)
         return x, x, False
+
+    def _opaque(self, x):
+        """The step about to be written holds ``x``, a function or an object
+        of the user's, which the replay calls (or converts) again: it reads
+        what ``x`` reaches as it is *then*.  Where the function changes that
+        later in the trace (a primitive made inside, whose closure it
+        rebinds after the call; an object with ``__array__`` whose array it
+        replaces), each plain call would start afresh: the trace is
+        ``stale`` and jit keeps no program from it.  Walked as jit walks a
+        function's environment, at the first step that holds ``x``; checked
+        at each later one and at the end (:meth:`stale_objects`)."""
+        got = self.opaque.get(id(x))
+        if got is not None and got[0] is x:
+            if self.stale is None and got[1] is not None:
+                why = got[1].changed()
+                if why is not None:
+                    self.stale = f"{_described(x)}: {why}"
+            return
+        from ..jit.env import object_environment
+        try:
+            env = object_environment(x)
+        except Exception as e:  # (reaches a staged value, or too much to guard)
+            env = None
+            if self.stale is None:
+                self.stale = f"{_described(x)}, which cannot be guarded ({type(e).__name__}: {e})"
+        self.opaque[id(x)] = (x, env)
+
+    def stale_objects(self):
+        """At the end of the trace: ``None``, or why a replay would call or
+        convert a function or object of the user's that a step holds on
+        something else than the trace did (see :meth:`_opaque`)."""
+        opaque, self.opaque = self.opaque, {}
+        if self.stale is None:
+            for x, env in opaque.values():
+                why = env.changed() if env is not None else None
+                if why is not None:
+                    self.stale = f"{_described(x)}: {why}"
+                    break
+        if self.stale is None:
+            return None
+        return (f"a recorded call holds {self.stale} after the call, which the replay "
+                "would read as the trace left it")
 
     def _constant(self, a):
         """Note that the step about to be written holds the array ``a`` (not
@@ -430,6 +485,31 @@ except ImportError:  # pragma: no cover - another NumPy: compare the values only
         return None
 
 
+#: Constants a step may hold as they are: nothing in them can change.
+_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None), type(Ellipsis),
+                        np.float64, np.float32, np.int64, np.int32, np.bool_, np.complex128,
+                        np.dtype, np.ufunc, Slot, tuple, list, dict, slice})
+
+
+def _user_object(x):
+    """Whether ``x`` is a function or an object of the user's code (not of
+    NumPy, SciPy, tapestry or Python's own), whose state the replay reads."""
+    import types
+    if isinstance(x, (np.generic, np.dtype, np.ufunc, type, types.BuiltinFunctionType,
+                      types.ModuleType)):
+        return False
+    if isinstance(x, types.MethodType):
+        return _user_object(x.__func__) or _user_object(x.__self__)
+    module = getattr(x, "__module__", None) if isinstance(x, types.FunctionType) \
+        else type(x).__module__
+    root = (module or "").partition(".")[0]
+    return root not in _NOT_USERS
+
+
+_NOT_USERS = frozenset({"numpy", "scipy", "tapestry", "builtins", "operator", "functools",
+                        "math", "cmath", "opt_einsum", "numba", "_operator", "_functools"})
+
+
 def _root(a):
     """The array that owns ``a``'s memory (a view's base, recursively)."""
     while isinstance(a.base, np.ndarray):
@@ -523,6 +603,13 @@ def _warnings_matter(before):
 
 def _name(fn):
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+
+
+def _described(x):
+    """A function by its name, an object by its class."""
+    if callable(x) and hasattr(x, "__qualname__"):
+        return _name(x)
+    return f"a {type(x).__qualname__} object"
 
 
 def _fresh(fn):

@@ -601,6 +601,9 @@ class jit:
         at that step (:meth:`Recorder.settle_constants`), unless something
         besides the program holds it, whose plain call sees every call's
         writes (a cached array) -- or the function returns it."""
+        why = rec.stale_objects()
+        if why is not None:
+            return why
         for ref in rec.settle_constants():
             a = ref()
             if a is not None:

@@ -366,6 +366,19 @@ def environment(fn, extra=()):
     return env
 
 
+def object_environment(x):
+    """:func:`environment` of a function or object of the user's that a
+    recorded call holds (``Recorder._opaque``): the function's, or that of
+    an object (its attributes, the special methods of its class)."""
+    if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or callable(x):
+        return environment(x)
+    return environment(_nothing, [x])
+
+
+def _nothing():
+    """(A function of tapestry's: walking it adds nothing.)"""
+
+
 class _Walker:
     def __init__(self, names):
         self.names = names
