@@ -296,8 +296,9 @@ def functions_made_inside_passed_to_numpy(wrap, log):
         c = [1.0]
         a = np.apply_along_axis(lambda r: r * c[0], 0, x)
         b = np.piecewise(x, [x > 1.0], [lambda v: v * c[0], 0.0])
+        d = np.apply_along_axis(functools.partial(lambda r, k: r * c[0] * k, k=2.0), 0, x)
         c[0] = 4.0
-        return a, b
+        return a, b, d
     f = wrap(g)
     for k in range(3):
         log.call(f, _xs(k))
@@ -376,3 +377,26 @@ def test_fixed_programs_stay_compiled():
         return y
     traces, warned = _compiled_calls(h, [(_xs(k),) for k in range(3)])
     assert len(warned) == 1 and "q: 's' (closure of" in str(warned[0].message)
+
+
+def test_a_large_constant_written_after_use_runs_uncompiled(monkeypatch):
+    # past SNAPSHOT_BYTES a constant is remembered by a digest: a write after
+    # a step read it has no old value to give, so the trace is not replayed
+    from tapestry.core import staged
+    monkeypatch.setattr(staged, "SNAPSHOT_BYTES", 8)
+
+    def g(x):
+        c = np.ones(2)
+        y = x * c
+        c[0] = 5.0
+        return y + c
+    jf = tp.jit(g)
+    with pytest.warns(tp.JitWarning, match="too large to keep a copy"):
+        got = [jf(_xs(k)) for k in range(3)]
+    for k in range(3):
+        np.testing.assert_array_equal(got[k], g(_xs(k)))
+
+    def unchanged(x):  # a large constant not written: compiled
+        c = np.ones(2)
+        return x * c + c
+    assert _compiled_calls(unchanged, [(_xs(k),) for k in range(3)]) == (1, [])

@@ -27,6 +27,7 @@ on the staged value one level down.
 """
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 import threading
@@ -403,24 +404,29 @@ class Recorder:
         """At the end of the trace, give every step the value its constant
         arrays had when it ran: a constant written after a step read it
         (:meth:`_constant`) is replaced, in the steps of each of its
-        versions, by that version's snapshot.  Returns weak references to
-        the arrays replaced: one still alive is held by something besides
-        the program (a cache, a container the environment walk does not
-        see, the function's result), whose plain call would see every
-        call's writes; jit does not replay such a trace."""
+        versions, by that version's snapshot.  Returns ``(weak reference,
+        large)`` for each array replaced: one still alive is held by
+        something besides the program (a cache, a container the environment
+        walk does not see, the function's result), whose plain call would see
+        every call's writes; jit does not replay such a trace, nor one with
+        a written constant too large to have kept a copy of (``large``: its
+        reference is strong)."""
         consts, self.consts = self.consts, {}
         end = len(self.steps)
         replaced = []
         for a, snap, start, versions in consts.values():
             if versions or not _same_bits(a, snap):
                 versions.append((snap, start, end))
+                if any(v[0].__class__ is Digest for v in versions):
+                    replaced.append((lambda a=a: a, True))  # (no old value to give it)
+                    continue
                 for snap_k, lo, hi in versions:
                     for st in self.steps[lo:hi]:
                         if st.kind == "call" or st.kind == "raises":
                             st.args = _swapped(st.args, a, snap_k)
                             if st.kwargs:
                                 st.kwargs = _swapped(st.kwargs, a, snap_k)
-                replaced.append(weakref.ref(a))
+                replaced.append((weakref.ref(a), False))
         return replaced
 
     def _wrap(self, out, s, fn):
@@ -500,6 +506,8 @@ def _user_object(x):
         return False
     if isinstance(x, types.MethodType):
         return _user_object(x.__func__) or _user_object(x.__self__)
+    if isinstance(x, functools.partial):
+        return any(_user_object(v) for v in (x.func, *x.args, *(x.keywords or {}).values()))
     module = getattr(x, "__module__", None) if isinstance(x, types.FunctionType) \
         else type(x).__module__
     root = (module or "").partition(".")[0]
@@ -517,8 +525,33 @@ def _root(a):
     return a
 
 
+#: Constants larger than this are remembered by a digest of their bytes,
+#: not a copy (the trace's memory stays what it was): one written after a
+#: step read it cannot be given its old value, and runs uncompiled.
+SNAPSHOT_BYTES = 1 << 24
+
+
+class Digest:
+    """What a large constant held (:data:`SNAPSHOT_BYTES`): shape, dtype and
+    a BLAKE2 digest of its bytes."""
+
+    __slots__ = ("shape", "dtype", "digest")
+
+    def __init__(self, a):
+        self.shape, self.dtype, self.digest = a.shape, a.dtype, _digest(a)
+
+
+def _digest(a):
+    import hashlib
+    return hashlib.blake2b(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                           digest_size=32).digest()
+
+
 def _snapshot(a):
-    """A copy of ``a`` with its memory layout where it has one (C or F)."""
+    """A copy of ``a`` with its memory layout where it has one (C or F), or
+    a :class:`Digest` of a large one."""
+    if a.nbytes > SNAPSHOT_BYTES and not a.dtype.hasobject:
+        return Digest(a)
     return np.array(a, order="K", copy=True, subok=False)
 
 
@@ -527,6 +560,8 @@ def _same_bits(a, s):
     the same objects)."""
     if a.shape != s.shape or a.dtype != s.dtype:
         return False
+    if s.__class__ is Digest:
+        return _digest(a) == s.digest
     if a.dtype.hasobject:
         return all(x is y for x, y in zip(a.flat, s.flat))
     if a.size == 0 or a.dtype.itemsize == 0:

@@ -600,16 +600,20 @@ class jit:
         it (``c = np.ones(2); y = x * c; c[0] = 5``) gets each step its value
         at that step (:meth:`Recorder.settle_constants`), unless something
         besides the program holds it, whose plain call sees every call's
-        writes (a cached array) -- or the function returns it."""
+        writes (a cached array) -- or the function returns it, or it is too
+        large to keep a copy of; and a function or object of the user's that a
+        step calls again must not change after it (:meth:`Recorder.stale_objects`)."""
         why = rec.stale_objects()
         if why is not None:
             return why
-        for ref in rec.settle_constants():
+        for ref, large in rec.settle_constants():
             a = ref()
             if a is not None:
+                held = ("it is too large to keep a copy of" if large else
+                        "the array is held by something besides the program (a cache, "
+                        "an object, its result)")
                 return (f"it writes into an array {a.shape} {a.dtype} after a NumPy call "
-                        "read it, and the array is held by something besides the program "
-                        "(a cache, an object, its result); a replay would skip the write")
+                        f"read it, and {held}; a replay would skip the write")
         return None
 
     def _fuse_loops(self, comp, inputs):
