@@ -323,6 +323,68 @@ def array_like_object_made_inside_changed_after(wrap, log):
         log.call(f, _xs(k))
 
 
+# --- 4. argument containers f changes, under grad and parallel_sum ------------------
+def _vg(f, items, *shared, argnums=0, **kw):
+    return tp.value_and_grad(lambda *s: tp.parallel_sum(f, items, *s, **kw),
+                             argnums=argnums)(*shared)
+
+
+@scenario
+def grad_of_jit_appending_to_a_list_argument(wrap, log):
+    def g(x, w, hist):
+        hist.append(len(hist))
+        return np.sum(x * w) * len(hist)
+    f = wrap(g)
+    hist = [0.5]
+    loss = tp.value_and_grad(lambda w: sum(f(x, w, hist) for x in ITEMS[:3]))
+    for k in range(3):
+        log.call(loss, _xs(k))
+        log(list(hist))
+
+
+@scenario
+def grad_of_jit_replacing_a_dict_item(wrap, log):
+    def g(x, w, state):
+        state["n"] = state["n"] + 1.0   # the same structure: a compiled forward would skip it
+        state["last"] = w               # a traced value, as the plain call stores it
+        return np.sum(x * w) * state["n"]
+    f = wrap(g)
+    state = {"n": 0.0, "last": None}
+
+    def loss(w):
+        v = f(ITEMS[0], w, state)
+        return v + np.sum(state["last"] ** 2)
+    for k in range(4):
+        log.call(tp.value_and_grad(loss), _xs(k))
+        log(state["n"])
+
+
+@scenario
+def parallel_sum_of_jit_appending_to_a_shared_list(wrap, log):
+    def g(x, w, hist):
+        hist.append(len(hist))
+        return np.sum(x * w) * len(hist)
+    f = wrap(g)
+    for start in ([], [0.5]):
+        for cs in (3, 1):
+            hist = list(start)
+            log.call(_vg, f, ITEMS, _xs(0), hist, chunk_size=cs)
+            log.call(_vg, f, ITEMS, _xs(1), hist, chunk_size=cs, executor="threads")
+            log(list(hist))
+
+
+@scenario
+def parallel_sum_of_jit_appending_to_its_items(wrap, log):
+    def g(it, w):
+        it.append(1.0)
+        return np.sum(it[0] * w) * len(it)
+    f = wrap(g)
+    items = [[np.array([1.0, 2.0])], [np.array([3.0, -1.0])]]
+    for k in range(3):
+        log.call(_vg, f, items, _xs(k), chunk_size=2)
+        log([len(i) for i in items])
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(name):
     check_scenario(SCENARIOS[name], name)

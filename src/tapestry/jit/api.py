@@ -227,6 +227,9 @@ class jit:
         self._fuse_option = fuse
         self._reverse = None  # the jitted pullback, for grad(jit(f)) (jit/reverse.py)
         self._reverse_env = None  # (objects, environment) of its last forward (reverse.py)
+        #: f changed the argument containers of a call on traced values
+        #: (reverse.py): such calls run inline from then on
+        self._mutates_arguments = False
         self._splits = {}  # forward key -> split programs of the pullback (reverse.py)
         self._keep_trace = False  # keep each program's trace on it (reverse.py splits it)
         self._static = bool(self.static_argnums or self.static_argnames)
@@ -883,16 +886,22 @@ def _copied_containers(orig, copy, out):
     return out
 
 
-def _mirror(copies):
+def _mirror(copies, back=None):
     """Do to the caller's argument containers what the function did to their
     copies (``history.append(loss)``, ``p["w"] = ...``), with values in place
-    of staged values and the caller's containers in place of their copies."""
+    of staged values and the caller's containers in place of their copies
+    (``back``: ``{id(value): (value, the caller's leaf)}``, the caller's
+    own leaves where the copies hold their values)."""
     seen: set = set()
 
     def value(v):
         got = copies.get(id(v))
         if got is not None and got[0] is v:
             return got[1]
+        if back is not None:
+            got = back.get(id(v))
+            if got is not None and got[0] is v:
+                return got[1]
         return unstaged(v, seen)
     for copy, orig in copies.values():
         if isinstance(orig, tuple):

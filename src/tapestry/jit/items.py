@@ -30,6 +30,11 @@ from ..core.tracing import AS_SWEPT
 from .order import aux_key
 
 
+def _containers_changed(tree, treedef, leaves):
+    from .api import _containers_changed as changed
+    return changed(tree, treedef, leaves)
+
+
 def sum_chunk(task, grads_like):
     """``(value, [gradient per active leaf])`` of ``task`` (whose ``f`` is a
     :class:`~tapestry.jit.api.jit`), or ``None`` where this path does not
@@ -37,7 +42,8 @@ def sum_chunk(task, grads_like):
     does (``work._grads``)."""
     jf, chunk = task.f, task.chunk
     if task.batched or not task.active or chunk.__class__ is not list or not chunk \
-            or jf.fun is None or jf._static or jf._eager_all is not None:
+            or jf.fun is None or jf._static or jf._eager_all is not None \
+            or jf.__dict__.get("_items_mutate_shared"):
         return None
     n_chunk = task.n_chunk
     if n_chunk is None:
@@ -57,7 +63,7 @@ def sum_chunk(task, grads_like):
         # f meets the items in their order, as on the tape (an f that runs
         # uncompiled may draw random numbers or log what it sees)
         for item in chunk:
-            v, gs = vg(item, *shared_leaves)
+            v, gs = vg(_fresh(item), *shared_leaves)
             if not _real_number(v):
                 return None
             values.append(v)
@@ -71,6 +77,25 @@ def sum_chunk(task, grads_like):
     for v in values[1:]:
         total = total + v
     return total, grads_like(acc, [shared_leaves[k] for k in act])
+
+
+class _MutatesShared(Exception):
+    """``f`` changed a shared argument's container (a list appended to): the
+    chunk runs on the tape, where its items share those containers."""
+
+
+def _fresh(item):
+    """``item`` with new dicts and lists (the arrays and numbers as they
+    are): the tape path gives ``f`` such a copy of each item, so what ``f``
+    does to it (an append) stays off the caller's items, as there."""
+    c = item.__class__
+    if c is dict:
+        return {k: _fresh(v) for k, v in item.items()}
+    if c is list:
+        return [_fresh(v) for v in item]
+    if c is tuple and any(v.__class__ in (dict, list, tuple) for v in item):
+        return tuple(_fresh(v) for v in item)
+    return item
 
 
 def _add_into(acc, owned, gs):
@@ -110,7 +135,15 @@ def _item_value_and_grad(jf, shared_td, act):
                 full = list(leaves)
                 for k, x in zip(act, xs):
                     full[k] = x
-                return fun(item, *shared_td.unflatten(full))
+                shared = shared_td.unflatten(full)
+                out = fun(item, *shared)
+                if _containers_changed(shared, shared_td, full):
+                    # (the chunk's items share its shared arguments on the
+                    # tape: f's change must reach the next item; here each
+                    # call rebuilds them, and a program would not redo it)
+                    jf._items_mutate_shared = True
+                    raise _MutatesShared()
+                return out
             # (default replay: each item's gradients as the child tape's sweep
             # meets them, sparse ones sparse, for _add_into to add them as the
             # sweep does; whole programs take dense ones into their loop)

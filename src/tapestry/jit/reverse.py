@@ -65,7 +65,7 @@ def call_on_traced(jf, args, kwargs):
             pos.append(i)
         elif c in _OTHER_LEVELS:
             return jf.fun(*args, **kwargs)
-    if tape is None or tape.nodes.__class__ is ClosedNodes:
+    if tape is None or tape.nodes.__class__ is ClosedNodes or jf._mutates_arguments:
         return jf.fun(*args, **kwargs)
     plain = [x._value if i in pos else x for i, x in enumerate(leaves)]
     got = _split_forward(jf, td, pos, plain) if jf._splits else None
@@ -80,6 +80,8 @@ def call_on_traced(jf, args, kwargs):
     else:
         pargs, pkwargs = td.unflatten(plain)
         out = jf(*pargs, **pkwargs)
+        if _changed_arguments(jf, (args, kwargs), (pargs, pkwargs), td, leaves, plain, pos):
+            out = _back_to_traced(out, leaves, plain, pos)
         out_leaves, out_td = tree_flatten(out)
         if any(o.__class__ is Var or o.__class__ in _OTHER_LEVELS for o in out_leaves):
             # f read a traced value from its closure: the uncompiled call sees it
@@ -103,6 +105,33 @@ def call_on_traced(jf, args, kwargs):
     for k, t in zip(diff, traced):
         out_leaves[k] = t
     return out_td.unflatten(out_leaves)
+
+
+def _changed_arguments(jf, orig, rebuilt, td, leaves, plain, pos):
+    """Whether ``f`` changed the argument containers it was given (a list
+    appended to, a dict item set): ``f`` ran on ``rebuilt``, containers made
+    from the plain leaves, so what it did to them is done to the caller's
+    ``orig`` (with the caller's traced leaves where their values went), as
+    the plain call does it, and ``jf`` runs inline on traced arguments from
+    now on (a compiled forward would skip it, the next call must see it)."""
+    from .api import _containers_changed, _copied_containers, _mirror
+    if not _containers_changed(rebuilt, td, plain):
+        return False
+    back = {id(plain[i]): (plain[i], leaves[i]) for i in pos}
+    _mirror(_copied_containers(orig, rebuilt, {}), back)
+    jf._mutates_arguments = True
+    return True
+
+
+def _back_to_traced(out, leaves, plain, pos):
+    """``out`` with the caller's traced leaves where it holds their values
+    as such (``f`` returned an argument container it changed, or an
+    argument): the traced values, as the plain call returns them."""
+    back = {id(plain[i]): leaves[i] for i in pos}
+    out_leaves, out_td = tree_flatten(out)
+    if not any(id(v) in back for v in out_leaves):
+        return out
+    return out_td.unflatten([back.get(id(v), v) for v in out_leaves])
 
 
 def _inexact(o):
