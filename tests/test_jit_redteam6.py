@@ -462,3 +462,35 @@ def test_a_large_constant_written_after_use_runs_uncompiled(monkeypatch):
         c = np.ones(2)
         return x * c + c
     assert _compiled_calls(unchanged, [(_xs(k),) for k in range(3)]) == (1, [])
+
+
+def _writes_its_constant(w):
+    c = np.array([1.0, 2.0])
+    y = np.sum(np.tanh(w * c))
+    c[:] = 5.0  # each call makes c afresh: f(w) = sum(tanh(w * [1, 2])) + 5 * sum(w)
+    return y + np.sum(c * w)
+
+
+def _finite_differences(f, w, h=1e-6):
+    return np.array([(f(w + h * e) - f(w - h * e)) / (2 * h) for e in np.eye(w.size)])
+
+
+def test_kept_traces_copy_a_constant_again_after_a_write():
+    # vjp / linearize keep a copy of each constant (Tape.own_constant): it was
+    # made at the first operation and kept, so an operation after a write
+    # into the constant read the stale copy -- a wrong value, not only a
+    # wrong derivative; grad(jit(f)) runs its pullback through vjp
+    w = np.array([0.3, 0.7])
+    want = _writes_its_constant(w)
+    fd = _finite_differences(_writes_its_constant, w)
+    y, pb = tp.vjp(_writes_its_constant, w)
+    assert y == want
+    np.testing.assert_allclose(pb(1.0)[0], fd, rtol=1e-7)
+    y, f_jvp = tp.linearize(_writes_its_constant, w)
+    assert y == want
+    np.testing.assert_allclose(f_jvp(np.array([1.0, 0.0])), fd[0], rtol=1e-7)
+    jf = tp.jit(_writes_its_constant)
+    for _ in range(3):  # the first call, then the split programs
+        v, g = tp.value_and_grad(jf)(w)
+        assert v == want
+        np.testing.assert_allclose(g, fd, rtol=1e-7)

@@ -75,11 +75,14 @@ class Tape:
         operation met beside a traced value (a closed-over weight): rules
         read their constants later, so ``W -= lr * g`` between ``vjp`` and
         its pullback would move the point, as for the inputs themselves
-        (``own_input``).  One copy per array per trace."""
+        (``own_input``).  One copy per array per trace and value: where the
+        function writes into ``x`` after an operation read it (``c[0] = 5``
+        in the forward), the next operation gets a new copy (it read the
+        first copy, a stale value, before)."""
         if not (x.flags.writeable or x.base is not None):
             return x  # read-only memory of its own: nothing can change it
         got = self.owned.get(id(x))
-        if got is None:
+        if got is None or not _same_bits(x, got[1]):
             got = self.owned[id(x)] = (x, x.copy())  # x held: its id stays unique
         return got[1]
 
@@ -95,6 +98,20 @@ class Tape:
 
     def __repr__(self):
         return f"<Tape level={self.level} nodes={len(self.nodes)}>"
+
+
+def _same_bits(a, copy):
+    """Whether the array ``a`` holds the bits of ``copy`` (a C-ordered copy
+    of it; object arrays: the same objects)."""
+    import numpy as np
+    if a.shape != copy.shape or a.dtype != copy.dtype:
+        return False
+    if a.dtype.hasobject:
+        return all(x is y for x, y in zip(a.flat, copy.flat))
+    if a.size == 0 or a.dtype.itemsize == 0:
+        return True
+    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                               copy.reshape(-1).view(np.uint8)))
 
 
 class open_tape:
