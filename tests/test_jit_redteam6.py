@@ -297,8 +297,9 @@ def functions_made_inside_passed_to_numpy(wrap, log):
         a = np.apply_along_axis(lambda r: r * c[0], 0, x)
         b = np.piecewise(x, [x > 1.0], [lambda v: v * c[0], 0.0])
         d = np.apply_along_axis(functools.partial(lambda r, k: r * c[0] * k, k=2.0), 0, x)
+        e = np.frompyfunc(lambda v: v * c[0], 1, 1)(x).astype(float)
         c[0] = 4.0
-        return a, b, d
+        return a, b, d, e
     f = wrap(g)
     for k in range(3):
         log.call(f, _xs(k))
@@ -439,6 +440,19 @@ def test_fixed_programs_stay_compiled():
         return y
     traces, warned = _compiled_calls(h, [(_xs(k),) for k in range(3)])
     assert len(warned) == 1 and "q: 's' (closure of" in str(warned[0].message)
+
+    # np.frompyfunc: NumPy's ufunc calls the Python function, which is walked
+    u = np.frompyfunc(lambda v: v * 2.0, 1, 1)
+    assert _compiled_calls(lambda x: u(x).astype(float), [(_xs(k),) for k in range(3)]) \
+        == (1, [])
+
+    def k(x):
+        c = [1.0]
+        y = np.frompyfunc(lambda v: v * c[0], 1, 1)(x).astype(float)
+        c[0] = 4.0
+        return y
+    traces, warned = _compiled_calls(k, [(_xs(j),) for j in range(3)])
+    assert len(warned) == 1 and "np.frompyfunc's ufunc" in str(warned[0].message)
 
 
 def test_a_large_constant_written_after_use_runs_uncompiled(monkeypatch):

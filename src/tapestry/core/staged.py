@@ -501,7 +501,10 @@ def _user_object(x):
     """Whether ``x`` is a function or an object of the user's code (not of
     NumPy, SciPy, tapestry or Python's own), whose state the replay reads."""
     import types
-    if isinstance(x, (np.generic, np.dtype, np.ufunc, type, types.BuiltinFunctionType,
+    if isinstance(x, np.ufunc):
+        fn = python_of(x)
+        return fn is not None and _user_object(fn)
+    if isinstance(x, (np.generic, np.dtype, type, types.BuiltinFunctionType,
                       types.ModuleType)):
         return False
     if isinstance(x, types.MethodType):
@@ -512,6 +515,18 @@ def _user_object(x):
         else type(x).__module__
     root = (module or "").partition(".")[0]
     return root not in _NOT_USERS
+
+
+def python_of(u):
+    """The Python function a ufunc made by ``np.frompyfunc`` calls (``None``
+    for NumPy's own ufuncs, whose loops are compiled)."""
+    if u.ntypes != 1 or set(u.types[0]) - set("O->"):
+        return None
+    import gc
+    for r in gc.get_referents(u):
+        if callable(r):
+            return r
+    return None
 
 
 _NOT_USERS = frozenset({"numpy", "scipy", "tapestry", "builtins", "operator", "functools",
@@ -642,6 +657,8 @@ def _name(fn):
 
 def _described(x):
     """A function by its name, an object by its class."""
+    if isinstance(x, np.ufunc):
+        return f"np.frompyfunc's ufunc {x.__name__!r}"
     if callable(x) and hasattr(x, "__qualname__"):
         return _name(x)
     return f"a {type(x).__qualname__} object"

@@ -369,7 +369,11 @@ def environment(fn, extra=()):
 def object_environment(x):
     """:func:`environment` of a function or object of the user's that a
     recorded call holds (``Recorder._opaque``): the function's, or that of
-    an object (its attributes, the special methods of its class)."""
+    an object (its attributes, the special methods of its class), or the
+    Python function of a ufunc made by ``np.frompyfunc``."""
+    if isinstance(x, np.ufunc):
+        from ..core.staged import python_of
+        x = python_of(x)
     if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or callable(x):
         return environment(x)
     return environment(_nothing, [x])
