@@ -17,12 +17,14 @@ same types, dtypes, shapes and bits on every call.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 import pytest
 
 import tapestry as tp
+from tapestry.tree_util import register_dataclass, register_pytree_node
 
 from test_jit_users import check_scenario
 
@@ -384,6 +386,65 @@ def parallel_sum_of_jit_appending_to_its_items(wrap, log):
     for k in range(3):
         log.call(_vg, f, items, _xs(k), chunk_size=2)
         log([len(i) for i in items])
+
+
+# --- 5. aux data the function makes, handed out at every replay -----------------------
+@dataclasses.dataclass
+class Tagged:
+    y: np.ndarray
+    meta: list
+
+
+register_dataclass(Tagged, data_fields=["y"], meta_fields=["meta"])
+
+
+class Box:
+    def __init__(self, v, tags):
+        self.v, self.tags = v, tags
+
+
+register_pytree_node(Box, lambda b: ((b.v,), b.tags), lambda tags, ch: Box(ch[0], tags))
+
+
+@scenario
+def returned_static_field_list_changed_by_the_caller(wrap, log):
+    f = wrap(lambda x: Tagged(x * 2, ["a"]))
+    for k in range(3):
+        o = f(_xs(k))
+        log((o.y, list(o.meta)))
+        o.meta.append("b")  # the plain call makes a new list every call
+
+
+@scenario
+def returned_aux_dict_changed_by_the_caller(wrap, log):
+    f = wrap(lambda x: Box(x + 1, {"n": 1}))
+    for k in range(3):
+        o = f(_xs(k))
+        log((o.v, dict(o.tags)))
+        o.tags["n"] += 1
+
+
+@scenario
+def aux_of_an_argument_is_handed_back_as_it_is(wrap, log):
+    f = wrap(lambda b: Box(b.v * 2, b.tags))
+    tags = {"n": 1}
+    for k in range(3):
+        o = f(Box(_xs(k), tags))
+        log((o.v, dict(o.tags), o.tags is tags))
+        tags["n"] += 1
+
+
+@scenario
+def grad_of_jit_returning_a_static_field_list(wrap, log):
+    f = wrap(lambda x: Tagged(x * 2, ["a"]))
+
+    def loss(w):
+        o = f(w)
+        return np.sum(o.y ** 2), o
+    for k in range(4):  # the first call, then the split programs
+        (v, o), g = tp.value_and_grad(loss, has_aux=True)(_xs(k))
+        log((v, g, list(o.meta)))
+        o.meta.append("b")
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -23,6 +23,7 @@ in it: the enclosing trace sees the operations, as without ``jit``.
 """
 from __future__ import annotations
 
+import copy as _copy
 import functools
 import os
 import sys
@@ -589,6 +590,9 @@ class jit:
             program = lower(*lowering[:4], name=lowering[4], fuse=False)
         comp = _Compiled(program, env, out_td, None if fuse_now or not self._fuse else lowering,
                          (lowering, runtime) if self._keep_trace else None)
+        fresh = fresh_aux_builder(out_td, env, treedef, objects)
+        if fresh is not None:
+            comp.build = fresh
         if fuse_now:
             self._compile_whole(comp, lowering, [leaves[i] for i in runtime])
         with self._lock:
@@ -827,6 +831,99 @@ def _hashable(x, what):
                         f"key), got {type(x).__name__}. Pass arrays as ordinary arguments, "
                         "or a tuple instead of a list.") from None
     return typed(x)
+
+
+def fresh_aux_builder(out_td, env, arg_td, objects=()):
+    """``None``, or ``build(leaves)`` for an output tree whose aux data (a
+    registered class's, a dataclass's static fields) holds a mutable value
+    the function made (``Out(y, meta=["a"])``): the plain call makes a new
+    one every call, so each call gets a deep copy of it (the caller may
+    change what it got).  Values from the arguments' aux data or the
+    function's environment are handed out as they are, as the plain call
+    does."""
+    from ..core import pytree
+    outside: dict = {}
+    for kind, holder, key, obj, label in env.bindings:
+        _gather(obj, outside)
+        if kind == "seq":
+            _gather(holder, outside)
+    for a, *_ in env.arrays:
+        outside[id(a)] = a
+    for o in objects:
+        _gather(o, outside)
+    for v in _aux_values(arg_td.node if arg_td is not None else None, pytree):
+        _gather(v, outside)
+    made = [v for v in _aux_values(out_td.node, pytree)
+            if not _frozen(v) and id(v) not in outside]
+    if not made:
+        return None
+
+    def copied(td, ids):
+        memo = dict(outside)
+        return _map_aux_values(
+            td, lambda v: _copy.deepcopy(v, memo) if id(v) in ids else v, pytree)
+    # (the first call hands out the function's own objects: keep copies)
+    template = copied(out_td, {id(v) for v in made})
+    ids = {id(v) for v in _aux_values(template.node, pytree)
+           if not _frozen(v) and id(v) not in outside}
+
+    def build(leaves):
+        return copied(template, ids).unflatten(leaves)
+    return build
+
+
+def _aux_values(node, pytree):
+    """The aux data values of a tree's nodes: each static field of a
+    dataclass, the whole aux data of a registered class."""
+    if node is None or node is pytree._LEAF:
+        return
+    k, t, meta, children = node
+    if k == pytree._DATACLASS:
+        yield from (v for _, v in meta[1])
+    elif k == pytree._CUSTOM:
+        yield meta
+    for c in children:
+        yield from _aux_values(c, pytree)
+
+
+def _map_aux_values(treedef, fn, pytree):
+    """``treedef`` with ``fn`` applied to each value :func:`_aux_values` gives."""
+    def node_map(node):
+        if node is None or node is pytree._LEAF:
+            return node
+        k, t, meta, children = node
+        if k == pytree._DATACLASS:
+            meta = (meta[0], tuple((n, fn(v)) for n, v in meta[1]))
+        elif k == pytree._CUSTOM:
+            meta = fn(meta)
+        return (k, t, meta, [node_map(c) for c in children])
+    return pytree.TreeDef(node_map(treedef.node), treedef.n_leaves)
+
+
+_FROZEN = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type, np.dtype,
+           np.generic, range, slice)
+
+
+def _frozen(v):
+    """Whether nothing in ``v`` can be changed in place."""
+    if isinstance(v, _FROZEN):
+        return True
+    if isinstance(v, (tuple, frozenset)):
+        return all(_frozen(x) for x in v)
+    return False
+
+
+def _gather(x, out, depth=0):
+    """``out[id(o)] = o`` for ``x`` and the containers' contents inside it."""
+    if id(x) in out or depth > 8 or _frozen(x):
+        return
+    out[id(x)] = x
+    if isinstance(x, (list, tuple, set, frozenset)):
+        for v in x:
+            _gather(v, out, depth + 1)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _gather(v, out, depth + 1)
 
 
 def _handed_outputs(rec, out_leaves, concrete):

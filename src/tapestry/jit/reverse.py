@@ -69,12 +69,13 @@ def call_on_traced(jf, args, kwargs):
         return jf.fun(*args, **kwargs)
     plain = [x._value if i in pos else x for i, x in enumerate(leaves)]
     got = _split_forward(jf, td, pos, plain) if jf._splits else None
+    build = None
     if got is not None:
         sp, out_leaves, residuals = got
-        out_td = sp.out_td
+        out_td, build = sp.out_td, sp.build
         diff = [k for k, o in enumerate(out_leaves) if _inexact(o)]
         if not diff:
-            return out_td.unflatten(out_leaves)
+            return build(out_leaves)
         point = (td, tuple(pos), plain, out_td, out_leaves)
         pullback = _split_pullback(jf, sp, residuals, point, diff)
     else:
@@ -104,7 +105,7 @@ def call_on_traced(jf, args, kwargs):
     out_leaves = list(out_leaves)
     for k, t in zip(diff, traced):
         out_leaves[k] = t
-    return out_td.unflatten(out_leaves)
+    return (build or out_td.unflatten)(out_leaves)
 
 
 def _changed_arguments(jf, orig, rebuilt, td, leaves, plain, pos):
@@ -279,7 +280,7 @@ class _SplitEntry:
     type of cotangents it was traced with."""
 
     __slots__ = ("split", "env", "env_reads", "plain_runtime", "n_y", "out_td", "ct_td",
-                 "ct_key", "replays", "fuse_pending")
+                 "ct_key", "replays", "fuse_pending", "build")
 
     def __init__(self, split, env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key,
                  fuse_pending):
@@ -288,6 +289,10 @@ class _SplitEntry:
         self.ct_td, self.ct_key = ct_td, ct_key
         self.replays = 0  # calls of the backward, counted towards fused loops
         self.fuse_pending = fuse_pending
+        #: f's outputs from their leaves (aux data the function makes: new
+        #: every call, :func:`~tapestry.jit.api.fresh_aux_builder`)
+        from .api import fresh_aux_builder
+        self.build = fresh_aux_builder(out_td, env, None) or out_td.unflatten
 
 
 #: Forward keys kept per jitted function (the oldest dropped past it).
