@@ -82,7 +82,7 @@ class Tape:
         if not (x.flags.writeable or x.base is not None):
             return x  # read-only memory of its own: nothing can change it
         got = self.owned.get(id(x))
-        if got is None or not _same_bits(x, got[1]):
+        if got is None or not same_bits(x, got[1]):
             got = self.owned[id(x)] = (x, x.copy())  # x held: its id stays unique
         return got[1]
 
@@ -100,9 +100,9 @@ class Tape:
         return f"<Tape level={self.level} nodes={len(self.nodes)}>"
 
 
-def _same_bits(a, copy):
-    """Whether the array ``a`` holds the bits of ``copy`` (a C-ordered copy
-    of it; object arrays: the same objects)."""
+def same_bits(a, copy):
+    """Whether the array ``a`` holds the bits of ``copy``, an array of its
+    shape and dtype made as a copy of it (object arrays: the same objects)."""
     import numpy as np
     if a.shape != copy.shape or a.dtype != copy.dtype:
         return False
@@ -110,8 +110,29 @@ def _same_bits(a, copy):
         return all(x is y for x, y in zip(a.flat, copy.flat))
     if a.size == 0 or a.dtype.itemsize == 0:
         return True
+    cmp = _memcmp()
+    if cmp and a.flags.c_contiguous and copy.flags.c_contiguous:
+        return cmp(a.ctypes.data, copy.ctypes.data, a.nbytes) == 0
     return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
-                               copy.reshape(-1).view(np.uint8)))
+                               np.ascontiguousarray(copy).reshape(-1).view(np.uint8)))
+
+
+_libc_memcmp = None
+
+
+def _memcmp():
+    """The C library's ``memcmp`` (``False`` where there is none)."""
+    global _libc_memcmp
+    if _libc_memcmp is None:
+        try:
+            import ctypes
+            f = ctypes.CDLL(None).memcmp
+            f.restype = ctypes.c_int
+            f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+            _libc_memcmp = f
+        except (OSError, AttributeError):  # pragma: no cover - no libc
+            _libc_memcmp = False
+    return _libc_memcmp
 
 
 class open_tape:
