@@ -42,8 +42,7 @@ def sum_chunk(task, grads_like):
     does (``work._grads``)."""
     jf, chunk = task.f, task.chunk
     if task.batched or not task.active or chunk.__class__ is not list or not chunk \
-            or jf.fun is None or jf._static or jf._eager_all is not None \
-            or jf.__dict__.get("_items_mutate_shared"):
+            or jf.fun is None or jf._static or jf._eager_all is not None:
         return None
     n_chunk = task.n_chunk
     if n_chunk is None:
@@ -55,6 +54,8 @@ def sum_chunk(task, grads_like):
     vg = _item_value_and_grad(jf, shared_td, act)
     values, grads = [], []
     try:
+        if jf.__dict__.get("_items_mutate_shared"):  # (see _MutatesShared)
+            return None
         if len(chunk) > 1 and jf._fuse:  # whole programs: one loop over the items
             driven = _driven(vg, chunk, task.columns, shared_leaves)
             if driven is not None:
@@ -79,25 +80,6 @@ def sum_chunk(task, grads_like):
     return total, grads_like(acc, [shared_leaves[k] for k in act])
 
 
-class _MutatesShared(Exception):
-    """``f`` changed a shared argument's container (a list appended to): the
-    chunk runs on the tape, where its items share those containers."""
-
-
-def _fresh(item):
-    """``item`` with new dicts and lists (the arrays and numbers as they
-    are): the tape path gives ``f`` such a copy of each item, so what ``f``
-    does to it (an append) stays off the caller's items, as there."""
-    c = item.__class__
-    if c is dict:
-        return {k: _fresh(v) for k, v in item.items()}
-    if c is list:
-        return [_fresh(v) for v in item]
-    if c is tuple and any(v.__class__ in (dict, list, tuple) for v in item):
-        return tuple(_fresh(v) for v in item)
-    return item
-
-
 def _add_into(acc, owned, gs):
     """``acc[k] += gs[k]`` as the engine's reverse sweep adds a leaf's
     cotangents (:func:`~tapestry.core.backward.accumulate`: in place once
@@ -115,6 +97,25 @@ def _real_number(v):
         return True
     return isinstance(v, (np.ndarray, np.generic)) and v.shape == () \
         and v.dtype.kind in "iuf"
+
+
+class _MutatesShared(Exception):
+    """``f`` changed a shared argument's container (a list appended to): the
+    chunk runs on the tape, where its items share those containers."""
+
+
+def _fresh(item):
+    """``item`` with new dicts and lists (the arrays and numbers as they
+    are): the tape path gives ``f`` such a copy of each item, so what ``f``
+    does to it (an append) stays off the caller's items, as there."""
+    c = item.__class__
+    if c is dict:
+        return {k: _fresh(v) for k, v in item.items()}
+    if c is list:
+        return [_fresh(v) for v in item]
+    if c is tuple and any(v.__class__ in (dict, list, tuple) for v in item):
+        return tuple(_fresh(v) for v in item)
+    return item
 
 
 def _item_value_and_grad(jf, shared_td, act):
