@@ -447,6 +447,34 @@ def grad_of_jit_returning_a_static_field_list(wrap, log):
         o.meta.append("b")
 
 
+# --- 6. arrays of every dtype in the environment ------------------------------------
+DATES = np.array(["2020-01-01", "NaT", "2021-01-01"], dtype="M8[D]")
+WORDS = np.array([b"ab", b"cd"])
+RECORDS = np.zeros(2, dtype=[("a", "f8"), ("b", "i4")])
+
+
+@scenario
+def datetime_bytes_and_record_arrays_closed_over_and_returned(wrap, log):
+    def g(d):
+        t = np.array(["2020-01-01", "2021-01-01"], dtype="M8[D]")
+        return d + DATES[::2], t, WORDS, RECORDS["a"] + 1.0, DATES[::-1]
+    f = wrap(g)
+    RECORDS["a"] = 0.0  # (the same start for the plain and the jitted run)
+    for k in range(3):
+        log.call(f, np.array([k, k + 1], dtype="m8[D]"))
+        RECORDS["a"][0] = k  # (seen: the next call reads the new record)
+
+
+def test_datetime_and_record_arrays_are_guarded_by_their_bits():
+    # a datetime64 array exports no buffer: the environment check raised
+    # ValueError at the second call; a NaT, compared with ==, is not equal
+    # to itself (a check that never held would trace every call)
+    def g(d):
+        return d + DATES[::2], DATES[::-1], RECORDS["b"] * 2
+    calls = [(np.array([k, k + 1], dtype="m8[D]"),) for k in range(4)]
+    assert _compiled_calls(g, calls) == (1, [])
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(name):
     check_scenario(SCENARIOS[name], name)
