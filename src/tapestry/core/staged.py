@@ -27,13 +27,16 @@ on the staged value one level down.
 """
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
+from .tape import same_bits
 from .var import ArrayMethods, Var, values_of
 
 
@@ -160,7 +163,8 @@ class Recorder:
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
                  "warn", "refused", "ext", "err_entered", "printopts", "text_read",
-                 "handed")
+                 "handed", "known", "consts", "end_checks", "inline_sums", "opaque",
+                 "stale")
 
     def __init__(self):
         self.steps: list = []
@@ -199,6 +203,30 @@ class Recorder:
         #: gets ``x``'s own array there (``None``: converted to another dtype,
         #: a new array), which jit returns in their place.
         self.handed: dict = {}
+        #: ids of the arrays the environment guards (jit sets them): a
+        #: constant that is one of them, or a view of one, is not tracked by
+        #: ``consts`` (a write into it during the trace changes the
+        #: environment, which jit sees).
+        self.known: set = set()
+        #: id -> [array, snapshot, first step, earlier versions] of the other
+        #: arrays the steps hold as constants (see :meth:`settle_constants`).
+        self.consts: dict = {}
+        #: functions called when the function returns: ``None``, or why
+        #: the program would replay something else than this trace did
+        #: (``parallel_sum`` run as one step: what its ``f`` reads changed
+        #: after the step); jit then keeps no program from this trace.
+        self.end_checks: list = []
+        #: trace ``parallel_sum`` inline, not as one step (set by jit once
+        #: an end check failed for the signature)
+        self.inline_sums = False
+        #: id -> (object, its environment) of the user's functions and
+        #: objects the steps hold and the replay calls or converts (a
+        #: primitive's forward, ``np.apply_along_axis(f, ...)``'s ``f``, an
+        #: object with ``__array__``): see :meth:`_opaque`.
+        self.opaque: dict = {}
+        #: why a step would read such an object otherwise at replay than it
+        #: did in the trace (``None``: it would not)
+        self.stale = None
 
     def slot(self):
         self.n += 1
@@ -236,6 +264,8 @@ class Recorder:
             return self.call(fn, args, kwargs)
         targs, cargs, ext = self._template(args)
         tkw, ckw, extk = self._template(kwargs) if kwargs else ({}, {}, False)
+        if _user_object(fn):
+            self._opaque(fn)
         try:
             out = fn(*cargs, **ckw)
         except Exception as e:
@@ -307,8 +337,98 @@ class Recorder:
             t, v, e = self._template((x.start, x.stop, x.step))
             return slice(*t), slice(*v), e
         if c is np.ndarray:
+            self._constant(x)
             return x, x, True  # a constant: may be a view of the caller's data
+        if c not in _IMMUTABLE and _user_object(x):
+            self._opaque(x)
         return x, x, False
+
+    def _opaque(self, x):
+        """The step about to be written holds ``x``, a function or an object
+        of the user's, which the replay calls (or converts) again: it reads
+        what ``x`` reaches as it is *then*.  Where the function changes that
+        later in the trace (a primitive made inside, whose closure it
+        rebinds after the call; an object with ``__array__`` whose array it
+        replaces), each plain call would start afresh: the trace is
+        ``stale`` and jit keeps no program from it.  Walked as jit walks a
+        function's environment, at the first step that holds ``x``; checked
+        at each later one and at the end (:meth:`stale_objects`)."""
+        got = self.opaque.get(id(x))
+        if got is not None and got[0] is x:
+            if self.stale is None and got[1] is not None:
+                why = got[1].changed()
+                if why is not None:
+                    self.stale = f"{_described(x)}: {why}"
+            return
+        from ..jit.env import object_environment
+        try:
+            env = object_environment(x)
+        except Exception as e:  # (reaches a staged value, or too much to guard)
+            env = None
+            if self.stale is None:
+                self.stale = f"{_described(x)}, which cannot be guarded ({type(e).__name__}: {e})"
+        self.opaque[id(x)] = (x, env)
+
+    def stale_objects(self):
+        """At the end of the trace: ``None``, or why a replay would call or
+        convert a function or object of the user's that a step holds on
+        something else than the trace did (see :meth:`_opaque`)."""
+        opaque, self.opaque = self.opaque, {}
+        if self.stale is None:
+            for x, env in opaque.values():
+                why = env.changed() if env is not None else None
+                if why is not None:
+                    self.stale = f"{_described(x)}: {why}"
+                    break
+        if self.stale is None:
+            return None
+        return (f"a recorded call holds {self.stale} after the call, which the replay "
+                "would read as the trace left it")
+
+    def _constant(self, a):
+        """Note that the step about to be written holds the array ``a`` (not
+        staged: one the function made, or holds from elsewhere) as a
+        constant.  The program holds it by reference, and the function may
+        write into it later in the trace with plain NumPy (``c[0] = 5``,
+        ``c += 1``): keep a snapshot, and a new one (a version) where a
+        later step finds its value changed."""
+        if id(a) in self.known or id(_root(a)) in self.known:
+            return
+        got = self.consts.get(id(a))
+        if got is None or got[0] is not a:
+            self.consts[id(a)] = [a, _snapshot(a), len(self.steps), []]
+        elif not _same_bits(a, got[1]):
+            got[3].append((got[1], got[2], len(self.steps)))
+            got[1], got[2] = _snapshot(a), len(self.steps)
+
+    def settle_constants(self):
+        """At the end of the trace, give every step the value its constant
+        arrays had when it ran: a constant written after a step read it
+        (:meth:`_constant`) is replaced, in the steps of each of its
+        versions, by that version's snapshot.  Returns ``(weak reference,
+        large)`` for each array replaced: one still alive is held by
+        something besides the program (a cache, a container the environment
+        walk does not see, the function's result), whose plain call would see
+        every call's writes; jit does not replay such a trace, nor one with
+        a written constant too large to have kept a copy of (``large``: its
+        reference is strong)."""
+        consts, self.consts = self.consts, {}
+        end = len(self.steps)
+        replaced = []
+        for a, snap, start, versions in consts.values():
+            if versions or not _same_bits(a, snap):
+                versions.append((snap, start, end))
+                if any(v[0].__class__ is Digest for v in versions):
+                    replaced.append((lambda a=a: a, True))  # (no old value to give it)
+                    continue
+                for snap_k, lo, hi in versions:
+                    for st in self.steps[lo:hi]:
+                        if st.kind == "call" or st.kind == "raises":
+                            st.args = _swapped(st.args, a, snap_k)
+                            if st.kwargs:
+                                st.kwargs = _swapped(st.kwargs, a, snap_k)
+                replaced.append((weakref.ref(a), False))
+        return replaced
 
     def _wrap(self, out, s, fn):
         c = out.__class__
@@ -372,6 +492,108 @@ except ImportError:  # pragma: no cover - another NumPy: compare the values only
         return None
 
 
+#: Constants a step may hold as they are: nothing in them can change.
+_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None), type(Ellipsis),
+                        np.float64, np.float32, np.int64, np.int32, np.bool_, np.complex128,
+                        np.dtype, np.ufunc, Slot, tuple, list, dict, slice})
+
+
+def _user_object(x):
+    """Whether ``x`` is a function or an object of the user's code (not of
+    NumPy, SciPy, tapestry or Python's own), whose state the replay reads."""
+    import types
+    if isinstance(x, np.ufunc):
+        fn = python_of(x)
+        return fn is not None and _user_object(fn)
+    if isinstance(x, (np.generic, np.dtype, type, types.BuiltinFunctionType,
+                      types.ModuleType)):
+        return False
+    if isinstance(x, types.MethodType):
+        return _user_object(x.__func__) or _user_object(x.__self__)
+    if isinstance(x, functools.partial):
+        return any(_user_object(v) for v in (x.func, *x.args, *(x.keywords or {}).values()))
+    module = getattr(x, "__module__", None) if isinstance(x, types.FunctionType) \
+        else type(x).__module__
+    root = (module or "").partition(".")[0]
+    return root not in _NOT_USERS
+
+
+def python_of(u):
+    """The Python function a ufunc made by ``np.frompyfunc`` calls (``None``
+    for NumPy's own ufuncs, whose loops are compiled)."""
+    if u.ntypes != 1 or set(u.types[0]) - set("O->"):
+        return None
+    import gc
+    for r in gc.get_referents(u):
+        if callable(r):
+            return r
+    return None
+
+
+_NOT_USERS = frozenset({"numpy", "scipy", "tapestry", "builtins", "operator", "functools",
+                        "math", "cmath", "opt_einsum", "numba", "_operator", "_functools"})
+
+
+def _root(a):
+    """The array that owns ``a``'s memory (a view's base, recursively)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+#: Constants larger than this are remembered by a digest of their bytes,
+#: not a copy (the trace's memory stays what it was): one written after a
+#: step read it cannot be given its old value, and runs uncompiled.
+SNAPSHOT_BYTES = 1 << 24
+
+
+class Digest:
+    """What a large constant held (:data:`SNAPSHOT_BYTES`): shape, dtype and
+    a BLAKE2 digest of its bytes."""
+
+    __slots__ = ("shape", "dtype", "digest")
+
+    def __init__(self, a):
+        self.shape, self.dtype, self.digest = a.shape, a.dtype, _digest(a)
+
+
+def _digest(a):
+    import hashlib
+    return hashlib.blake2b(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                           digest_size=32).digest()
+
+
+def _snapshot(a):
+    """A copy of ``a`` with its memory layout where it has one (C or F), or
+    a :class:`Digest` of a large one."""
+    if a.nbytes > SNAPSHOT_BYTES and not a.dtype.hasobject:
+        return Digest(a)
+    return np.array(a, order="K", copy=True, subok=False)
+
+
+def _same_bits(a, s):
+    """Whether ``a`` holds the bits of its snapshot ``s`` (an object array:
+    the same objects)."""
+    if s.__class__ is Digest:
+        return a.shape == s.shape and a.dtype == s.dtype and _digest(a) == s.digest
+    return same_bits(a, s)
+
+
+def _swapped(t, a, b):
+    """The argument template ``t`` with the array ``a`` (by identity)
+    replaced by ``b``."""
+    if t is a:
+        return b
+    c = t.__class__
+    if c is tuple or c is list:
+        return c(_swapped(v, a, b) for v in t)
+    if c is dict:
+        return {k: _swapped(v, a, b) for k, v in t.items()}
+    if c is slice:
+        return slice(*_swapped((t.start, t.stop, t.step), a, b))
+    return t
+
+
 def instances_in(t, cls, out):
     """Append the instances of ``cls`` in a structure of arguments (tuples,
     lists, dicts, slices) to ``out``: the staged values a call read, the
@@ -424,6 +646,15 @@ def _warnings_matter(before):
 
 def _name(fn):
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+
+
+def _described(x):
+    """A function by its name, an object by its class."""
+    if isinstance(x, np.ufunc):
+        return f"np.frompyfunc's ufunc {x.__name__!r}"
+    if callable(x) and hasattr(x, "__qualname__"):
+        return _name(x)
+    return f"a {type(x).__qualname__} object"
 
 
 def _fresh(fn):

@@ -75,11 +75,14 @@ class Tape:
         operation met beside a traced value (a closed-over weight): rules
         read their constants later, so ``W -= lr * g`` between ``vjp`` and
         its pullback would move the point, as for the inputs themselves
-        (``own_input``).  One copy per array per trace."""
+        (``own_input``).  One copy per array per trace and value: where the
+        function writes into ``x`` after an operation read it (``c[0] = 5``
+        in the forward), the next operation gets a new copy (it read the
+        first copy, a stale value, before)."""
         if not (x.flags.writeable or x.base is not None):
             return x  # read-only memory of its own: nothing can change it
         got = self.owned.get(id(x))
-        if got is None:
+        if got is None or not same_bits(x, got[1]):
             got = self.owned[id(x)] = (x, x.copy())  # x held: its id stays unique
         return got[1]
 
@@ -95,6 +98,41 @@ class Tape:
 
     def __repr__(self):
         return f"<Tape level={self.level} nodes={len(self.nodes)}>"
+
+
+def same_bits(a, copy):
+    """Whether the array ``a`` holds the bits of ``copy``, an array of its
+    shape and dtype made as a copy of it (object arrays: the same objects)."""
+    import numpy as np
+    if a.shape != copy.shape or a.dtype != copy.dtype:
+        return False
+    if a.dtype.hasobject:
+        return all(x is y for x, y in zip(a.flat, copy.flat))
+    if a.size == 0 or a.dtype.itemsize == 0:
+        return True
+    cmp = _memcmp()
+    if cmp and a.flags.c_contiguous and copy.flags.c_contiguous:
+        return cmp(a.ctypes.data, copy.ctypes.data, a.nbytes) == 0
+    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                               np.ascontiguousarray(copy).reshape(-1).view(np.uint8)))
+
+
+_libc_memcmp = None
+
+
+def _memcmp():
+    """The C library's ``memcmp`` (``False`` where there is none)."""
+    global _libc_memcmp
+    if _libc_memcmp is None:
+        try:
+            import ctypes
+            f = ctypes.CDLL(None).memcmp
+            f.restype = ctypes.c_int
+            f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+            _libc_memcmp = f
+        except (OSError, AttributeError):  # pragma: no cover - no libc
+            _libc_memcmp = False
+    return _libc_memcmp
 
 
 class open_tape:

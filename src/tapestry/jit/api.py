@@ -23,6 +23,7 @@ in it: the enclosing trace sees the operations, as without ``jit``.
 """
 from __future__ import annotations
 
+import copy as _copy
 import functools
 import os
 import sys
@@ -118,7 +119,8 @@ class _Entry:
     through the guards met so far), how many traces it took, and whether it
     gave up (``eager``: the reason)."""
 
-    __slots__ = ("programs", "traces", "eager", "objects", "order", "signature")
+    __slots__ = ("programs", "traces", "eager", "objects", "order", "signature",
+                 "inline_sums")
 
     def __init__(self, objects, order, signature):
         self.programs: list = []
@@ -132,6 +134,21 @@ class _Entry:
         self.order = order
         #: ``(treedef, leaf key, static key, aux key)``, for the next miss's message
         self.signature = signature
+        #: trace ``parallel_sum`` inline, not as one step of the program: a
+        #: trace found that what a step's ``f`` reads changed after the step
+        self.inline_sums = False
+
+    def retrace_inline(self, rec, miss):
+        """Whether an end check of the trace ``rec`` failed (see
+        :attr:`Recorder.end_checks`): its program is not kept, and the next
+        trace of this signature runs ``parallel_sum`` inline."""
+        for check in rec.end_checks:
+            why = check()
+            if why is not None:
+                self.inline_sums = True
+                miss(f"{why}; parallel_sum is traced inline from now on")
+                return True
+        return False
 
 
 class _Compiled:
@@ -211,6 +228,9 @@ class jit:
         self._fuse_option = fuse
         self._reverse = None  # the jitted pullback, for grad(jit(f)) (jit/reverse.py)
         self._reverse_env = None  # (objects, environment) of its last forward (reverse.py)
+        #: f changed the argument containers of a call on traced values
+        #: (reverse.py): such calls run inline from then on
+        self._mutates_arguments = False
         self._splits = {}  # forward key -> split programs of the pullback (reverse.py)
         self._keep_trace = False  # keep each program's trace on it (reverse.py splits it)
         self._static = bool(self.static_argnums or self.static_argnames)
@@ -403,6 +423,8 @@ class jit:
         except Unstageable as e:
             return self._give_up(entry, str(e), args, kwargs)
         rec = Recorder()
+        rec.known = {i for a, *_ in env.arrays for i in (id(a), id(_root(a)))}
+        rec.inline_sums = entry.inline_sums
         staged = list(leaves)
         for i in runtime:
             staged[i] = rec.input(leaves[i])
@@ -521,6 +543,11 @@ class jit:
             return self._give_up(entry, "it changes a list or dict it was passed (an "
                                  "append, an item assigned); a replay would skip that",
                                  args, kwargs, whole=True)
+        stale = self._stale_steps(rec)
+        if stale is not None:
+            return self._give_up(entry, stale, args, kwargs, result=out_td.unflatten(concrete))
+        if rec.end_checks and entry.retrace_inline(rec, self._miss):
+            return out_td.unflatten(concrete)  # (this call ran for real: its result is right)
         rec.steps[:0] = state_guards(rec)
         walked = {id(_root(a)) for a, *_ in env.arrays}
         reached = {id(a) for a, *_ in env.arrays}
@@ -563,12 +590,38 @@ class jit:
             program = lower(*lowering[:4], name=lowering[4], fuse=False)
         comp = _Compiled(program, env, out_td, None if fuse_now or not self._fuse else lowering,
                          (lowering, runtime) if self._keep_trace else None)
+        fresh = fresh_aux_builder(out_td, env, treedef, objects)
+        if fresh is not None:
+            comp.build = fresh
         if fuse_now:
             self._compile_whole(comp, lowering, [leaves[i] for i in runtime])
         with self._lock:
             entry.programs.insert(0, comp)
             del entry.programs[4:]  # paths through the guards kept per signature
         return out_td.unflatten(concrete)
+
+    @staticmethod
+    def _stale_steps(rec):
+        """Why the trace's steps cannot be given the values they read, or
+        ``None``: a constant array the function wrote into after a step read
+        it (``c = np.ones(2); y = x * c; c[0] = 5``) gets each step its value
+        at that step (:meth:`Recorder.settle_constants`), unless something
+        besides the program holds it, whose plain call sees every call's
+        writes (a cached array) -- or the function returns it, or it is too
+        large to keep a copy of; and a function or object of the user's that a
+        step calls again must not change after it (:meth:`Recorder.stale_objects`)."""
+        why = rec.stale_objects()
+        if why is not None:
+            return why
+        for ref, large in rec.settle_constants():
+            a = ref()
+            if a is not None:
+                held = ("it is too large to keep a copy of" if large else
+                        "the array is held by something besides the program (a cache, "
+                        "an object, its result)")
+                return (f"it writes into an array {a.shape} {a.dtype} after a NumPy call "
+                        f"read it, and {held}; a replay would skip the write")
+        return None
 
     def _fuse_loops(self, comp, inputs):
         """Lower a hot program again with its elementwise runs compiled
@@ -780,6 +833,99 @@ def _hashable(x, what):
     return typed(x)
 
 
+def fresh_aux_builder(out_td, env, arg_td, objects=()):
+    """``None``, or ``build(leaves)`` for an output tree whose aux data (a
+    registered class's, a dataclass's static fields) holds a mutable value
+    the function made (``Out(y, meta=["a"])``): the plain call makes a new
+    one every call, so each call gets a deep copy of it (the caller may
+    change what it got).  Values from the arguments' aux data or the
+    function's environment are handed out as they are, as the plain call
+    does."""
+    from ..core import pytree
+    outside: dict = {}
+    for kind, holder, key, obj, label in env.bindings:
+        _gather(obj, outside)
+        if kind == "seq":
+            _gather(holder, outside)
+    for a, *_ in env.arrays:
+        outside[id(a)] = a
+    for o in objects:
+        _gather(o, outside)
+    for v in _aux_values(arg_td.node if arg_td is not None else None, pytree):
+        _gather(v, outside)
+    made = [v for v in _aux_values(out_td.node, pytree)
+            if not _frozen(v) and id(v) not in outside]
+    if not made:
+        return None
+
+    def copied(td, ids):
+        memo = dict(outside)
+        return _map_aux_values(
+            td, lambda v: _copy.deepcopy(v, memo) if id(v) in ids else v, pytree)
+    # (the first call hands out the function's own objects: keep copies)
+    template = copied(out_td, {id(v) for v in made})
+    ids = {id(v) for v in _aux_values(template.node, pytree)
+           if not _frozen(v) and id(v) not in outside}
+
+    def build(leaves):
+        return copied(template, ids).unflatten(leaves)
+    return build
+
+
+def _aux_values(node, pytree):
+    """The aux data values of a tree's nodes: each static field of a
+    dataclass, the whole aux data of a registered class."""
+    if node is None or node is pytree._LEAF:
+        return
+    k, t, meta, children = node
+    if k == pytree._DATACLASS:
+        yield from (v for _, v in meta[1])
+    elif k == pytree._CUSTOM:
+        yield meta
+    for c in children:
+        yield from _aux_values(c, pytree)
+
+
+def _map_aux_values(treedef, fn, pytree):
+    """``treedef`` with ``fn`` applied to each value :func:`_aux_values` gives."""
+    def node_map(node):
+        if node is None or node is pytree._LEAF:
+            return node
+        k, t, meta, children = node
+        if k == pytree._DATACLASS:
+            meta = (meta[0], tuple((n, fn(v)) for n, v in meta[1]))
+        elif k == pytree._CUSTOM:
+            meta = fn(meta)
+        return (k, t, meta, [node_map(c) for c in children])
+    return pytree.TreeDef(node_map(treedef.node), treedef.n_leaves)
+
+
+_FROZEN = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis), type, np.dtype,
+           np.generic, range, slice)
+
+
+def _frozen(v):
+    """Whether nothing in ``v`` can be changed in place."""
+    if isinstance(v, _FROZEN):
+        return True
+    if isinstance(v, (tuple, frozenset)):
+        return all(_frozen(x) for x in v)
+    return False
+
+
+def _gather(x, out, depth=0):
+    """``out[id(o)] = o`` for ``x`` and the containers' contents inside it."""
+    if id(x) in out or depth > 8 or _frozen(x):
+        return
+    out[id(x)] = x
+    if isinstance(x, (list, tuple, set, frozenset)):
+        for v in x:
+            _gather(v, out, depth + 1)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _gather(v, out, depth + 1)
+
+
 def _handed_outputs(rec, out_leaves, concrete):
     """Put back the arrays the plain call returns where the function
     returns what NumPy's conversion of a staged value handed out
@@ -837,16 +983,22 @@ def _copied_containers(orig, copy, out):
     return out
 
 
-def _mirror(copies):
+def _mirror(copies, back=None):
     """Do to the caller's argument containers what the function did to their
     copies (``history.append(loss)``, ``p["w"] = ...``), with values in place
-    of staged values and the caller's containers in place of their copies."""
+    of staged values and the caller's containers in place of their copies
+    (``back``: ``{id(value): (value, the caller's leaf)}``, the caller's
+    own leaves where the copies hold their values)."""
     seen: set = set()
 
     def value(v):
         got = copies.get(id(v))
         if got is not None and got[0] is v:
             return got[1]
+        if back is not None:
+            got = back.get(id(v))
+            if got is not None and got[0] is v:
+                return got[1]
         return unstaged(v, seen)
     for copy, orig in copies.values():
         if isinstance(orig, tuple):

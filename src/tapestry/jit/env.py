@@ -366,6 +366,23 @@ def environment(fn, extra=()):
     return env
 
 
+def object_environment(x):
+    """:func:`environment` of a function or object of the user's that a
+    recorded call holds (``Recorder._opaque``): the function's, or that of
+    an object (its attributes, the special methods of its class), or the
+    Python function of a ufunc made by ``np.frompyfunc``."""
+    if isinstance(x, np.ufunc):
+        from ..core.staged import python_of
+        x = python_of(x)
+    if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or callable(x):
+        return environment(x)
+    return environment(_nothing, [x])
+
+
+def _nothing():
+    """(A function of tapestry's: walking it adds nothing.)"""
+
+
 class _Walker:
     def __init__(self, names):
         self.names = names
@@ -691,7 +708,8 @@ def _comparer(x):
         return a.shape == s.shape and a.dtype == s.dtype
     if x.size == 0:
         return meta
-    if x.flags.c_contiguous and x.nbytes <= 512:
+    if x.flags.c_contiguous and x.nbytes <= 512 and x.dtype.kind in "biufc" \
+            and x.dtype.fields is None:  # (no buffer for datetime64, say)
         def same(a, s):
             return meta(a, s) and a.flags.c_contiguous and \
                 memoryview(a).cast("B") == memoryview(s).cast("B")
@@ -706,6 +724,9 @@ def _comparer(x):
     def same(a, s):
         if not meta(a, s):
             return False
+        if a.dtype.kind not in "fciub":  # (datetimes, strings, records: their bytes)
+            return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                                       np.ascontiguousarray(s).reshape(-1).view(np.uint8)))
         if a.dtype.kind in "fc":
             return bool(np.array_equal(a, s, equal_nan=True)) and \
                 bool(np.array_equal(np.signbit(a.real), np.signbit(s.real))) and \

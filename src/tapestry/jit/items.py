@@ -31,6 +31,11 @@ from ..core.tracing import AS_SWEPT
 from .order import aux_key
 
 
+def _containers_changed(tree, treedef, leaves):
+    from .api import _containers_changed as changed
+    return changed(tree, treedef, leaves)
+
+
 def sum_chunk(task, grads_like):
     """``(value, [gradient per active leaf])`` of ``task`` (whose ``f`` is a
     :class:`~tapestry.jit.api.jit`), or ``None`` where this path does not
@@ -53,6 +58,8 @@ def sum_chunk(task, grads_like):
         return _batched_chunk(vg, chunk, shared_leaves, act, grads_like)
     values, grads = [], []
     try:
+        if jf.__dict__.get("_items_mutate_shared"):  # (see _MutatesShared)
+            return None
         if len(chunk) > 1 and jf._fuse:  # whole programs: one loop over the items
             driven = _driven(vg, chunk, task.columns, shared_leaves)
             if driven is not None:
@@ -61,7 +68,7 @@ def sum_chunk(task, grads_like):
         # f meets the items in their order, as on the tape (an f that runs
         # uncompiled may draw random numbers or log what it sees)
         for item in chunk:
-            v, gs = vg(item, *shared_leaves)
+            v, gs = vg(_fresh(item), *shared_leaves)
             if not _real_number(v):
                 return None
             values.append(v)
@@ -111,6 +118,25 @@ def _real_number(v):
         and v.dtype.kind in "iuf"
 
 
+class _MutatesShared(Exception):
+    """``f`` changed a shared argument's container (a list appended to): the
+    chunk runs on the tape, where its items share those containers."""
+
+
+def _fresh(item):
+    """``item`` with new dicts and lists (the arrays and numbers as they
+    are): the tape path gives ``f`` such a copy of each item, so what ``f``
+    does to it (an append) stays off the caller's items, as there."""
+    c = item.__class__
+    if c is dict:
+        return {k: _fresh(v) for k, v in item.items()}
+    if c is list:
+        return [_fresh(v) for v in item]
+    if c is tuple and any(v.__class__ in (dict, list, tuple) for v in item):
+        return tuple(_fresh(v) for v in item)
+    return item
+
+
 def _item_value_and_grad(jf, shared_td, act):
     """The jitted ``value_and_grad`` of ``f(item, *shared)`` with respect to
     the shared leaves at ``act``, called as ``(item, *shared_leaves)``;
@@ -129,7 +155,15 @@ def _item_value_and_grad(jf, shared_td, act):
                 full = list(leaves)
                 for k, x in zip(act, xs):
                     full[k] = x
-                return fun(item, *shared_td.unflatten(full))
+                shared = shared_td.unflatten(full)
+                out = fun(item, *shared)
+                if _containers_changed(shared, shared_td, full):
+                    # (the chunk's items share its shared arguments on the
+                    # tape: f's change must reach the next item; here each
+                    # call rebuilds them, and a program would not redo it)
+                    jf._items_mutate_shared = True
+                    raise _MutatesShared()
+                return out
             # (default replay: each item's gradients as the child tape's sweep
             # meets them, sparse ones sparse, for _add_into to add them as the
             # sweep does; whole programs take dense ones into their loop)

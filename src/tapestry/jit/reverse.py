@@ -65,21 +65,24 @@ def call_on_traced(jf, args, kwargs):
             pos.append(i)
         elif c in _OTHER_LEVELS:
             return jf.fun(*args, **kwargs)
-    if tape is None or tape.nodes.__class__ is ClosedNodes:
+    if tape is None or tape.nodes.__class__ is ClosedNodes or jf._mutates_arguments:
         return jf.fun(*args, **kwargs)
     plain = [x._value if i in pos else x for i, x in enumerate(leaves)]
     got = _split_forward(jf, td, pos, plain) if jf._splits else None
+    build = None
     if got is not None:
         sp, out_leaves, residuals = got
-        out_td = sp.out_td
+        out_td, build = sp.out_td, sp.build
         diff = [k for k, o in enumerate(out_leaves) if _inexact(o)]
         if not diff:
-            return out_td.unflatten(out_leaves)
+            return build(out_leaves)
         point = (td, tuple(pos), plain, out_td, out_leaves)
         pullback = _split_pullback(jf, sp, residuals, point, diff)
     else:
         pargs, pkwargs = td.unflatten(plain)
         out = jf(*pargs, **pkwargs)
+        if _changed_arguments(jf, (args, kwargs), (pargs, pkwargs), td, leaves, plain, pos):
+            out = _back_to_traced(out, leaves, plain, pos)
         out_leaves, out_td = tree_flatten(out)
         if any(o.__class__ is Var or o.__class__ in _OTHER_LEVELS for o in out_leaves):
             # f read a traced value from its closure: the uncompiled call sees it
@@ -102,7 +105,34 @@ def call_on_traced(jf, args, kwargs):
     out_leaves = list(out_leaves)
     for k, t in zip(diff, traced):
         out_leaves[k] = t
-    return out_td.unflatten(out_leaves)
+    return (build or out_td.unflatten)(out_leaves)
+
+
+def _changed_arguments(jf, orig, rebuilt, td, leaves, plain, pos):
+    """Whether ``f`` changed the argument containers it was given (a list
+    appended to, a dict item set): ``f`` ran on ``rebuilt``, containers made
+    from the plain leaves, so what it did to them is done to the caller's
+    ``orig`` (with the caller's traced leaves where their values went), as
+    the plain call does it, and ``jf`` runs inline on traced arguments from
+    now on (a compiled forward would skip it, the next call must see it)."""
+    from .api import _containers_changed, _copied_containers, _mirror
+    if not _containers_changed(rebuilt, td, plain):
+        return False
+    back = {id(plain[i]): (plain[i], leaves[i]) for i in pos}
+    _mirror(_copied_containers(orig, rebuilt, {}), back)
+    jf._mutates_arguments = True
+    return True
+
+
+def _back_to_traced(out, leaves, plain, pos):
+    """``out`` with the caller's traced leaves where it holds their values
+    as such (``f`` returned an argument container it changed, or an
+    argument): the traced values, as the plain call returns them."""
+    back = {id(plain[i]): leaves[i] for i in pos}
+    out_leaves, out_td = tree_flatten(out)
+    if not any(id(v) in back for v in out_leaves):
+        return out
+    return out_td.unflatten([back.get(id(v), v) for v in out_leaves])
 
 
 def _inexact(o):
@@ -250,7 +280,7 @@ class _SplitEntry:
     type of cotangents it was traced with."""
 
     __slots__ = ("split", "env", "env_reads", "plain_runtime", "n_y", "out_td", "ct_td",
-                 "ct_key", "replays", "fuse_pending")
+                 "ct_key", "replays", "fuse_pending", "build")
 
     def __init__(self, split, env, env_reads, plain_runtime, n_y, out_td, ct_td, ct_key,
                  fuse_pending):
@@ -259,6 +289,10 @@ class _SplitEntry:
         self.ct_td, self.ct_key = ct_td, ct_key
         self.replays = 0  # calls of the backward, counted towards fused loops
         self.fuse_pending = fuse_pending
+        #: f's outputs from their leaves (aux data the function makes: new
+        #: every call, :func:`~tapestry.jit.api.fresh_aux_builder`)
+        from .api import fresh_aux_builder
+        self.build = fresh_aux_builder(out_td, env, None) or out_td.unflatten
 
 
 #: Forward keys kept per jitted function (the oldest dropped past it).

@@ -21,6 +21,7 @@ for values traced at several levels or batched, and for a complex sum.
 from __future__ import annotations
 
 import copy
+import functools
 
 import numpy as np
 
@@ -62,6 +63,8 @@ def staged_recorder(plan, executor):
             if rec is not None and x._rec is not rec:
                 return None
             rec = x._rec
+    if rec is not None and rec.inline_sums:
+        return None  # (a trace found f's world changed after the step: see staged_sum)
     return rec
 
 
@@ -69,13 +72,15 @@ def staged_sum(rec, plan, f, bounds, executor, n_workers, progress, timeout):
     """The sum (and, when differentiated, its node on ``plan.top``) from one
     step of ``rec``'s program; ``None`` where the chunks must be traced
     inline instead."""
-    if _reaches_traced(f):
+    seen = _environment(f, plan)
+    if seen is None:
         return None
     step = _ChunksStep(plan, f, bounds, executor, n_workers, progress, timeout)
     args = step.arguments()
     first = step.run(*[_concrete(a) for a in args])  # (at the trace: the sum's own values)
     if first is None:
         return None
+    rec.end_checks.append(functools.partial(_unchanged_since_the_step, seen))
     step.first, step.layout = _parts(first)
     out = rec.call(step, args, None)
     value, stored = out[0], _rebuilt(out[1:], step.layout)
@@ -87,13 +92,29 @@ def staged_sum(rec, plan, f, bounds, executor, n_workers, progress, timeout):
     return record(plan.top, value, plan.parents(), JointRule(parallel_sum_pullback), (), {})
 
 
-def _reaches_traced(f):
+def _environment(f, plan):
+    """What ``f`` reads (and the list of plain items, which the step holds
+    as it is), walked as jit walks a function's environment; ``None`` where
+    ``f`` reaches a traced value (it must be traced with the chunks) or
+    something jit cannot guard."""
     from ..jit.env import ReachesTraced, environment
     try:
-        environment(f)
+        return environment(f, [plan.items] if plan.item_counts is not None else [])
     except (ReachesTraced, Unstageable):
-        return True
-    return False
+        return None
+
+
+def _unchanged_since_the_step(seen):
+    """The trace's end check (:attr:`~tapestry.core.staged.Recorder.end_checks`)
+    of a step: every replay calls ``f`` on what it reads *then*, which the
+    rest of the trace must not have changed -- an ``f`` or items the
+    function made and then changed (``c = 2.0`` after the sum, ``m.s = 10``,
+    ``items.append(...)``, an ``f`` that counts its calls), where each plain
+    call starts afresh.  ``None``, or what changed."""
+    why = seen.changed()
+    if why is None:
+        return None
+    return f"parallel_sum's f: {why} after the chunks ran"
 
 
 def _concrete(x):
