@@ -218,13 +218,19 @@ class Plan:
         another worker's compiled loop (threads)."""
         shared = self.shared_def.unflatten(self.shared_values)
         columns = self._columns(f) if differentiate and stack_items else None
+        shared_pos = [k for k, on in enumerate(self.shared_active) if on]
+        same = None  # a slice of arrays: the same active positions in every chunk
         out = []
         for a, b in bounds:
             active, n_chunk = (), None
             if differentiate:
-                pos, n_chunk = self._chunk_active(a, b)
-                active = tuple(pos) + tuple(n_chunk + k for k, on in
-                                            enumerate(self.shared_active) if on)
+                if same is None:
+                    pos, n_chunk = self._chunk_active(a, b)
+                    active = tuple(pos) + tuple(n_chunk + k for k in shared_pos)
+                    if self.batched and not self.is_list:
+                        same = active, n_chunk
+                else:
+                    active, n_chunk = same
             out.append(Task(f, a, self.chunk_items(a, b), shared, active, self.batched,
                             n_chunk, columns and [c[a:b] for c in columns]))
         return out
@@ -266,8 +272,10 @@ class Plan:
         list of active-leaf gradients (``None`` for a chunk with none)."""
         n_shared = sum(self.shared_active)
         item_parts, shared_parts = [], []
+        n_items = None
         for (a, b), g in zip(bounds, chunk_grads):
-            n_items = len(self._chunk_active(a, b)[0])
+            if n_items is None or self.is_list or not self.batched:
+                n_items = len(self._chunk_active(a, b)[0])  # (slices: one count for all)
             if g is None:
                 g = [None] * (n_items + n_shared)
             item_parts.append(g[:n_items])

@@ -72,6 +72,19 @@ def _trace(task, tape):
     """Put the active leaves of ``(chunk, shared)`` on ``tape``; return the
     traced chunk, traced shared args, the leaves' tape positions and their
     plain values (what the gradients must look like)."""
+    n = task.n_chunk
+    if n is not None and task.active and task.active[0] >= n and task.batched \
+            and not isinstance(task.chunk, list):
+        # only shared arguments are active, and the chunk is slices made for
+        # this task: it goes to f as it is (not flattened and rebuilt)
+        leaves, td = tree_flatten(task.shared)
+        positions, values = [], []
+        for k in task.active:
+            k -= n
+            values.append(leaves[k])
+            leaves[k] = new_leaf(tape, leaves[k])
+            positions.append(leaves[k]._index)
+        return task.chunk, td.unflatten(leaves), positions, values
     leaves, td = tree_flatten((task.chunk, task.shared))
     positions, values = [], []
     for k in task.active:
@@ -182,8 +195,14 @@ def sum_chunk(task):
 
 
 def _jit_class():
-    from ..jit.api import jit
-    return jit
+    """``tapestry.jit`` (imported on first use: jit imports this module)."""
+    if not _JIT:
+        from ..jit.api import jit
+        _JIT.append(jit)
+    return _JIT[0]
+
+
+_JIT: list = []
 
 
 class BadValue(TypeError):
