@@ -96,8 +96,9 @@ class Plan:
 
     def __init__(self, items, shared, batched, opname):
         self.batched, self.opname = batched, opname
-        if isinstance(items, (Iterator, range)):  # a generator, map(...), iter(...)
-            items = list(items)  # chunks need the count and random access
+        if items.__class__ not in _CONTAINERS and isinstance(items, (Iterator, range)):
+            items = list(items)  # a generator, map(...), iter(...): chunks need the
+            # count and random access
         self.is_list = isinstance(items, list)
         self.item_counts = None
         if self.is_list:
@@ -119,45 +120,44 @@ class Plan:
             self.item_leaves = leaves
             all_items = leaves
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
-        self.top = innermost_tape(all_items + self.shared_leaves)
-        if self.top is not None and top_batch(all_items + self.shared_leaves) is not None:
+        every = all_items + self.shared_leaves
+        self.top = innermost_tape(every)
+        if self.top is not None and any(x.__class__ is Batched for x in every) and \
+                top_batch(every) is not None:
             # a vmap inside the tape's trace batches some arguments: a node on
             # the tape cannot hold its batched value, so f is traced like
             # ordinary code, in this thread (each operation batched, then taped)
             self.top = None
         if self.top is not None:  # differentiated: a masked constant would be wrong
-            for x in all_items + self.shared_leaves:
-                refuse_masked(x, opname)
+            for x in every:
+                if x.__class__ is not np.ndarray and x.__class__ is not Var:
+                    refuse_masked(x, opname)
         self._lower_all()
 
     def _lower_all(self):
         top = self.top
-
-        def low(x):
-            return x._value if x.__class__ is Var and x._tape is top else x
-
-        def act(x):
-            return x.__class__ is Var and x._tape is top
-
         if self.is_list and self.item_counts is not None:  # plain items: none active
             self.item_active = self.item_values = None
             self.items_as_given = True
             flat = []
         elif self.is_list:
-            self.item_active = [[act(x) for x in l] for l in self.item_leaves]
-            self.item_values = [[low(x) for x in l] for l in self.item_leaves]
+            self.item_active = [[_active(x, top) for x in l] for l in self.item_leaves]
+            self.item_values = [[_low(x, top) for x in l] for l in self.item_leaves]
             #: no item holds a value traced here: chunks are the items themselves
             self.items_as_given = top is None or not any(map(any, self.item_active))
             flat = [x for l in self.item_values for x in l]
         else:
-            self.item_active = [act(x) for x in self.item_leaves]
-            self.item_values = [low(x) for x in self.item_leaves]
-            flat = list(self.item_values)
-        self.shared_active = [act(x) for x in self.shared_leaves]
-        self.shared_values = [low(x) for x in self.shared_leaves]
+            self.item_active = [x.__class__ is Var and x._tape is top for x in self.item_leaves]
+            self.item_values = [x._value if on else x
+                                for x, on in zip(self.item_leaves, self.item_active)]
+            flat = self.item_values
+        self.shared_active = [x.__class__ is Var and x._tape is top for x in self.shared_leaves]
+        self.shared_values = [x._value if on else x
+                              for x, on in zip(self.shared_leaves, self.shared_active)]
         # (staged values: jit traces the chunks in place, into its program)
-        self.inline = any(x.__class__ in (Var, Batched, Staged)
-                          for x in flat + self.shared_values)
+        traced = _TRACED
+        self.inline = any(x.__class__ in traced for x in flat) or \
+            any(x.__class__ in traced for x in self.shared_values)
 
     def check_outputs(self, leaves, serial):
         """Refuse outputs traced at this call's level or above: ``f`` read a
@@ -298,6 +298,20 @@ class Plan:
                         for (a, b), p in zip(bounds, parts) for r in range(b - a)]
                 out.append(np.stack(rows) if rows else np.zeros_like(x))
         return out
+
+
+def _active(x, top):
+    return x.__class__ is Var and x._tape is top
+
+
+def _low(x, top):
+    return x._value if x.__class__ is Var and x._tape is top else x
+
+
+#: Classes of values traced or batched (a chunk holding one runs in place).
+_TRACED = frozenset({Var, Batched, Staged})
+#: Classes of ``items`` that are certainly not iterators (see :class:`Plan`).
+_CONTAINERS = frozenset({list, dict, tuple, np.ndarray})
 
 
 def _dense(c, like):

@@ -180,7 +180,7 @@ def sum_chunk(task):
         if total.__class__ is not Var or total._tape is not tape:
             return total, _grads([None] * len(tape.nodes), positions, values)
         value = total._value
-        dt = np.result_type(value)
+        dt = value.dtype if value.__class__ in _NUMPY_VALUES else np.result_type(value)
         if dt.kind != "c":
             return value, _grads(backward_sweep(tape, total._index, np.ones((), dt)),
                                  positions, values)
@@ -192,6 +192,9 @@ def sum_chunk(task):
                                   positions, values)
     except Exception as e:
         return Failure(_span_label(task_span(task)), e, "the reverse sweep through f raised")
+
+
+_NUMPY_VALUES = frozenset({np.ndarray, np.float64, np.float32, np.complex128, np.complex64})
 
 
 def _jit_class():
