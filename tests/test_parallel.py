@@ -433,6 +433,30 @@ def test_sum_of_values_that_are_not_numbers_names_the_item(executor, value, matc
         assert e.value.index == 3
 
 
+VECTORIZED_FUNNY = [(lambda x, s: x * s, r"f returned an array of shape \(3,\) and dtype "
+                                          r"float64 for each item.*use parallel_map"),
+                    (lambda x, s: x[0] > s, "f returned a bool value for each item.*logical or"),
+                    (lambda x, s: (x[0] * s, x[1]), "f returned a tuple for each item")]
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("f,match", VECTORIZED_FUNNY)
+def test_vectorized_sum_of_values_that_are_not_numbers_names_the_items(executor, f, match):
+    """vectorize=True refuses what f item by item is refused for: it added
+    up every item's array (or counted the booleans, or added a tuple's
+    parts) with np.sum and returned that number, silently."""
+    X = np.arange(12.0).reshape(4, 3)
+    for run in (lambda: tp.parallel_sum(f, X, 1.0, executor=executor, chunk_size=2,
+                                        vectorize=True),
+                lambda: tp.grad(lambda s: tp.parallel_sum(f, X, s, executor=executor,
+                                                          chunk_size=2, vectorize=True))(1.0)):
+        with pytest.raises(ParallelItemError, match="tapestry.parallel_sum: on items 0..1, " +
+                           match):
+            run()
+        with pytest.raises(ParallelItemError, match="f returned"):  # item by item: the same
+            tp.parallel_sum(f, X, 1.0, executor=executor, chunk_size=2)
+
+
 def test_progress_is_shown(capsys):
     tp.parallel_sum(np.sum, np.ones((5, 2)), chunk_size=1, progress=True)
     assert "parallel_sum: 5/5 chunks" in capsys.readouterr().err

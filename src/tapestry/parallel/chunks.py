@@ -119,6 +119,9 @@ class Plan:
             self.n = _common_length(leaves, opname)
             self.item_leaves = leaves
             all_items = leaves
+            #: ``items`` where it is a dict of plain arrays (sliced directly)
+            self.array_dict = items if items.__class__ is dict and all(
+                x.__class__ is np.ndarray for x in items.values()) else None
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
         every = all_items + self.shared_leaves
         self.top = innermost_tape(every)
@@ -196,6 +199,8 @@ class Plan:
             return [td.unflatten(v) for td, v in
                     zip(self.item_defs[a:b], self.item_values[a:b])]
         if self.batched:
+            if self.array_dict is not None:  # what unflatten builds, in one step
+                return {k: x[a:b] for k, x in self.array_dict.items()}
             return self.item_def.unflatten([x[a:b] for x in self.item_values])
         return [self.item_def.unflatten([x[i] for x in self.item_values]) for i in range(a, b)]
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.api_vmap import vmap
 from ..core.pytree import tree_map
+from .work import BadValue
 
 
 class Vectorized:
@@ -42,7 +43,34 @@ class Vectorized:
             if len(shared) == self.n_shared:
                 self._mapped = mapped
         out = mapped(chunk, *shared)
-        return np.sum(out) if self.reduce else out
+        if not self.reduce:
+            return out
+        _one_number_each(out)
+        return np.sum(out)
+
+
+def _one_number_each(out):
+    """Refuse mapped values that are not one number per item, as
+    ``parallel_sum`` item by item does: ``np.sum`` of them would add up
+    every item's array (or count booleans, or add a tuple's parts) and
+    return a number, silently not the sum of ``f``'s values."""
+    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+    if shape is not None and len(shape) == 1 and dtype is not None and dtype.kind in "iufc":
+        return
+    if shape is None or dtype is None:
+        what, hint = f"a {type(out).__name__}", _PYTREE_HINT
+    else:
+        item = tuple(shape[1:])
+        what = f"an array of shape {item} and dtype {dtype}" if item else f"a {dtype} value"
+        hint = _BOOL_HINT if dtype.kind == "b" else _PYTREE_HINT if item else ""
+    raise BadValue(f"f returned {what} for each item; parallel_sum adds f's values, so f "
+                   f"must return one number (a Python or NumPy int, float or complex, or a "
+                   f"0-d numeric array){hint}.")
+
+
+_BOOL_HINT = ("; convert booleans with float(...) or .astype(float) (NumPy adds booleans "
+              "as a logical or)")
+_PYTREE_HINT = "; use parallel_map for array or pytree outputs, or np.sum(...) inside f"
 
 
 def _stacked(items):
