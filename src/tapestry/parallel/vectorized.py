@@ -34,6 +34,13 @@ class Vectorized:
         self.__dict__.update(state, _mapped=None)
 
     def __call__(self, chunk, *shared):
+        out = self.values(chunk, *shared)
+        return np.sum(out) if self.reduce else out
+
+    def values(self, chunk, *shared):
+        """``f``'s value for every item of the chunk (one ``vmap`` call);
+        for a sum, checked to be one number each.  ``__call__`` sums them;
+        a chunk's reverse sweep may start here instead (work.sum_chunk)."""
         if isinstance(chunk, list):  # a list of item pytrees: one array per leaf
             chunk = _stacked(chunk)
         mapped = self._mapped
@@ -43,10 +50,9 @@ class Vectorized:
             if len(shared) == self.n_shared:
                 self._mapped = mapped
         out = mapped(chunk, *shared)
-        if not self.reduce:
-            return out
-        _one_number_each(out)
-        return np.sum(out)
+        if self.reduce:
+            _one_number_each(out)
+        return out
 
 
 def _one_number_each(out):
