@@ -329,7 +329,10 @@ def _common_length(leaves, opname):
     if not leaves:
         raise ValueError(f"tapestry.{opname}: items has no arrays; pass a list of items "
                          "or an array sliced along axis 0.")
-    lengths = {shape_of(x)[0] if len(shape_of(x)) else None for x in leaves}
+    lengths = set()
+    for x in leaves:
+        shape = x.shape if x.__class__ is np.ndarray else shape_of(x)
+        lengths.add(shape[0] if len(shape) else None)
     if None in lengths or len(lengths) != 1:
         raise ValueError(
             f"tapestry.{opname}: items that are not a list are sliced along axis 0, so "

@@ -76,15 +76,18 @@ def _trace(task, tape):
     if n is not None and task.active and task.active[0] >= n and task.batched \
             and not isinstance(task.chunk, list):
         # only shared arguments are active, and the chunk is slices made for
-        # this task: it goes to f as it is (not flattened and rebuilt)
-        leaves, td = tree_flatten(task.shared)
+        # this task: it goes to f as it is (not flattened and rebuilt); so do
+        # shared arguments that are arrays themselves (the common case)
+        shared = task.shared
+        flat = shared.__class__ is tuple and all(x.__class__ is np.ndarray for x in shared)
+        leaves, td = (list(shared), None) if flat else tree_flatten(shared)
         positions, values = [], []
         for k in task.active:
             k -= n
             values.append(leaves[k])
             leaves[k] = new_leaf(tape, leaves[k])
             positions.append(leaves[k]._index)
-        return task.chunk, td.unflatten(leaves), positions, values
+        return task.chunk, tuple(leaves) if flat else td.unflatten(leaves), positions, values
     leaves, td = tree_flatten((task.chunk, task.shared))
     positions, values = [], []
     for k in task.active:
