@@ -119,6 +119,64 @@ def test_bit_identical_across_executors_and_worker_counts(w4_small):
         assert_bits(_sum_grad(ms, x, executor=pool), ref)
 
 
+def _group_logp(g, u, a, b):
+    """W7's item: one group's Poisson log density; ``u[j]`` is a gather, so
+    each chunk's gradient of ``u`` is sparse (indices repeat across chunks)."""
+    uj = u[g["j"]]
+    eta = a + b * g["x"] + uj
+    return np.sum(g["y"] * eta - np.exp(eta)) - 0.5 * uj * uj
+
+
+def test_vectorize_bit_identical_across_executors_and_worker_counts():
+    """vectorize=True over stacked items: the same bits on every executor
+    and worker count (chunks of 7 and a last one of 2: each its own vmap
+    call and tape), with only the shared arguments differentiated and with
+    the items too; and the item-by-item sum's value and gradient."""
+    rng = np.random.default_rng(3)
+    items = {"x": rng.standard_normal((30, 5)), "y": rng.poisson(2.0, (30, 5)) * 1.0,
+             "j": np.arange(30) % 11}
+    u, a, b = rng.standard_normal(11) * 0.3, np.float64(0.2), np.float64(0.4)
+
+    def run(argnums, **kw):  # (argument 0: the items' x)
+        return tp.value_and_grad(lambda x, u, a, b: tp.parallel_sum(
+            _group_logp, dict(items, x=x), u, a, b, chunk_size=7, vectorize=True, **kw),
+            argnums=argnums)(items["x"], u, a, b)
+    for argnums in ((1, 2, 3), (0, 1, 2, 3)):
+        ref = run(argnums)
+        for kw in [dict(executor="threads", n_workers=k) for k in (1, 2, 8)] + \
+                [dict(executor="processes", n_workers=2)]:
+            assert_bits(run(argnums, **kw), ref)
+        with ThreadPoolExecutor(3) as pool:
+            assert_bits(run(argnums, executor=pool), ref)
+    plain = [{k: v[i] for k, v in items.items()} for i in range(30)]
+    want = tp.value_and_grad(lambda u, a, b: sum(_group_logp(g, u, a, b) for g in plain),
+                             argnums=(0, 1, 2))(u, a, b)
+    np.testing.assert_allclose(ref[0], want[0], rtol=1e-12)
+    for got, w in zip(ref[1][1:], want[1]):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=1e-12, atol=1e-12)
+
+
+def test_blas_runs_on_one_thread_in_every_call_and_is_restored():
+    """Every parallel call runs its chunks with BLAS on one thread (the same
+    bits as on a worker), then gives back the caller's setting."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    libs = threadpoolctl.ThreadpoolController().lib_controllers
+    if not libs:
+        pytest.skip("threadpoolctl finds no BLAS or OpenMP library here")
+    seen = []
+
+    def f(x):
+        seen.append([lib.get_num_threads() for lib in libs])
+        return np.sum(x)
+    before = [lib.get_num_threads() for lib in libs]
+    with threadpoolctl.threadpool_limits(limits=2):
+        outer = [lib.get_num_threads() for lib in libs]
+        tp.grad(lambda x: tp.parallel_sum(f, x, chunk_size=2))(np.ones((4, 3)))
+        assert [lib.get_num_threads() for lib in libs] == outer
+    assert [lib.get_num_threads() for lib in libs] == before
+    assert seen and all(n == [1] * len(libs) for n in seen)
+
+
 def test_map_bit_identical_threads_vs_recompute(w4_small):
     ms, x = w4_small
 
@@ -373,6 +431,30 @@ def test_sum_of_values_that_are_not_numbers_names_the_item(executor, value, matc
                            match) as e:
             run()
         assert e.value.index == 3
+
+
+VECTORIZED_FUNNY = [(lambda x, s: x * s, r"f returned an array of shape \(3,\) and dtype "
+                                          r"float64 for each item.*use parallel_map"),
+                    (lambda x, s: x[0] > s, "f returned a bool value for each item.*logical or"),
+                    (lambda x, s: (x[0] * s, x[1]), "f returned a tuple for each item")]
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+@pytest.mark.parametrize("f,match", VECTORIZED_FUNNY)
+def test_vectorized_sum_of_values_that_are_not_numbers_names_the_items(executor, f, match):
+    """vectorize=True refuses what f item by item is refused for: it added
+    up every item's array (or counted the booleans, or added a tuple's
+    parts) with np.sum and returned that number, silently."""
+    X = np.arange(12.0).reshape(4, 3)
+    for run in (lambda: tp.parallel_sum(f, X, 1.0, executor=executor, chunk_size=2,
+                                        vectorize=True),
+                lambda: tp.grad(lambda s: tp.parallel_sum(f, X, s, executor=executor,
+                                                          chunk_size=2, vectorize=True))(1.0)):
+        with pytest.raises(ParallelItemError, match="tapestry.parallel_sum: on items 0..1, " +
+                           match):
+            run()
+        with pytest.raises(ParallelItemError, match="f returned"):  # item by item: the same
+            tp.parallel_sum(f, X, 1.0, executor=executor, chunk_size=2)
 
 
 def test_progress_is_shown(capsys):

@@ -96,8 +96,9 @@ class Plan:
 
     def __init__(self, items, shared, batched, opname):
         self.batched, self.opname = batched, opname
-        if isinstance(items, (Iterator, range)):  # a generator, map(...), iter(...)
-            items = list(items)  # chunks need the count and random access
+        if items.__class__ not in _CONTAINERS and isinstance(items, (Iterator, range)):
+            items = list(items)  # a generator, map(...), iter(...): chunks need the
+            # count and random access
         self.is_list = isinstance(items, list)
         self.item_counts = None
         if self.is_list:
@@ -118,46 +119,48 @@ class Plan:
             self.n = _common_length(leaves, opname)
             self.item_leaves = leaves
             all_items = leaves
+            #: ``items`` where it is a dict of plain arrays (sliced directly)
+            self.array_dict = items if items.__class__ is dict and all(
+                x.__class__ is np.ndarray for x in items.values()) else None
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
-        self.top = innermost_tape(all_items + self.shared_leaves)
-        if self.top is not None and top_batch(all_items + self.shared_leaves) is not None:
+        every = all_items + self.shared_leaves
+        self.top = innermost_tape(every)
+        if self.top is not None and any(x.__class__ is Batched for x in every) and \
+                top_batch(every) is not None:
             # a vmap inside the tape's trace batches some arguments: a node on
             # the tape cannot hold its batched value, so f is traced like
             # ordinary code, in this thread (each operation batched, then taped)
             self.top = None
         if self.top is not None:  # differentiated: a masked constant would be wrong
-            for x in all_items + self.shared_leaves:
-                refuse_masked(x, opname)
+            for x in every:
+                if x.__class__ is not np.ndarray and x.__class__ is not Var:
+                    refuse_masked(x, opname)
         self._lower_all()
 
     def _lower_all(self):
         top = self.top
-
-        def low(x):
-            return x._value if x.__class__ is Var and x._tape is top else x
-
-        def act(x):
-            return x.__class__ is Var and x._tape is top
-
         if self.is_list and self.item_counts is not None:  # plain items: none active
             self.item_active = self.item_values = None
             self.items_as_given = True
             flat = []
         elif self.is_list:
-            self.item_active = [[act(x) for x in l] for l in self.item_leaves]
-            self.item_values = [[low(x) for x in l] for l in self.item_leaves]
+            self.item_active = [[_active(x, top) for x in l] for l in self.item_leaves]
+            self.item_values = [[_low(x, top) for x in l] for l in self.item_leaves]
             #: no item holds a value traced here: chunks are the items themselves
             self.items_as_given = top is None or not any(map(any, self.item_active))
             flat = [x for l in self.item_values for x in l]
         else:
-            self.item_active = [act(x) for x in self.item_leaves]
-            self.item_values = [low(x) for x in self.item_leaves]
-            flat = list(self.item_values)
-        self.shared_active = [act(x) for x in self.shared_leaves]
-        self.shared_values = [low(x) for x in self.shared_leaves]
+            self.item_active = [x.__class__ is Var and x._tape is top for x in self.item_leaves]
+            self.item_values = [x._value if on else x
+                                for x, on in zip(self.item_leaves, self.item_active)]
+            flat = self.item_values
+        self.shared_active = [x.__class__ is Var and x._tape is top for x in self.shared_leaves]
+        self.shared_values = [x._value if on else x
+                              for x, on in zip(self.shared_leaves, self.shared_active)]
         # (staged values: jit traces the chunks in place, into its program)
-        self.inline = any(x.__class__ in (Var, Batched, Staged)
-                          for x in flat + self.shared_values)
+        traced = _TRACED
+        self.inline = any(x.__class__ in traced for x in flat) or \
+            any(x.__class__ in traced for x in self.shared_values)
 
     def check_outputs(self, leaves, serial):
         """Refuse outputs traced at this call's level or above: ``f`` read a
@@ -196,6 +199,8 @@ class Plan:
             return [td.unflatten(v) for td, v in
                     zip(self.item_defs[a:b], self.item_values[a:b])]
         if self.batched:
+            if self.array_dict is not None:  # what unflatten builds, in one step
+                return {k: x[a:b] for k, x in self.array_dict.items()}
             return self.item_def.unflatten([x[a:b] for x in self.item_values])
         return [self.item_def.unflatten([x[i] for x in self.item_values]) for i in range(a, b)]
 
@@ -218,13 +223,19 @@ class Plan:
         another worker's compiled loop (threads)."""
         shared = self.shared_def.unflatten(self.shared_values)
         columns = self._columns(f) if differentiate and stack_items else None
+        shared_pos = [k for k, on in enumerate(self.shared_active) if on]
+        same = None  # a slice of arrays: the same active positions in every chunk
         out = []
         for a, b in bounds:
             active, n_chunk = (), None
             if differentiate:
-                pos, n_chunk = self._chunk_active(a, b)
-                active = tuple(pos) + tuple(n_chunk + k for k, on in
-                                            enumerate(self.shared_active) if on)
+                if same is None:
+                    pos, n_chunk = self._chunk_active(a, b)
+                    active = tuple(pos) + tuple(n_chunk + k for k in shared_pos)
+                    if self.batched and not self.is_list:
+                        same = active, n_chunk
+                else:
+                    active, n_chunk = same
             out.append(Task(f, a, self.chunk_items(a, b), shared, active, self.batched,
                             n_chunk, columns and [c[a:b] for c in columns]))
         return out
@@ -266,8 +277,10 @@ class Plan:
         list of active-leaf gradients (``None`` for a chunk with none)."""
         n_shared = sum(self.shared_active)
         item_parts, shared_parts = [], []
+        n_items = None
         for (a, b), g in zip(bounds, chunk_grads):
-            n_items = len(self._chunk_active(a, b)[0])
+            if n_items is None or self.is_list or not self.batched:
+                n_items = len(self._chunk_active(a, b)[0])  # (slices: one count for all)
             if g is None:
                 g = [None] * (n_items + n_shared)
             item_parts.append(g[:n_items])
@@ -292,6 +305,20 @@ class Plan:
         return out
 
 
+def _active(x, top):
+    return x.__class__ is Var and x._tape is top
+
+
+def _low(x, top):
+    return x._value if x.__class__ is Var and x._tape is top else x
+
+
+#: Classes of values traced or batched (a chunk holding one runs in place).
+_TRACED = frozenset({Var, Batched, Staged})
+#: Classes of ``items`` that are certainly not iterators (see :class:`Plan`).
+_CONTAINERS = frozenset({list, dict, tuple, np.ndarray})
+
+
 def _dense(c, like):
     if c is None:
         return np.zeros(np.shape(like), np.result_type(like))
@@ -302,7 +329,10 @@ def _common_length(leaves, opname):
     if not leaves:
         raise ValueError(f"tapestry.{opname}: items has no arrays; pass a list of items "
                          "or an array sliced along axis 0.")
-    lengths = {shape_of(x)[0] if len(shape_of(x)) else None for x in leaves}
+    lengths = set()
+    for x in leaves:
+        shape = x.shape if x.__class__ is np.ndarray else shape_of(x)
+        lengths.add(shape[0] if len(shape) else None)
     if None in lengths or len(lengths) != 1:
         raise ValueError(
             f"tapestry.{opname}: items that are not a list are sliced along axis 0, so "

@@ -20,7 +20,7 @@ Why the pieces below exist:
   on one thread, so a GEMM gives the same bits on every executor (OpenBLAS
   splits the sum differently on two threads).  OpenBLAS's thread count is
   process-global, so concurrent calls share a reference-counted limit
-  (first entrant sets 1, last leaver restores; ~5 us); process workers get
+  (first entrant sets 1, last leaver restores; ~1 us); process workers get
   ``OPENBLAS_NUM_THREADS=1`` and set the limit once per process.
 * **Worker death.**  A killed loky worker breaks the pool; the pool is
   rebuilt and the lost tasks run once more, then a clear error.  Workers
@@ -116,15 +116,32 @@ class blas_single_thread:
         with _lock:
             c = _controller(self.executor, self.in_this_process)
             if c and _blas["users"] == 0:
-                _blas["restore"] = c.limit(limits=1)
+                _blas["restore"] = _one_thread(c)
             _blas["users"] += 1
 
     def __exit__(self, *exc):
         with _lock:
             _blas["users"] -= 1
             if _blas["users"] == 0 and _blas["restore"] is not None:
-                _blas["restore"].restore_original_limits()
+                for lib, n in _blas["restore"]:
+                    lib.set_num_threads(n)
                 _blas["restore"] = None
+
+
+def _one_thread(c):
+    """What ``c.limit(limits=1)`` does -- every library ``c`` controls set
+    to one thread -- without its cost (it reads each library's full
+    description, ~10 us a call, paid by every serial call too): a library
+    already on one thread (``OPENBLAS_NUM_THREADS=1``, a limit of the
+    caller's) is only asked.  Returns ``[(library, threads before)]`` to
+    restore on leaving."""
+    restore = []
+    for lib in c.lib_controllers:
+        n = lib.get_num_threads()
+        if n != 1:
+            lib.set_num_threads(1)
+            restore.append((lib, n))
+    return restore
 
 
 _process_limited = False

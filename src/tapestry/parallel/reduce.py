@@ -59,7 +59,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     differentiate = plan.top is not None
     tasks = plan.tasks(f, bounds, differentiate, stack_items=isinstance(ex, SerialExecutor))
     results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress, timeout)
-    plan.check_outputs(tree_flatten(results)[0], isinstance(ex, SerialExecutor))
+    plan.check_outputs(_result_leaves(results), isinstance(ex, SerialExecutor))
     value = add_in_order([r[0] for r in results])
     if not differentiate:
         return value
@@ -70,9 +70,25 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
                       JointRule(_complex_pullback(stored, stored_i)), (), {})
 
     def parallel_sum_pullback(g, ans):
+        if type(g) is np.ndarray and g.shape == () and g == 1:
+            return list(stored)  # (the usual seed: ``_scale`` by 1 of each)
         return [_scale(g, c) for c in stored]
 
     return record(plan.top, value, plan.parents(), JointRule(parallel_sum_pullback), (), {})
+
+
+def _result_leaves(results):
+    """The leaves of the chunks' results, ``(value, [gradient, ...])`` (a
+    third entry for a complex sum), for :meth:`Plan.check_outputs`: its
+    ``tree_flatten`` without walking the known structure."""
+    out = []
+    for r in results:
+        if type(r) is not tuple or not all(type(p) is list for p in r[1:]):
+            return tree_flatten(results)[0]
+        out.append(r[0])
+        for part in r[1:]:
+            out += part
+    return out
 
 
 def _complex_pullback(stored, stored_i):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.api_vmap import vmap
 from ..core.pytree import tree_map
+from .work import BadValue
 
 
 class Vectorized:
@@ -33,6 +34,13 @@ class Vectorized:
         self.__dict__.update(state, _mapped=None)
 
     def __call__(self, chunk, *shared):
+        out = self.values(chunk, *shared)
+        return np.sum(out) if self.reduce else out
+
+    def values(self, chunk, *shared):
+        """``f``'s value for every item of the chunk (one ``vmap`` call);
+        for a sum, checked to be one number each.  ``__call__`` sums them;
+        a chunk's reverse sweep may start here instead (work.sum_chunk)."""
         if isinstance(chunk, list):  # a list of item pytrees: one array per leaf
             chunk = _stacked(chunk)
         mapped = self._mapped
@@ -42,7 +50,33 @@ class Vectorized:
             if len(shared) == self.n_shared:
                 self._mapped = mapped
         out = mapped(chunk, *shared)
-        return np.sum(out) if self.reduce else out
+        if self.reduce:
+            _one_number_each(out)
+        return out
+
+
+def _one_number_each(out):
+    """Refuse mapped values that are not one number per item, as
+    ``parallel_sum`` item by item does: ``np.sum`` of them would add up
+    every item's array (or count booleans, or add a tuple's parts) and
+    return a number, silently not the sum of ``f``'s values."""
+    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+    if shape is not None and len(shape) == 1 and dtype is not None and dtype.kind in "iufc":
+        return
+    if shape is None or dtype is None:
+        what, hint = f"a {type(out).__name__}", _PYTREE_HINT
+    else:
+        item = tuple(shape[1:])
+        what = f"an array of shape {item} and dtype {dtype}" if item else f"a {dtype} value"
+        hint = _BOOL_HINT if dtype.kind == "b" else _PYTREE_HINT if item else ""
+    raise BadValue(f"f returned {what} for each item; parallel_sum adds f's values, so f "
+                   f"must return one number (a Python or NumPy int, float or complex, or a "
+                   f"0-d numeric array){hint}.")
+
+
+_BOOL_HINT = ("; convert booleans with float(...) or .astype(float) (NumPy adds booleans "
+              "as a logical or)")
+_PYTREE_HINT = "; use parallel_map for array or pytree outputs, or np.sum(...) inside f"
 
 
 def _stacked(items):

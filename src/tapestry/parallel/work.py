@@ -72,6 +72,22 @@ def _trace(task, tape):
     """Put the active leaves of ``(chunk, shared)`` on ``tape``; return the
     traced chunk, traced shared args, the leaves' tape positions and their
     plain values (what the gradients must look like)."""
+    n = task.n_chunk
+    if n is not None and task.active and task.active[0] >= n and task.batched \
+            and not isinstance(task.chunk, list):
+        # only shared arguments are active, and the chunk is slices made for
+        # this task: it goes to f as it is (not flattened and rebuilt); so do
+        # shared arguments that are arrays themselves (the common case)
+        shared = task.shared
+        flat = shared.__class__ is tuple and all(x.__class__ is np.ndarray for x in shared)
+        leaves, td = (list(shared), None) if flat else tree_flatten(shared)
+        positions, values = [], []
+        for k in task.active:
+            k -= n
+            values.append(leaves[k])
+            leaves[k] = new_leaf(tape, leaves[k])
+            positions.append(leaves[k]._index)
+        return task.chunk, tuple(leaves) if flat else td.unflatten(leaves), positions, values
     leaves, td = tree_flatten((task.chunk, task.shared))
     positions, values = [], []
     for k in task.active:
@@ -158,7 +174,15 @@ def sum_chunk(task):
             return _in_order_sum(_calls(task, task.chunk, task.shared, _check_scalar)), []
         with open_tape() as tape:
             chunk, shared, positions, values = _trace(task, tape)
-            total = _in_order_sum(_calls(task, chunk, shared, _check_scalar))
+            if task.f.__class__ is _vectorized_class() and task.f.reduce:
+                each = _call(task, None, task.f.values, chunk, shared, None)
+                direct = _sum_seed(each, tape)
+                if direct is not None:  # the sweep starts at the values
+                    return direct[1], _grads(backward_sweep(tape, each._index, direct[0]),
+                                             positions, values)
+                total = np.sum(each)  # (what f.__call__ returns)
+            else:
+                total = _in_order_sum(_calls(task, chunk, shared, _check_scalar))
     except _Failed as e:
         return e.args[0]
     except Exception as e:  # adding the items' values up
@@ -167,7 +191,7 @@ def sum_chunk(task):
         if total.__class__ is not Var or total._tape is not tape:
             return total, _grads([None] * len(tape.nodes), positions, values)
         value = total._value
-        dt = np.result_type(value)
+        dt = value.dtype if value.__class__ in _NUMPY_VALUES else np.result_type(value)
         if dt.kind != "c":
             return value, _grads(backward_sweep(tape, total._index, np.ones((), dt)),
                                  positions, values)
@@ -181,9 +205,56 @@ def sum_chunk(task):
         return Failure(_span_label(task_span(task)), e, "the reverse sweep through f raised")
 
 
+_NUMPY_VALUES = frozenset({np.ndarray, np.float64, np.float32, np.complex128, np.complex64})
+
+
+def _sum_seed(each, tape):
+    """``(cotangent, value)`` of ``np.sum(each)`` for the seed 1, where
+    ``each`` is a float vector traced on ``tape`` (``vectorize=True``: the
+    chunk's per-item values), else ``None``: the sum node's own forward and
+    rule, called as the reverse sweep would call them, without recording
+    the node and sweeping it (~8 us a chunk).  A sweep seeded at ``each``
+    with this cotangent is the sweep from the sum, bit for bit."""
+    if each.__class__ is not Var or each._tape is not tape:
+        return None
+    a = each._value
+    if a.__class__ is not np.ndarray or a.ndim != 1 or a.dtype.kind != "f":
+        return None
+    if not _SUM:
+        from ..ops.reductions import _sum
+        _SUM.append((_sum.fun, _sum._rules_of((0,))[0]))
+    fun, rule = _SUM[0]
+    value = fun(a, None, False)
+    if value.__class__ not in _NUMPY_VALUES:
+        return None
+    return rule(np.ones((), value.dtype), value, a, None, False), value
+
+
+#: The ``np.sum`` primitive's forward and rule (imported on first use).
+_SUM: list = []
+
+
+def _vectorized_class():
+    """:class:`~.vectorized.Vectorized` (imported on first use: it imports
+    this module)."""
+    if not _VECTORIZED:
+        from .vectorized import Vectorized
+        _VECTORIZED.append(Vectorized)
+    return _VECTORIZED[0]
+
+
+_VECTORIZED: list = []
+
+
 def _jit_class():
-    from ..jit.api import jit
-    return jit
+    """``tapestry.jit`` (imported on first use: jit imports this module)."""
+    if not _JIT:
+        from ..jit.api import jit
+        _JIT.append(jit)
+    return _JIT[0]
+
+
+_JIT: list = []
 
 
 class BadValue(TypeError):

@@ -402,13 +402,16 @@ def _add(a, b):
     sa, sb = isinstance(a, AxisSparse), isinstance(b, AxisSparse)
     if sa and sb:
         if a.shape == b.shape and a.axis == b.axis:
-            dt = np.result_type(a.dtype, b.dtype)
+            va, vb = a.values, b.values
+            if va.dtype != vb.dtype:
+                dt = np.result_type(va.dtype, vb.dtype)
+                va, vb = va.astype(dt, copy=False), vb.astype(dt, copy=False)
             parts = (a.axis, np.concatenate([a.indices, b.indices]),
-                     np.concatenate([a.values.astype(dt, copy=False),
-                                     b.values.astype(dt, copy=False)], axis=a.axis), a.shape)
-            if a.staged() or b.staged():  # (inside jit: the parts are already checked)
-                return AxisSparse._trusted(*parts)
-            return AxisSparse(*parts)
+                     np.concatenate([va, vb], axis=a.axis), a.shape)
+            # two valid operands of one shape and axis: the parts keep the
+            # invariants, so no second check (~3 us; each chunk of a
+            # parallel_sum adds one gather's gradient this way)
+            return AxisSparse._trusted(*parts)
         if a.shape != b.shape:
             raise ValueError(f"tapestry.AxisSparse: cannot add shapes {a.shape} and "
                              f"{b.shape}.")
