@@ -80,13 +80,24 @@ def per_example_systems(tp, quick):
 
 def w7_systems(tp):
     from benchmarks.w7_small_items import group_logp, groups_logp, make_items
-    _, stacked, u, a, b = make_items()
+    groups, stacked, u, a, b = make_items()
     axes = ({k: 0 for k in stacked}, None, None, None)
     mapped = tp.value_and_grad(
         lambda u, a, b: np.sum(tp.vmap(group_logp, in_axes=axes)(stacked, u, a, b)),
         argnums=(0, 1, 2))
     vec = tp.value_and_grad(lambda u, a, b: groups_logp(stacked, u, a, b), argnums=(0, 1, 2))
+
+    def vectorized(items, size):  # the per-item code, unchanged, each chunk vmapped
+        return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
+            group_logp, items, u, a, b, chunk_size=size, vectorize=True), argnums=(0, 1, 2))
+    n = len(groups)
+    # items as stacked arrays (item i: row i of each) and as a list of dicts
+    one, two, listed = vectorized(stacked, n), vectorized(stacked, n // 2), \
+        vectorized(groups, n // 2)
     return [("tapestry value_and_grad of vmap(group_logp)", lambda: mapped(u, a, b)),
+            ("tapestry parallel_sum(vectorize=True), 1 chunk", lambda: one(u, a, b)),
+            (f"tapestry parallel_sum(vectorize=True), 2 chunks of {n // 2}", lambda: two(u, a, b)),
+            (f"same, items a list of {n} dicts", lambda: listed(u, a, b)),
             ("tapestry hand-vectorized (W6, one call)", lambda: vec(u, a, b))]
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..core.api import _value_and_grad
 from ..core.backward import accumulate
-from ..core.pytree import _sorted_keys, tree_flatten
+from ..core.pytree import tree_flatten
+from ..parallel.stacking import columns as _columns
 from ..core.tracing import AS_SWEPT
 from .order import aux_key
 
@@ -176,9 +177,6 @@ def _item_value_and_grad(jf, shared_td, act):
 
 
 # --- whole programs: one numba loop over the chunk's items -----------------------------
-#: Item leaves a loop kernel takes: arrays stacked along a new axis 0, and
-#: Python ints and floats gathered into an int64 / float64 array.
-_ITEM_SCALARS = {int: np.int64, float: np.float64}
 
 
 def columns_for(jf, items):
@@ -249,57 +247,6 @@ def _kernel_arg(x):
     if x.__class__ is np.ndarray:
         return x.flags.c_contiguous and x.flags.writeable
     return x.__class__ in (int, float, np.float64, np.int64)
-
-
-def _columns(chunk):
-    """The items' leaves stacked along a new axis 0, leaf by leaf in the
-    order tree_flatten gives them; ``None`` unless every item is an array,
-    or a dict / tuple / list of arrays and Python ints or floats, with the
-    first item's keys (in its order), leaf types, shapes and dtypes."""
-    ref = chunk[0]
-    c = ref.__class__
-    if c is np.ndarray:
-        cols = [chunk]
-    elif c is dict:
-        keys = _sorted_keys(ref)
-        order = tuple(ref)
-        n = len(order)
-        for it in chunk:
-            if it.__class__ is not dict or len(it) != n or tuple(it) != order:
-                return None
-        cols = [[it[k] for it in chunk] for k in keys]
-    elif c is tuple or c is list:
-        n = len(ref)
-        for it in chunk:
-            if it.__class__ is not c or len(it) != n:
-                return None
-        cols = [[it[k] for it in chunk] for k in range(n)]
-    else:
-        return None
-    out = []
-    for col in cols:
-        first = col[0]
-        fc = first.__class__
-        if fc is np.ndarray:
-            if len(set(map(type, col))) != 1 or len({x.dtype for x in col}) != 1:
-                return None
-            try:
-                stacked = np.array(col)  # (raises on shapes that differ)
-            except ValueError:
-                return None
-            if stacked.shape[1:] != first.shape:
-                return None
-            out.append(stacked)
-        elif fc in _ITEM_SCALARS:
-            if len(set(map(type, col))) != 1:
-                return None
-            try:
-                out.append(np.array(col, dtype=_ITEM_SCALARS[fc]))
-            except OverflowError:
-                return None
-        else:
-            return None
-    return out
 
 
 _SCRATCH_DTYPE = {"f": "float64", "i": "int64", "b": "bool_"}

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.api_vmap import vmap
 from ..core.pytree import tree_map
+from .stacking import stacked
 from .work import BadValue
 
 
@@ -82,7 +83,10 @@ _PYTREE_HINT = "; use parallel_map for array or pytree outputs, or np.sum(...) i
 def _stacked(items):
     """One array per leaf of a list of item pytrees; items that cannot be
     stacked are refused saying so (numpy's error alone, reported as f's,
-    blamed f)."""
+    blamed f).  Plain items are stacked column by column (stacking.py)."""
+    fast = stacked(items)
+    if fast is not None:
+        return fast
     try:
         return tree_map(lambda *xs: np.stack(xs), *items)
     except (ValueError, TypeError) as e:

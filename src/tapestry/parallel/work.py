@@ -74,10 +74,12 @@ def _trace(task, tape):
     plain values (what the gradients must look like)."""
     n = task.n_chunk
     if n is not None and task.active and task.active[0] >= n and task.batched \
-            and not isinstance(task.chunk, list):
+            and (not isinstance(task.chunk, list) or task.f.__class__ is _vectorized_class()):
         # only shared arguments are active, and the chunk is slices made for
-        # this task: it goes to f as it is (not flattened and rebuilt); so do
-        # shared arguments that are arrays themselves (the common case)
+        # this task, or a list that vectorize=True stacks into new arrays
+        # (f never sees the caller's items): it goes to f as it is (not
+        # flattened and rebuilt); so do shared arguments that are arrays
+        # themselves (the common case)
         shared = task.shared
         flat = shared.__class__ is tuple and all(x.__class__ is np.ndarray for x in shared)
         leaves, td = (list(shared), None) if flat else tree_flatten(shared)
@@ -244,6 +246,11 @@ def _vectorized_class():
 
 
 _VECTORIZED: list = []
+
+
+def _vectorized_class():
+    from .vectorized import Vectorized
+    return Vectorized
 
 
 def _jit_class():

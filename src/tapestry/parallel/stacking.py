@@ -1,0 +1,89 @@
+"""Items given as a list, stacked leaf by leaf into one array per leaf.
+
+A list of plain items (arrays, or dicts / tuples / lists of arrays and
+Python ints and floats, all of one structure, shapes and dtypes) is what
+users pass to ``parallel_sum`` item by item.  ``vectorize=True`` and the
+loops over a chunk's items of :mod:`tapestry.jit.items` need those items
+as one array per leaf.  Stacking column by column costs ~0.7 us per item of
+W7 (four leaves), where a ``tree_map`` of ``np.stack`` over the items costs
+~6 us: flattening each item and rebuilding them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.pytree import _sorted_keys
+
+#: Python numbers among the leaves, gathered into arrays of these dtypes
+#: (what ``np.stack`` makes of them).
+_ITEM_SCALARS = {int: np.int64, float: np.float64}
+
+
+def columns(chunk):
+    """The items' leaves stacked along a new axis 0, leaf by leaf in the
+    order tree_flatten gives them; ``None`` unless every item is an array,
+    or a dict / tuple / list of arrays and Python ints or floats, with the
+    first item's keys (in its order), leaf types, shapes and dtypes."""
+    if not chunk:
+        return None
+    ref = chunk[0]
+    c = ref.__class__
+    if c is np.ndarray:
+        cols = [chunk]
+    elif c is dict:
+        keys = _sorted_keys(ref)
+        order = tuple(ref)
+        n = len(order)
+        for it in chunk:
+            if it.__class__ is not dict or len(it) != n or tuple(it) != order:
+                return None
+        cols = [[it[k] for it in chunk] for k in keys]
+    elif c is tuple or c is list:
+        n = len(ref)
+        for it in chunk:
+            if it.__class__ is not c or len(it) != n:
+                return None
+        cols = [[it[k] for it in chunk] for k in range(n)]
+    else:
+        return None
+    out = []
+    for col in cols:
+        first = col[0]
+        fc = first.__class__
+        if fc is np.ndarray:
+            if len(set(map(type, col))) != 1 or len({x.dtype for x in col}) != 1:
+                return None
+            try:
+                stacked = np.array(col)  # (raises on shapes that differ)
+            except ValueError:
+                return None
+            if stacked.shape[1:] != first.shape:
+                return None
+            out.append(stacked)
+        elif fc in _ITEM_SCALARS:
+            if len(set(map(type, col))) != 1:
+                return None
+            try:
+                out.append(np.array(col, dtype=_ITEM_SCALARS[fc]))
+            except OverflowError:
+                return None
+        else:
+            return None
+    return out
+
+
+def stacked(items):
+    """The items as one pytree of the first item's structure whose leaves
+    are :func:`columns`; ``None`` where :func:`columns` declines (the
+    caller then stacks them as it did)."""
+    cols = columns(items)
+    if cols is None:
+        return None
+    ref = items[0]
+    c = ref.__class__
+    if c is np.ndarray:
+        return cols[0]
+    if c is dict:
+        by_key = dict(zip(_sorted_keys(ref), cols))
+        return {k: by_key[k] for k in ref}  # (the item's own key order)
+    return c(cols)
