@@ -248,11 +248,6 @@ def _vectorized_class():
 _VECTORIZED: list = []
 
 
-def _vectorized_class():
-    from .vectorized import Vectorized
-    return Vectorized
-
-
 def _jit_class():
     """``tapestry.jit`` (imported on first use: jit imports this module)."""
     if not _JIT:
