@@ -156,7 +156,9 @@ class Var(ArrayMethods):
             "aux output (grad(..., has_aux=True)) or use value_and_grad.")
 
     def __float__(self):
-        raise TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")
+        err = TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")
+        err.traced_float = True  # NumPy's own write of it: see tape.written_into_plain
+        raise err
 
     def __int__(self):
         raise TypeError(f"tapestry: int() of a traced array. {_HELP_CONVERT}")
