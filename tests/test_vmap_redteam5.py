@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tapestry as tp
+from tapestry.testing import check_grads
 
 RNG = np.random.default_rng(55)
 X = RNG.standard_normal((4, 3))
@@ -72,3 +73,16 @@ def test_an_error_of_the_functions_own_is_not_rewritten():
         raise ValueError("setting an array element with a sequence.")
     with pytest.raises(ValueError, match="sequence"):
         tp.grad(f)(X[0])
+
+
+# --- x.copy(order) of a batched, traced or shared value --------------------------------
+@pytest.mark.parametrize("call", ["x.copy(order='F')", "x.copy('C')", "x.T.copy(order='K')"])
+def test_copy_takes_numpys_order_argument(call):
+    """``ndarray.copy(order)``: the layout changes no value, so every kind
+    of value accepts it (the batched and traced ones refused the keyword)."""
+    f = eval("lambda x, w: " + call.replace("x.", "(x * w).") + " + " + call.replace("x", "w"))
+    A = RNG.standard_normal((4, 2, 3))
+    W = RNG.standard_normal((2, 3))
+    np.testing.assert_allclose(tp.vmap(f, in_axes=(0, None))(A, W), np.stack([f(a, W) for a in A]))
+    check_grads(lambda a: np.sum(np.sin(f(a, W))), (A[0],))
+    check_grads(lambda a: np.sum(np.sin(tp.vmap(f, in_axes=(0, None))(a, W))), (A,))

@@ -346,7 +346,9 @@ class Batched(ArrayMethods):
             return FUNCTIONS["astype"](self, dtype)
         return Batched(self._value.astype(dtype), self._trace)
 
-    def copy(self):
+    def copy(self, order="K"):
+        """``self``: values never change in place, so a copy is the value
+        itself; ``order`` (a memory layout) changes no value."""
         return self
 
     def reshape(self, *shape, **k):
@@ -1017,8 +1019,8 @@ class Unbatched(ArrayMethods):
     def astype(self, dtype, *a, **k):
         return self._value.astype(dtype, *a, **k)
 
-    def copy(self):
-        return self._value.copy()
+    def copy(self, order="C"):
+        return self._value.copy(order)
 
     def reshape(self, *shape, **k):
         return self._value.reshape(*shape, **k)

@@ -235,7 +235,7 @@ class Var(ArrayMethods):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
         return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
-    def copy(self): return self
+    def copy(self, order="K"): return self  # no value changes in place; order is a layout
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 
