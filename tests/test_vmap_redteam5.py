@@ -86,3 +86,73 @@ def test_copy_takes_numpys_order_argument(call):
     np.testing.assert_allclose(tp.vmap(f, in_axes=(0, None))(A, W), np.stack([f(a, W) for a in A]))
     check_grads(lambda a: np.sum(np.sin(f(a, W))), (A[0],))
     check_grads(lambda a: np.sum(np.sin(tp.vmap(f, in_axes=(0, None))(a, W))), (A,))
+
+
+# --- an array passed with in_axes=None is an ndarray to the function --------------------
+def _bias_as_scalar_unless_array(x, b):
+    """Library-style argument handling: an array bias is averaged."""
+    if isinstance(b, np.ndarray):
+        b = b.mean()
+    return x + b
+
+
+def _rows_if_ndarray(x, w):
+    return x @ (w.T if isinstance(w, np.ndarray) and w.ndim == 2 else np.eye(3))
+
+
+@pytest.mark.parametrize("f", [_bias_as_scalar_unless_array, _rows_if_ndarray])
+def test_isinstance_ndarray_of_a_shared_argument_is_true_as_in_a_loop(f):
+    """The proxy that lets ``W[i]`` gather for the batch is an ndarray
+    subclass: ``isinstance(w, np.ndarray)`` holds, as in a loop and in
+    ``jax.vmap`` (which hands a NumPy array with in_axes=None over as it
+    is); it was False, and such a branch silently took the other path."""
+    W = RNG.standard_normal((3, 3))
+    np.testing.assert_allclose(tp.vmap(f, in_axes=(0, None))(X, W), np.stack([f(x, W) for x in X]))
+    # a value being differentiated is not an ndarray, with or without vmap
+    g = tp.grad(lambda x: np.sum(np.sin(tp.vmap(f, in_axes=(0, None))(x, W))))(X)
+    np.testing.assert_allclose(g, tp.grad(lambda x: sum(np.sum(np.sin(f(v, W))) for v in x))(X))
+
+
+def test_the_shared_argument_still_gathers_and_writes_into_the_callers_array():
+    """Being an ndarray changes none of the proxy's other behaviour:
+    ``W[i]`` gathers with per-item indices without a loop, a view of it
+    (``W.T``) is a plain array, a constant written into it reaches the
+    caller's array, a per-item write is refused, and an output that is the
+    argument is the caller's array."""
+    from tapestry.core.batched import FALLBACKS
+    W = RNG.standard_normal((5, 3))
+    i = np.array([0, 4, 2, 2])
+    FALLBACKS.clear()
+    got = tp.vmap(lambda i, W: (W[i], W[i, 1:], np.take(W, i, axis=0)), in_axes=(0, None))(i, W)
+    assert not FALLBACKS
+    for g, w in zip(got, (W[i], W[i, 1:], W[i])):
+        np.testing.assert_allclose(g, w)
+    seen = []
+    tp.vmap(lambda x, W: (seen.extend([type(W.T), type(W[1:]), type(W.reshape(-1)),
+                                       type(W + 1), type(np.sin(W)), type(W.sum())]), x)[1],
+            in_axes=(0, None))(X, W)
+    assert seen[:5] == [np.ndarray] * 5 and seen[5] is np.float64
+    w2 = np.zeros(3)
+    tp.vmap(lambda x, w: (w.__setitem__(0, 5.0), x)[1], in_axes=(0, None))(X, w2)
+    assert w2[0] == 5.0
+    with pytest.raises(TypeError, match="in_axes=None"):
+        tp.vmap(lambda x, w: (w.__setitem__(0, x[0]), x)[1], in_axes=(0, None))(X, w2)
+    out = tp.vmap(lambda x, w: (x, w), in_axes=(0, None), out_axes=(0, None))(X, w2)[1]
+    assert out is w2 and type(out) is np.ndarray
+
+
+def test_augmented_assignment_to_a_shared_argument_binds_a_new_array():
+    """``w += x`` (and the other in-place operators) inside f binds a new
+    array, as for a batched value: the caller's array keeps its values,
+    each item gets ``w + x`` (NumPy's in-place operator of the ndarray
+    proxy would have written every item into the caller's array)."""
+    ops = {"+=": np.add, "-=": np.subtract, "*=": np.multiply, "/=": np.true_divide,
+           "**=": np.power, "//=": np.floor_divide, "%=": np.remainder}
+    for op, fn in ops.items():
+        w = np.arange(1.0, 4.0)
+        before = w.copy()
+        ns = {}
+        exec(f"def f(x, w):\n    w {op} x\n    return w", ns)
+        got = tp.vmap(ns["f"], in_axes=(0, None))(np.abs(X) + 1, w)
+        np.testing.assert_allclose(got, fn(before, np.abs(X) + 1), err_msg=op)
+        np.testing.assert_array_equal(w, before, err_msg=op)

@@ -963,19 +963,34 @@ def _binary_plain(op):
             lambda self, o: op(_plain(o), self._value))
 
 
-class Unbatched(ArrayMethods):
+class Unbatched(ArrayMethods, np.ndarray):
     """A plain NumPy array handed to a vmapped function unbatched
     (``in_axes=None``).  NumPy indexes plain arrays itself, so ``W[i]`` with
     a per-item index ``i`` would never reach tapestry; through this proxy it
     does (one gather for the batch).  Everything else unwraps the array at
     once: NumPy calls, operators, conversions and Python reads all see the
-    caller's own array, and their results are plain arrays."""
+    caller's own array, and their results are plain arrays.
 
-    __slots__ = ("_value",)
+    A view of that array of an ndarray subclass, so that the function's own
+    ``isinstance(w, np.ndarray)`` holds, as in a loop (and in ``jax.vmap``,
+    which hands a NumPy array with ``in_axes=None`` over as it is): a branch
+    on it takes the loop's path.  ``type(w)`` is this class."""
+
     __array_priority__ = 50.0
 
-    def __init__(self, value):
-        self._value = value
+    def __new__(cls, value):
+        self = value.view(cls)
+        self._value = value  # the caller's array itself: outputs hand it back
+        return self
+
+    def __array_finalize__(self, obj):
+        # a view NumPy makes of the proxy (np.ndarray's own methods, copies):
+        # a proxy of that view's plain array
+        self._value = self.view(np.ndarray)
+
+    def __reduce__(self):
+        """Pickled (sent to a worker process) as the plain array it stands for."""
+        return self._value.__reduce__()
 
     shape = property(lambda self: self._value.shape)
     dtype = property(lambda self: self._value.dtype)
@@ -1078,6 +1093,16 @@ class Unbatched(ArrayMethods):
     __pos__ = lambda self: +self._value  # noqa: E731
     __abs__ = lambda self: abs(self._value)  # noqa: E731
     __hash__ = None
+
+    # ``w += x`` binds a new array, as it did before the proxy was an ndarray
+    # (and as for JAX arrays): NumPy's in-place operator would write a
+    # per-item ``x`` into the caller's array, which ``w[i] = x`` refuses
+    __iadd__, __isub__, __imul__ = __add__, __sub__, __mul__
+    __itruediv__, __ipow__, __imatmul__ = __truediv__, __pow__, __matmul__
+    __iand__, __ior__, __ixor__ = __and__, __or__, __xor__
+    __ilshift__, __irshift__ = __lshift__, __rshift__
+    __ifloordiv__ = lambda self, o: np.floor_divide(self._value, _plain(o))  # noqa: E731
+    __imod__ = lambda self, o: np.remainder(self._value, _plain(o))  # noqa: E731
 
 
 def _a_batched(x):
