@@ -132,6 +132,10 @@ def test_the_shared_argument_still_gathers_and_writes_into_the_callers_array():
                                        type(W + 1), type(np.sin(W)), type(W.sum())]), x)[1],
             in_axes=(0, None))(X, W)
     assert seen[:5] == [np.ndarray] * 5 and seen[5] is np.float64
+    view = W[::2]
+    reads = tp.vmap(lambda x, W, V: x * (W.base is None) * (V.base is not None) * W.flags.owndata,
+                    in_axes=(0, None, None))(X, W, view)
+    np.testing.assert_array_equal(reads, X)  # as the loop reads them
     w2 = np.zeros(3)
     tp.vmap(lambda x, w: (w.__setitem__(0, 5.0), x)[1], in_axes=(0, None))(X, w2)
     assert w2[0] == 5.0

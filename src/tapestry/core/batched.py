@@ -997,6 +997,7 @@ class Unbatched(ArrayMethods, np.ndarray):
     ndim = property(lambda self: self._value.ndim)
     size = property(lambda self: self._value.size)
     flags = property(lambda self: self._value.flags)
+    base = property(lambda self: self._value.base)  # the caller's array's, not the view's
 
     def __len__(self):
         return len(self._value)
