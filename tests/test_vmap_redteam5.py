@@ -160,3 +160,51 @@ def test_augmented_assignment_to_a_shared_argument_binds_a_new_array():
         got = tp.vmap(ns["f"], in_axes=(0, None))(np.abs(X) + 1, w)
         np.testing.assert_allclose(got, fn(before, np.abs(X) + 1), err_msg=op)
         np.testing.assert_array_equal(w, before, err_msg=op)
+
+
+# --- a library that type-checks its input and rejects a batched value --------------------
+SEEDED = {
+    "default_rng(seed)": lambda s, mu: mu + np.random.default_rng(s).normal(size=3),
+    "default_rng([seed, 7])": lambda s, mu: np.random.default_rng([s, 7]).uniform(size=2) + mu,
+    "SeedSequence(seed)": lambda s, mu: np.random.Generator(np.random.PCG64(
+        np.random.SeedSequence(s))).standard_normal(2) * mu,
+    "RandomState(seed)": lambda s, mu: np.random.RandomState(s).randn(2) + mu,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_a_generator_seeded_per_item_runs_item_by_item(name):
+    """JAX's ``vmap(lambda key: random.normal(key))(keys)`` ported to NumPy:
+    a generator seeded by each item's own seed.  NumPy type-checks the seed
+    and rejects the batched value (a TypeError quoting it); vmap then runs
+    ``f`` once per item, each with its own generator, as a loop does."""
+    f = SEEDED[name]
+    seeds, mu = np.array([3, 1, 4, 1]), np.arange(4.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = tp.vmap(f)(seeds, mu)
+        per_example = tp.vmap(tp.grad(lambda m, s: np.sum(f(s, m) ** 2)))(mu, seeds)
+    np.testing.assert_array_equal(got, np.stack([f(s, m) for s, m in zip(seeds, mu)]))
+    np.testing.assert_allclose(per_example, [tp.grad(lambda m: np.sum(f(s, m) ** 2))(m)
+                                             for s, m in zip(seeds, mu)])
+
+
+def test_a_library_rejecting_an_outer_batched_value_runs_the_outer_vmap_item_by_item():
+    seeds = np.array([[3, 1], [4, 1], [5, 9]])
+
+    def inner(s, t):
+        return np.random.default_rng(t).normal() + s
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = tp.vmap(lambda row: tp.vmap(inner, in_axes=(0, None))(row * 1.0, row[0]))(seeds)
+    np.testing.assert_array_equal(
+        got, np.stack([[inner(s * 1.0, row[0]) for s in row] for row in seeds]))
+
+
+def test_an_error_of_the_loop_is_still_raised():
+    """Item by item, an item whose own call raises raises the loop's error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="negative"):
+            tp.vmap(lambda s: np.random.default_rng(s).normal())(np.array([1, -1]))

@@ -133,7 +133,12 @@ class Batched(ArrayMethods):
 
     def __len__(self):
         if self.ndim == 0:
-            raise TypeError("len() of an unsized object (one item of a vmap batch is 0-d)")
+            err = TypeError("len() of an unsized object (one item of a vmap batch is 0-d)")
+            # a loop's item is a NumPy scalar, which a library may take where it
+            # asks len() of anything else (np.random.default_rng([seed, 7])):
+            # vmap runs f item by item, where a len() the loop makes raises too
+            err.batch_trace = self._trace
+            raise refusing(self._trace, err)
         return self._value.shape[1]
 
     def __repr__(self):
