@@ -208,3 +208,21 @@ def test_an_error_of_the_loop_is_still_raised():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="negative"):
             tp.vmap(lambda s: np.random.default_rng(s).normal())(np.array([1, -1]))
+
+
+# --- x.reshape(shape) with the shape an integer array ------------------------------------
+@pytest.mark.parametrize("shape", [np.array([3, 2]), np.array([-1, 3]), np.array(6)])
+def test_reshape_method_takes_an_integer_array_shape(shape):
+    """``ndarray.reshape(np.array([3, 2]))`` is NumPy's; batched, traced and
+    staged values refused it (NumPy's "only integer scalar arrays ..."),
+    and so did a shape passed with in_axes=None."""
+    A = RNG.standard_normal((4, 2, 3))
+    want = np.stack([a.reshape(shape) for a in A])
+    np.testing.assert_array_equal(tp.vmap(lambda a: a.reshape(shape))(A), want)
+    np.testing.assert_array_equal(tp.vmap(lambda a, s: a.reshape(s), in_axes=(0, None))(A, shape),
+                                  want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no JitWarning: the staged value reshapes too
+        np.testing.assert_array_equal(tp.jit(lambda a: a.reshape(shape))(A[0]), want[0])
+    check_grads(lambda a: np.sum(np.sin(a.reshape(shape)) * np.arange(6.0).reshape(want[0].shape)),
+                (A[0],))

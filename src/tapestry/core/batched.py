@@ -357,7 +357,7 @@ class Batched(ArrayMethods):
         return self
 
     def reshape(self, *shape, **k):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
         return np.reshape(self, shape, **k)
 

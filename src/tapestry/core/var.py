@@ -232,7 +232,7 @@ class Var(ArrayMethods):
 
     # --- methods: those of ArrayMethods, and these -------------------------
     def reshape(self, *shape, **k):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
         return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
     def copy(self, order="K"): return self  # no value changes in place; order is a layout
