@@ -226,3 +226,29 @@ def test_reshape_method_takes_an_integer_array_shape(shape):
         np.testing.assert_array_equal(tp.jit(lambda a: a.reshape(shape))(A[0]), want[0])
     check_grads(lambda a: np.sum(np.sin(a.reshape(shape)) * np.arange(6.0).reshape(want[0].shape)),
                 (A[0],))
+
+
+# --- an axis given as a NumPy integer or a 0-d integer array ---------------------------
+NUMPY_AXES = {
+    "a.sum(axis=np.int64(1))": lambda a: a.sum(axis=np.int64(1)),
+    "np.mean(a, np.int32(0))": lambda a: np.mean(a, np.int32(0)),
+    "a.std(axis=np.int64(1), ddof=np.int64(1))": lambda a: a.std(axis=np.int64(1), ddof=np.int64(1)),
+    "a.max(axis=np.array(1))": lambda a: a.max(axis=np.array(1)),
+    "np.linalg.norm(a, axis=np.int64(1))": lambda a: np.linalg.norm(a, axis=np.int64(1)),
+    "np.linalg.norm(a, axis=np.argmax(a.shape))": lambda a: np.linalg.norm(a, axis=np.argmax(a.shape)),
+    "a.transpose(np.array([1, 0]))": lambda a: a.transpose(np.array([1, 0])),
+    "np.prod(a, axis=np.argmin(a.shape))": lambda a: np.prod(a, axis=np.argmin(a.shape)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_AXES))
+def test_an_axis_given_as_a_numpy_integer(name):
+    """NumPy takes ``axis=np.int64(1)`` (an axis computed by NumPy,
+    ``np.argmax(x.shape)``) as it takes 1; the rules iterated over it
+    ("'numpy.int64' object is not iterable") under grad, and some under vmap."""
+    f = NUMPY_AXES[name]
+    A = RNG.standard_normal((4, 2, 3))
+    np.testing.assert_allclose(tp.vmap(f)(A), np.stack([f(a) for a in A]), rtol=1e-12)
+    check_grads(lambda a: np.sum(np.sin(f(a))), (A[0],))
+    g = tp.grad(lambda A: np.sum(np.sin(tp.vmap(f)(A))))(A)
+    np.testing.assert_allclose(g, np.stack([tp.grad(lambda a: np.sum(np.sin(f(a))))(a) for a in A]))

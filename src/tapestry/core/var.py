@@ -82,9 +82,9 @@ class ArrayMethods:
     def clip(self, *a, **k): return np.clip(self, *a, **k)
     def repeat(self, *a, **k): return np.repeat(self, *a, **k)
     def transpose(self, *axes):
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list, np.ndarray))):
             axes = axes[0]
-        return np.transpose(self, axes or None)
+        return np.transpose(self, None if axes is None or len(axes) == 0 else axes)
     def ravel(self, *a, **k): return np.ravel(self, *a, **k)
     def flatten(self, order="C"): return np.ravel(self, order=order)
     def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
