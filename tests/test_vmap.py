@@ -273,7 +273,8 @@ def test_unbatched_array_arguments_index_with_per_item_indices():
         return np.sum(t[i] ** 2) + np.sum(t[:, 0])
 
     def seen(i, t):
-        assert np.asarray(t) is table and t.shape == (6, 3)  # the caller's own array
+        # the caller's own array (NumPy's view of it: the proxy is an ndarray subclass)
+        assert np.asarray(t).base is table and t.shape == (6, 3) and isinstance(t, np.ndarray)
         return f(i, t) + float(t[0, 0]) * 0.0
 
     close(tp.vmap(seen, in_axes=(0, None))(idx, table), loop(f, (0, None), (idx, table)))

@@ -357,6 +357,17 @@ def _swallowed(trace, e):
     return trace.refused is not None and trace.refused is not e
 
 
+def _rejected(trace, e):
+    """Whether a library that type-checks its input rejected one of
+    ``trace``'s batched values: its ``TypeError`` quotes the value
+    (``np.random.default_rng(seed)`` with a per-item seed: "SeedSequence
+    expects int or sequence of ints for entropy not Batched(batch of 4, ...,
+    level=3)").  Each item's own value is what the library takes, as in a
+    loop; an item that the library rejects too raises the loop's error."""
+    return e.__class__ is TypeError and f"level={trace.level})" in str(e) \
+        and "Batched(batch of " in str(e)
+
+
 def _dtype(x):
     d = getattr(x, "dtype", None)
     return np.asarray(x).dtype if d is None else d
@@ -409,7 +420,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             # NumPy converted one of this vmap's values (BatchedConversionError),
             # would write one into a plain array (PerItemWrite), or a custom
             # rule read one from a closure: each item's own values can do it
-            if _batch_trace_of(e) is not trace and not _swallowed(trace, e):
+            if (_batch_trace_of(e) is not trace and not _swallowed(trace, e)
+                    and not _rejected(trace, e)):
                 raise
             needs_items = e
         finally:

@@ -133,7 +133,12 @@ class Batched(ArrayMethods):
 
     def __len__(self):
         if self.ndim == 0:
-            raise TypeError("len() of an unsized object (one item of a vmap batch is 0-d)")
+            err = TypeError("len() of an unsized object (one item of a vmap batch is 0-d)")
+            # a loop's item is a NumPy scalar, which a library may take where it
+            # asks len() of anything else (np.random.default_rng([seed, 7])):
+            # vmap runs f item by item, where a len() the loop makes raises too
+            err.batch_trace = self._trace
+            raise refusing(self._trace, err)
         return self._value.shape[1]
 
     def __repr__(self):
@@ -346,11 +351,13 @@ class Batched(ArrayMethods):
             return FUNCTIONS["astype"](self, dtype)
         return Batched(self._value.astype(dtype), self._trace)
 
-    def copy(self):
+    def copy(self, order="K"):
+        """``self``: values never change in place, so a copy is the value
+        itself; ``order`` (a memory layout) changes no value."""
         return self
 
     def reshape(self, *shape, **k):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
         return np.reshape(self, shape, **k)
 
@@ -961,25 +968,41 @@ def _binary_plain(op):
             lambda self, o: op(_plain(o), self._value))
 
 
-class Unbatched(ArrayMethods):
+class Unbatched(ArrayMethods, np.ndarray):
     """A plain NumPy array handed to a vmapped function unbatched
     (``in_axes=None``).  NumPy indexes plain arrays itself, so ``W[i]`` with
     a per-item index ``i`` would never reach tapestry; through this proxy it
     does (one gather for the batch).  Everything else unwraps the array at
     once: NumPy calls, operators, conversions and Python reads all see the
-    caller's own array, and their results are plain arrays."""
+    caller's own array, and their results are plain arrays.
 
-    __slots__ = ("_value",)
+    A view of that array of an ndarray subclass, so that the function's own
+    ``isinstance(w, np.ndarray)`` holds, as in a loop (and in ``jax.vmap``,
+    which hands a NumPy array with ``in_axes=None`` over as it is): a branch
+    on it takes the loop's path.  ``type(w)`` is this class."""
+
     __array_priority__ = 50.0
 
-    def __init__(self, value):
-        self._value = value
+    def __new__(cls, value):
+        self = value.view(cls)
+        self._value = value  # the caller's array itself: outputs hand it back
+        return self
+
+    def __array_finalize__(self, obj):
+        # a view NumPy makes of the proxy (np.ndarray's own methods, copies):
+        # a proxy of that view's plain array
+        self._value = self.view(np.ndarray)
+
+    def __reduce__(self):
+        """Pickled (sent to a worker process) as the plain array it stands for."""
+        return self._value.__reduce__()
 
     shape = property(lambda self: self._value.shape)
     dtype = property(lambda self: self._value.dtype)
     ndim = property(lambda self: self._value.ndim)
     size = property(lambda self: self._value.size)
     flags = property(lambda self: self._value.flags)
+    base = property(lambda self: self._value.base)  # the caller's array's, not the view's
 
     def __len__(self):
         return len(self._value)
@@ -1017,8 +1040,8 @@ class Unbatched(ArrayMethods):
     def astype(self, dtype, *a, **k):
         return self._value.astype(dtype, *a, **k)
 
-    def copy(self):
-        return self._value.copy()
+    def copy(self, order="C"):
+        return self._value.copy(order)
 
     def reshape(self, *shape, **k):
         return self._value.reshape(*shape, **k)
@@ -1076,6 +1099,16 @@ class Unbatched(ArrayMethods):
     __pos__ = lambda self: +self._value  # noqa: E731
     __abs__ = lambda self: abs(self._value)  # noqa: E731
     __hash__ = None
+
+    # ``w += x`` binds a new array, as it did before the proxy was an ndarray
+    # (and as for JAX arrays): NumPy's in-place operator would write a
+    # per-item ``x`` into the caller's array, which ``w[i] = x`` refuses
+    __iadd__, __isub__, __imul__ = __add__, __sub__, __mul__
+    __itruediv__, __ipow__, __imatmul__ = __truediv__, __pow__, __matmul__
+    __iand__, __ior__, __ixor__ = __and__, __or__, __xor__
+    __ilshift__, __irshift__ = __lshift__, __rshift__
+    __ifloordiv__ = lambda self, o: np.floor_divide(self._value, _plain(o))  # noqa: E731
+    __imod__ = lambda self, o: np.remainder(self._value, _plain(o))  # noqa: E731
 
 
 def _a_batched(x):

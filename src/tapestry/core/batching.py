@@ -16,6 +16,8 @@ primitive whose forward is an elementwise ufunc gets it at declaration.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 
@@ -65,8 +67,8 @@ def shift_axes(axis, nd):
     if axis is None:
         return tuple(range(1, nd + 1))
     _check_static(axis)
-    if isinstance(axis, (int, np.integer)):
-        return shift_axis(int(axis), nd)
+    if isinstance(axis, (int, np.integer)) or (axis.__class__ is np.ndarray and axis.ndim == 0):
+        return shift_axis(operator.index(axis), nd)  # (a 0-d integer array: axis=np.argmax(...))
     return tuple(shift_axis(int(a), nd) for a in axis)
 
 

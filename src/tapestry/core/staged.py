@@ -965,7 +965,7 @@ class Staged(ArrayMethods):
 
     # --- methods (those of ArrayMethods go through NumPy's functions) -------
     def reshape(self, *shape, **k):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
         return np.reshape(self, shape, **k)
 

@@ -157,7 +157,27 @@ class open_tape:
     def __enter__(self):
         return self.tape
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, err, tb):
         if self.close:
             self.tape.close()
+        if kind is ValueError:
+            named = written_into_plain(err)
+            if named is not None:
+                raise named from err
         return False
+
+
+def written_into_plain(err):
+    """A ``TypeError`` that names the write, for NumPy's ``ValueError``
+    ("setting an array element with a sequence") raised by ``out[i] = v``
+    with a traced 0-d ``v`` and a plain float array ``out``: NumPy converts
+    ``v`` with ``float()``, which tapestry refuses, and puts its own message,
+    which names neither the write nor what to do, on top.  ``None`` for any
+    other error (the function's own ``ValueError`` passes unchanged)."""
+    if not getattr(err.__cause__, "traced_float", False):
+        return None
+    return TypeError(
+        "tapestry: writing a traced array into a plain NumPy array (out[i] = v into "
+        "an array made by np.zeros / np.empty, out.fill(v), np.fromiter): NumPy converts "
+        "v with float(), which would drop its gradient. Build the array from the values instead: collect them in a "
+        "list and np.stack it (out = np.stack(rows)), or use np.where / np.concatenate.")

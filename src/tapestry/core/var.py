@@ -82,9 +82,9 @@ class ArrayMethods:
     def clip(self, *a, **k): return np.clip(self, *a, **k)
     def repeat(self, *a, **k): return np.repeat(self, *a, **k)
     def transpose(self, *axes):
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list, np.ndarray))):
             axes = axes[0]
-        return np.transpose(self, axes or None)
+        return np.transpose(self, None if axes is None or len(axes) == 0 else axes)
     def ravel(self, *a, **k): return np.ravel(self, *a, **k)
     def flatten(self, order="C"): return np.ravel(self, order=order)
     def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
@@ -156,7 +156,9 @@ class Var(ArrayMethods):
             "aux output (grad(..., has_aux=True)) or use value_and_grad.")
 
     def __float__(self):
-        raise TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")
+        err = TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")
+        err.traced_float = True  # NumPy's own write of it: see tape.written_into_plain
+        raise err
 
     def __int__(self):
         raise TypeError(f"tapestry: int() of a traced array. {_HELP_CONVERT}")
@@ -230,10 +232,10 @@ class Var(ArrayMethods):
 
     # --- methods: those of ArrayMethods, and these -------------------------
     def reshape(self, *shape, **k):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
         return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
-    def copy(self): return self
+    def copy(self, order="K"): return self  # no value changes in place; order is a layout
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 

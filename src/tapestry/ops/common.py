@@ -93,6 +93,14 @@ def axis_index(axis, ndim):
     return normalize_axis_index(operator.index(axis), ndim)
 
 
+def is_one_axis(axis):
+    """Whether ``axis`` names one axis as NumPy takes one: a Python or NumPy
+    integer, or a 0-d integer array (``axis=np.argmax(x.shape)``), as
+    opposed to None or a sequence of axes."""
+    return isinstance(axis, (int, np.integer)) or (
+        axis.__class__ is np.ndarray and axis.ndim == 0 and axis.dtype.kind in "iu")
+
+
 def axis_tuple(axes, ndim):
     """:func:`axis_index` of each of ``axes`` (an int or a sequence), with
     NumPy's errors for a missing or a repeated axis."""

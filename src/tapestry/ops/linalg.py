@@ -19,7 +19,7 @@ from .complex import imag_part, match_input, modulus, real_cotangent, real_part
 from .elementwise import _over_nonzero
 from .linalg_common import _H, _T, _fold_triangle, _gaps, batch_stacked
 from .shape import diagonal
-from .common import axis_index, axis_tuple
+from .common import axis_index, axis_tuple, is_one_axis
 
 
 def _blas_ready(g):
@@ -592,7 +592,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
         if ord is None or (ord == "fro" and nd == 2) or (ord == 2 and nd == 1):
             return _l2(x, None, keepdims)
         axis = tuple(range(nd))
-    axis = (axis_index(axis, nd),) if isinstance(axis, int) else axis_tuple(tuple(axis), nd)
+    axis = (axis_index(axis, nd),) if is_one_axis(axis) else axis_tuple(tuple(axis), nd)
     if len(axis) == 1:
         return _vector_norm(x, ord, axis[0], keepdims)
     if len(axis) == 2:

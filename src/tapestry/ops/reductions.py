@@ -8,6 +8,8 @@ works through all of them.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..core import batching
@@ -15,15 +17,15 @@ from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements,
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from ..core.batched import DIRECT, TRACED, Batched, all_items, constant_values
 from ..core.staged import Staged
-from .common import implements_if, plain_dtype, axis_index
+from .common import implements_if, plain_dtype, axis_index, is_one_axis
 from .elementwise import _over_nonzero
 
 
 def _axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
-        axis = (axis,)
+    if is_one_axis(axis):
+        axis = (operator.index(axis),)
     return tuple(sorted(a % ndim if ndim else 0 for a in axis))
 
 
