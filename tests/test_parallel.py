@@ -689,3 +689,18 @@ def test_default_workers_follow_the_cpu_affinity(monkeypatch):
     assert executors._default_workers() == 2
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     assert executors._default_workers() == 16
+
+
+def test_blas_controller_is_made_again_after_imports(monkeypatch):
+    """A library loaded after the first parallel call (an import since) is
+    limited too: the cached controller is made again."""
+    pytest.importorskip("threadpoolctl")
+    import sys
+    import types
+    from tapestry.parallel import executors
+    first = executors._controller()
+    assert executors._controller() is first  # (nothing imported: kept)
+    monkeypatch.setitem(sys.modules, "tapestry_test_new_library", types.ModuleType("x"))
+    again = executors._controller()
+    assert again is not first and again
+    assert executors._controller() is again

@@ -66,14 +66,20 @@ class _WorkerScope:
 
 
 # --- BLAS thread limits ------------------------------------------------------------
-_blas = {"controller": None, "users": 0, "restore": None}
+_blas = {"controller": None, "users": 0, "restore": None, "modules": 0}
 _BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _controller(executor="serial", in_this_process=True):
     """threadpoolctl's controller, or False without threadpoolctl (warned
     once, worded for the first call's executor: its name, and whether its
-    chunks run in this process)."""
+    chunks run in this process).  Made again when modules were imported
+    since (numba's OpenMP layer, torch, scipy: libraries loaded since then
+    would keep their threads), the cheap sign of a new library."""
+    n_modules = len(sys.modules)
+    if _blas["controller"] and _blas["modules"] != n_modules:
+        _blas["controller"] = None
+    _blas["modules"] = n_modules
     if _blas["controller"] is None:
         try:
             from threadpoolctl import ThreadpoolController
