@@ -174,7 +174,8 @@ def test_blas_runs_on_one_thread_in_every_call_and_is_restored():
         tp.grad(lambda x: tp.parallel_sum(f, x, chunk_size=2))(np.ones((4, 3)))
         assert [lib.get_num_threads() for lib in libs] == outer
     assert [lib.get_num_threads() for lib in libs] == before
-    assert seen and all(n == [1] * len(libs) for n in seen)
+    assert seen and all(n == [1] * len(libs) for n in seen), \
+        [(lib.internal_api, lib.prefix, lib.filepath) for lib in libs]
 
 
 def test_map_bit_identical_threads_vs_recompute(w4_small):

@@ -360,7 +360,6 @@ class Recorder:
                 if why is not None:
                     self.stale = f"{_described(x)}: {why}"
             return
-        from ..jit.env import object_environment
         try:
             env = object_environment(x)
         except Exception as e:  # (reaches a staged value, or too much to guard)
@@ -646,6 +645,14 @@ def _warnings_matter(before):
 
 def _name(fn):
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+
+
+def object_environment(x):
+    """What a function or object of the user's that a recorded call holds
+    reaches (``Recorder._opaque``): :func:`tapestry.jit.env.object_environment`,
+    installed here when tapestry.jit is imported (core imports no
+    capability; only jit records)."""
+    raise RuntimeError("tapestry.jit.env is not imported")  # pragma: no cover
 
 
 def _described(x):

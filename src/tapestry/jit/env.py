@@ -379,6 +379,15 @@ def object_environment(x):
     return environment(_nothing, [x])
 
 
+def _install():
+    """Give core's recorder this module's walk (core imports no capability)."""
+    from ..core import staged
+    staged.object_environment = object_environment
+
+
+_install()
+
+
 def _nothing():
     """(A function of tapestry's: walking it adds nothing.)"""
 

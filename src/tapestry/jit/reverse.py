@@ -115,7 +115,7 @@ def _changed_arguments(jf, orig, rebuilt, td, leaves, plain, pos):
     ``orig`` (with the caller's traced leaves where their values went), as
     the plain call does it, and ``jf`` runs inline on traced arguments from
     now on (a compiled forward would skip it, the next call must see it)."""
-    from .api import _containers_changed, _copied_containers, _mirror
+    from .containers import _containers_changed, _copied_containers, _mirror
     if not _containers_changed(rebuilt, td, plain):
         return False
     back = {id(plain[i]): (plain[i], leaves[i]) for i in pos}
@@ -291,7 +291,7 @@ class _SplitEntry:
         self.fuse_pending = fuse_pending
         #: f's outputs from their leaves (aux data the function makes: new
         #: every call, :func:`~tapestry.jit.api.fresh_aux_builder`)
-        from .api import fresh_aux_builder
+        from .containers import fresh_aux_builder
         self.build = fresh_aux_builder(out_td, env, None) or out_td.unflatten
 
 

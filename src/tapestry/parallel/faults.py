@@ -104,3 +104,8 @@ def _picklable(exc):
         return exc
     except Exception:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+class BadValue(TypeError):
+    """f returned something its caller cannot use (the message starts "f
+    returned ..."); reported without f's traceback, since f did not raise."""

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..core.api_vmap import vmap
 from ..core.pytree import tree_map
+from .faults import BadValue
 from .stacking import stacked
-from .work import BadValue
 
 
 class Vectorized:

@@ -21,7 +21,7 @@ from ..core.pytree import tree_flatten
 from ..core.tape import open_tape
 from ..core.staged import Staged
 from ..core.var import Var, new_leaf
-from .faults import Failure
+from .faults import BadValue, Failure
 
 
 class Task:
@@ -257,11 +257,6 @@ def _jit_class():
 
 
 _JIT: list = []
-
-
-class BadValue(TypeError):
-    """f returned something its caller cannot use (the message starts "f
-    returned ..."); reported without f's traceback, since f did not raise."""
 
 
 def _check_scalar(v):
