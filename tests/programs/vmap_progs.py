@@ -37,21 +37,33 @@ class VProg:
 PROGRAMS: dict = {}
 
 
-def prog(*args, in_axes=0, out_axes=0, axis_size=None, grad=True, name=None, kwargs=None):
-    def deco(f):
-        PROGRAMS[name or f.__name__] = VProg(f, args, in_axes, out_axes, axis_size, grad,
-                                             kwargs or {})
-        return f
-    return deco
+def registry(programs):
+    """The ``@prog(*args, in_axes=...)`` decorator of a program module: it
+    registers the decorated per-item function in ``programs`` as a
+    :class:`VProg`, under its name (or ``name``)."""
+    def prog(*args, in_axes=0, out_axes=0, axis_size=None, grad=True, name=None, kwargs=None):
+        def deco(f):
+            programs[name or f.__name__] = VProg(f, args, in_axes, out_axes, axis_size, grad,
+                                                 kwargs or {})
+            return f
+        return deco
+    return prog
 
 
-def r(*shape):
-    return rng.standard_normal(shape)
+def random_arrays(gen):
+    """``(r, spd)`` drawing from ``gen``: ``r(*shape)`` standard normal,
+    ``spd(..., n, n)`` symmetric positive definite matrices."""
+    def r(*shape):
+        return gen.standard_normal(shape)
+
+    def spd(*shape):
+        a = r(*shape)
+        return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+    return r, spd
 
 
-def spd(*shape):
-    a = r(*shape)
-    return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+prog = registry(PROGRAMS)
+r, spd = random_arrays(rng)
 
 
 # --- data ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .vmap_progs import VProg
+from .vmap_progs import random_arrays, registry
 
 rng = np.random.default_rng(20261128)
 B = 4
@@ -24,21 +24,8 @@ PROGRAMS: dict = {}
 Params = namedtuple("Params", ["w", "b"])
 
 
-def prog(*args, in_axes=0, out_axes=0, axis_size=None, grad=True, name=None, kwargs=None):
-    def deco(f):
-        PROGRAMS[name or f.__name__] = VProg(f, args, in_axes, out_axes, axis_size, grad,
-                                             kwargs or {})
-        return f
-    return deco
-
-
-def r(*shape):
-    return rng.standard_normal(shape)
-
-
-def spd(*shape):
-    a = r(*shape)
-    return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+prog = registry(PROGRAMS)
+r, spd = random_arrays(rng)
 
 
 def scatter_add(x, base, idx, vals):
