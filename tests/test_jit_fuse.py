@@ -326,3 +326,17 @@ def test_a_fused_loops_dead_result_takes_a_later_products_result():
     assert jf.cache_info()["fused_loops"] >= 1
     mul = [ln for ln in jf.explain(x, w).splitlines() if "multiply" in ln and "fused" not in ln]
     assert mul and "out=" in mul[0], jf.explain(x, w)
+
+
+def test_large_runs_stay_whole_inside_a_parallel_worker(monkeypatch):
+    """A fused run inside a parallel_sum / parallel_map worker is not cut
+    over threads: the worker's siblings already hold the other cores."""
+    import importlib
+    fuse = importlib.import_module("tapestry.jit.fuse")
+    executors = importlib.import_module("tapestry.parallel.executors")
+    monkeypatch.setattr(fuse, "THREADS", 2)
+    shape = (4, 1 << 16)
+    assert fuse._parts(shape) == 2
+    with executors._WorkerScope():
+        assert fuse._parts(shape) == 1
+    assert fuse._parts(shape) == 2

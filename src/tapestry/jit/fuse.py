@@ -23,6 +23,7 @@ import importlib.util
 import math
 import operator
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -331,13 +332,23 @@ THREADS = int(os.environ.get("TAPESTRY_JIT_THREADS", "0") or 0) or _cores()
 
 
 def _parts(shape):
-    """How many pieces along axis 0 a run of ``shape`` is cut into."""
-    if THREADS < 2 or not shape:
+    """How many pieces along axis 0 a run of ``shape`` is cut into: one
+    inside a ``parallel_sum`` / ``parallel_map`` worker, whose siblings
+    already hold the other cores."""
+    if THREADS < 2 or not shape or _in_worker():
         return 1
     size = 1
     for d in shape:
         size *= d
     return max(1, min(THREADS, shape[0], size // SPLIT_MIN))
+
+
+def _in_worker():
+    """Whether this thread runs a chunk of ``parallel_sum`` / ``parallel_map``
+    (``tapestry.parallel.executors.in_worker``; looked up, not imported:
+    parallel imports jit, and no worker exists before parallel is loaded)."""
+    executors = sys.modules.get("tapestry.parallel.executors")
+    return executors is not None and executors.in_worker()
 
 
 def _forget_pool_in_child():
