@@ -198,6 +198,16 @@ class _TapestryT:
         return tapestry.scipy.linalg
 
 
+def ours_of(name, programs=None):
+    """tapestry's outputs (values, gradients) of a program of ``programs``
+    (this module's by default), warnings quiet: what each program file
+    compares with JAX's."""
+    import tapestry as tp
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_program(name, np, _TapestryT(), tp.tree_leaves, tp.tree_map, programs)
+
+
 #: The programs compared with JAX by default (JAX runs them op by op at about
 #: a second each): every semantic feature (in_axes / out_axes forms,
 #: keywords, axis_size, empty batches, dtypes, transforms inside and
@@ -274,17 +284,11 @@ else:
         from jax_child import results_from_child
         return results_from_child(__file__, tmp_path_factory, timeout=900)
 
-    def _ours(name):
-        import tapestry as tp
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return run_program(name, np, _TapestryT(), tp.tree_leaves, tp.tree_map)
-
     @pytest.mark.parametrize("name", sorted(PROGRAMS))
     def test_program_matches_jax(name, jax_results):
         if name not in _jax_names():
             pytest.skip("not in the default JAX subset (TAPESTRY_VMAP_JAX=all compares it)")
-        ours = _ours(name)
+        ours = ours_of(name)
         for mode, vals in ours.items():
             if f"{name}/{mode}/error" in jax_results:
                 continue  # JAX cannot run this program text

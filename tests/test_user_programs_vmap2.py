@@ -19,6 +19,7 @@ from programs.vmap_progs2 import PROGRAMS  # noqa: E402
 from test_user_programs_vmap import (_item, _same_dtype, _size, _stack,  # noqa: E402
                                      _TapestryT)
 from test_user_programs_vmap import _theirs as _save_theirs  # noqa: E402
+from test_user_programs_vmap import ours_of  # noqa: E402
 from test_user_programs_vmap import run_program as _run_program  # noqa: E402
 
 
@@ -50,10 +51,7 @@ def _theirs(out):
 
 
 def _ours(name):
-    import tapestry as tp
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return run_program(name, np, _TapestryT(), tp.tree_leaves, tp.tree_map)
+    return ours_of(name, PROGRAMS)
 
 
 # --- the reference without JAX: the unmapped function item by item ------------------

@@ -20,6 +20,7 @@ from programs.vmap_progs5 import PROGRAMS  # noqa: E402
 from test_user_programs_vmap import (_float_argnums, _is_float, _same_dtype,  # noqa: E402
                                      _TapestryT)
 from test_user_programs_vmap import _theirs as _save_theirs  # noqa: E402
+from test_user_programs_vmap import ours_of  # noqa: E402
 from test_user_programs_vmap import run_program as _run_program  # noqa: E402
 
 #: Python branching on an item's value: refused by name, as by jax.vmap.
@@ -74,10 +75,7 @@ def _theirs(out):
 
 
 def _ours(name):
-    import tapestry as tp
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return run_program(name, np, _TapestryT(), tp.tree_leaves, tp.tree_map)
+    return ours_of(name, PROGRAMS)
 
 
 # --- the reference: the unmapped function item by item ---------------------------------
