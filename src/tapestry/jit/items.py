@@ -210,6 +210,7 @@ def _driven(vg, chunk, columns, shared_leaves):
     if columns is None:
         columns = _columns(chunk)
     if columns is None or any(k is None for k in kernel.outputs) \
+            or kernel.outputs[0][1] != () \
             or len(columns) + len(shared_leaves) != kernel.n_inputs \
             or not all(_kernel_arg(x) for x in shared_leaves):
         return None
@@ -264,8 +265,7 @@ def _driver(kernel, columns, n_shared):
     # gradients kern_into adds into the loop's own arrays (an item's gradient
     # with respect to a long vector, at its few positions); the rest come back
     # per item and are added here, each in the tuple after those kept
-    into = kernel.into[1:] if kernel.into is not None and not kernel.into[0] \
-        else [False] * len(grads)
+    into = kernel.into[1:] if kernel.into is not None else [False] * len(grads)
     accs = [f"g{k}" for k, on in enumerate(into) if on]
     use_into = kernel.into is not None
     scratch = [f"z{k}" for k in range(len(kernel.scratch))] if use_into else []

@@ -392,8 +392,7 @@ class _Kernel:
                 continue
             i, shape = int(m.group(1)), eval(m.group(2))  # (a tuple of ints, matched)
             dt = _DTYPE_LETTER[m.group(m.lastindex)]
-            if not shape or any(v.root == i for j, v in self.vals.items() if j != i
-                                and j in returned):
+            if not shape:  # (views of a returned value: their root is in returned)
                 continue
             fill = f"; v{i}.fill({m.group(3)})" if m.re is _FULL_LINE else ""
             body[k] = f"v{i} = scr{i}{fill}"
