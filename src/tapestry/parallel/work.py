@@ -22,6 +22,7 @@ from ..core.tape import open_tape
 from ..core.staged import Staged
 from ..core.var import Var, new_leaf
 from .faults import BadValue, Failure
+from .vectorized import Vectorized
 
 
 class Task:
@@ -74,7 +75,7 @@ def _trace(task, tape):
     plain values (what the gradients must look like)."""
     n = task.n_chunk
     if n is not None and task.active and task.active[0] >= n and task.batched \
-            and (not isinstance(task.chunk, list) or task.f.__class__ is _vectorized_class()):
+            and (not isinstance(task.chunk, list) or task.f.__class__ is Vectorized):
         # only shared arguments are active, and the chunk is slices made for
         # this task, or a list that vectorize=True stacks into new arrays
         # (f never sees the caller's items): it goes to f as it is (not
@@ -176,7 +177,7 @@ def sum_chunk(task):
             return _in_order_sum(_calls(task, task.chunk, task.shared, _check_scalar)), []
         with open_tape() as tape:
             chunk, shared, positions, values = _trace(task, tape)
-            if task.f.__class__ is _vectorized_class() and task.f.reduce:
+            if task.f.__class__ is Vectorized and task.f.reduce:
                 each = _call(task, None, task.f.values, chunk, shared, None)
                 direct = _sum_seed(each, tape)
                 if direct is not None:  # the sweep starts at the values
@@ -234,18 +235,6 @@ def _sum_seed(each, tape):
 
 #: The ``np.sum`` primitive's forward and rule (imported on first use).
 _SUM: list = []
-
-
-def _vectorized_class():
-    """:class:`~.vectorized.Vectorized` (imported on first use: it imports
-    this module)."""
-    if not _VECTORIZED:
-        from .vectorized import Vectorized
-        _VECTORIZED.append(Vectorized)
-    return _VECTORIZED[0]
-
-
-_VECTORIZED: list = []
 
 
 def _jit_class():
