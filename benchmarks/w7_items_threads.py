@@ -1,7 +1,7 @@
 """W7 under ``jit(f, fuse=True)``: item by item and batched, serial against
-threads, and threads with the items stacked once in the Plan (as serial does)
-against per chunk in the workers (as threads do), timed in turns (medians):
-``REPS=9 python -m benchmarks.w7_items_threads``."""
+threads, timed in turns (medians): ``REPS=9 python -m benchmarks.w7_items_threads``.
+Item by item, every chunk runs in one compiled loop over the items stacked
+once (one loop per thread with threads)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,6 @@ import os
 import tapestry as tp
 from benchmarks._harness import interleaved_times
 from benchmarks.w7_small_items import group_logp, groups_logp, make_items
-from tapestry.parallel import chunks
 
 
 def main():
@@ -26,26 +25,14 @@ def main():
            "batched serial 250": vg(jbatch, stacked, "serial", True, 250),
            "batched threads 250": vg(jbatch, stacked, "threads", True, 250)}
     vec = tp.value_and_grad(lambda u, a, b: groups_logp(stacked, u, a, b), argnums=(0, 1, 2))
-    orig = chunks.Plan.tasks
-
-    def once(self, f, bounds, differentiate, stack_items=True):
-        return orig(self, f, bounds, differentiate, True)
-
-    def stacked_once():
-        chunks.Plan.tasks = once
-        try:
-            return fns["item threads"](u, a, b)
-        finally:
-            chunks.Plan.tasks = orig
     systems = [(k, (lambda f=f: f(u, a, b))) for k, f in fns.items()]
-    systems += [("item threads, stacked once", stacked_once), ("vectorized", lambda: vec(u, a, b))]
+    systems += [("vectorized", lambda: vec(u, a, b))]
     for _, s in systems:
         s()
         s()
     t = interleaved_times(systems, repeats=int(os.environ.get("REPS", "9")))
     print({k: round(v * 1e3, 3) for k, v in t.items()})
-    print(f"item threads x{t['item serial'] / t['item threads']:.2f}, stacked once "
-          f"x{t['item serial'] / t['item threads, stacked once']:.2f}; batched threads "
+    print(f"item threads x{t['item serial'] / t['item threads']:.2f}; batched threads "
           f"x{t['batched serial'] / t['batched threads']:.2f} "
           f"({t['batched threads'] / t['vectorized']:.1f}x vectorized), 250: "
           f"x{t['batched serial 250'] / t['batched threads 250']:.2f} "

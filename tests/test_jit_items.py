@@ -422,3 +422,110 @@ def test_the_loop_adds_one_position_per_item_into_its_own_array(monkeypatch, ex)
         _same_bits(looped, per_call)
         assert np.signbit(looped[1][0]).tolist() == np.signbit(per_call[1][0]).tolist()
     assert spy.hits > 0
+
+
+# --- a whole call in one loop (sum_items) ------------------------------------------------
+@pytest.fixture
+def whole(monkeypatch):
+    """Whole-program kernels kept whatever their timing (small items)."""
+    monkeypatch.setattr(importlib.import_module("tapestry.jit.api"), "_faster",
+                        lambda new, old, inputs, repeats=5: True)
+
+
+def _tasks_only(monkeypatch):
+    """The chunks as tasks (each still one loop over its items): what
+    ``sum_items`` must reproduce bit for bit."""
+    monkeypatch.setattr(items_mod, "sum_items", lambda *a, **k: None)
+
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+@pytest.mark.parametrize("chunk_size", [None, 2, 7, 40])
+@pytest.mark.parametrize("shared", ["float64", "float32 u", "0-d and numpy scalars"])
+def test_a_whole_call_in_one_loop_has_the_tasks_bits(monkeypatch, whole, ex, chunk_size, shared):
+    """From the second call on, every chunk runs in one loop over the items
+    (two with threads: the pool thread takes the first half, forced here),
+    each chunk in its own row, added in chunk order: the tasks' bits, with
+    scalar gradients rebuilt and cast per chunk as the tasks do."""
+    monkeypatch.setattr(items_mod, "MIN_LOOP_SECONDS", 0.0)
+    groups, u, a, b = make_groups(48)
+    if shared == "float32 u":
+        u = u.astype(np.float32)
+    elif shared == "0-d and numpy scalars":
+        a, b = np.array(a), np.float64(b)
+    halves = []
+    orig = items_mod._Rows._call
+    monkeypatch.setattr(items_mod._Rows, "_call",
+                        lambda self, c0, c1, cols, lo: (halves.append(lo), orig(self, c0, c1, cols, lo)))
+    spy = Spy(monkeypatch, "sum_items")
+    jf = tp.jit(group_logp, fuse=True)
+    calls = [_vg(jf, groups, ex, chunk_size)(u, a, b) for _ in range(3)]
+    # (the first call traces, item by item; whole programs take float64 only, so
+    # a float32 u runs as tasks, one call per item)
+    whole_programs = shared != "float32 u"
+    assert spy.hits == (2 if whole_programs else 0)
+    if ex == "threads" and whole_programs:
+        assert any(lo > 0 for lo in halves)  # (the third call ran in two halves)
+    with monkeypatch.context() as m:
+        _tasks_only(m)
+        jt = tp.jit(group_logp, fuse=True)
+        want = [_vg(jt, groups, ex, chunk_size)(u, a, b) for _ in range(2)][1]
+    for got in calls[1:]:  # (the first call's values come from its trace)
+        _same_bits(got, want)
+    eager = _vg(group_logp, groups, "serial", chunk_size)(u, a, b)
+    for x, y in zip(_leaves(calls[-1]), _leaves(eager)):
+        np.testing.assert_allclose(x, y, rtol=1e-5 if shared == "float32 u" else 1e-12,
+                                   atol=1e-6 if shared == "float32 u" else 1e-12)
+
+
+@needs_numba
+@pytest.mark.parametrize("change", ["dtype", "key", "shape", "key order", "flag", "strided u"])
+def test_a_whole_call_falls_back_to_tasks(monkeypatch, whole, change):
+    """Items in the second half that do not stack as the first (threads cut
+    there), a kernel flag in one chunk, a shared argument the kernel cannot
+    take: the chunks run as tasks, with the per-item fallbacks' results."""
+    monkeypatch.setattr(items_mod, "MIN_LOOP_SECONDS", 0.0)
+    groups, u, a, b = make_groups(40)
+    jf = tp.jit(group_logp, fuse=True)
+    for _ in range(2):  # (traced; the loop's time taken alone: the next call cuts)
+        _vg(jf, groups, "threads", 4)(u, a, b)
+    g = dict(groups[35])
+    if change == "dtype":
+        g["x"] = g["x"].astype(np.float32)
+    elif change == "key":
+        g["extra"] = 1.0
+    elif change == "shape":
+        g["x"] = np.append(g["x"], 1.0)
+        g["y"] = np.append(g["y"], 1.0)
+        g["c"] = np.append(g["c"], 1.0)
+    elif change == "key order":
+        g = {k: g[k] for k in reversed(list(g))}
+    elif change == "flag":
+        g["x"] = g["x"] * 1e5  # (exp overflows)
+    items = groups[:35] + [g] + groups[36:]
+    if change == "strided u":
+        items, u = groups, np.repeat(u, 2)[::2]
+    spy = Spy(monkeypatch, "sum_items")
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = _vg(jf, items, "threads", 4)(u, a, b)
+        want = _vg(group_logp, items, "serial", 4)(u, a, b)
+    assert spy.misses == 1 and spy.hits == 0
+    for x, y in zip(_leaves(got), _leaves(want)):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+
+
+@needs_numba
+def test_a_whole_call_hands_back_its_own_arrays(monkeypatch, whole):
+    """Each call's gradients are new arrays: a later call (other values)
+    leaves what an earlier one returned as it was."""
+    groups, u, a, b = make_groups(30)
+    jf = tp.jit(group_logp, fuse=True)
+    spy = Spy(monkeypatch, "sum_items")
+    vg = _vg(jf, groups, "serial", 5)
+    vg(u, a, b)
+    first = vg(u, a, b)
+    kept = [np.copy(x) for x in _leaves(first)]
+    vg(u + 1.0, a * 2, b)
+    assert spy.hits == 2
+    for x, y in zip(_leaves(first), kept):
+        assert np.array_equal(np.asarray(x), y)

@@ -22,6 +22,8 @@ raised, with its own message).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..core.api import _value_and_grad
@@ -198,7 +200,26 @@ def _driven(vg, chunk, columns, shared_leaves):
     calls' bits.  A flag of the kernel (an inf or nan, an index out of
     bounds, a failed guard) gives ``None`` too: the items then run one
     call each, whose fallbacks see to it."""
-    progs = vg._compiled_for((chunk[-1], *shared_leaves), {})
+    loop = _loop(vg, chunk[-1], columns, shared_leaves, chunk)
+    if loop is None:
+        return None
+    kernel, drivers, _, columns = loop
+    r = drivers.drive(0, len(chunk), *columns, *shared_leaves, *kernel.consts)
+    if r[0]:
+        return None
+    kinds = kernel.outputs
+    value = _rebuilt(r[1], kinds[0]) if len(chunk) == 1 or kinds[0][2] is float \
+        else np.float64(r[1])
+    return value, [_rebuilt(g, k) for g, k in zip(r[2:], kinds[1:])]
+
+
+def _loop(vg, last_item, columns, shared_leaves, chunk=None):
+    """``(kernel, drivers, spec, columns)`` for a numba loop over items
+    stacked as ``columns`` (``None``: the ``chunk``'s, stacked here once a
+    program is found): the whole-program kernel of ``vg``'s program at
+    ``last_item`` and the compiled module of the loops over it; ``None``
+    where there is none (yet) or it cannot take these arguments."""
+    progs = vg._compiled_for((last_item, *shared_leaves), {})
     # (none yet: the items' own calls trace it; a call here, out of the
     # items' order, would run an f that runs uncompiled once more)
     if not progs or progs[0].program.kernel is None:
@@ -207,14 +228,14 @@ def _driven(vg, chunk, columns, shared_leaves):
     kernel = comp.program.kernel
     if len(comp.env) and comp.env.changed() is not None:
         return None  # (each item's call then traces again)
-    if columns is None:
+    if columns is None and chunk is not None:
         columns = _columns(chunk)
     if columns is None or any(k is None for k in kernel.outputs) \
             or kernel.outputs[0][1] != () \
             or len(columns) + len(shared_leaves) != kernel.n_inputs \
             or not all(_kernel_arg(x) for x in shared_leaves):
         return None
-    spec = tuple((c.ndim, c.dtype.str) for c in columns)
+    spec = _spec(columns)
     drivers = comp.program.__dict__.setdefault("_item_drivers", {})
     drive = drivers.get(spec)
     if drive is None:
@@ -226,13 +247,180 @@ def _driven(vg, chunk, columns, shared_leaves):
             drivers[spec] = None
             return None
         drivers[spec] = drive
-    r = drive(len(chunk), *columns, *shared_leaves, *kernel.consts)
-    if r[0]:
+    return kernel, drive, spec, columns
+
+
+# --- every chunk of a call at once ------------------------------------------------------
+
+def sum_items(f, items, shared, bounds, ex, add_in_order, grads_like):
+    """``(tape, value, parents, gradients)`` of ``parallel_sum(f, items,
+    *shared)`` for a jitted ``f`` whose program is one compiled loop over
+    the items (``fuse=True``, :mod:`tapestry.jit.whole`), a list of plain
+    items of one structure, and shared arguments of which some are being
+    differentiated (``parents``: their tape positions); ``None`` where
+    anything else holds (the chunks then run as tasks).  ``bounds``: the
+    chunks; ``ex``: the serial or thread executor; ``add_in_order`` and
+    ``grads_like``: how the caller adds the chunks' results and casts a
+    chunk's gradients (``work.sum_chunk``).
+
+    Every chunk's sums are the loop over that chunk alone (``drive``), in
+    its own row, and the rows are added in chunk order after each chunk's
+    gradients are cast as ``work.sum_chunk`` casts them: the tasks' bits
+    (``_driven``), whatever the executor.  What this leaves out is the
+    ~40 us of Python per chunk as a task and the Plan's look at every
+    item (~0.9 ms of W7's 2.2).  With threads, the items are stacked in
+    two halves, and the first half's loop runs on a pool thread (off the
+    GIL) while this thread stacks the second."""
+    from .api import jit
+    n = len(items)
+    if f.__class__ is not jit or f.fun is None or not f._fuse or f._static \
+            or f._eager_all is not None or f.__dict__.get("_items_mutate_shared") or n < 2:
         return None
+    low = _lowered(shared)
+    if low is None:
+        return None
+    top, shared_td, leaves, act, active = low
+    if any(b - a < 2 for a, b in bounds):
+        return None
+    vg = _item_value_and_grad(f, shared_td, act)
+    loop = _loop(vg, items[-1], None, leaves, items[-1:])
+    if loop is None:
+        return None
+    kernel, drivers, spec, _ = loop
     kinds = kernel.outputs
-    value = _rebuilt(r[1], kinds[0]) if len(chunk) == 1 or kinds[0][2] is float \
-        else np.float64(r[1])
-    return value, [_rebuilt(g, k) for g, k in zip(r[2:], kinds[1:])]
+    if any(k[0] not in _SCRATCH_DTYPE for k in kinds[1:]):
+        return None
+    rows = _Rows(bounds, kinds, drivers.drive_chunks, (*leaves, *kernel.consts))
+    if not rows.run(items, spec, ex, drivers):
+        return None
+    value, grads = rows.sums(kinds, [leaves[p] for p in act], add_in_order, grads_like)
+    return top, value, [x._index for x in active], grads
+
+
+def _lowered(shared):
+    """``(tape, treedef, plain leaves, active positions, active Vars)`` of
+    the shared arguments, where some leaf is being differentiated on the
+    innermost tape and every leaf is a plain array or number or a value
+    of that tape; else ``None``."""
+    from ..core.var import Var, innermost_tape
+    leaves, td = tree_flatten(tuple(shared))
+    top = innermost_tape(leaves)
+    if top is None:
+        return None
+    plain, act, on = [], [], []
+    for k, x in enumerate(leaves):
+        if x.__class__ is Var:
+            if x._tape is not top:
+                return None  # (an outer level: traced in place, on the tape)
+            act.append(k)
+            on.append(x)
+            x = x._value
+        if not _kernel_arg(x):
+            return None
+        plain.append(x)
+    return top, td, plain, tuple(act), on
+
+
+#: A loop (all chunks) timed below this many seconds runs in the caller
+#: alone: waking a pool thread costs ~50-100 us here (as for chunk tasks,
+#: ``parallel.runner.MIN_PARALLEL_SECONDS``).
+MIN_LOOP_SECONDS = 3e-4
+
+#: The share of the items whose loop the pool thread runs (it starts once
+#: they are stacked, and the caller stacks and loops over the rest).
+FIRST_SHARE = 0.5
+
+
+class _Rows:
+    """Per chunk, its value and gradients from the items loop (one row each)."""
+
+    def __init__(self, bounds, kinds, loop, tail):
+        nc = len(bounds)
+        self.bounds, self.loop, self.tail = bounds, loop, tail
+        self.starts = np.array([a for a, _ in bounds] + [bounds[-1][1]], np.int64)
+        self.bads, self.totals = np.zeros(nc, np.bool_), np.empty(nc)
+        self.rows = [np.empty((nc,) + k[1], _SCRATCH_DTYPE[k[0]]) for k in kinds[1:]]
+
+    def _call(self, c0, c1, columns, lo):
+        starts = self.starts if lo == 0 else self.starts - lo
+        self.loop(c0, c1, starts, self.bads, self.totals, *self.rows, *columns, *self.tail)
+
+    def run(self, items, spec, ex, drivers):
+        """Fill the rows (``False``: the items do not stack as the program's
+        were, or the kernel flagged a chunk): in the caller's thread alone,
+        or in two halves (a pool thread loops over the first while this
+        one stacks the second) where the loop, as last timed alone, is
+        worth waking a thread for."""
+        nc, n = len(self.bounds), self.bounds[-1][1]
+        # (seconds per item of the loop, last timed in the caller alone, kept
+        # with the compiled loops: whether a thread is worth waking)
+        per_item = drivers.__dict__.get("seconds_per_item")
+        if ex.n_workers < 2 or nc < 2 or per_item is None \
+                or per_item * n < MIN_LOOP_SECONDS:
+            columns = _columns(items)
+            if columns is None or _spec(columns) != spec:
+                return False
+            t0 = time.perf_counter()
+            self._call(0, nc, columns, 0)
+            if ex.n_workers >= 2:
+                drivers.seconds_per_item = (time.perf_counter() - t0) / n
+            return not self.bads.any()
+        cut = _cut(self.bounds, FIRST_SHARE)
+        mid = self.bounds[cut][0]
+        first = _columns(items[:mid])
+        if first is None or _spec(first) != spec:
+            return False
+        job = ex.pool.submit(self._call, 0, cut, first, 0)
+        time.sleep(0)  # (hands the GIL to the pool thread, which starts its loop)
+        same = False
+        try:
+            second = _columns(items[mid:])
+            same = second is not None and all(
+                a.dtype == b.dtype and a.shape[1:] == b.shape[1:] for a, b in zip(first, second))
+            if same:
+                self._call(cut, nc, second, mid)
+        finally:
+            job.result()  # (an error there is raised here)
+        return same and not self.bads.any()
+
+    def sums(self, kinds, like, add_in_order, grads_like):
+        """The call's value and gradients: the rows added in chunk order,
+        each gradient cast first as ``grads_like`` casts a chunk's."""
+        rebuild = kinds[0][2]
+        value = add_in_order([_rebuilt(v, kinds[0]) if rebuild is float else np.float64(v)
+                              for v in self.totals.tolist()])
+        grads, nc = [], len(self.bounds)
+        for g, k, x in zip(self.rows, kinds[1:], like):
+            if k[1] and x.__class__ is np.ndarray and x.dtype == g.dtype \
+                    and x.shape == k[1] and k[2] is None:  # (grads_like hands each on)
+                total = g[0].copy()
+                for c in range(1, nc):
+                    np.add(total, g[c], out=total)
+                grads.append(total)
+            elif k[1] == () and k[2] is float:  # Python floats, which grads_like hands on
+                parts = g.tolist()
+                total = parts[0]
+                for r in parts[1:]:
+                    total = total + r
+                grads.append(total)
+            else:
+                grads.append(add_in_order([grads_like([_rebuilt(r if k[1] else r.item(), k)],
+                                                      [x])[0] for r in g]))
+        return value, grads
+
+
+def _spec(columns):
+    return tuple((c.ndim, c.dtype.str) for c in columns)
+
+
+def _cut(bounds, share):
+    """The number of leading chunks (at least one, and one fewer than all)
+    holding about ``share`` of the items."""
+    goal = bounds[0][0] + (bounds[-1][1] - bounds[0][0]) * share
+    c = 1
+    while c < len(bounds) - 1 and bounds[c][1] <= goal:
+        c += 1
+    return c
 
 
 def _rebuilt(x, kind):
@@ -260,7 +448,7 @@ def _driver(kernel, columns, n_shared):
     item = [f"a{k}" for k in range(len(columns))]
     shared = [f"s{k}" for k in range(n_shared)]
     consts = [f"k{k}" for k in range(len(kernel.consts))]
-    params = ", ".join(["n"] + item + shared + consts)
+    params = ", ".join(["lo", "hi"] + item + shared + consts)
     grads = kernel.outputs[1:]
     # gradients kern_into adds into the loop's own arrays (an item's gradient
     # with respect to a long vector, at its few positions); the rest come back
@@ -284,28 +472,41 @@ def _driver(kernel, columns, n_shared):
              for k, g in enumerate(grads) if not into[k]]
     more = [f"            g{k} {'+=' if g[1] != () else '= g' + str(k) + ' +'} r[{at[k]}]"
             for k, g in enumerate(grads) if not into[k]]
+    rows = [f"G{k}" for k in range(len(grads))]
     lines = ["import numpy as np", "from numba import njit",
              f"from {kernel.module} import {'kern_into' if use_into else 'kern'}", "",
              "@njit(nogil=True, cache=True)",
              f"def drive({params}):",
+             "    n = hi - lo",
              "    vals = np.empty(n)",
              *zeros,
-             f"    r = {call('n - 1')}",
+             f"    r = {call('hi - 1')}",
              "    bad = r[0]",
              "    vals[n - 1] = r[1]",
              *first,
-             "    i = n - 2",
-             "    while i >= 0 and not bad:",
+             "    i = hi - 2",
+             "    while i >= lo and not bad:",
              f"        r = {call('i')}",
              "        if r[0]:",
              "            bad = True",
              "        else:",
-             "            vals[i] = r[1]",
+             "            vals[i - lo] = r[1]",
              *more,
              "        i -= 1",
              "    total = vals[0]",
              "    for i in range(1, n):",
              "        total = total + vals[i]",
-             f"    return (bad, total{''.join(f', g{k}' for k in range(len(grads)))})"]
+             f"    return (bad, total{''.join(f', g{k}' for k in range(len(grads)))})",
+             "",
+             "",
+             "@njit(nogil=True, cache=True)",
+             f"def drive_chunks({', '.join(['c0', 'c1', 'starts', 'bads', 'totals'] + rows + item + shared + consts)}):",
+             "    for c in range(c0, c1):",
+             f"        r = drive({', '.join(['starts[c]', 'starts[c + 1]'] + item + shared + consts)})",
+             "        bads[c] = r[0]",
+             "        if r[0]:",
+             "            return",
+             "        totals[c] = r[1]",
+             *[f"        G{k}[c] = r[{k + 2}]" for k in range(len(grads))]]
     src = "\n".join(lines) + "\n"
-    return load_source(src, "td", "tapestry_items", cache_dir("jit")).drive
+    return load_source(src, "td", "tapestry_items", cache_dir("jit"))

@@ -14,10 +14,10 @@ from ..core.backward import JointRule
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from .chunks import Plan, add_in_order, chunk_bounds
-from .executors import SerialExecutor, check_options, get_executor
+from .executors import SerialExecutor, ThreadExecutor, check_options, get_executor
 from .runner import run_chunks
 from .staged import staged_recorder, staged_sum
-from .work import sum_chunk
+from .work import _grads, sum_chunk
 from .vectorized import vectorized
 
 
@@ -45,6 +45,12 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     timeout = check_options("parallel_sum", executor, n_workers, timeout)
     if vectorize:
         f, batched = vectorized(f, shared, batched, "parallel_sum", reduce=True)
+    if items.__class__ is list and not (batched or progress or timeout is not None) \
+            and (executor is None or executor.__class__ is str and executor in _IN_PROCESS) \
+            and getattr(f, "_fuse", False):
+        out = _compiled_items(f, items, shared, chunk_size, get_executor(executor, n_workers))
+        if out is not None:
+            return out
     plan = Plan(items, shared, batched, "parallel_sum")
     bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum")
     if plan.n == 0:
@@ -68,13 +74,42 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
         stored_i = plan.assemble(bounds, [r[2] if len(r) == 3 else None for r in results])
         return record(plan.top, value, plan.parents(),
                       JointRule(_complex_pullback(stored, stored_i)), (), {})
+    return record(plan.top, value, plan.parents(), JointRule(_pullback(stored)), (), {})
 
+
+def _compiled_items(f, items, shared, chunk_size, ex):
+    """A jitted ``f`` whose program is one compiled loop over the items:
+    every chunk in one call of it per thread, off the GIL, with no
+    per-chunk Python (tapestry.jit.items.sum_items); ``None``: run the
+    chunks as tasks."""
+    if ex.__class__ is not SerialExecutor and ex.__class__ is not ThreadExecutor:
+        return None  # (in a worker of its own pool, "threads" runs serially)
+    from ..jit.items import sum_items
+    out = sum_items(f, items, shared, chunk_bounds(len(items), chunk_size, "parallel_sum"),
+                    ex, add_in_order, _grads_like)
+    if out is None:
+        return None
+    top, value, parents, grads = out
+    return record(top, value, parents, JointRule(_pullback(grads)), (), {})
+
+
+def _grads_like(cts, like):
+    """A chunk's gradients cast as ``work.sum_chunk`` casts them."""
+    return _grads(cts, range(len(like)), like)
+
+
+def _pullback(stored):
+    """The pullback of a real sum whose gradients (one per parent) are ``stored``."""
     def parallel_sum_pullback(g, ans):
         if type(g) is np.ndarray and g.shape == () and g == 1:
             return list(stored)  # (the usual seed: ``_scale`` by 1 of each)
         return [_scale(g, c) for c in stored]
+    return parallel_sum_pullback
 
-    return record(plan.top, value, plan.parents(), JointRule(parallel_sum_pullback), (), {})
+
+#: Executors whose chunks may run as one compiled loop over the items
+#: (:func:`tapestry.jit.items.sum_items`).
+_IN_PROCESS = ("serial", "threads")
 
 
 def _result_leaves(results):
