@@ -90,14 +90,22 @@ def w7_systems(tp):
     def vectorized(items, size):  # the per-item code, unchanged, each chunk vmapped
         return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
             group_logp, items, u, a, b, chunk_size=size, vectorize=True), argnums=(0, 1, 2))
+    def vectorized_jit(items, size):  # the same, f wrapped in tp.jit: compiled chunks
+        jf = tp.jit(group_logp)
+        return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
+            jf, items, u, a, b, chunk_size=size, vectorize=True), argnums=(0, 1, 2))
     n = len(groups)
     # items as stacked arrays (item i: row i of each) and as a list of dicts
     one, two, listed = vectorized(stacked, n), vectorized(stacked, n // 2), \
         vectorized(groups, n // 2)
+    one_jit, two_jit = vectorized_jit(stacked, n), vectorized_jit(stacked, n // 2)
     return [("tapestry value_and_grad of vmap(group_logp)", lambda: mapped(u, a, b)),
             ("tapestry parallel_sum(vectorize=True), 1 chunk", lambda: one(u, a, b)),
             (f"tapestry parallel_sum(vectorize=True), 2 chunks of {n // 2}", lambda: two(u, a, b)),
             (f"same, items a list of {n} dicts", lambda: listed(u, a, b)),
+            ("tapestry parallel_sum(jit(f), vectorize=True), 1 chunk", lambda: one_jit(u, a, b)),
+            (f"tapestry parallel_sum(jit(f), vectorize=True), 2 chunks of {n // 2}",
+             lambda: two_jit(u, a, b)),
             ("tapestry hand-vectorized (W6, one call)", lambda: vec(u, a, b))]
 
 

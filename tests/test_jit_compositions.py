@@ -140,3 +140,53 @@ def test_vmap_of_a_jit_compiles_the_batched_function():
     gv = tp.vmap(tp.jit(tp.grad(lambda w, x: np.tanh(x @ w).sum())), in_axes=(None, 0))(w, X)
     assert np.array_equal(gv, tp.vmap(tp.grad(lambda w, x: np.tanh(x @ w).sum()),
                                       in_axes=(None, 0))(w, X))
+
+
+def test_vmap_of_a_jit_is_made_once_per_axes():
+    """``vmap(jit(f))`` called afresh (as ``parallel_sum(jit(f), ...,
+    vectorize=True)`` does every call) reuses one compiled program per axes,
+    instead of a new jit that traces again every time."""
+    f = tp.jit(lambda w, x: np.tanh(x @ w).sum(), fuse=False)
+    r = np.random.default_rng(12)
+    w, X = r.normal(size=(3, 2)), r.normal(size=(5, 3))
+    axes = {"w": None, "x": 0}
+    made = [tp.vmap(f, in_axes=(None, 0)) for _ in range(3)]
+    assert made[0] is made[1] is made[2]
+    assert tp.vmap(f, in_axes=[None, 0]) is made[0]  # (a list is a tuple of axes)
+    assert tp.vmap(f, in_axes=(0, 0)) is not made[0]
+    assert tp.vmap(f, in_axes=(None, 0), out_axes=0) is made[0]
+    for _ in range(3):
+        tp.vmap(f, in_axes=(None, 0))(w, X)
+    assert made[0].cache_info()["traces"] == 1
+    d = tp.jit(lambda p: np.tanh(p["x"] @ p["w"]).sum(), fuse=False)
+    v = tp.vmap(d, in_axes=(axes,))
+    assert tp.vmap(d, in_axes=({"w": None, "x": 0},)) is v
+    assert tp.vmap(d, in_axes=({"x": 0, "w": None},)) is not v  # (key order: not assumed)
+    same(v({"w": w, "x": X}), tp.vmap(d.fun, in_axes=(axes,))({"w": w, "x": X}))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_jit_of_vmap_indexes_an_unbatched_array_by_a_per_item_index(dtype):
+    """``u[j]`` with ``u`` passed with ``in_axes=None`` and ``j`` one index
+    per item, inside ``jit(vmap(f))``: the staged ``u`` hands the batched
+    index to vmap's gather (Python does not reflect ``[]``, so deferring
+    with NotImplemented made NotImplemented the value, and the jit ran
+    uncompiled).  Values and gradients as without jit."""
+    def f(x, j, u, a):
+        return np.sum(a * x + u[j]) - 0.5 * u[j] * u[j]
+    r = np.random.default_rng(13)
+    X, J = r.normal(size=(6, 4)).astype(dtype), np.array([0, 2, 1, 2, 0, -1])
+    U = r.normal(size=3).astype(dtype)
+    axes = (0, 0, None, None)
+    jf = tp.jit(tp.vmap(f, in_axes=axes))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no JitWarning: it compiles)
+        for _ in range(2):
+            same(jf(X, J, U, 1.5), tp.vmap(f, in_axes=axes)(X, J, U, 1.5))
+    assert jf.cache_info()["programs"] == 1
+
+    def loss(u, a, g):
+        return np.sum(g(f, in_axes=axes)(X, J, u, a))
+    for _ in range(2):
+        same(tp.grad(loss, argnums=(0, 1))(U, 1.5, lambda *a, **k: tp.jit(tp.vmap(*a, **k))),
+             tp.grad(loss, argnums=(0, 1))(U, 1.5, tp.vmap))

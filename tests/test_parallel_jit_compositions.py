@@ -55,6 +55,8 @@ CASES = {
                       lambda fuse: psum(item_f, LISTED)),
     "vectorize over a list": (lambda fuse: psum(item_f, LISTED, vectorize=True),
                               lambda fuse: psum(item_f, STACKED, vectorize=True)),
+    "vectorize, jitted": (lambda fuse: psum(tp.jit(item_f, fuse=fuse), STACKED, vectorize=True),
+                          lambda fuse: psum(item_f, STACKED, vectorize=True)),
 }
 
 
@@ -112,3 +114,19 @@ def test_vectorize_over_list_items_traced_at_two_levels():
     got = tp.grad(lambda a: tp.grad(lambda s: total(s, a, True))(1.5))(0.7)
     want = tp.grad(lambda a: tp.grad(lambda s: total(s, a, False))(1.5))(0.7)
     _close(got, want)
+
+
+def test_vectorize_of_a_jit_traces_once_across_calls():
+    """Each call of ``parallel_sum(jit(f), ..., vectorize=True)`` maps ``f``
+    afresh; the chunks of every call run the one ``jit(vmap(f))`` made for
+    those axes (two chunk signatures here: 5, 5 and 2 items), with the
+    replay's bits (``fuse=False``) of the uncompiled call."""
+    jf = tp.jit(item_f)
+    vg = tp.value_and_grad(psum(jf, STACKED, vectorize=True), argnums=(0, 1))
+    plain = tp.value_and_grad(psum(item_f, STACKED, vectorize=True), argnums=(0, 1))
+    for k in range(4):
+        got, want = vg(U * (k + 1), 0.3), plain(U * (k + 1), 0.3)
+        for x, y in zip(tp.tree_util.tree_leaves(got), tp.tree_util.tree_leaves(want)):
+            assert np.array_equal(np.asarray(x), np.asarray(y))
+    mapped = tp.vmap(jf, in_axes=(0, None, None))
+    assert mapped.cache_info()["traces"] == 2  # (one per chunk size, whatever the calls)

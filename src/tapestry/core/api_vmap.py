@@ -373,6 +373,44 @@ def _dtype(x):
     return np.asarray(x).dtype if d is None else d
 
 
+def _vmapped_jit(f, in_axes, out_axes, axis_size):
+    """``jit(vmap(f.fun))`` with the jit's options, made once per axes
+    (kept on ``f``, a few at most): a new jit per ``vmap(f)`` call would
+    start with no programs, and ``parallel_sum(jit(f), ...,
+    vectorize=True)`` calls ``vmap`` once per call, so every call traced."""
+    try:
+        key = (_axes_key(in_axes), _axes_key(out_axes), axis_size)
+        hash(key)
+    except TypeError:  # (an axes pytree of an unhashable kind: made each time)
+        key = None
+    cache = f.__dict__.setdefault("_vmapped", {})
+    made = cache.get(key) if key is not None else None
+    if made is None:
+        made = f._rewrap(lambda fun: vmap(fun, in_axes, out_axes, axis_size))
+        if key is not None:
+            if len(cache) >= _VMAPPED_KEPT:
+                cache.pop(next(iter(cache)))
+            cache[key] = made
+    return made
+
+
+#: Jits of ``vmap(jit(f))`` kept per ``f`` (one per distinct axes).
+_VMAPPED_KEPT = 8
+
+
+def _axes_key(axes):
+    """A hashable form of an axes pytree (dicts as sorted items with their
+    key order, lists as tuples): equal forms, equal axes."""
+    c = axes.__class__
+    if c is dict:
+        return ("dict", tuple((k, _axes_key(v)) for k, v in axes.items()))
+    if c in (tuple, list):
+        return (c.__name__, tuple(_axes_key(v) for v in axes))
+    if axes is None or c is int:
+        return axes
+    return (c.__qualname__, axes)  # (hash() refuses what cannot be a key)
+
+
 def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     """Map ``f`` over a batch axis of its arguments, in one call per operation.
 
@@ -393,7 +431,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
     rewrap = getattr(type(f), "_rewrap", None)
     if rewrap is not None and getattr(f, "fun", None) is not None:
         # vmap(jit(f)) is jit(vmap(f)): the batch compiled as one program
-        return f._rewrap(lambda fun: vmap(fun, in_axes, out_axes, axis_size))
+        return _vmapped_jit(f, in_axes, out_axes, axis_size)
     in_spec, out_spec = _axis_spec(in_axes, "in_axes"), _axis_spec(out_axes, "out_axes")
 
     def batched_f(*args, **kwargs):

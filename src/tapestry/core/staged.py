@@ -37,7 +37,7 @@ import weakref
 import numpy as np
 
 from .tape import same_bits
-from .var import ArrayMethods, Var, values_of
+from .var import ArrayMethods, Var, getitem, values_of
 
 
 class Unstageable(Exception):
@@ -964,7 +964,10 @@ class Staged(ArrayMethods):
 
     def __getitem__(self, key):
         if _foreign((key,) if key.__class__ is not tuple else key):
-            return NotImplemented
+            # a key of a higher level (a per-item index inside vmap, a traced
+            # one): that level's indexing, with this array as its constant
+            # (Python does not reflect ``[]``: NotImplemented would be the value)
+            return getitem(self, key)
         return self._rec.call(operator.getitem, (self, key), None)
 
     def __setitem__(self, key, value):
