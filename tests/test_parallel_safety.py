@@ -339,6 +339,37 @@ def test_thread_calls_keep_the_faster_way_and_retry_the_other(pool_time, later):
     assert rest.count(later) == len(rest) - 1  # the faster way, but for one retry
 
 
+def test_a_site_known_to_pay_wakes_the_pool_before_its_first_chunk(monkeypatch):
+    """Once a call site has run alone long enough to pay for the pool, later
+    calls wake it before running any chunk (the caller running the first
+    chunk alone left an odd number of chunks to two runners); a site not
+    known yet runs its first chunk alone, to time it.  Same results."""
+    from tapestry.parallel import runner
+    from tapestry.parallel.executors import get_executor
+    taken = []
+    orig = runner._submit
+
+    def spy(ex, run, k):
+        done = sum(r is not None for r in run.__self__.results)  # chunks run so far
+        taken.append((done, k))
+        return orig(ex, run, k)
+    monkeypatch.setattr(runner, "_submit", spy)
+    monkeypatch.setattr(runner, "_tuner", runner._Tuner())
+    ex = get_executor("threads", 2)
+
+    def slow(t):
+        time.sleep(0.002)
+        return t * 2
+    tasks = list(range(8))
+    for _ in range(4):
+        assert runner.run_chunks(ex, slow, tasks, "parallel_sum") == [t * 2 for t in tasks]
+    assert taken[0] == (1, 0)  # not known: the first chunk timed alone, then no helper
+    # known from then on: the pool decided before any chunk (alone once more, for a
+    # cold start, then one helper)
+    assert taken[1:] == [(0, 0), (0, 1), (0, 1)]
+    assert runner._tuner.worth_a_pool(runner._tuner.key(slow, tasks))
+
+
 class _RefusesAfter(ThreadPoolExecutor):
     """A stand-in for a loky pool broken by a worker that died while the
     caller was still submitting: submits after the first ``n`` raise."""

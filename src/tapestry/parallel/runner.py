@@ -248,6 +248,12 @@ class _Tuner:
             return pooled > alone
         return pooled < alone
 
+    def worth_a_pool(self, key):
+        """Whether this call site has run alone for long enough, in a
+        recent call, that waking the pool is worth it before its first chunk."""
+        alone = self.times.get(key, (None, None, 0))[0]
+        return alone is not None and alone >= 2 * MIN_PARALLEL_SECONDS
+
     def record(self, key, pooled, seconds):
         """Keep each way's best time (robust to a loaded machine's spikes);
         every ``4 * RETRY`` calls both are measured afresh."""
@@ -280,14 +286,22 @@ def _run_self_scheduled(ex, fn, tasks, opname, progress, deadline, timeout):
     """
     s = _Scheduler(fn, tasks, opname, progress)
     helpers = min(s.n, max(1, ex.n_workers))
-    key, pooled = _tuner.key(fn, tasks), True
-    if deadline is None:
+    key, pooled, worth = _tuner.key(fn, tasks), True, False
+    if deadline is None and s.n > 1 and _tuner.worth_a_pool(key):
+        # known from earlier calls: the pool is woken before the first chunk,
+        # which a runner then takes like any other (the caller alone first
+        # would leave an odd number of chunks to two runners: W4 heavy's 16
+        # chunks ran as 1 + 8 chunk-times instead of 8)
+        t0, worth = time.perf_counter(), True
+        pooled = _tuner.use_pool(key)
+        helpers = helpers - 1 if pooled else 0
+    elif deadline is None:
         with _WorkerScope():
             t0 = time.perf_counter()
             s.run_one(next(s.counter))
             one = time.perf_counter() - t0
-            pooled = not (s.n == 1 or s.stop or one * (s.n - 1) < MIN_PARALLEL_SECONDS) \
-                and _tuner.use_pool(key)
+            worth = not (s.n == 1 or s.stop or one * (s.n - 1) < MIN_PARALLEL_SECONDS)
+            pooled = worth and _tuner.use_pool(key)
             helpers = helpers - 1 if pooled else 0
     futures = _submit(ex, s.runner, helpers)
     if deadline is None:
@@ -305,7 +319,7 @@ def _run_self_scheduled(ex, fn, tasks, opname, progress, deadline, timeout):
         spans = [task_span(t) for t in tasks]
         raise _public(Timedout([k for k in range(s.n) if s.results[k] is None]), spans,
                       opname, ex, timeout) from None
-    if deadline is None and s.n > 1 and one * (s.n - 1) >= MIN_PARALLEL_SECONDS:
+    if worth:
         _tuner.record(key, pooled, time.perf_counter() - t0)
     for r in s.results:  # the failure of the lowest chunk, as a serial run would
         if isinstance(r, Failure):
