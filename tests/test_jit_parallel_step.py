@@ -186,3 +186,23 @@ def test_items_passed_as_arguments_of_the_jitted_function(monkeypatch):
             _same(jf(x, ms), f(x, ms))
     assert jf.cache_info()["traces"] == 1
     assert spy.seen.count("SerialExecutor") == 0
+
+
+def test_the_usual_seed_adds_no_multiplication_per_gradient():
+    """``value_and_grad`` seeds the sum with a plain 1: its gradients leave
+    the step as they are (as in the eager call), with no multiplication by
+    1 per gradient in the program (one per item leaf: 24 here); a sum
+    scaled by a traced value still scales each, with the eager bits."""
+    ms, x = make_models()
+    f = lambda ms, x: tp.parallel_sum(mlp, ms, x, executor="threads", chunk_size=2)  # noqa: E731
+    jf = tp.jit(tp.value_and_grad(f))
+    for _ in range(2):
+        _same(jf(ms, x), tp.value_and_grad(f)(ms, x))
+    src = next(iter(jf._cache.values())).programs[0].program.source
+    assert "multiply" not in src and " * " not in src, src
+    g = lambda ms, x, c: c * f(ms, x)  # noqa: E731
+    jg = tp.jit(tp.value_and_grad(g))
+    for c in (2.5, -1.0):
+        _same(jg(ms, x, c), tp.value_and_grad(g)(ms, x, c))
+    src = next(iter(jg._cache.values())).programs[0].program.source
+    assert "multiply" in src or " * " in src  # (c's cotangent scales every gradient)

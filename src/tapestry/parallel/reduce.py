@@ -13,7 +13,7 @@ import numpy as np
 from ..core.backward import JointRule
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
-from .chunks import Plan, add_in_order, chunk_bounds
+from .chunks import Plan, _scale, add_in_order, chunk_bounds, sum_pullback
 from .executors import SerialExecutor, ThreadExecutor, check_options, get_executor
 from .runner import run_chunks
 from .staged import staged_recorder, staged_sum
@@ -74,7 +74,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
         stored_i = plan.assemble(bounds, [r[2] if len(r) == 3 else None for r in results])
         return record(plan.top, value, plan.parents(),
                       JointRule(_complex_pullback(stored, stored_i)), (), {})
-    return record(plan.top, value, plan.parents(), JointRule(_pullback(stored)), (), {})
+    return record(plan.top, value, plan.parents(), JointRule(sum_pullback(stored)), (), {})
 
 
 def _compiled_items(f, items, shared, chunk_size, ex):
@@ -90,21 +90,12 @@ def _compiled_items(f, items, shared, chunk_size, ex):
     if out is None:
         return None
     top, value, parents, grads = out
-    return record(top, value, parents, JointRule(_pullback(grads)), (), {})
+    return record(top, value, parents, JointRule(sum_pullback(grads)), (), {})
 
 
 def _grads_like(cts, like):
     """A chunk's gradients cast as ``work.sum_chunk`` casts them."""
     return _grads(cts, range(len(like)), like)
-
-
-def _pullback(stored):
-    """The pullback of a real sum whose gradients (one per parent) are ``stored``."""
-    def parallel_sum_pullback(g, ans):
-        if type(g) is np.ndarray and g.shape == () and g == 1:
-            return list(stored)  # (the usual seed: ``_scale`` by 1 of each)
-        return [_scale(g, c) for c in stored]
-    return parallel_sum_pullback
 
 
 #: Executors whose chunks may run as one compiled loop over the items
@@ -140,12 +131,3 @@ def _complex_pullback(stored, stored_i):
             out.append(a if b is None else b if a is None else a + b)
         return out
     return parallel_sum_pullback
-
-
-def _scale(g, c):
-    """``g * c``, skipping the multiply (and its buffer) when ``g`` is 1."""
-    if c is None:
-        return None
-    if type(g) is np.ndarray and g.shape == () and g == 1:
-        return c
-    return g * c

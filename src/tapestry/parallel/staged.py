@@ -30,7 +30,7 @@ from ..core.batched import Batched
 from ..core.primitive import record
 from ..core.staged import Staged, Unstageable
 from ..core.var import Var
-from .chunks import add_in_order
+from .chunks import add_in_order, sum_pullback
 from .executors import get_executor
 from .runner import in_process, run_chunks
 from .work import sum_chunk
@@ -86,10 +86,7 @@ def staged_sum(rec, plan, f, bounds, executor, n_workers, progress, timeout):
     value, stored = out[0], _rebuilt(out[1:], step.layout)
     if plan.top is None:
         return value
-
-    def parallel_sum_pullback(g, ans):
-        return [None if c is None else g * c for c in stored]
-    return record(plan.top, value, plan.parents(), JointRule(parallel_sum_pullback), (), {})
+    return record(plan.top, value, plan.parents(), JointRule(sum_pullback(stored)), (), {})
 
 
 def _environment(f, plan):
