@@ -29,7 +29,7 @@ import numpy as np
 from ..core.api import _value_and_grad
 from ..core.backward import accumulate
 from ..core.pytree import tree_flatten
-from ..parallel.stacking import columns as _columns
+from ..parallel.stacking import columns as _columns, same_form
 from ..core.tracing import AS_SWEPT
 from .order import aux_key
 
@@ -367,6 +367,12 @@ class _Rows:
             return not self.bads.any()
         cut = _cut(self.bounds, FIRST_SHARE)
         mid = self.bounds[cut][0]
+        # (each half's columns check its items against the half's first item
+        # only: both first items must have the form of the item whose program
+        # this is, or a half in another key order or container class would run
+        # a program traced for another form, and stack alike)
+        if not (same_form(items[0], items[-1]) and same_form(items[mid], items[-1])):
+            return False
         first = _columns(items[:mid])
         if first is None or _spec(first) != spec:
             return False

@@ -252,6 +252,12 @@ def _cotangents(g, diff, out_leaves):
     traced = False
     for k, c in zip(diff, gs):
         if c is not None:
+            if np.iscomplexobj(c) and not np.iscomplexobj(out_leaves[k]) \
+                    and (c.__class__ is np.ndarray or isinstance(c, (complex, np.generic))):
+                # (a real output times a complex number downstream: its cotangent
+                # arrives complex; only its real part reaches real inputs, as the
+                # plain sweep casts it at them -- vjp refuses the complex one)
+                c = np.real(c)
             cts[k] = c
             traced = traced or c.__class__ is Var or c.__class__ in _OTHER_LEVELS
     return cts, traced

@@ -74,7 +74,8 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
         stored_i = plan.assemble(bounds, [r[2] if len(r) == 3 else None for r in results])
         return record(plan.top, value, plan.parents(),
                       JointRule(_complex_pullback(stored, stored_i)), (), {})
-    return record(plan.top, value, plan.parents(), JointRule(_pullback(stored)), (), {})
+    return record(plan.top, value, plan.parents(), JointRule(_pullback(stored, plan.top)),
+                  (), {})
 
 
 def _compiled_items(f, items, shared, chunk_size, ex):
@@ -90,7 +91,7 @@ def _compiled_items(f, items, shared, chunk_size, ex):
     if out is None:
         return None
     top, value, parents, grads = out
-    return record(top, value, parents, JointRule(_pullback(grads)), (), {})
+    return record(top, value, parents, JointRule(_pullback(grads, top)), (), {})
 
 
 def _grads_like(cts, like):
@@ -98,13 +99,27 @@ def _grads_like(cts, like):
     return _grads(cts, range(len(like)), like)
 
 
-def _pullback(stored):
-    """The pullback of a real sum whose gradients (one per parent) are ``stored``."""
+def _pullback(stored, tape):
+    """The pullback of a real sum whose gradients (one per parent) are ``stored``.
+
+    The usual seed (1) hands ``stored`` on as they are, unless ``tape``
+    outlives the call (``tp.vjp``: ``tape.owned``), whose pullback may be
+    called again: what an earlier call returned is then the caller's (an
+    optimizer scales it in place), so each call hands on copies."""
+    reused = tape.owned is not None
+
     def parallel_sum_pullback(g, ans):
         if type(g) is np.ndarray and g.shape == () and g == 1:
-            return list(stored)  # (the usual seed: ``_scale`` by 1 of each)
+            # (``_scale`` by 1 of each)
+            return [_copy(c) for c in stored] if reused else list(stored)
         return [_scale(g, c) for c in stored]
     return parallel_sum_pullback
+
+
+def _copy(c):
+    """``c`` as a new object where it is a mutable array (numbers are
+    handed on: nobody writes into them)."""
+    return c.copy() if isinstance(c, np.ndarray) else c
 
 
 #: Executors whose chunks may run as one compiled loop over the items
@@ -137,7 +152,9 @@ def _complex_pullback(stored, stored_i):
         out = []
         for c, ci in zip(stored, stored_i):
             a, b = _scale(re, c), _scale(im, ci)
-            out.append(a if b is None else b if a is None else a + b)
+            # (a scale by 1 or 0 hands on a stored array: a copy, for the
+            # reasons of _pullback's later calls)
+            out.append(_copy(a) if b is None else _copy(b) if a is None else a + b)
         return out
     return parallel_sum_pullback
 

@@ -1,0 +1,190 @@
+"""Red team, round 7: ``parallel_sum(jit(f, fuse=True), items, *shared)``
+under ``grad`` as one compiled loop over every chunk
+(:func:`tapestry.jit.items.sum_items`), then jit's trace-once hazards the
+earlier rounds leave out.  Every case compares with eager tapestry (the
+same code without ``jit``) or with finite differences: a wrong value or
+gradient returned without an error is the failure looked for."""
+import importlib
+import importlib.util
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.testing import check_grads
+
+items_mod = importlib.import_module("tapestry.jit.items")
+
+needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None,
+                                 reason="numba not installed")
+
+
+@pytest.fixture
+def whole(monkeypatch):
+    """Whole-program kernels kept whatever their timing (small items), and
+    the two-halves thread path taken whatever the loop's time."""
+    monkeypatch.setattr(importlib.import_module("tapestry.jit.api"), "_faster",
+                        lambda new, old, inputs, repeats=5: True)
+    monkeypatch.setattr(items_mod, "MIN_LOOP_SECONDS", 0.0)
+
+
+class Spy:
+    """Counts the calls of ``items_mod.<name>`` that took its path."""
+
+    def __init__(self, monkeypatch, name):
+        self.hits = 0
+        orig = getattr(items_mod, name)
+
+        def spy(*a, **k):
+            r = orig(*a, **k)
+            self.hits += r is not None
+            return r
+        monkeypatch.setattr(items_mod, name, spy)
+
+
+def _leaves(t):
+    return [np.asarray(x) for x in tp.tree_util.tree_leaves(t)]
+
+
+def _close(got, want, rtol=1e-12):
+    lg, lw = _leaves(got), _leaves(want)
+    assert len(lg) == len(lw)
+    for x, y in zip(lg, lw):
+        assert x.shape == y.shape
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-12)
+
+
+def _vg(f, items, *shared, ex="serial", chunk_size=4, argnums=None):
+    argnums = tuple(range(len(shared))) if argnums is None else argnums
+    return tp.value_and_grad(lambda *s: tp.parallel_sum(
+        f, items, *s, executor=ex, chunk_size=chunk_size), argnums=argnums)(*shared)
+
+
+def group_logp(g, u, a):
+    uj = u[g["j"]]
+    eta = a * g["x"] + uj
+    return np.sum(g["y"] * eta - np.exp(eta)) - 0.5 * uj * uj
+
+
+def make_groups(n, seed=0):
+    r = np.random.default_rng(seed)
+    return ([{"x": r.normal(size=5), "y": r.poisson(2.0, size=5).astype(float), "j": i % 7}
+             for i in range(n)], r.normal(size=7) * 0.1, 0.3)
+
+
+# --- 1. the two halves of a threaded call must be items of one form ----------------------
+
+def by_form(item, w):
+    """Reads the item's values in its own order, and its form: a dict in
+    another key order, with keys of another type, or a tuple or list where
+    a dict was, is another function of the same data."""
+    if isinstance(item, dict):
+        p, q = item.values()
+        scale = 5.0 if next(iter(item)).__class__ is float else 1.0
+    else:
+        p, q = item
+        scale = 3.0 if isinstance(item, list) else 2.0
+    return scale * np.sum(np.sin(p * w)) + 2.0 * np.sum(q * w)
+
+
+def _halves(kind, base):
+    tail = [{"p": p, "q": q} for p, q in base[20:]]
+    if kind == "key order":
+        head = [{"q": q, "p": p} for p, q in base[:20]]
+    elif kind == "tuples":
+        head = [(p, q) for p, q in base[:20]]
+    elif kind == "lists":
+        head = [[p, q] for p, q in base[:20]]
+    else:  # int keys of another type: {0: p} and {0.0: p} stack alike
+        tail = [{0: p, 1: q} for p, q in base[20:]]
+        head = [{0.0: p, 1: q} for p, q in base[:20]]
+    return head + tail
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", ["key order", "tuples", "lists", "key types"])
+def test_the_halves_of_a_threaded_call_have_one_form(monkeypatch, whole, kind):
+    """With threads the caller stacks the items in two halves, each checked
+    against its own first item, while the program is the last item's.  A
+    first half of dicts in another key order (or tuples, lists, keys of
+    another type) stacked into the same columns and ran the last item's
+    program: a wrong value and gradient, silently."""
+    r = np.random.default_rng(1)
+    base = [(r.normal(size=4), r.normal(size=4)) for _ in range(40)]
+    w = r.normal(size=4)
+    f = by_form
+    warm = _halves(kind, base)[20:] * 2  # (the tail's form throughout)
+    jf = tp.jit(f, fuse=True)
+    spy = Spy(monkeypatch, "sum_items")
+    for _ in range(3):
+        _vg(jf, warm, w, ex="threads")
+    assert spy.hits == 2  # (the whole call in one loop, from the second call on)
+    items = _halves(kind, base)
+    _close(_vg(jf, items, w, ex="threads"), _vg(f, items, w))
+
+
+# --- 2. a reusable pullback hands out its gradients once ---------------------------------
+
+def dense_logp(g, w, a):
+    """Every item adds to all of ``w``: a dense stored gradient."""
+    return a * np.sum(np.sin(g["x"] * w)) + g["j"] * np.sum(w * w)
+
+
+@pytest.mark.parametrize("jitted", [False, pytest.param(True, marks=needs_numba)])
+@pytest.mark.parametrize("complex_sum", [False, True])
+def test_vjp_of_parallel_sum_called_again_after_an_in_place_update(monkeypatch, whole, jitted,
+                                                                   complex_sum):
+    """``tp.vjp``'s pullback may be called many times.  parallel_sum's
+    pullback handed out its stored gradients themselves for a cotangent of
+    1, so a caller scaling the first result in place (an optimizer step)
+    changed what every later call returned."""
+    groups, _, a = make_groups(12)
+    w = np.linspace(-1.0, 1.0, 5)
+    f = (lambda item, w, a: dense_logp(item, w, a) * (1.0 + 0.0j)) if complex_sum \
+        else dense_logp
+    f = tp.jit(f, fuse=True) if jitted else f
+    spy = Spy(monkeypatch, "sum_items")
+
+    def s(w):
+        return np.real(tp.parallel_sum(f, groups, w, a, chunk_size=4))
+    for _ in range(2):  # (warm: the next call takes the whole-call loop)
+        tp.grad(s)(w)
+    _, pullback = tp.vjp(s, w)
+    assert spy.hits == (2 if jitted and not complex_sum else 0)
+    want = tp.grad(lambda w: tp.parallel_sum(dense_logp, groups, w, a, chunk_size=4))(w)
+    first = pullback(1.0)[0]
+    np.testing.assert_allclose(first, want, rtol=1e-12)
+    first *= 0.0  # (the caller's array now)
+    np.testing.assert_allclose(pullback(1.0)[0], want, rtol=1e-12)
+    np.testing.assert_allclose(pullback(2.0)[0], 2 * want, rtol=1e-12)
+
+
+# --- 3. a real output's cotangent that arrives complex -----------------------------------
+
+def _two_sines(x):
+    return np.sin(x) * 2.0
+
+
+@pytest.mark.parametrize("wrap", ["jit", "jit fuse", "checkpoint", "jit twice"])
+def test_a_real_output_times_a_complex_number(wrap):
+    """``np.real(jit(f)(x) * c)`` with ``c`` complex: the sweep hands the
+    node of ``jit(f)`` (or ``checkpoint(f)``) a complex cotangent for its
+    real output.  Its pullback passed it to ``vjp``, which refuses a complex
+    cotangent of a real output (an error blaming a cotangent the user never
+    gave); the plain sweep carries it and keeps the real part at the real
+    inputs.  Now the real part is taken at the node: eager's gradients."""
+    g = {"jit": lambda: tp.jit(_two_sines), "jit fuse": lambda: tp.jit(_two_sines, fuse=True),
+         "checkpoint": lambda: tp.checkpoint(_two_sines),
+         "jit twice": lambda: tp.jit(tp.jit(_two_sines))}[wrap]()
+    c = np.array([1j, 2.0 - 1.0j])
+    x = np.array([0.7, 0.2])
+    for part in (np.real, np.imag):
+        want = tp.grad(lambda x: part(np.sum(_two_sines(x) * c)))(x)
+        for _ in range(3):  # (traced, then replayed / split)
+            np.testing.assert_allclose(tp.grad(lambda x: part(np.sum(g(x) * c)))(x), want,
+                                       rtol=1e-13)
+    check_grads(lambda x: np.imag(np.sum(g(x) * c)), (x,), order=1)
+    # a caller's complex cotangent for a real output is still refused
+    _, pb = tp.vjp(g, x)
+    with pytest.raises(TypeError, match="complex but the output is real"):
+        pb(c)
