@@ -188,3 +188,32 @@ def test_a_real_output_times_a_complex_number(wrap):
     _, pb = tp.vjp(g, x)
     with pytest.raises(TypeError, match="complex but the output is real"):
         pb(c)
+
+
+# --- 4. items the compiled loop cannot take run as tasks ---------------------------------
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+@pytest.mark.parametrize("kind", ["0-d arrays", "0-d leaves", "0-d int leaves"])
+def test_items_with_0d_array_leaves(whole, ex, kind):
+    """Items that are (or hold) 0-d arrays: their stacked column hands the
+    loop numbers where the kernel takes 0-d arrays, and numba's typing
+    error (raised at the loop's first call, outside the compile's guard)
+    reached the caller from the second call on.  Now such items run as
+    tasks: eager's values and gradients, and finite differences agree."""
+    r = np.random.default_rng(5)
+    w = r.normal(size=3)
+    if kind == "0-d arrays":
+        items = [np.array(r.normal()) for _ in range(14)]
+        f = lambda x, w: np.sum(np.sin(x * w))  # noqa: E731
+    elif kind == "0-d leaves":
+        items = [{"s": np.array(r.normal()), "x": r.normal(size=3)} for _ in range(14)]
+        f = lambda it, w: np.sum(np.sin(it["s"] * w * it["x"])) + it["s"]  # noqa: E731
+    else:
+        items = [{"k": np.array(i % 3), "x": r.normal(size=3)} for i in range(14)]
+        f = lambda it, w: np.sum(it["x"] * w[it["k"]])  # noqa: E731
+    jf = tp.jit(f, fuse=True)
+    for _ in range(3):
+        _close(_vg(jf, items, w, ex=ex, chunk_size=3), _vg(f, items, w, chunk_size=3))
+    check_grads(lambda w: tp.parallel_sum(jf, items, w, executor=ex, chunk_size=3), (w,),
+                order=1)

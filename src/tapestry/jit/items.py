@@ -204,7 +204,11 @@ def _driven(vg, chunk, columns, shared_leaves):
     if loop is None:
         return None
     kernel, drivers, _, columns = loop
-    r = drivers.drive(0, len(chunk), *columns, *shared_leaves, *kernel.consts)
+    try:
+        r = drivers.drive(0, len(chunk), *columns, *shared_leaves, *kernel.consts)
+    except Exception:  # (compiled at its first call: see sum_items)
+        drivers.failed = True
+        return None
     if r[0]:
         return None
     kinds = kernel.outputs
@@ -236,8 +240,12 @@ def _loop(vg, last_item, columns, shared_leaves, chunk=None):
             or not all(_kernel_arg(x) for x in shared_leaves):
         return None
     spec = _spec(columns)
+    if _zero_d_leaf(last_item):
+        return None  # (its column's rows are numbers: the kernel takes 0-d arrays)
     drivers = comp.program.__dict__.setdefault("_item_drivers", {})
     drive = drivers.get(spec)
+    if drive is not None and drive.__dict__.get("failed"):
+        return None
     if drive is None:
         if spec in drivers:
             return None  # (this spec did not compile: no second try)
@@ -291,7 +299,11 @@ def sum_items(f, items, shared, bounds, ex, add_in_order, grads_like):
     if any(k[0] not in _SCRATCH_DTYPE for k in kinds[1:]):
         return None
     rows = _Rows(bounds, kinds, drivers.drive_chunks, (*leaves, *kernel.consts))
-    if not rows.run(items, spec, ex, drivers):
+    try:
+        if not rows.run(items, spec, ex, drivers):
+            return None
+    except Exception:  # (numba compiles the loop at its first call, and may refuse
+        drivers.failed = True  # these arguments' types: the chunks run as tasks)
         return None
     value, grads = rows.sums(kinds, [leaves[p] for p in act], add_in_order, grads_like)
     return top, value, [x._index for x in active], grads
@@ -413,6 +425,15 @@ class _Rows:
                 grads.append(add_in_order([grads_like([_rebuilt(r if k[1] else r.item(), k)],
                                                       [x])[0] for r in g]))
         return value, grads
+
+
+def _zero_d_leaf(item):
+    """Whether a leaf of ``item`` (as :func:`_columns` reads it) is a 0-d
+    array: the loop would hand the kernel its stacked column's number."""
+    c = item.__class__
+    leaves = [item] if c is np.ndarray else item.values() if c is dict else \
+        item if c is tuple or c is list else ()
+    return any(x.__class__ is np.ndarray and x.ndim == 0 for x in leaves)
 
 
 def _spec(columns):
