@@ -217,3 +217,93 @@ def test_items_with_0d_array_leaves(whole, ex, kind):
         _close(_vg(jf, items, w, ex=ex, chunk_size=3), _vg(f, items, w, chunk_size=3))
     check_grads(lambda w: tp.parallel_sum(jf, items, w, executor=ex, chunk_size=3), (w,),
                 order=1)
+
+
+# --- 5. what holds already: changes between calls, compositions (regression guards) -----
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+def test_items_and_shared_arguments_changed_between_whole_calls(monkeypatch, whole, ex):
+    """One jitted f over calls whose items are updated in place, reassigned,
+    appended to, shortened and reordered, and whose shared arguments change
+    value, dtype, contiguity and kind: every call equals eager tapestry,
+    and the later calls do take the one-loop path."""
+    groups, u, a = make_groups(30)
+    jf = tp.jit(group_logp, fuse=True)
+    spy = Spy(monkeypatch, "sum_items")
+    items = [dict(g) for g in groups]
+
+    def same(items, u, a, rtol=1e-12):
+        _close(_vg(jf, items, u, a, ex=ex), _vg(group_logp, items, u, a), rtol)
+    for _ in range(2):
+        same(items, u, a)
+    items[3]["x"][:] += 1.0
+    same(items, u, a)
+    items[20]["x"] = items[20]["x"] * 2.0
+    same(items, u, a)
+    items.append(dict(groups[0], j=6))
+    same(items, u, a)
+    items = items[:26][::-1]
+    same(items, u, a)
+    items = [dict(g, j=-(i % 7) - 1) for i, g in enumerate(items)]  # (negative indices)
+    same(items, u, a)
+    same(items, u, a)
+    same(items, u + 1.0, -a)
+    same(items, np.repeat(u, 2)[::2], a)  # (a strided view)
+    same(items, u, np.array(a))
+    same(items, u.astype(np.float32), a, rtol=1e-5)
+    assert spy.hits >= 5
+    with np.errstate(all="ignore"):
+        items[4]["x"][2] = np.nan
+        same(items, u, a)
+        items[4]["x"][2] = np.inf
+        same(items, u, a)
+
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+def test_shared_numbers_read_by_python_between_whole_calls(whole, ex):
+    """A shared int used as an index and a shared float tested by an ``if``
+    (guards the kernel checks per item): each value, -0.0 and nan included,
+    gives eager's result."""
+    r = np.random.default_rng(7)
+    items = [{"x": r.normal(size=4), "t": float(i)} for i in range(14)]
+    w = r.normal(size=4)
+
+    def f(it, w, n, s):
+        base = np.sum(it["x"] * w) * w[n] + it["t"] * w[n - 1]
+        if s > 0:
+            return base + np.sum(np.sin(it["x"] * w)) * s
+        return base * s
+    jf = tp.jit(f, fuse=True)
+    for n, s in [(1, 0.5), (1, 0.5), (1, 0.5), (2, 0.5), (-1, -0.5), (3, -0.0), (3, 0.0),
+                 (0, np.nan), (0, 0.7)]:
+        _close(_vg(jf, items, w, n, s, ex=ex, chunk_size=3, argnums=(0,)),
+               _vg(f, items, w, n, s, chunk_size=3, argnums=(0,)))
+
+
+@needs_numba
+@pytest.mark.parametrize("name", ["hessian", "jvp of grad", "grad of grad", "vmap of grad",
+                                  "jit of grad", "grad of jit", "two sums"])
+def test_transformations_around_a_whole_call(whole, name):
+    """Transformations around ``parallel_sum(jit(f))`` (the one-loop path
+    applies only to a plain first-order gradient: these must not take a
+    wrong turn into it), threads, against eager tapestry."""
+    groups, u, a = make_groups(24)
+    jf = tp.jit(group_logp, fuse=True)
+
+    def s(f):
+        return lambda u, a: tp.parallel_sum(f, groups, u, a, executor="threads", chunk_size=4)
+    make = {
+        "hessian": lambda f: tp.hessian(s(f))(u, a),
+        "jvp of grad": lambda f: tp.jvp(lambda u: tp.grad(s(f))(u, a), (u,), (np.ones(7),)),
+        "grad of grad": lambda f: tp.grad(lambda a: tp.grad(s(f), argnums=1)(u, a))(a),
+        "vmap of grad": lambda f: tp.vmap(lambda u: tp.grad(s(f))(u, a))(np.stack([u, 2 * u])),
+        "jit of grad": lambda f: tp.jit(tp.grad(s(f), argnums=(0, 1)))(u, a),
+        "grad of jit": lambda f: tp.grad(tp.jit(s(f)), argnums=(0, 1))(u, a),
+        "two sums": lambda f: tp.grad(lambda u: s(f)(u, a) * s(f)(2.0 * u, a)
+                                      + np.sum(u ** 2) * s(f)(u, a))(u),
+    }[name]
+    want = make(group_logp)
+    for _ in range(3):
+        _close(make(jf), want, rtol=1e-9)
