@@ -307,3 +307,24 @@ def test_transformations_around_a_whole_call(whole, name):
     want = make(group_logp)
     for _ in range(3):
         _close(make(jf), want, rtol=1e-9)
+
+
+@needs_numba
+@pytest.mark.parametrize("ex", ["serial", "threads"])
+def test_a_shared_python_int_beyond_int64(monkeypatch, whole, ex):
+    """A shared Python int of 2**63 or more (a count, a scale): the loop
+    handed it to numba, whose OverflowError reached the caller.  Now that
+    call runs as tasks (eager's result), and the calls after it, with
+    ordinary ints, take the loop again."""
+    r = np.random.default_rng(8)
+    items = [{"x": r.normal(size=4), "t": float(i)} for i in range(14)]
+    w = r.normal(size=4)
+
+    def f(it, w, n):
+        return np.sum(it["x"] * w) * n + it["t"]
+    jf = tp.jit(f, fuse=True)
+    spy = Spy(monkeypatch, "sum_items")
+    for n in (3, 3, 2 ** 70, 2 ** 63, -2 ** 63 - 1, 2 ** 63 - 1, 5):
+        _close(_vg(jf, items, w, n, ex=ex, chunk_size=3, argnums=(0,)),
+               _vg(f, items, w, n, chunk_size=3, argnums=(0,)))
+    assert spy.hits == 3  # (the second call, 2**63 - 1 and 5)

@@ -462,7 +462,9 @@ def _kernel_arg(x):
     C-contiguous writable array, a Python or NumPy number)."""
     if x.__class__ is np.ndarray:
         return x.flags.c_contiguous and x.flags.writeable
-    return x.__class__ in (int, float, np.float64, np.int64)
+    if x.__class__ is int:  # (an int64 in the kernel: a larger one runs as tasks)
+        return -2 ** 63 <= x < 2 ** 63
+    return x.__class__ in (float, np.float64, np.int64)
 
 
 _SCRATCH_DTYPE = {"f": "float64", "i": "int64", "b": "bool_"}
