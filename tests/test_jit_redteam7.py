@@ -328,3 +328,82 @@ def test_a_shared_python_int_beyond_int64(monkeypatch, whole, ex):
         _close(_vg(jf, items, w, n, ex=ex, chunk_size=3, argnums=(0,)),
                _vg(f, items, w, n, chunk_size=3, argnums=(0,)))
     assert spy.hits == 3  # (the second call, 2**63 - 1 and 5)
+
+
+# --- 6. the first differentiated call of a jitted function with effects ------------------
+
+def _dropout_loss(w, g):
+    mask = g.random(w.shape) > 0.5
+    return np.sum(np.where(mask, w, 0.0) ** 2 * np.sin(w))
+
+
+_CLOSED_RNG = {}
+
+
+def _closure_dropout(w):
+    mask = _CLOSED_RNG["g"].random(w.shape) > 0.5
+    return np.sum(np.where(mask, w, 0.0) ** 2 * np.sin(w))
+
+
+def _global_dropout(w):
+    mask = np.random.random(w.shape) > 0.5
+    return np.sum(np.where(mask, w, 0.0) ** 2 * np.sin(w))
+
+
+@pytest.mark.filterwarnings("ignore:tapestry.jit")
+@pytest.mark.parametrize("source", ["argument", "closure", "global"])
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "hessian", "grad in grad"])
+def test_first_differentiated_call_that_draws_random_numbers(source, transform):
+    """``grad(jit(f))`` with ``f`` drawing random numbers (a dropout mask):
+    its first call traced ``f`` on the plain values, the trace gave up (it
+    draws) and returned the plain call's value, and the node's pullback
+    ran ``f`` again -- another mask.  The gradient belonged to another
+    function than the value, silently, and the generator moved twice.  Now
+    that call runs ``f`` inline from the states it started at: eager's
+    value, gradient and generator state, on every call."""
+    w = np.linspace(-1.0, 1.5, 8)
+    f = {"argument": _dropout_loss, "closure": _closure_dropout,
+         "global": _global_dropout}[source]
+    jf = tp.jit(f)
+
+    def call(fun, seed):
+        g = np.random.default_rng(seed)
+        _CLOSED_RNG["g"] = g
+        np.random.seed(seed)
+        h = (lambda w: fun(w, g)) if source == "argument" else fun
+        out = {"grad": lambda: tp.grad(h)(w),
+               "value_and_grad": lambda: tp.value_and_grad(h)(w),
+               "hessian": lambda: tp.hessian(h)(w),
+               "grad in grad": lambda: tp.grad(lambda w: np.sum(tp.grad(h)(w) ** 2))(w)}[
+            transform]()
+        return out, g.random(), np.random.random()
+    for seed in (0, 1, 2):
+        got = call(jf, seed)
+        want = call(f, seed)
+        _close(got[0], want[0], rtol=0)
+        assert got[1:] == want[1:]  # (each generator drew once)
+
+
+def test_first_differentiated_call_of_a_function_reading_a_counter_it_changes():
+    """``f`` increments a counter it reads: the pullback's second run would
+    differentiate ``x * 2`` under a value computed with ``x * 1``.  Where a
+    second run gives another value the call is refused, naming the fix; a
+    function whose effect does not reach its result (a log) is differentiated."""
+    x = np.arange(3.0)
+    calls = [0]
+
+    def counted(x):
+        calls[0] += 1
+        return np.sum(x * x * calls[0])
+    with pytest.raises(RuntimeError, match="Pass that state as an argument"):
+        with pytest.warns(Warning):
+            tp.grad(tp.jit(counted))(x)
+    log = []
+
+    def logged(x):
+        log.append(1)
+        return np.sum(x * x * x)
+    jl = tp.jit(logged)
+    with pytest.warns(Warning):
+        got = tp.value_and_grad(jl)(x)
+    _close(got, tp.value_and_grad(logged)(x), rtol=0)

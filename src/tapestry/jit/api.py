@@ -39,12 +39,13 @@ from ..core.var import Var
 from ..sparse import AxisSparse
 from .containers import (_PLAIN_OUTPUTS, _containers_changed, _copied_containers, _mirror,
                          fresh_aux_builder)
-from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
+from .env import (EntropyWatch, ReachesTraced, environment, raw_rng_states, rng_changed,
+                  rng_states)
 from .fuse import available as fuse_available
 from .order import aux_key, call_key, input_order, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .slots import output_builder
-from .reverse import call_on_traced
+from .reverse import RAN_ONCE as _RAN_ONCE, call_on_traced
 
 
 class JitError(RuntimeError):
@@ -436,6 +437,7 @@ class jit:
         sargs = self._restore_static(sargs, args)
         skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
         before = rng_states(env)
+        raw_before = raw_rng_states(env)
         copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
@@ -519,6 +521,7 @@ class jit:
                                            "generator made inside, np.random.default_rng())"
                                            if entropy.drew else None)
         if why is not None:
+            _RAN_ONCE.last = (self, raw_before)  # (reverse.call_on_traced: see there)
             return self._give_up(entry, f"it draws random numbers from {why}; a compiled "
                                  "replay would repeat the same draws. Pass the random "
                                  "values (or a seed) as arguments", args, kwargs,
@@ -534,6 +537,7 @@ class jit:
             self._miss(f"{why} while it ran")
             return out_td.unflatten(concrete)
         if why is not None:
+            _RAN_ONCE.last = (self, None)
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
