@@ -407,3 +407,24 @@ def test_first_differentiated_call_of_a_function_reading_a_counter_it_changes():
     with pytest.warns(Warning):
         got = tp.value_and_grad(jl)(x)
     _close(got, tp.value_and_grad(logged)(x), rtol=0)
+
+
+def _inner_dropout(w, g):
+    return np.where(g.random(w.shape) > 0.5, w, 0.0) * np.sin(w)
+
+
+@pytest.mark.filterwarnings("ignore:tapestry.jit")
+def test_nested_jits_that_draw_random_numbers_under_grad():
+    """An outer jit calling a jit made inside it that draws a mask: every
+    call's first differentiated run of the inner one drew twice (the
+    gradient of another mask than the value's)."""
+    x = np.linspace(-1.0, 1.0, 4)
+
+    def outer(w, g, jitted):
+        inner = tp.jit(_inner_dropout) if jitted else _inner_dropout
+        return np.sum(inner(w, g) ** 2) + np.sum(w)
+    jo = tp.jit(lambda w, g: outer(w, g, True))
+    for seed in range(3):
+        g1, g2 = np.random.default_rng(seed), np.random.default_rng(seed)
+        _close(tp.value_and_grad(jo)(x, g1), tp.value_and_grad(outer)(x, g2, False), rtol=0)
+        assert g1.random() == g2.random()
