@@ -428,3 +428,66 @@ def test_nested_jits_that_draw_random_numbers_under_grad():
         g1, g2 = np.random.default_rng(seed), np.random.default_rng(seed)
         _close(tp.value_and_grad(jo)(x, g1), tp.value_and_grad(outer)(x, g2, False), rtol=0)
         assert g1.random() == g2.random()
+
+
+_WRITTEN = np.zeros(3)
+
+
+def _writes_closure(x):
+    _WRITTEN[:] += 1.0
+    return np.sum(x * _WRITTEN)
+
+
+class _Stepper:
+    def __init__(self):
+        self.t = 0
+
+    def __call__(self, x):
+        self.t += 1
+        return np.sum(x * x) * 0.5 ** self.t
+
+
+@pytest.mark.filterwarnings("ignore:tapestry.jit")
+@pytest.mark.parametrize("kind", ["argument written", "closure written", "attribute counter"])
+def test_functions_with_effects_under_grad(kind):
+    """``grad(jit(f))`` where ``f`` writes into an argument or a closed-over
+    array, or steps a counter attribute (a schedule), and reads it: jit
+    runs such an ``f`` uncompiled, but under ``grad`` the node's pullback
+    ran ``f`` a second time -- for a written argument on every call -- and
+    returned the gradient of the second run (and the state moved twice),
+    silently.  Now: the first call, whose trace ran ``f`` for real, is
+    refused where a second run gives another value; every later call runs
+    ``f`` once, inline: eager's gradients and state."""
+    x = np.array([0.5, 1.0, 2.0])
+    if kind == "argument written":
+        def f(x, acc):
+            acc += 1.0
+            return np.sum(x * acc)
+        state = [np.zeros(3), np.zeros(3)]
+        call = lambda fun, k: tp.grad(fun)(x, state[k])  # noqa: E731
+        reset = lambda: [s.fill(0.0) for s in state]  # noqa: E731
+        now = lambda k: state[k].copy()  # noqa: E731
+        jf = tp.jit(f)
+    elif kind == "closure written":
+        f = _writes_closure
+        call = lambda fun, k: tp.grad(fun)(x)  # noqa: E731
+        reset = lambda: _WRITTEN.fill(0.0)  # noqa: E731
+        now = lambda k: _WRITTEN.copy()  # noqa: E731
+        jf = tp.jit(f)
+    else:
+        steppers = [_Stepper(), _Stepper()]
+        f = steppers[1]
+        call = lambda fun, k: tp.grad(fun)(x)  # noqa: E731
+        reset = lambda: [setattr(s, "t", 0) for s in steppers]  # noqa: E731
+        now = lambda k: steppers[k].t  # noqa: E731
+        jf = tp.jit(steppers[0])
+    reset()
+    with pytest.raises(RuntimeError, match="Pass that state as an argument"):
+        call(jf, 0)
+    for _ in range(3):
+        reset()
+        got, got_state = call(jf, 0), now(0)
+        reset()
+        want, want_state = call(f, 1), now(1)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got_state, want_state)

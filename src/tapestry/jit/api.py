@@ -437,7 +437,9 @@ class jit:
         sargs = self._restore_static(sargs, args)
         skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
         before = rng_states(env)
-        raw_before = raw_rng_states(env)
+        # (what a caller differentiating this call puts back if the trace gives
+        # up: reverse.call_on_traced)
+        _RAN_ONCE.tracing = (self, raw_rng_states(env))
         copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
@@ -521,7 +523,6 @@ class jit:
                                            "generator made inside, np.random.default_rng())"
                                            if entropy.drew else None)
         if why is not None:
-            _RAN_ONCE.last = (self, raw_before)  # (reverse.call_on_traced: see there)
             return self._give_up(entry, f"it draws random numbers from {why}; a compiled "
                                  "replay would repeat the same draws. Pass the random "
                                  "values (or a seed) as arguments", args, kwargs,
@@ -537,7 +538,6 @@ class jit:
             self._miss(f"{why} while it ran")
             return out_td.unflatten(concrete)
         if why is not None:
-            _RAN_ONCE.last = (self, None)
             return self._give_up(entry, f"it changes what it reads while it runs ({why}); "
                                  "a replay would skip that", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
@@ -677,6 +677,11 @@ class jit:
         with one warning; ``strict`` raises instead."""
         name = self.__qualname__
         msg = f"tapestry.jit({name}) runs uncompiled: {reason}."
+        # (f ran for real, once or more: a caller differentiating this call must
+        # not run it once more as if nothing changed -- reverse.call_on_traced)
+        tracing = getattr(_RAN_ONCE, "tracing", None)
+        _RAN_ONCE.last = (self, tracing[1] if tracing is not None and tracing[0] is self
+                          else None)
         if self.strict:
             raise JitError(msg)
         if whole:

@@ -48,9 +48,9 @@ from .program import GuardFailed, split
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
 #: Per thread, ``last``: ``(jit, random states before its trace, or None)``,
-#: set where a trace that ran for real gave up because the function drew
-#: random numbers (or changed what it reads while it ran): see
-#: :func:`_ran_for_real`.
+#: set where a call gave up compiling, after ``f`` ran for real (it drew
+#: random numbers, wrote into an argument, changed what it reads): see
+#: :func:`_ran_for_real`.  ``tracing``: the states before the trace running.
 RAN_ONCE = threading.local()
 #: Argument leaves that are values, not objects whose attributes f may read.
 _PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
@@ -86,6 +86,10 @@ def call_on_traced(jf, args, kwargs):
         pullback = _split_pullback(jf, sp, residuals, point, diff)
     else:
         pargs, pkwargs = td.unflatten(plain)
+        if _runs_uncompiled(jf, pargs, pkwargs):
+            # (the pullback would run f again: a write into an argument, a
+            # counter, a draw, repeated; inline, f runs once, on the tape)
+            return jf.fun(*args, **kwargs)
         RAN_ONCE.last = None
         out = jf(*pargs, **pkwargs)
         last, RAN_ONCE.last = RAN_ONCE.last, None
@@ -118,11 +122,19 @@ def call_on_traced(jf, args, kwargs):
     return (build or out_td.unflatten)(out_leaves)
 
 
+def _runs_uncompiled(jf, pargs, pkwargs):
+    """Whether ``jf`` gave up compiling for the signature of these plain
+    arguments (it runs ``f`` as it is)."""
+    key = jf._key(pargs, pkwargs)
+    entry = None if key is None else jf._cache.get(key)
+    return entry is not None and entry.eager is not None
+
+
 def _ran_for_real(jf, args, kwargs, out, states):
     """``jf(*args, **kwargs)`` on the caller's tape, where its call on the
-    plain values just now was a trace that gave up because ``f`` drew
-    random numbers (``states``: the generators' states before it) or
-    changed what it reads while it ran (``None``).  The node's pullback
+    plain values just now gave up compiling after ``f`` ran for real: it
+    drew random numbers (``states``: the generators' states before the
+    trace), wrote into an argument, changed what it reads.  The node's pullback
     would compute the forward again -- other random numbers (another
     dropout mask), a counter read once more -- and differentiate another
     function than the one whose value ``out`` is.  So ``f`` runs again,
