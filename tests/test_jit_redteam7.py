@@ -515,3 +515,23 @@ def test_checkpoint_of_a_function_drawing_from_a_closed_over_generator():
     want = tp.grad(lambda w: as_argument(w, np.random.default_rng(1)))(w)
     np.testing.assert_array_equal(got, want)
     check_grads(lambda w: tp.checkpoint(lambda w: np.sum(np.sin(w) * w))(w), (w,), order=2)
+
+
+@pytest.mark.filterwarnings("ignore:tapestry.jit")
+def test_a_give_up_outside_a_trace_leaves_random_states_alone():
+    """A differentiated call that gives up without tracing (too many traces
+    for one signature) runs ``f`` inline; the random states put back are
+    only those taken by a trace of that same call, never an earlier
+    trace's (which would rewind the caller's generators)."""
+    def f(x):
+        return np.sum(x ** 2) if x[0] > 0 else np.sum(x ** 3)  # (a guard)
+    jf = tp.jit(f, max_traces=1)
+    x = np.array([1.0, 2.0])
+    jf(x)  # (traced: its random states were taken then)
+    np.random.seed(3)
+    np.random.random(5)
+    before = np.random.get_state()[1].copy(), np.random.get_state()[2]
+    got = tp.grad(jf)(-x)  # (the guard fails; a second trace is one too many)
+    after = np.random.get_state()[1], np.random.get_state()[2]
+    np.testing.assert_array_equal(got, tp.grad(f)(-x))
+    assert np.array_equal(before[0], after[0]) and before[1] == after[1]

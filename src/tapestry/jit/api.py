@@ -414,7 +414,17 @@ class jit:
             print(f"tapestry.jit({self.__qualname__}): traced again: {msg}", file=sys.stderr)
 
     # --- tracing ------------------------------------------------------------
-    def _trace(self, entry, args, kwargs, leaves, treedef, runtime, objects):
+    def _trace(self, *how):
+        """Trace a call (:meth:`_traced_call`).  The random states it takes
+        for a give-up (``_RAN_ONCE.tracing``) hold while it runs only, nested
+        traces' inside it: a later give-up never puts back stale ones."""
+        prev = getattr(_RAN_ONCE, "tracing", None)
+        try:
+            return self._traced_call(*how)
+        finally:
+            _RAN_ONCE.tracing = prev
+
+    def _traced_call(self, entry, args, kwargs, leaves, treedef, runtime, objects):
         entry.traces += 1
         self.n_traces += 1
         try:
