@@ -186,8 +186,15 @@ class _Pullback:
         """The input cotangents (as ``__call__``) for one cotangent per output
         leaf, ``None`` where an output got none: the sweep starts from the
         others only, as ``leaf`` does, so an output without a cotangent adds
-        nothing (not the ``0 * ...`` of a zero cotangent, which may be -0.0)."""
-        pairs = [(k, _as_cotangent(c, self.values[k], self._namer(k), self.opname))
+        nothing (not the ``0 * ...`` of a zero cotangent, which may be -0.0).
+
+        The rules of a node recording a whole function (checkpoint, jit) call
+        this with the cotangents the sweep brought: a real output times a
+        complex number downstream gets a complex one, of which only the real
+        part reaches real inputs (the plain sweep casts it at them), so it is
+        projected here, where ``__call__`` refuses a caller's."""
+        pairs = [(k, _as_cotangent(_real_part_for(c, self.values[k]), self.values[k],
+                                   self._namer(k), self.opname))
                  for k, c in enumerate(cts) if c is not None]
         swept = self.sweep(pairs)
         _unalias(swept, self.records, [c for _, c in pairs])
@@ -200,6 +207,15 @@ class _Pullback:
             path = leaf_paths(self.out_td)[k]
             return f"output leaf {path}" if path else "the output"
         return name
+
+
+def _real_part_for(c, value):
+    """``c``'s real part where it is a plain complex cotangent of a real
+    ``value``; else ``c`` as it is."""
+    if (c.__class__ is np.ndarray or isinstance(c, (complex, np.generic))) \
+            and np.iscomplexobj(c) and not np.iscomplexobj(unwrap_all(value)):
+        return np.real(c)
+    return c
 
 
 def _root(a):

@@ -628,7 +628,8 @@ def _checkpoint_call(f, leaves, td, top):
         if n_out == 1:
             g = [g]
         with rng.replay(snapshot, leaves):
-            _, pullback = vjp(f_raw, *[raw[k] for k in live])
+            again, pullback = vjp(f_raw, *[raw[k] for k in live])
+        _check_same_run(again, out_leaves, f)
         # an output without a cotangent adds nothing, as without checkpoint
         # (a zero cotangent through the rules may give -0.0 where that gives 0.0)
         return list(pullback.given(list(g)))
@@ -641,6 +642,33 @@ def _checkpoint_call(f, leaves, td, top):
     else:
         outs = record(top, ans, parents, JointRule(checkpoint_pullback), (), {}, n_out)
     return out_td.unflatten(list(outs))
+
+
+def _check_same_run(again, out_leaves, f):
+    """Refuse a recompute whose outputs are not the forward's: the gradient
+    would belong to another function than the value returned (``f`` drew
+    from a generator in its closure, which is not replayed, or changed
+    state it reads).  Rounding may differ (a threaded BLAS): 1e-12 of
+    the output's largest value is let pass."""
+    for a, b in zip(tree_flatten(again)[0], out_leaves):
+        if not (isinstance(a, (np.ndarray, np.generic, float)) and
+                isinstance(b, (np.ndarray, np.generic, float))):
+            continue  # (traced by an enclosing level: a derivative of the pullback)
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype.kind not in "fc":
+            continue
+        d = np.abs(a - b)
+        scale = np.max(np.abs(b), initial=0.0, where=np.isfinite(b))
+        same_nan = np.array_equal(np.isnan(a), np.isnan(b))
+        with np.errstate(invalid="ignore"):
+            close = np.all((d <= 1e-12 * scale) | (a == b) | np.isnan(d))
+        if not (same_nan and close):
+            raise RuntimeError(
+                f"tapestry.checkpoint({getattr(f, '__qualname__', 'f')}): running it again for "
+                "the backward pass gave another value than the forward: it draws random "
+                "numbers from a generator it closes over (only the global np.random state and "
+                "generators passed as arguments are replayed) or changes state it reads. "
+                "Pass the generator (or the state) as an argument, or do not checkpoint it.")
 
 
 class custom_jvp:

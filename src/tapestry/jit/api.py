@@ -39,12 +39,13 @@ from ..core.var import Var
 from ..sparse import AxisSparse
 from .containers import (_PLAIN_OUTPUTS, _containers_changed, _copied_containers, _mirror,
                          fresh_aux_builder)
-from .env import EntropyWatch, ReachesTraced, environment, rng_changed, rng_states
+from .env import (EntropyWatch, ReachesTraced, environment, raw_rng_states, rng_changed,
+                  rng_states)
 from .fuse import available as fuse_available
 from .order import aux_key, call_key, input_order, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .slots import output_builder
-from .reverse import call_on_traced
+from .reverse import RAN_ONCE as _RAN_ONCE, call_on_traced
 
 
 class JitError(RuntimeError):
@@ -413,7 +414,17 @@ class jit:
             print(f"tapestry.jit({self.__qualname__}): traced again: {msg}", file=sys.stderr)
 
     # --- tracing ------------------------------------------------------------
-    def _trace(self, entry, args, kwargs, leaves, treedef, runtime, objects):
+    def _trace(self, *how):
+        """Trace a call (:meth:`_traced_call`).  The random states it takes
+        for a give-up (``_RAN_ONCE.tracing``) hold while it runs only, nested
+        traces' inside it: a later give-up never puts back stale ones."""
+        prev = getattr(_RAN_ONCE, "tracing", None)
+        try:
+            return self._traced_call(*how)
+        finally:
+            _RAN_ONCE.tracing = prev
+
+    def _traced_call(self, entry, args, kwargs, leaves, treedef, runtime, objects):
         entry.traces += 1
         self.n_traces += 1
         try:
@@ -436,6 +447,9 @@ class jit:
         sargs = self._restore_static(sargs, args)
         skwargs = {k: skwargs[k] if k in skwargs else kwargs[k] for k in kwargs}  # in order
         before = rng_states(env)
+        # (what a caller differentiating this call puts back if the trace gives
+        # up: reverse.call_on_traced)
+        _RAN_ONCE.tracing = (self, raw_rng_states(env))
         copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
@@ -673,6 +687,11 @@ class jit:
         with one warning; ``strict`` raises instead."""
         name = self.__qualname__
         msg = f"tapestry.jit({name}) runs uncompiled: {reason}."
+        # (f ran for real, once or more: a caller differentiating this call must
+        # not run it once more as if nothing changed -- reverse.call_on_traced)
+        tracing = getattr(_RAN_ONCE, "tracing", None)
+        _RAN_ONCE.last = (self, tracing[1] if tracing is not None and tracing[0] is self
+                          else None)
         if self.strict:
             raise JitError(msg)
         if whole:

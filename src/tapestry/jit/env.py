@@ -763,6 +763,38 @@ def rng_states(env):
     return states
 
 
+def raw_rng_states(env):
+    """What :func:`restore_rng_states` puts back: the states of every
+    generator a trace could draw from, as their own ``get_state`` gives
+    them (a spawning ``SeedSequence`` cannot be put back: left out)."""
+    states = [np.random.get_state(), random.getstate()]
+    for g in env.rngs:
+        if isinstance(g, random.Random):
+            states.append((g, g.getstate()))
+        elif isinstance(g, np.random.Generator):
+            states.append((g, g.bit_generator.state))
+        elif isinstance(g, np.random.RandomState):
+            states.append((g, g.get_state()))
+        elif isinstance(g, np.random.BitGenerator):
+            states.append((g, g.state))
+    return states
+
+
+def restore_rng_states(states):
+    """Put back the states :func:`raw_rng_states` took."""
+    np.random.set_state(states[0])
+    random.setstate(states[1])
+    for g, st in states[2:]:
+        if isinstance(g, random.Random):
+            g.setstate(st)
+        elif isinstance(g, np.random.Generator):
+            g.bit_generator.state = st
+        elif isinstance(g, np.random.RandomState):
+            g.set_state(st)
+        else:
+            g.state = st
+
+
 def _np_global_state():
     try:
         return _freeze(np.random.mtrand._rand._bit_generator.state)

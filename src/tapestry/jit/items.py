@@ -29,7 +29,7 @@ import numpy as np
 from ..core.api import _value_and_grad
 from ..core.backward import accumulate
 from ..core.pytree import tree_flatten
-from ..parallel.stacking import columns as _columns
+from ..parallel.stacking import columns as _columns, same_form
 from ..core.tracing import AS_SWEPT
 from .order import aux_key
 
@@ -204,7 +204,11 @@ def _driven(vg, chunk, columns, shared_leaves):
     if loop is None:
         return None
     kernel, drivers, _, columns = loop
-    r = drivers.drive(0, len(chunk), *columns, *shared_leaves, *kernel.consts)
+    try:
+        r = drivers.drive(0, len(chunk), *columns, *shared_leaves, *kernel.consts)
+    except Exception:  # (compiled at its first call: see sum_items)
+        drivers.failed = True
+        return None
     if r[0]:
         return None
     kinds = kernel.outputs
@@ -236,8 +240,12 @@ def _loop(vg, last_item, columns, shared_leaves, chunk=None):
             or not all(_kernel_arg(x) for x in shared_leaves):
         return None
     spec = _spec(columns)
+    if _zero_d_leaf(last_item):
+        return None  # (its column's rows are numbers: the kernel takes 0-d arrays)
     drivers = comp.program.__dict__.setdefault("_item_drivers", {})
     drive = drivers.get(spec)
+    if drive is not None and drive.__dict__.get("failed"):
+        return None
     if drive is None:
         if spec in drivers:
             return None  # (this spec did not compile: no second try)
@@ -291,7 +299,11 @@ def sum_items(f, items, shared, bounds, ex, add_in_order, grads_like):
     if any(k[0] not in _SCRATCH_DTYPE for k in kinds[1:]):
         return None
     rows = _Rows(bounds, kinds, drivers.drive_chunks, (*leaves, *kernel.consts))
-    if not rows.run(items, spec, ex, drivers):
+    try:
+        if not rows.run(items, spec, ex, drivers):
+            return None
+    except Exception:  # (numba compiles the loop at its first call, and may refuse
+        drivers.failed = True  # these arguments' types: the chunks run as tasks)
         return None
     value, grads = rows.sums(kinds, [leaves[p] for p in act], add_in_order, grads_like)
     return top, value, [x._index for x in active], grads
@@ -367,6 +379,12 @@ class _Rows:
             return not self.bads.any()
         cut = _cut(self.bounds, FIRST_SHARE)
         mid = self.bounds[cut][0]
+        # (each half's columns check its items against the half's first item
+        # only: both first items must have the form of the item whose program
+        # this is, or a half in another key order or container class would run
+        # a program traced for another form, and stack alike)
+        if not (same_form(items[0], items[-1]) and same_form(items[mid], items[-1])):
+            return False
         first = _columns(items[:mid])
         if first is None or _spec(first) != spec:
             return False
@@ -409,6 +427,15 @@ class _Rows:
         return value, grads
 
 
+def _zero_d_leaf(item):
+    """Whether a leaf of ``item`` (as :func:`_columns` reads it) is a 0-d
+    array: the loop would hand the kernel its stacked column's number."""
+    c = item.__class__
+    leaves = [item] if c is np.ndarray else item.values() if c is dict else \
+        item if c is tuple or c is list else ()
+    return any(x.__class__ is np.ndarray and x.ndim == 0 for x in leaves)
+
+
 def _spec(columns):
     return tuple((c.ndim, c.dtype.str) for c in columns)
 
@@ -435,7 +462,9 @@ def _kernel_arg(x):
     C-contiguous writable array, a Python or NumPy number)."""
     if x.__class__ is np.ndarray:
         return x.flags.c_contiguous and x.flags.writeable
-    return x.__class__ in (int, float, np.float64, np.int64)
+    if x.__class__ is int:  # (an int64 in the kernel: a larger one runs as tasks)
+        return -2 ** 63 <= x < 2 ** 63
+    return x.__class__ in (float, np.float64, np.int64)
 
 
 _SCRATCH_DTYPE = {"f": "float64", "i": "int64", "b": "bool_"}

@@ -28,6 +28,7 @@ computed uncompiled, on the same point, so every derivative stays exact.
 """
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -41,11 +42,16 @@ from ..core.staged import Staged, Unstageable
 from ..core.tape import ClosedNodes
 from ..core.tracing import of_leaves
 from ..core.var import Var
-from .env import ReachesTraced, environment
+from .env import ReachesTraced, environment, restore_rng_states
 from .order import aux_key
 from .program import GuardFailed, split
 
 _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
+#: Per thread, ``last``: ``(jit, random states before its trace, or None)``,
+#: set where a call gave up compiling, after ``f`` ran for real (it drew
+#: random numbers, wrote into an argument, changed what it reads): see
+#: :func:`_ran_for_real`.  ``tracing``: the states before the trace running.
+RAN_ONCE = threading.local()
 #: Argument leaves that are values, not objects whose attributes f may read.
 _PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
 
@@ -80,7 +86,15 @@ def call_on_traced(jf, args, kwargs):
         pullback = _split_pullback(jf, sp, residuals, point, diff)
     else:
         pargs, pkwargs = td.unflatten(plain)
+        if _runs_uncompiled(jf, pargs, pkwargs):
+            # (the pullback would run f again: a write into an argument, a
+            # counter, a draw, repeated; inline, f runs once, on the tape)
+            return jf.fun(*args, **kwargs)
+        RAN_ONCE.last = None
         out = jf(*pargs, **pkwargs)
+        last, RAN_ONCE.last = RAN_ONCE.last, None
+        if last is not None and last[0] is jf:
+            return _ran_for_real(jf, args, kwargs, out, last[1])
         if _changed_arguments(jf, (args, kwargs), (pargs, pkwargs), td, leaves, plain, pos):
             out = _back_to_traced(out, leaves, plain, pos)
         out_leaves, out_td = tree_flatten(out)
@@ -106,6 +120,53 @@ def call_on_traced(jf, args, kwargs):
     for k, t in zip(diff, traced):
         out_leaves[k] = t
     return (build or out_td.unflatten)(out_leaves)
+
+
+def _runs_uncompiled(jf, pargs, pkwargs):
+    """Whether ``jf`` gave up compiling for the signature of these plain
+    arguments (it runs ``f`` as it is)."""
+    key = jf._key(pargs, pkwargs)
+    entry = None if key is None else jf._cache.get(key)
+    return entry is not None and entry.eager is not None
+
+
+def _ran_for_real(jf, args, kwargs, out, states):
+    """``jf(*args, **kwargs)`` on the caller's tape, where its call on the
+    plain values just now gave up compiling after ``f`` ran for real: it
+    drew random numbers (``states``: the generators' states before the
+    trace), wrote into an argument, changed what it reads.  The node's pullback
+    would compute the forward again -- other random numbers (another
+    dropout mask), a counter read once more -- and differentiate another
+    function than the one whose value ``out`` is.  So ``f`` runs again,
+    inline, from the random states it started at (the generators end as
+    after one call); where its value then differs from ``out`` (its result
+    depends on what it changes), the call is refused."""
+    if states is not None:
+        restore_rng_states(states)
+    again = jf.fun(*args, **kwargs)
+    a, b = tree_flatten(again)[0], tree_flatten(out)[0]
+    if len(a) != len(b) or not all(_same_value(x, y) for x, y in zip(a, b)):
+        raise RuntimeError(
+            f"tapestry.jit({jf.__qualname__}): differentiating its first call needs a second "
+            "run of the function, which gave another result: it changes what it reads while "
+            "it runs (a counter, a list, a generator that cannot be rewound) and its result "
+            "depends on it. Pass that state as an argument, or call the function without "
+            "jit (later calls run it uncompiled).")
+    return again
+
+
+def _same_value(x, y):
+    """Whether traced or plain ``x`` has the bits of plain ``y``."""
+    while x.__class__ is Var:
+        x = x._value
+    if x.__class__ in _OTHER_LEVELS or y.__class__ in _OTHER_LEVELS:
+        return True  # (not a value here: nothing to compare)
+    try:
+        xa, ya = np.asarray(x), np.asarray(y)
+        return xa.shape == ya.shape and xa.dtype == ya.dtype and \
+            np.array_equal(xa, ya, equal_nan=xa.dtype.kind in "fc")
+    except Exception:  # (objects that do not compare: their runs are not checked)
+        return True
 
 
 def _changed_arguments(jf, orig, rebuilt, td, leaves, plain, pos):
@@ -252,6 +313,12 @@ def _cotangents(g, diff, out_leaves):
     traced = False
     for k, c in zip(diff, gs):
         if c is not None:
+            if np.iscomplexobj(c) and not np.iscomplexobj(out_leaves[k]) \
+                    and (c.__class__ is np.ndarray or isinstance(c, (complex, np.generic))):
+                # (a real output times a complex number downstream: its cotangent
+                # arrives complex; only its real part reaches real inputs, as the
+                # plain sweep casts it at them -- vjp refuses the complex one)
+                c = np.real(c)
             cts[k] = c
             traced = traced or c.__class__ is Var or c.__class__ in _OTHER_LEVELS
     return cts, traced

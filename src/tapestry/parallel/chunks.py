@@ -52,16 +52,30 @@ def add_in_order(terms):
     return total
 
 
-def sum_pullback(stored):
+def sum_pullback(stored, tape):
     """The pullback of a real ``parallel_sum`` whose gradients (one per
     parent) are ``stored``: each scaled by the cotangent, except for the
     usual seed, a plain 1 (under jit the seed is such a constant, so the
-    program holds no multiplication by 1 per gradient: W4 heavy's 256)."""
+    program holds no multiplication by 1 per gradient: W4 heavy's 256).
+
+    The seed hands ``stored`` on as they are, unless ``tape`` outlives the
+    call (``tp.vjp``: ``tape.owned``), whose pullback may be called again:
+    what an earlier call returned is then the caller's (an optimizer scales
+    it in place), so each call hands on copies."""
+    reused = tape is not None and getattr(tape, "owned", None) is not None
+
     def parallel_sum_pullback(g, ans):
         if type(g) is np.ndarray and g.shape == () and g == 1:
-            return list(stored)  # (``_scale`` by 1 of each)
+            # (``_scale`` by 1 of each)
+            return [_copy(c) for c in stored] if reused else list(stored)
         return [_scale(g, c) for c in stored]
     return parallel_sum_pullback
+
+
+def _copy(c):
+    """``c`` as a new object where it is a mutable array (numbers are
+    handed on: nobody writes into them)."""
+    return c.copy() if isinstance(c, np.ndarray) else c
 
 
 def _scale(g, c):

@@ -13,7 +13,7 @@ import numpy as np
 from ..core.backward import JointRule
 from ..core.primitive import record
 from ..core.pytree import tree_flatten
-from .chunks import Plan, _scale, add_in_order, chunk_bounds, sum_pullback
+from .chunks import Plan, _copy, _scale, add_in_order, chunk_bounds, sum_pullback
 from .executors import SerialExecutor, ThreadExecutor, check_options, get_executor
 from .runner import run_chunks
 from .staged import staged_recorder, staged_sum
@@ -74,7 +74,8 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
         stored_i = plan.assemble(bounds, [r[2] if len(r) == 3 else None for r in results])
         return record(plan.top, value, plan.parents(),
                       JointRule(_complex_pullback(stored, stored_i)), (), {})
-    return record(plan.top, value, plan.parents(), JointRule(sum_pullback(stored)), (), {})
+    return record(plan.top, value, plan.parents(), JointRule(sum_pullback(stored, plan.top)),
+                  (), {})
 
 
 def _compiled_items(f, items, shared, chunk_size, ex):
@@ -90,7 +91,7 @@ def _compiled_items(f, items, shared, chunk_size, ex):
     if out is None:
         return None
     top, value, parents, grads = out
-    return record(top, value, parents, JointRule(sum_pullback(grads)), (), {})
+    return record(top, value, parents, JointRule(sum_pullback(grads, top)), (), {})
 
 
 def _grads_like(cts, like):
@@ -128,6 +129,8 @@ def _complex_pullback(stored, stored_i):
         out = []
         for c, ci in zip(stored, stored_i):
             a, b = _scale(re, c), _scale(im, ci)
-            out.append(a if b is None else b if a is None else a + b)
+            # (a scale by 1 or 0 hands on a stored array: a copy, for the
+            # reasons of sum_pullback's later calls)
+            out.append(_copy(a) if b is None else _copy(b) if a is None else a + b)
         return out
     return parallel_sum_pullback

@@ -37,6 +37,9 @@ def columns(chunk):
         for it in chunk:
             if it.__class__ is not dict or len(it) != n or tuple(it) != order:
                 return None
+        if not all(k.__class__ is str for k in order) \
+                and any(not _same_key_types(it, ref) for it in chunk):
+            return None  # ({1: x} and {1.0: x}: f may tell the keys apart)
         cols = [[it[k] for it in chunk] for k in keys]
     elif c is tuple or c is list:
         n = len(ref)
@@ -70,6 +73,26 @@ def columns(chunk):
         else:
             return None
     return out
+
+
+def same_form(a, b):
+    """Whether items ``a`` and ``b`` have one form as :func:`columns` sees
+    it: the same class, and for dicts the same keys, of the same types, in
+    the same order (a function iterating ``item.values()`` or testing
+    ``isinstance(item, dict)`` may tell other forms apart even where their
+    columns stack alike)."""
+    c = a.__class__
+    if b.__class__ is not c:
+        return False
+    if c is dict:
+        return tuple(a) == tuple(b) and _same_key_types(a, b)
+    if c is tuple or c is list:
+        return len(a) == len(b)
+    return True
+
+
+def _same_key_types(a, b):
+    return all(x.__class__ is y.__class__ for x, y in zip(a, b))
 
 
 def stacked(items):

@@ -86,7 +86,8 @@ def staged_sum(rec, plan, f, bounds, executor, n_workers, progress, timeout):
     value, stored = out[0], _rebuilt(out[1:], step.layout)
     if plan.top is None:
         return value
-    return record(plan.top, value, plan.parents(), JointRule(sum_pullback(stored)), (), {})
+    return record(plan.top, value, plan.parents(), JointRule(sum_pullback(stored, plan.top)),
+                  (), {})
 
 
 def _environment(f, plan):
