@@ -485,13 +485,32 @@ _logsumexp = Primitive(_logsumexp_fwd, "logsumexp", batch=_batch_logsumexp,
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """``log(sum(b * exp(a), axis))``, computed stably; the signature of
     ``scipy.special.logsumexp``.  Differentiable in ``a`` and ``b``."""
-    if return_sign:
-        raise NotImplementedError("tapestry: logsumexp(..., return_sign=True) has no "
-                                  "gradient rule; use b >= 0.")
     if b is not None:
         shape = np.broadcast_shapes(np.shape(a), np.shape(b))
         a = a if np.shape(a) == shape else np.broadcast_to(a, shape)
+    if return_sign:
+        return _logsumexp_signed(a, b, _tuple(axis), keepdims)
     return _logsumexp(a, b, _tuple(axis), keepdims)
+
+
+def _logsumexp_signed(a, b, axis, keepdims):
+    """``(log|sum(b e^a)|, sign(sum(b e^a)))``, SciPy's ``return_sign=True``
+    (a negative ``b`` can make the sum negative, where the log alone is NaN).
+    A composite of differentiable operations, so every transform follows:
+    the shift by the maximum is held constant (the result does not depend
+    on it), the sign is a constant, and ``d log|s| = ds / s``."""
+    from ..core.api import stop_gradient
+    m = stop_gradient(np.max(a, axis=axis, keepdims=True))
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(a - m)
+    s = np.sum(e if b is None else b * e, axis=axis, keepdims=True)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.abs(s)) + m
+    sign = np.sign(s)
+    if not keepdims:
+        axes = _axes(axis, np.ndim(a))
+        out, sign = np.squeeze(out, axis=axes), np.squeeze(sign, axis=axes)
+    return out, sign
 
 
 def log_softmax(x, axis):
