@@ -41,3 +41,34 @@ def test_logsumexp_return_sign_gradients_through_vmap(dtype):
     for k in range(2):
         np.testing.assert_allclose(per_item[k], np.stack([g[k] for g in loop]),
                                    rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+# --- weighted histograms with values outside the range ---------------------------------
+PTS = 1.5 * RNG.standard_normal((4, 9))       # some values fall outside (-2, 2), per item
+PTS2 = 1.5 * RNG.standard_normal((4, 9))
+WTS = RNG.standard_normal((4, 9)) ** 2
+
+HISTS = {
+    "histogram": lambda a, b, w: np.histogram(a, bins=4, range=(-2.0, 2.0), weights=w)[0],
+    "histogram density": lambda a, b, w: np.histogram(a, 3, (-2.0, 2.0), weights=w,
+                                                      density=True)[0],
+    "histogram2d": lambda a, b, w: np.histogram2d(a, b, bins=3, range=[[-2, 2], [-1, 2]],
+                                                  weights=w)[0],
+    "histogramdd": lambda a, b, w: np.histogramdd(np.stack([a, b], -1), bins=(2, 3),
+                                                  range=[(-2, 2), (-1, 1)], weights=w)[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HISTS))
+def test_weighted_histogram_with_a_range_under_vmap_is_the_loop(name):
+    """Which values fall outside ``range`` differs per item: the weighted
+    counts were refused under vmap (a data-dependent selection of the
+    weights); they are the loop's, and linear in the weights."""
+    f = HISTS[name]
+    assert np.any(np.abs(PTS) > 2)
+    got = tp.vmap(f)(PTS, PTS2, WTS)
+    np.testing.assert_allclose(got, np.stack([f(*z) for z in zip(PTS, PTS2, WTS)]), rtol=1e-12)
+    check_grads(lambda w: np.sum(np.sin(tp.vmap(f, in_axes=(0, 0, 0))(PTS, PTS2, w))), (WTS,))
+    per_item = tp.vmap(tp.grad(lambda w, a, b: np.sum(np.sin(f(a, b, w)))))(WTS, PTS, PTS2)
+    loop = [tp.grad(lambda w: np.sum(np.sin(f(a, b, w))))(w) for a, b, w in zip(PTS, PTS2, WTS)]
+    np.testing.assert_allclose(per_item, np.stack(loop), rtol=1e-12)

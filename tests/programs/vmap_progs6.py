@@ -920,3 +920,167 @@ def vmap_of_vmap_of_grad_pairwise(a, C, x, T):
                                                  "shift": r(B, 3)})
 def kwargs_two_mapped_leaves(a, x, T, scale=1.0, shift=0.0):
     return a * scale + shift, x.sum((a - shift) ** 2) / scale
+
+
+# === creation from batched values ====================================================
+@prog(r(B), r(B, 3), in_axes=(0, 0))
+def full_and_full_like_with_batched_fill(s, a, x, T):
+    return x.full(3, s), x.full_like(a, s) * a, x.eye(3) * s + x.diag(a), x.zeros(a.shape) + s
+
+
+@prog(r(B, 4), r(B), in_axes=(0, 0))
+def append_insert_delete_batched_scalar(a, s, x, T):
+    return (x.append(a, s), x.insert(a, 1, s), x.delete(a, x.array([0, 2])),
+            x.concatenate([a, x.atleast_1d(s)]))
+
+
+@prog(r(B, 3), r(B, 2), in_axes=(0, 0))
+def meshgrid_broadcast_arrays_batched(a, b, x, T):
+    U, V = x.meshgrid(a, b, indexing="ij")
+    p, q = x.broadcast_arrays(a[:, None], b[None, :])
+    return U * V, p - q, x.broadcast_to(a, (2, 3)).sum(0)
+
+
+@prog(r(2, 3), r(B, 3, 4), in_axes=(None, 0))
+def dot_inner_vdot_2d_items(M, a, x, T):
+    return x.dot(M, a), x.inner(a.T, M), x.vdot(a[:2, :3], M), x.einsum("IJ,JK->IK", M, a)
+
+
+# === signal and differences, more =====================================================
+@prog(r(B, 8), r(B, 3), in_axes=(0, 0))
+def convolve_both_batched_modes(s, k, x, T):
+    return x.convolve(s, k, mode="full"), x.correlate(s, k, mode="valid"), x.convolve(k, s, "same")
+
+
+@prog(r(B, 6), np.cumsum(np.abs(r(B, 6)), axis=1), in_axes=(0, 0))
+def gradient_and_trapezoid_with_batched_spacing(y, t, x, T):
+    tr = x.trapezoid(y, t) if hasattr(x, "trapezoid") else x.trapz(y, t)
+    return x.gradient(y, t), tr, x.gradient(y, 0.5)
+
+
+@prog(r(B, 3, 4), in_axes=0)
+def gradient_default_and_axis(a, x, T):
+    gy, gx = x.gradient(a)
+    return gy, gx, x.gradient(a, axis=1)
+
+
+@prog(r(B, 8), in_axes=0)
+def rfft_n_and_fftshift_power(a, x, T):
+    F = x.fft.rfft(a, n=10)
+    return x.abs(F) ** 2, x.fft.fftshift(x.fft.fft(a).real), x.fft.irfft(F, n=10)
+
+
+@prog(r(B, 4, 3), r(B, 4, 3), in_axes=(0, 0))
+def cross_axisa_axisb(a, b, x, T):
+    return x.cross(a, b, axisa=-1, axisb=-1), x.cross(a.T, b.T, axisa=0, axisb=0, axisc=0)
+
+
+# === sorting, more ====================================================================
+@prog(r(B, 7), in_axes=0)
+def partition_kth_and_argpartition_values(a, x, T):
+    p = x.partition(a, 3)
+    return p[3], p[:3].sum(), x.sort(a[x.argpartition(a, 2)[:2]])
+
+
+@prog(np.sort(r(6)), r(B, 4), in_axes=(None, 0), grad=False)
+def digitize_right_and_searchsorted_sorter(edges, v, x, T):
+    perm = x.arange(6)[::-1]
+    rev = edges[perm]
+    return x.digitize(v, edges, right=True), x.searchsorted(rev, v, sorter=perm)
+
+
+# === in_axes / out_axes, more ========================================================
+@prog(r(B), in_axes=0, out_axes=-1)
+def zero_d_item_out_axes_minus1(s, x, T):
+    return s ** 2, x.stack([s, 2 * s]), x.outer(x.ones(2), x.stack([s, s]))
+
+
+@prog(r(B, 3), r(3), in_axes=[0, None])
+def list_in_axes_top_level(a, w, x, T):
+    return a @ w, a - w
+
+
+@prog(r(3, 4), r(B, 4), in_axes=(None, 0), out_axes=(None, 0))
+def grad_wrt_shared_used_batched_out_none(W, v, x, T):
+    return W * 2.0, x.tanh(W @ v)
+
+
+@prog(r(B, 3).astype(np.float32), r(3), r(B, 3).astype(np.int64), in_axes=(0, None, 0))
+def dtype_mix_float32_float64_int(a, w, k, x, T):
+    kf = k.astype(a.dtype)                      # NumPy: float32 + int64 is float64, JAX: float32
+    return a * w, a + kf, (a * 2).astype(x.float64) + w, x.mean(k), a / kf.clip(1, None)
+
+
+# === transforms vmapped over tangents and cotangents =================================
+@prog(np.eye(3), r(3), in_axes=(0, None), name="vmap_of_jvp_over_tangents_only")
+def jvp_columns_of_jacobian(t, x0, x, T):
+    f = lambda v: x.sin(v) * x.cumsum(v) + x.sum(v ** 3)  # noqa: E731
+    return T.jvp(f, (x0,), (t,))[1]
+
+
+@prog(np.eye(3), r(3), in_axes=(0, None), name="vmap_of_vjp_pullback_over_cotangents")
+def vjp_rows_of_jacobian(c, x0, x, T):
+    f = lambda v: x.tanh(x.outer(v, v) @ v)  # noqa: E731
+    _, pull = T.vjp(f, x0)
+    return pull(c)[0]
+
+
+@prog(r(B, 3), r(B, 3), r(3), in_axes=(0, 0, None))
+def vmap_jvp_batched_primal_and_tangent_pytree(p, t, w, x, T):
+    f = lambda d: {"y": x.exp(d["a"]) * w, "z": x.sum(d["a"] ** 2)}  # noqa: E731
+    out, tan = T.jvp(f, ({"a": p},), ({"a": t},))
+    return out["y"], tan["y"], tan["z"]
+
+
+@prog(r(B, 3), r(3, 3) / 2, in_axes=(0, None))
+def vmap_linear_solve_grad_wrt_matrix(b, A, x, T):
+    M = A + 3 * x.eye(3)
+    gM = T.grad(lambda M: x.sum(x.linalg.solve(M, b) ** 2))(M)
+    gdet = T.grad(lambda M: x.linalg.slogdet(M)[1])(M)
+    return gM, gdet
+
+
+@prog(r(B, 4), in_axes=0)
+def custom_vjp_clipped_gradient_inside_vmap(a, x, T):
+    @T.custom_vjp
+    def clip_grad(v):
+        return v
+
+    def fwd(v):
+        return v, None
+
+    def bwd(_, g):
+        return (x.clip(g, -0.1, 0.1),)
+    clip_grad.defvjp(fwd, bwd)
+    return T.grad(lambda v: x.sum(clip_grad(v) ** 3))(a), clip_grad(a) * 2
+
+
+# === likelihoods with special functions ==============================================
+@prog(rng.integers(0, 8, (B, 5)).astype(float), np.abs(r(B, 5)) + 0.5, np.array(2.5),
+      in_axes=(0, 0, None))
+def negative_binomial_loglik_gammaln_xlogy(k, mu, alpha, x, T):
+    sp = T.special
+    return x.sum(sp.gammaln(k + alpha) - sp.gammaln(alpha) - sp.gammaln(k + 1)
+                 + sp.xlogy(alpha, alpha / (alpha + mu)) + sp.xlogy(k, mu / (alpha + mu)))
+
+
+@prog(rng.random((B, 5)) * 0.9 + 0.05, np.abs(r(B, 2)) + 0.5, in_axes=(0, 0))
+def beta_logpdf_betaln_digamma_grad(p, ab, x, T):
+    sp = T.special
+    a, b = ab[0], ab[1]
+    lp = x.sum((a - 1) * x.log(p) + (b - 1) * x.log1p(-p)) - 5 * sp.betaln(a, b)
+    return lp, sp.digamma(a) - sp.digamma(a + b)
+
+
+@prog(r(B, 6), (rng.random((B, 6)) > 0.5).astype(float), in_axes=(0, 0))
+def probit_loglik_log_ndtr_and_expit(z, y, x, T):
+    sp = T.special
+    return (x.sum(y * sp.log_ndtr(z) + (1 - y) * sp.log_ndtr(-z)),
+            sp.expit(z), sp.logit(sp.expit(0.5 * z)), sp.erf(z / x.sqrt(2.0)))
+
+
+@prog(r(B, 8), r(B, 8) ** 2, in_axes=(0, 0))
+def histogram_range_weights_density(a, w, x, T):
+    h, e = x.histogram(a, bins=4, range=(-2.0, 2.0), weights=w)
+    d, _ = x.histogram(a, bins=4, range=(-2.0, 2.0), weights=w, density=True)
+    return h, d, e
