@@ -1084,3 +1084,126 @@ def histogram_range_weights_density(a, w, x, T):
     h, e = x.histogram(a, bins=4, range=(-2.0, 2.0), weights=w)
     d, _ = x.histogram(a, bins=4, range=(-2.0, 2.0), weights=w, density=True)
     return h, d, e
+
+
+# === shared matrices, batched right-hand sides; one jit inside and outside ==========
+@prog(spd(3, 3), r(B, 3), r(3, 2, B), in_axes=(None, 0, -1))
+def shared_matrix_batched_vector_and_matrix_rhs(A, b, Bm, x, T):
+    L = x.linalg.cholesky(0.5 * (A + A.T))     # symmetric: one gradient convention
+    return (x.linalg.solve(A, b), x.linalg.solve(A, Bm), x.linalg.inv(A) @ b,
+            T.linalg.solve_triangular(L, b, lower=True))
+
+
+@prog(r(B, 3).astype(np.float32), spd(3, 3), in_axes=(0, None))
+def float32_rhs_float64_matrix_solve_eigh(b, A, x, T):
+    w, V = x.linalg.eigh(0.5 * (A + A.T))      # symmetric: one gradient convention
+    return x.linalg.solve(A, b), V.T @ b / w, x.linalg.norm(b)
+
+
+@prog(r(B, 3), r(3), r(3, 3), in_axes=(0, None, None))
+def one_jit_called_on_batched_and_shared(a, a0, W, x, T):
+    g = T.jit(lambda v, W: x.tanh(W @ v) * x.sum(v ** 2))
+    return g(a, W) + g(a0, W), g(a0, W)
+
+
+@prog(r(B, 4, 3).astype(np.float32), (rng.random((B, 4)) > 0.4), in_axes=(0, 0))
+def float32_attention_finfo_min_mask_and_eps_clip(h, keep, x, T):
+    keep = x.where(x.arange(4) == 0, True, keep)
+    s = (h @ h.T) / x.sqrt(x.asarray(3.0, dtype=h.dtype))
+    s = x.where(keep[None, :], s, x.finfo(h.dtype).min)
+    p = x.exp(s - s.max(axis=-1, keepdims=True))
+    p = p / p.sum(axis=-1, keepdims=True)
+    eps = x.finfo(p.dtype).eps
+    return p @ h, -x.sum(p * x.log(x.clip(p, eps, 1 - eps)), axis=-1)
+
+
+# === more of the same families, written other ways ====================================
+@prog(np.abs(r(B, 2)) + 0.2, np.array([1.0, 0.0]), in_axes=(0, None))
+def rk4_stack_rhs_per_example_param_grad(p, y0, x, T):
+    def simulate(p):
+        def f(y):
+            return x.stack([y[1], -p[0] * x.sin(y[0]) - p[1] * y[1]])
+        y, dt = y0, 0.1
+        for _ in range(10):
+            k1 = f(y)
+            k2 = f(y + dt / 2 * k1)
+            k3 = f(y + dt / 2 * k2)
+            k4 = f(y + dt * k3)
+            y = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return y
+    return simulate(p), T.jacfwd(simulate)(p), T.grad(lambda q: simulate(q)[0])(p)
+
+
+@prog(r(B, 5), {"q": np.abs(r(B)) * 0.1 + 0.05, "r": np.abs(r(B)) + 0.2},
+      in_axes=(0, {"q": 0, "r": 0}))
+def kalman_local_level_dict_noise_loglik(z, nz, x, T):
+    m, P, ll = 0.0, 10.0, 0.0
+    for t in range(5):
+        P = P + nz["q"]
+        S = P + nz["r"]
+        ll = ll - 0.5 * (x.log(2 * x.pi * S) + (z[t] - m) ** 2 / S)
+        K = P / S
+        m, P = m + K * (z[t] - m), (1 - K) * P
+    return ll, m
+
+
+@prog(r(B, 5, 1), r(B, 5), r(4, 1), r(4, 3), in_axes=(0, 0, None, None))
+def gp_posterior_samples_cholesky(X, y, Xs, eps, x, T):
+    def k(a, b):
+        return x.exp(-0.5 * (a - b.T) ** 2)
+    K = k(X, X) + 0.05 * x.eye(5)
+    L = x.linalg.cholesky(K)
+    Ks = k(Xs, X)
+    A = x.linalg.solve(L, Ks.T)
+    mu = A.T @ x.linalg.solve(L, y)
+    C = k(Xs, Xs) - A.T @ A + 1e-6 * x.eye(4)
+    return mu[:, None] + x.linalg.cholesky(C) @ eps
+
+
+@prog(r(B, 3, 5), rng.random((B, 3, 5)) > 0.4, in_axes=(0, 0))
+def lse_rows_with_neg_inf_entries(a, m, x, T):
+    m = m | (x.arange(5) == 4)
+    v = x.where(m, a, -x.inf)
+    mx = x.max(v, axis=-1, keepdims=True)
+    out = mx[..., 0] + x.log(x.sum(x.exp(v - mx), axis=-1))
+    return out, x.exp(v - out[:, None])
+
+
+@prog(rng.dirichlet(np.ones(5), size=(B, 3)), rng.integers(0, 5, (B, 3)), in_axes=(0, 0))
+def xent_from_probabilities_take_along_axis(p, y, x, T):
+    picked = x.take_along_axis(p, y[:, None], axis=1)[:, 0]
+    return -x.mean(x.log(picked)), -x.sum(p * x.log(p), axis=1)
+
+
+@prog(r(B, 6), in_axes=0)
+def cumulative_sum_include_initial_and_flip(a, x, T):
+    return (x.cumulative_sum(a, include_initial=True), x.flip(x.cumsum(x.flip(a))),
+            x.cumulative_prod(1 + 0.1 * a))
+
+
+@prog(r(B, 3, 6), in_axes=0)
+def topk_mean_rows_take_along_axis(a, x, T):
+    idx = x.argsort(-a, axis=-1)[:, :2]
+    top = x.take_along_axis(a, idx, axis=-1)
+    return top.mean(axis=-1), idx
+
+
+@prog(np.abs(r(B)) * 3, in_axes=0)
+def lr_schedule_interp_closure_knots(t, x, T):
+    knots, vals = x.asarray([0.0, 1.0, 4.0]), x.asarray([0.0, 1.0, 0.1])
+    lr = x.interp(t, knots, vals)
+    return lr, lr * x.cos(t)
+
+
+@prog(r(B, 2, 3, 4), r(B, 2, 3, 4), in_axes=(0, 0))
+def einsum_heads_inside_item(q, k, x, T):
+    s = x.einsum("hqd,hkd->hqk", q, k) / 2.0
+    p = x.exp(s - s.max(-1, keepdims=True))
+    p = p / p.sum(-1, keepdims=True)
+    return x.einsum("hqk,hkd->qhd", p, k).reshape(3, 8)
+
+
+@prog([r(3), r(3, 3)], axis_size=3, in_axes=([None, None],), out_axes=0)
+def axis_size_with_list_of_none_and_constant_output(wl, x, T):
+    w, M = wl
+    return M @ w, x.sum(w)
