@@ -50,6 +50,10 @@ SUBSET = (
     "scipy_cho_solve_and_solve_triangular", "stacked_linalg_inside_item",
     "reductions_where_and_initial", "shared_array_batched_ints_separated",
     "ensemble_grad_of_inner_vmap_mse", "kwargs_two_mapped_leaves",
+    "histogram_range_weights_density", "rk4_stack_rhs_per_example_param_grad",
+    "gp_posterior_samples_cholesky", "lse_rows_with_neg_inf_entries",
+    "shared_matrix_batched_vector_and_matrix_rhs", "vmap_of_vjp_pullback_over_cotangents",
+    "one_jit_called_on_batched_and_shared", "negative_binomial_loglik_gammaln_xlogy",
 )
 
 
