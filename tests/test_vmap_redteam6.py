@@ -72,3 +72,23 @@ def test_weighted_histogram_with_a_range_under_vmap_is_the_loop(name):
     per_item = tp.vmap(tp.grad(lambda w, a, b: np.sum(np.sin(f(a, b, w)))))(WTS, PTS, PTS2)
     loop = [tp.grad(lambda w: np.sum(np.sin(f(a, b, w))))(w) for a, b, w in zip(PTS, PTS2, WTS)]
     np.testing.assert_allclose(per_item, np.stack(loop), rtol=1e-12)
+
+
+# --- var / std with a per-item where= mask ------------------------------------------
+MASK = RNG.random((4, 5)) > 0.4
+MASK[:, :2] = True
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_masked_moments_under_vmap_and_grad_are_the_loop(name):
+    """np.var/np.std(..., where=mask), the masked statistics of padded data,
+    were refused under grad (so per-example gradients and grad of vmap);
+    they now follow the loop, the mask batched with the data."""
+    f = lambda a, m: getattr(np, name)(a, ddof=1, where=m)  # noqa: E731
+    got = tp.vmap(f)(A, MASK)
+    np.testing.assert_allclose(got, [f(a, m) for a, m in zip(A, MASK)], rtol=1e-12)
+    check_grads(lambda a: np.sum(np.sin(tp.vmap(f)(a, MASK))), (A,))
+    per_item = tp.vmap(tp.grad(f))(A, MASK)
+    loop = np.stack([tp.grad(f)(a, m) for a, m in zip(A, MASK)])
+    np.testing.assert_allclose(per_item, loop, rtol=1e-12)
+    assert np.all(per_item[~MASK] == 0)

@@ -364,14 +364,40 @@ _std = Primitive(lambda a, axis, ddof, keepdims:
 def _moment_entry(prim, name):
     def moment(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
                where=None, mean=None, correction=None):
-        no_out(name, out, where)
+        no_out(name, out)
         if mean is not None:
             raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not "
                                       "supported; let NumPy compute the mean.")
         ddof = correction if correction is not None else ddof
-        return prim(_in_dtype(a, dtype, name), _tuple(axis), ddof, keepdims)
+        a = _in_dtype(a, dtype, name)
+        w = where_mask(where)
+        if w is not None:
+            v = _masked_var(a, _tuple(axis), ddof, keepdims, w)
+            return v if prim is _var else _sqrt_or_zero(v)
+        return prim(a, _tuple(axis), ddof, keepdims)
     moment.__name__ = name
     return moment
+
+
+def _masked_var(a, axis, ddof, keepdims, w):
+    """``np.var(a, where=w)``: the mean square deviation of the selected
+    entries from their own mean, over ``count - ddof``; a composite of
+    differentiable operations (entries left out get a zero cotangent)."""
+    w = np.broadcast_to(w, np.shape(a))
+    count = np.sum(w, axis=axis, keepdims=True).astype(np.result_type(unwrap_all(a), np.float16))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = np.sum(np.where(w, a, 0), axis=axis, keepdims=True) / count
+        dev = np.where(w, a - mu, 0)
+        sq = np.real(dev * np.conjugate(dev)) if np.iscomplexobj(unwrap_all(dev)) else dev * dev
+        v = np.sum(sq, axis=axis, keepdims=True) / (count - ddof)
+    return v if keepdims else np.squeeze(v, axis=_axes(axis, np.ndim(a)))
+
+
+def _sqrt_or_zero(v):
+    """``sqrt(v)`` whose gradient is 0 where ``v == 0`` (std of equal
+    entries: the convention of np.std's own rule) instead of inf * 0."""
+    pos = v > 0
+    return np.where(pos, np.sqrt(np.where(pos, v, 1)), 0 * v)  # 0 * v: keeps a NaN
 
 
 implements(np.var)(_moment_entry(_var, "var"))
