@@ -54,6 +54,7 @@ SUBSET = (
     "gp_posterior_samples_cholesky", "lse_rows_with_neg_inf_entries",
     "shared_matrix_batched_vector_and_matrix_rhs", "vmap_of_vjp_pullback_over_cotangents",
     "one_jit_called_on_batched_and_shared", "negative_binomial_loglik_gammaln_xlogy",
+    "masked_layernorm_var_std_where",
 )
 
 
