@@ -544,7 +544,7 @@ def test_calls_tapestry_cannot_differentiate_still_map_when_nothing_is_different
     X = np.random.default_rng(12).random((4, 3, 5)) + 0.5
     for f in (lambda a: np.quantile(a, 0.4, axis=1, method="nearest"),
               lambda a: np.percentile(a, 30, method="lower"),
-              lambda a: np.var(a, where=a > 1.0),
+              lambda a: np.pad(a, 1, mode="reflect", reflect_type="odd"),
               lambda a: np.sum(a, axis=0, where=a > 0.8)):
         got = tp.vmap(f)(X)
         np.testing.assert_array_equal(got, np.stack([f(x) for x in X]))

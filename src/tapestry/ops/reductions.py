@@ -364,14 +364,40 @@ _std = Primitive(lambda a, axis, ddof, keepdims:
 def _moment_entry(prim, name):
     def moment(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
                where=None, mean=None, correction=None):
-        no_out(name, out, where)
+        no_out(name, out)
         if mean is not None:
             raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not "
                                       "supported; let NumPy compute the mean.")
         ddof = correction if correction is not None else ddof
-        return prim(_in_dtype(a, dtype, name), _tuple(axis), ddof, keepdims)
+        a = _in_dtype(a, dtype, name)
+        w = where_mask(where)
+        if w is not None:
+            v = _masked_var(a, _tuple(axis), ddof, keepdims, w)
+            return v if prim is _var else _sqrt_or_zero(v)
+        return prim(a, _tuple(axis), ddof, keepdims)
     moment.__name__ = name
     return moment
+
+
+def _masked_var(a, axis, ddof, keepdims, w):
+    """``np.var(a, where=w)``: the mean square deviation of the selected
+    entries from their own mean, over ``count - ddof``; a composite of
+    differentiable operations (entries left out get a zero cotangent)."""
+    w = np.broadcast_to(w, np.shape(a))
+    count = np.sum(w, axis=axis, keepdims=True).astype(np.result_type(unwrap_all(a), np.float16))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = np.sum(np.where(w, a, 0), axis=axis, keepdims=True) / count
+        dev = np.where(w, a - mu, 0)
+        sq = np.real(dev * np.conjugate(dev)) if np.iscomplexobj(unwrap_all(dev)) else dev * dev
+        v = np.sum(sq, axis=axis, keepdims=True) / (count - ddof)
+    return v if keepdims else np.squeeze(v, axis=_axes(axis, np.ndim(a)))
+
+
+def _sqrt_or_zero(v):
+    """``sqrt(v)`` whose gradient is 0 where ``v == 0`` (std of equal
+    entries: the convention of np.std's own rule) instead of inf * 0."""
+    pos = v > 0
+    return np.where(pos, np.sqrt(np.where(pos, v, 1)), 0 * v)  # 0 * v: keeps a NaN
 
 
 implements(np.var)(_moment_entry(_var, "var"))
@@ -485,13 +511,32 @@ _logsumexp = Primitive(_logsumexp_fwd, "logsumexp", batch=_batch_logsumexp,
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """``log(sum(b * exp(a), axis))``, computed stably; the signature of
     ``scipy.special.logsumexp``.  Differentiable in ``a`` and ``b``."""
-    if return_sign:
-        raise NotImplementedError("tapestry: logsumexp(..., return_sign=True) has no "
-                                  "gradient rule; use b >= 0.")
     if b is not None:
         shape = np.broadcast_shapes(np.shape(a), np.shape(b))
         a = a if np.shape(a) == shape else np.broadcast_to(a, shape)
+    if return_sign:
+        return _logsumexp_signed(a, b, _tuple(axis), keepdims)
     return _logsumexp(a, b, _tuple(axis), keepdims)
+
+
+def _logsumexp_signed(a, b, axis, keepdims):
+    """``(log|sum(b e^a)|, sign(sum(b e^a)))``, SciPy's ``return_sign=True``
+    (a negative ``b`` can make the sum negative, where the log alone is NaN).
+    A composite of differentiable operations, so every transform follows:
+    the shift by the maximum is held constant (the result does not depend
+    on it), the sign is a constant, and ``d log|s| = ds / s``."""
+    from ..core.api import stop_gradient
+    m = stop_gradient(np.max(a, axis=axis, keepdims=True))
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(a - m)
+    s = np.sum(e if b is None else b * e, axis=axis, keepdims=True)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.abs(s)) + m
+    sign = np.sign(s)
+    if not keepdims:
+        axes = _axes(axis, np.ndim(a))
+        out, sign = np.squeeze(out, axis=axes), np.squeeze(sign, axis=axes)
+    return out, sign
 
 
 def log_softmax(x, axis):

@@ -184,8 +184,11 @@ def hist_edges(a, bins, range_, plain_edges):
 
 
 def _weighted_counts(flat_bins, inside, weights, n, dtype):
-    w = np.ravel(weights)[np.flatnonzero(inside)]
-    c = _bincount(flat_bins[inside], w, n)
+    """The weights summed per bin, those of values outside the range as 0
+    (not dropped: the shapes stay those of the input, the same for every
+    item under vmap, where which values fall outside differs per item)."""
+    w = np.where(inside, np.ravel(weights), 0)
+    c = _bincount(flat_bins, w, n)
     return c if np.result_type(unwrap_all(c)) == dtype else c.astype(dtype)
 
 
