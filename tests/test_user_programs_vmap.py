@@ -583,3 +583,53 @@ def test_item_size_attributes():
     import tapestry as tp
     out = tp.vmap(lambda v: v * v.nbytes + v.itemsize)(np.ones((3, 2, 4), np.float32))
     np.testing.assert_array_equal(out, np.full((3, 2, 4), 32.0 + 4.0, np.float32))
+
+
+# --- the reference of the later rounds (5, 6): the unmapped program item by item ------
+# (negative axes and namedtuples taken apart; an empty batch has no reference)
+def _item_of(spec, a, i):
+    import tapestry as tp
+    if spec is None:
+        return a
+    if isinstance(spec, int):
+        return tp.tree_map(lambda v: v[(slice(None),) * (spec % np.ndim(v)) + (i,)], a)
+    if isinstance(spec, dict):
+        return {k: _item_of(spec[k], a[k], i) for k in a}
+    vals = [_item_of(s, v, i) for s, v in zip(spec, a)]
+    return type(a)(*vals) if hasattr(a, "_fields") else type(a)(vals)
+
+
+def _stack_of(spec, outs):
+    import tapestry as tp
+    if spec is None:
+        return outs[0]
+    if isinstance(spec, int):
+        return tp.tree_map(lambda *vs: np.stack(vs, axis=spec), *outs)
+    if isinstance(spec, dict):
+        return {k: _stack_of(spec[k], [o[k] for o in outs]) for k in outs[0]}
+    return type(outs[0])(_stack_of(s, [o[j] for o in outs]) for j, s in enumerate(spec))
+
+
+def _size_of(spec, a):
+    import tapestry as tp
+    if spec is None:
+        return None
+    if isinstance(spec, int):
+        return np.shape(tp.tree_leaves(a)[0])[spec]
+    pairs = [(spec[k], a[k]) for k in a] if isinstance(spec, dict) else zip(spec, a)
+    return next((n for n in (_size_of(s, v) for s, v in pairs) if n is not None), None)
+
+
+def loop_of(name, programs, *args):
+    """The unmapped program run item by item and its outputs stacked as
+    ``out_axes`` says (``None`` for an empty batch: no item to run)."""
+    p = programs[name]
+    f = lambda *a, **k: p.f(*a, x=np, T=_TapestryT(), **k)  # noqa: E731
+    spec = p.in_axes if isinstance(p.in_axes, (tuple, list)) else (p.in_axes,) * len(args)
+    n = next((k for k in (_size_of(s, a) for s, a in zip(spec, args)) if k is not None),
+             p.axis_size)
+    if n == 0:
+        return None  # an empty batch: no item to run; JAX is the reference
+    outs = [f(*[_item_of(s, a, i) for s, a in zip(spec, args)], **_item_of(0, p.kwargs, i))
+            for i in range(n)]
+    return _stack_of(p.out_axes, outs)

@@ -20,7 +20,7 @@ from programs.vmap_progs5 import PROGRAMS  # noqa: E402
 from test_user_programs_vmap import (_float_argnums, _is_float, _same_dtype,  # noqa: E402
                                      _TapestryT)
 from test_user_programs_vmap import _theirs as _save_theirs  # noqa: E402
-from test_user_programs_vmap import ours_of  # noqa: E402
+from test_user_programs_vmap import loop_of, ours_of  # noqa: E402
 from test_user_programs_vmap import run_program as _run_program  # noqa: E402
 
 #: Python branching on an item's value: refused by name, as by jax.vmap.
@@ -79,48 +79,8 @@ def _ours(name):
 
 
 # --- the reference: the unmapped function item by item ---------------------------------
-def _item(spec, a, i):
-    import tapestry as tp
-    if spec is None:
-        return a
-    if isinstance(spec, int):
-        return tp.tree_map(lambda v: v[(slice(None),) * (spec % np.ndim(v)) + (i,)], a)
-    if isinstance(spec, dict):
-        return {k: _item(spec[k], a[k], i) for k in a}
-    vals = [_item(s, v, i) for s, v in zip(spec, a)]
-    return type(a)(*vals) if hasattr(a, "_fields") else type(a)(vals)
-
-
-def _stack(spec, outs):
-    import tapestry as tp
-    if spec is None:
-        return outs[0]
-    if isinstance(spec, int):
-        return tp.tree_map(lambda *vs: np.stack(vs, axis=spec), *outs)
-    if isinstance(spec, dict):
-        return {k: _stack(spec[k], [o[k] for o in outs]) for k in outs[0]}
-    return type(outs[0])(_stack(s, [o[j] for o in outs]) for j, s in enumerate(spec))
-
-
-def _size(spec, a):
-    import tapestry as tp
-    if spec is None:
-        return None
-    if isinstance(spec, int):
-        return np.shape(tp.tree_leaves(a)[0])[spec]
-    pairs = [(spec[k], a[k]) for k in a] if isinstance(spec, dict) else zip(spec, a)
-    return next((n for n in (_size(s, v) for s, v in pairs) if n is not None), None)
-
-
 def _loop(name, *args):
-    p = PROGRAMS[name]
-    f = lambda *a, **k: p.f(*a, x=np, T=_TapestryT(), **k)  # noqa: E731
-    spec = p.in_axes if isinstance(p.in_axes, (tuple, list)) else (p.in_axes,) * len(args)
-    n = next((k for k in (_size(s, a) for s, a in zip(spec, args)) if k is not None),
-             p.axis_size)
-    outs = [f(*[_item(s, a, i) for s, a in zip(spec, args)], **_item(0, p.kwargs, i))
-            for i in range(n)]
-    return _stack(p.out_axes, outs)
+    return loop_of(name, PROGRAMS, *args)
 
 
 def _gradient(name, run):
