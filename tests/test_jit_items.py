@@ -427,9 +427,12 @@ def test_the_loop_adds_one_position_per_item_into_its_own_array(monkeypatch, ex)
 # --- a whole call in one loop (sum_items) ------------------------------------------------
 @pytest.fixture
 def whole(monkeypatch):
-    """Whole-program kernels kept whatever their timing (small items)."""
+    """Whole-program kernels kept whatever their timing (small items), and
+    two thread workers whatever the machine's cores (the halves path)."""
     monkeypatch.setattr(importlib.import_module("tapestry.jit.api"), "_faster",
                         lambda new, old, inputs, repeats=5: True)
+    monkeypatch.setattr(importlib.import_module("tapestry.parallel.executors"),
+                        "_default_workers", lambda: 2)
 
 
 def _tasks_only(monkeypatch):

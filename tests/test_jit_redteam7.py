@@ -26,6 +26,8 @@ def whole(monkeypatch):
     monkeypatch.setattr(importlib.import_module("tapestry.jit.api"), "_faster",
                         lambda new, old, inputs, repeats=5: True)
     monkeypatch.setattr(items_mod, "MIN_LOOP_SECONDS", 0.0)
+    monkeypatch.setattr(importlib.import_module("tapestry.parallel.executors"),
+                        "_default_workers", lambda: 2)  # (two workers on any machine)
 
 
 class Spy:

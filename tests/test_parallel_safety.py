@@ -365,8 +365,9 @@ def test_a_site_known_to_pay_wakes_the_pool_before_its_first_chunk(monkeypatch):
         assert runner.run_chunks(ex, slow, tasks, "parallel_sum") == [t * 2 for t in tasks]
     assert taken[0] == (1, 0)  # not known: the first chunk timed alone, then no helper
     # known from then on: the pool decided before any chunk (alone once more, for a
-    # cold start, then one helper)
-    assert taken[1:] == [(0, 0), (0, 1), (0, 1)]
+    # cold start, then one helper; the fourth call keeps whichever way was faster)
+    assert [c for c, _ in taken[1:]] == [0, 0, 0]
+    assert taken[1][1] == 0 and taken[2][1] == 1
     assert runner._tuner.worth_a_pool(runner._tuner.key(slow, tasks))
 
 
