@@ -17,7 +17,7 @@ from .chunks import Plan, _copy, _scale, add_in_order, chunk_bounds, sum_pullbac
 from .executors import SerialExecutor, ThreadExecutor, check_options, get_executor
 from .runner import run_chunks
 from .staged import staged_recorder, staged_sum
-from .work import _grads, sum_chunk
+from .work import grads_like, sum_chunk
 from .vectorized import vectorized
 
 
@@ -87,16 +87,11 @@ def _compiled_items(f, items, shared, chunk_size, ex):
         return None  # (in a worker of its own pool, "threads" runs serially)
     from ..jit.items import sum_items
     out = sum_items(f, items, shared, chunk_bounds(len(items), chunk_size, "parallel_sum"),
-                    ex, add_in_order, _grads_like)
+                    ex, add_in_order, grads_like)
     if out is None:
         return None
     top, value, parents, grads = out
     return record(top, value, parents, JointRule(sum_pullback(grads, top)), (), {})
-
-
-def _grads_like(cts, like):
-    """A chunk's gradients cast as ``work.sum_chunk`` casts them."""
-    return _grads(cts, range(len(like)), like)
 
 
 #: Executors whose chunks may run as one compiled loop over the items

@@ -156,6 +156,12 @@ def _grads(cts, positions, leaves_like):
     return out
 
 
+def grads_like(cts, like):
+    """Gradients ``cts`` cast as the leaves ``like`` they are for (``_grads``
+    with one cotangent per leaf, in order): how a chunk's gradients leave it."""
+    return _grads(cts, range(len(like)), like)
+
+
 # --- parallel_sum ---------------------------------------------------------------------
 def _span_label(span):
     """The item (an int) or items ("4..7") of a chunk, for a Failure."""
@@ -169,7 +175,7 @@ def sum_chunk(task):
     :class:`Failure` naming the item or chunk if any step raises."""
     if task.f.__class__ is _jit_class():  # no tape: one jitted value_and_grad per item
         from ..jit.items import sum_chunk as jitted_items
-        r = jitted_items(task, lambda cts, like: _grads(cts, range(len(like)), like))
+        r = jitted_items(task, grads_like)
         if r is not None:
             return r
     try:
