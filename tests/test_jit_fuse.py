@@ -279,6 +279,8 @@ def test_a_run_cut_over_threads_gives_the_bits_of_one_call(monkeypatch):
     r = np.random.default_rng(7)
     x = r.normal(size=(3 * fuse_mod.SPLIT_MIN // 16 + 5, 16))   # 3 pieces of uneven size
     c = r.normal(size=(1, 16))                                    # broadcast along axis 0
+    # exp and tanh in the loops however many threads (else they may stay NumPy's on one)
+    monkeypatch.setattr(fuse_mod, "loop_over_numpy", lambda fn: 0.5)
     monkeypatch.setattr(fuse_mod, "THREADS", 3)
     cut = tp.jit(_big_run, fuse=True)
     cut(x, c)                       # the trace
@@ -340,3 +342,105 @@ def test_large_runs_stay_whole_inside_a_parallel_worker(monkeypatch):
     with executors._WorkerScope():
         assert fuse._parts(shape) == 1
     assert fuse._parts(shape) == 2
+
+
+# --- large programs: BLAS, row-wise steps, broadcast views, NumPy's transcendentals ---
+def _threads_used(monkeypatch, fuse_mod):
+    """A list that grows by one each time a fused run is cut over threads."""
+    cuts = []
+    real = fuse_mod._in_threads
+
+    def spy(*a, **k):
+        cuts.append(a[4])
+        return real(*a, **k)
+    monkeypatch.setattr(fuse_mod, "_in_threads", spy)
+    monkeypatch.setattr(fuse_mod, "THREADS", 2)
+    return cuts
+
+
+def test_a_program_calling_blas_keeps_its_loops_on_the_calling_thread(monkeypatch):
+    """OpenBLAS's threads spin after a GEMM: a loop cut over threads would
+    share their cores (W4 ran 2.7x slower), so a program with ``@`` runs
+    its loops whole; the same arithmetic without ``@`` is cut."""
+    from tapestry.jit import fuse as fuse_mod
+    from tapestry.jit import whole
+    monkeypatch.setattr(whole, "ENABLED", False)  # the fused runs, not one whole kernel
+    cuts = _threads_used(monkeypatch, fuse_mod)
+    r = np.random.default_rng(11)
+    x, w, v = r.normal(size=(1 << 13, 32)), r.normal(size=(32, 32)), r.normal(size=(1 << 13, 32))
+
+    def with_blas(x, w):
+        y = x @ w
+        return (y * 0.5 - 1.0) * y
+
+    def without(x, v):
+        return (x * 0.5 - 1.0) * v
+    assert fuse_mod._parts((1 << 13, 32)) == 2
+    for f, args in ((with_blas, (x, w)), (without, (x, v))):
+        jf = tp.jit(f, fuse=True)
+        jf(*args)
+        got = jf(*args)
+        assert jf.cache_info()["fused_loops"] >= 1
+        assert np.array_equal(got, f(*args))  # arithmetic: NumPy's bits
+        assert (len(cuts) > 0) == (f is without), (f.__name__, cuts)
+
+
+def test_a_row_wise_step_is_a_loop_with_numpys_bits():
+    """``h + b[:, None]``: NumPy makes one inner loop per row; alone it is
+    a fused loop, whose arithmetic gives NumPy's bits."""
+    r = np.random.default_rng(12)
+    h, b = r.normal(size=(64, 64, 256)), r.normal(size=(64, 64, 1))
+    f = lambda h, b: h + b  # noqa: E731
+    jf = tp.jit(f, fuse=True)
+    jf(h, b)
+    assert np.array_equal(jf(h, b), f(h, b))
+    assert jf.cache_info()["fused_loops"] == 1
+    small = tp.jit(f, fuse=True)  # below ROWWISE_MIN: NumPy's call
+    small(h[:1, :2], b[:1, :2])
+    assert small.cache_info()["fused_loops"] == 0
+    flat = tp.jit(f, fuse=True)   # no row-wise operand: NumPy's call
+    flat(h, h[:1])
+    assert flat.cache_info()["fused_loops"] == 0
+
+
+def test_a_broadcast_view_is_read_through_its_source():
+    """W4's backward ``broadcast_to(W2.T, d.shape) * (1 - t * t)``: the loop
+    reads ``W2.T`` (one element per row), and gives NumPy's bits."""
+    r = np.random.default_rng(13)
+    t, w = r.normal(size=(16, 64, 256)), r.normal(size=(16, 1, 64))
+
+    def f(t, w):
+        d = 1.0 - t * t
+        return np.broadcast_to(np.swapaxes(w, -1, -2), d.shape) * d
+    jf = tp.jit(f, fuse=True)
+    jf(t, w)
+    for args in ((t, w), (t * 0.5, w[::-1])):
+        assert np.array_equal(jf(*args), f(*args))
+    run = [ln for ln in jf.explain(t, w).splitlines() if "fused3" in ln]
+    assert run and "broadcast_to" not in run[0], jf.explain(t, w)
+
+
+@pytest.mark.parametrize("ratio, fused", [(10.0, False), (0.5, True)])
+def test_large_runs_leave_tanh_to_numpy_where_numpy_is_faster(monkeypatch, ratio, fused):
+    from tapestry.jit import fuse as fuse_mod
+    monkeypatch.setattr(fuse_mod, "loop_over_numpy", lambda fn: ratio)
+    monkeypatch.setattr(fuse_mod, "THREADS", 1)
+    x = np.random.default_rng(14).normal(size=(256, 512))
+    f = lambda x: np.tanh(x * 0.5 + 1.0) * 3.0 - 1.0  # noqa: E731
+    jf = tp.jit(f, fuse=True)
+    jf(x)
+    close(jf(x), f(x), scale=True)
+    prog = jf.explain(x).split("program:")[1]
+    assert ("tanh_" not in prog) == fused, prog
+
+
+def test_loop_over_numpy_is_measured_once_or_given(monkeypatch):
+    from tapestry.jit import fuse as fuse_mod
+    fuse_mod.loop_over_numpy.cache_clear()
+    monkeypatch.delenv("TAPESTRY_JIT_LOOP_OVER_NUMPY", raising=False)
+    got = fuse_mod.loop_over_numpy(np.exp)
+    assert 0.05 < got < 50.0 and fuse_mod.loop_over_numpy(np.exp) == got
+    fuse_mod.loop_over_numpy.cache_clear()
+    monkeypatch.setenv("TAPESTRY_JIT_LOOP_OVER_NUMPY", "3.5")
+    assert fuse_mod.loop_over_numpy(np.tanh) == 3.5
+    fuse_mod.loop_over_numpy.cache_clear()

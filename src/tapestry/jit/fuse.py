@@ -15,16 +15,30 @@ versions: results agree within a few ulp (tested within 1e-13 relative),
 not bit for bit.  On large arrays NumPy's SIMD transcendentals beat a
 scalar loop's libm calls, so runs over arrays above
 :data:`MAX_TRANSCENDENTAL_SIZE` elements fuse only arithmetic, ``exp`` and
-``tanh`` (whose loop code vectorizes).
+``tanh`` (whose loop code vectorizes); above :data:`LARGE` elements even
+those two stay NumPy's where NumPy's are faster than the loop's on the
+cores the run will use (measured once per process, :func:`loop_over_numpy`).
+
+A program that calls BLAS (``@``, ``dot``, ``einsum``, ``linalg``) runs
+its loops on the calling thread only: after each GEMM on several threads,
+OpenBLAS's threads spin for about 0.1 s, and a loop cut over a pool then
+shares their cores (W4 at 64 models: its GEMMs ran 6x slower, the call
+2.7x).  Arithmetic-only runs give NumPy's bits (each element is the same
+exactly rounded operations; numba does not contract them into FMAs), so a
+single step whose operand broadcasts along the last axis -- where NumPy
+makes one short inner loop per row (a bias added to every row) -- is a
+run of its own.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import operator
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
@@ -59,8 +73,13 @@ MAX_TRANSCENDENTAL_SIZE = 1024
 #: size, with the test of an argument outside what that code computes (the
 #: run is then recomputed with NumPy).
 _VECTORIZED = {np.exp: "(not exp_in_range({0}))", np.tanh: "({0} != {0})"}
-#: Shortest run worth a loop.
+#: Shortest run worth a loop (one step is enough for a step NumPy runs row
+#: by row, :func:`_rowwise`, over at least ``ROWWISE_MIN`` elements).
 MIN_RUN = 2
+ROWWISE_MIN = 1 << 12
+#: Runs over at least this many elements leave ``exp`` / ``tanh`` to NumPy
+#: where its SIMD version beats the loop's (:func:`loop_over_numpy`).
+LARGE = 1 << 16
 _F8 = np.dtype(np.float64)
 #: Scalar types a run computes in (a Python float stays one: its weak type
 #: decides the dtype of what it meets later).
@@ -102,8 +121,9 @@ def _operand_ok(a, shape, meta, scalars):
     return False
 
 
-def _fusible(step, meta, scalars):
-    """The run shape of ``step`` if it can be fused, else ``None``."""
+def _fusible(step, meta, scalars, serial=False):
+    """The run shape of ``step`` if it can be fused, else ``None``
+    (``serial``: the program's loops run on the calling thread only)."""
     if step.kind != "call" or step.out is None or step.kwargs or step.err:
         return None  # (an np.errstate around the call: NumPy's checks, not a loop's)
     fn = step.fn
@@ -121,13 +141,22 @@ def _fusible(step, meta, scalars):
         shape = ()
     else:
         return None
-    if fn in _TRANSCENDENTAL and fn not in _VECTORIZED and \
-            int(np.prod(shape)) > MAX_TRANSCENDENTAL_SIZE:
-        return None
+    if fn in _TRANSCENDENTAL:
+        size = int(np.prod(shape))
+        if size > MAX_TRANSCENDENTAL_SIZE and fn not in _VECTORIZED:
+            return None
+        if size >= LARGE and loop_over_numpy(fn) > (1 if serial else _parts(shape)):
+            return None  # NumPy's SIMD version is faster than the loop on its cores
     if not all(_operand_ok(a, shape, meta, scalars) for a in step.args):
         return None
     return shape
 
+
+#: Functions that make a view of their argument (no arithmetic): a run may
+#: move them ahead of itself, so a product with a transposed, broadcast
+#: operand (W4's backward) joins the run.
+_VIEWS = frozenset({np.swapaxes, np.transpose, np.broadcast_to, np.reshape, np.expand_dims,
+                    np.squeeze, np.moveaxis})
 
 #: How many steps a run may reach past that it cannot absorb (a ``sum``
 #: between a forward chain and the backward chain that does not read it).
@@ -143,8 +172,11 @@ def fuse(steps, live, outputs, meta, scalars):
     the fusible steps after it that read nothing that step, or another
     step passed over, made: they are computed earlier, in the run, which
     changes no value (every step is pure) and lets the backward chain of
-    ``jit(grad(f))`` join its forward chain in one loop."""
+    ``jit(grad(f))`` join its forward chain in one loop.  A view step
+    passed over (``swapaxes``, ``broadcast_to``, ...) of values made
+    before the run moves ahead of it instead of blocking what reads it."""
     n = len(steps)
+    serial = calls_blas(steps)
     taken = [False] * n
     next_slot = max([s.out for s in steps if s.out is not None] + [-1]
                     + list(output_slots(outputs))) + 1
@@ -152,42 +184,53 @@ def fuse(steps, live, outputs, meta, scalars):
     for k in range(n):
         if not live[k] or taken[k]:
             continue
-        shape = _fusible(steps[k], meta, scalars)
+        shape = _fusible(steps[k], meta, scalars, serial)
         if shape is None:
             out_steps.append(steps[k])
             out_live.append(True)
             continue
         run, blocked, missed = [k], set(), 0
+        hoisted, run_made = [], {steps[k].out}
         for j in range(k + 1, n):
             if not live[j] or taken[j]:
                 continue
             s = steps[j]
             if s.kind == "call" and s.out is None:
                 break  # a write in place: nothing moves past it
-            if _fusible(s, meta, scalars) == shape and not blocked.intersection(reads_of(s)):
+            reads = reads_of(s)
+            if _fusible(s, meta, scalars, serial) == shape and not blocked.intersection(reads):
                 run.append(j)
+                run_made.add(s.out)
                 missed = 0
+                continue
+            if s.kind == "call" and s.fn in _VIEWS and s.out is not None and \
+                    not blocked.intersection(reads) and not run_made.intersection(reads):
+                hoisted.append(j)  # a view of what exists before the run: made before it
                 continue
             if s.out is not None:
                 blocked.add(s.out)
             missed += 1
             if missed > LOOKAHEAD:
                 break
-        if len(run) < MIN_RUN:
+        if len(run) < MIN_RUN and not _rowwise(steps[k], shape, meta):
             out_steps.append(steps[k])
             out_live.append(True)
             continue
-        for i in run:
+        for i in run + hoisted:
             taken[i] = True
+        for i in hoisted:
+            out_steps.append(steps[i])
+            out_live.append(True)
         made = {steps[i].out for i in run}
+        views = _broadcast_sources(steps, live, meta, shape)
         inside = set(run)
         read_outside = output_slots(outputs)
         for j in range(n):
             if live[j] and j not in inside:
                 read_outside.update(reads_of(steps[j]))
         results = [steps[i].out for i in run if steps[i].out in read_outside]
-        fn, inputs = _compile_run([steps[i] for i in run], made, results, shape, meta,
-                                  scalars)
+        fn, inputs = _compile_run([_through(steps[i], views) for i in run], made, results,
+                                  shape, meta, scalars, serial)
         tup = next_slot
         next_slot += 1
         out_steps.append(Step("call", fn, tuple(Slot(i) for i in inputs), None, tup))
@@ -199,6 +242,93 @@ def fuse(steps, live, outputs, meta, scalars):
     return out_steps, out_live, runs
 
 
+def _broadcast_sources(steps, live, meta, shape):
+    """``{slot: source}`` for the float64 arrays made by ``np.broadcast_to``
+    whose source broadcasts to a run of ``shape`` by itself.  The run reads
+    the source: a loop over the view cannot know its strides are 0 (numba
+    compiles any-layout indexing, which does not vectorize), over the
+    source it reads one element per row."""
+    views = {}
+    for k, s in enumerate(steps):
+        if live[k] and s.kind == "call" and s.fn is np.broadcast_to and s.out is not None \
+                and not s.kwargs and s.args and s.args[0].__class__ is Slot:
+            m = meta.get(s.args[0].i)
+            if m is not None and m[1] == _F8 and _broadcasts(m[0], shape):
+                views[s.out] = s.args[0]
+    return views
+
+
+def _through(step, views):
+    """``step`` reading the sources of the broadcast views among its
+    operands (the values are the same, element by element)."""
+    if not views or not any(a.__class__ is Slot and a.i in views for a in step.args):
+        return step
+    args = tuple(views.get(a.i, a) if a.__class__ is Slot else a for a in step.args)
+    return Step(step.kind, step.fn, args, step.kwargs, step.out, step.value, step.site,
+                step.inplace, step.err)
+
+
+#: Functions whose calls run on BLAS (or LAPACK, which calls BLAS).
+_BLAS_NAMES = frozenset({"matmul", "dot", "vdot", "inner", "tensordot", "einsum", "kron"})
+
+
+def calls_blas(steps):
+    """Whether any step calls BLAS: the program's loops then stay on the
+    calling thread (see the module docstring)."""
+    for s in steps:
+        if s.kind == "call":
+            fn = s.fn
+            if getattr(fn, "__name__", None) in _BLAS_NAMES or \
+                    str(getattr(fn, "__module__", None)).startswith(("numpy.linalg", "scipy.linalg")):
+                return True
+    return False
+
+
+def _rowwise(step, shape, meta):
+    """Whether NumPy runs ``step`` row by row: an array operand broadcast
+    along the last axis (``h + b[:, None]``), so its inner loop is one row
+    long, over at least :data:`ROWWISE_MIN` elements.  A loop is faster
+    there, and for arithmetic the bits are NumPy's."""
+    if step.fn in _TRANSCENDENTAL or len(shape) < 2 or shape[-1] < 2 or \
+            int(np.prod(shape)) < ROWWISE_MIN:
+        return False
+    for a in step.args:
+        small = meta[a.i][0] if a.__class__ is Slot and a.i in meta else \
+            (a.shape if a.__class__ is np.ndarray else ())
+        if len(small) >= 2 and small[-1] == 1 and any(d > 1 for d in small):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def loop_over_numpy(fn):
+    """How many times longer the fused loop's ``exp`` / ``tanh`` takes than
+    NumPy's, per element on one thread, measured once per process on
+    :data:`LARGE` elements (medians of 5).  ``TAPESTRY_JIT_LOOP_OVER_NUMPY``
+    (a number) replaces the measurement."""
+    fixed = os.environ.get("TAPESTRY_JIT_LOOP_OVER_NUMPY", "")
+    if fixed:
+        return float(fixed)
+    name = {np.exp: "vexp", np.tanh: "vtanh"}[fn]
+    kern = _load(f"from numba import njit\nfrom tapestry.jit.vmath import {name}"
+                 f"  # vmath {_vmath_version()}\n\n"
+                 '@njit(nogil=True, cache=True, error_model="numpy")\n'
+                 "def kern(x, o):\n    for i in range(x.shape[0]):\n"
+                 f"        o[i] = {name}(x[i])\n")
+    x = np.linspace(-3.0, 3.0, LARGE)
+    o = np.empty_like(x)
+
+    def best(call):
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[2]
+    kern(x, o)
+    return best(lambda: kern(x, o)) / best(lambda: fn(x, out=o))
+
+
 def _index(small, shape):
     """The subscript of an operand of shape ``small`` at the loop indices
     ``i0, i1, ...`` of a run of ``shape`` (0 along its broadcast axes)."""
@@ -207,9 +337,10 @@ def _index(small, shape):
                      for k, d in enumerate(small))
 
 
-def _compile_run(run, made, results, shape, meta, scalars):
+def _compile_run(run, made, results, shape, meta, scalars, serial=False):
     """The Python function computing ``results`` of a run from its inputs,
-    and the input slots in the order it takes them."""
+    and the input slots in the order it takes them (``serial``: never cut
+    over threads)."""
     inputs: list = []    # slots read, in parameter order
     names: dict = {}     # slot -> its name in the loop body
     arrays: dict = {}    # slot -> its shape, for the array inputs
@@ -302,7 +433,7 @@ def _compile_run(run, made, results, shape, meta, scalars):
             elif a.__class__ is not np.ndarray or a.shape != want:
                 raise ValueError(f"a fused loop expected shape {want}, got {np.shape(a)}")
         outs = [np.empty(shape) for _ in range(n_out)]
-        parts = _parts(shape)
+        parts = 1 if serial else _parts(shape)
         odd = kern(*args, *fixed, *outs) if parts == 1 else \
             _in_threads(kern, args + fixed, outs, shape, parts)
         if odd:  # an inf or a nan: NumPy's errors and bits

@@ -100,16 +100,22 @@ def vtanh(x):
     """``tanh(x)`` for every finite or infinite ``x`` (a nan gives a finite
     number that means nothing: callers check ``x != x``).  Near 0 a
     rational function; elsewhere ``1 - 2 / (exp(2|x|) + 1)`` with
-    :func:`vexp` (``|x|`` capped at 20, where tanh rounds to 1)."""
-    a = x if x >= 0.0 else -x
+    :func:`vexp` (``|x|`` capped at 20, where tanh rounds to 1).  Both
+    numerators and denominators are computed and one pair is chosen before
+    the one division (a division costs as much as the rest of the loop)."""
+    a = abs(x)
     a = a if a <= 20.0 else 20.0
     e = vexp(2.0 * a)
-    big = 1.0 - 2.0 / (e + 1.0)
-    big = big if x >= 0.0 else -big
     z = x * x
-    small = x + x * z * ((_TP0 * z + _TP1) * z + _TP2) / (((z + _TQ0) * z + _TQ1) * z + _TQ2)
+    near = a < 0.625
+    num = x * z * ((_TP0 * z + _TP1) * z + _TP2) if near else -2.0
+    den = (((z + _TQ0) * z + _TQ1) * z + _TQ2) if near else e + 1.0
+    q = num / den
+    big = 1.0 + q  # (1 + -(2 / d) is 1 - 2 / d, bit for bit)
+    big = big if x >= 0.0 else -big
+    small = x + q
     small = small if z != 0.0 else x  # tanh(x) = x where x * x underflows; keeps -0.0
-    return small if a < 0.625 else big
+    return small if near else big
 
 
 @functools.lru_cache(maxsize=None)
