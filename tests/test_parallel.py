@@ -156,6 +156,34 @@ def test_vectorize_bit_identical_across_executors_and_worker_counts():
         np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=1e-12, atol=1e-12)
 
 
+def test_batched_default_chunks_hold_at_least_min_batched_chunk_items():
+    """A batched or vectorized call's default chunks hold at least
+    MIN_BATCHED_CHUNK items (each chunk has a fixed cost), still decided by
+    ``len(items)`` alone: the default gives the bits of that chunk size on
+    every executor; an item-by-item call keeps 16 chunks."""
+    from tapestry.parallel.chunks import MIN_BATCHED_CHUNK, chunk_bounds
+    n = 2 * MIN_BATCHED_CHUNK + 100
+    assert chunk_bounds(n, None, batched=True) == [
+        (0, MIN_BATCHED_CHUNK), (MIN_BATCHED_CHUNK, 2 * MIN_BATCHED_CHUNK),
+        (2 * MIN_BATCHED_CHUNK, n)]
+    assert len(chunk_bounds(n, None)) == 16
+    assert len(chunk_bounds(40 * MIN_BATCHED_CHUNK, None, batched=True)) == 16
+    assert chunk_bounds(5, None, batched=True) == [(0, 5)]
+    rng = np.random.default_rng(4)
+    items = {"x": rng.standard_normal((n, 3)), "y": rng.poisson(2.0, (n, 3)) * 1.0,
+             "j": np.arange(n) % 13}
+    u, a, b = rng.standard_normal(13) * 0.3, np.float64(0.2), np.float64(0.4)
+
+    def run(**kw):
+        return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
+            _group_logp, items, u, a, b, vectorize=True, **kw), argnums=(0, 1, 2))(u, a, b)
+    ref = run(chunk_size=MIN_BATCHED_CHUNK)
+    assert_bits(run(), ref)
+    assert_bits(run(executor="threads", n_workers=2), ref)
+    odd = run(chunk_size=(n + 15) // 16)  # the item-by-item default: other chunks, other bits
+    np.testing.assert_allclose(odd[0], ref[0], rtol=1e-12)
+
+
 def test_blas_runs_on_one_thread_in_every_call_and_is_restored():
     """Every parallel call runs its chunks with BLAS on one thread (the same
     bits as on a worker), then gives back the caller's setting."""
