@@ -444,3 +444,42 @@ def test_loop_over_numpy_is_measured_once_or_given(monkeypatch):
     monkeypatch.setenv("TAPESTRY_JIT_LOOP_OVER_NUMPY", "3.5")
     assert fuse_mod.loop_over_numpy(np.tanh) == 3.5
     fuse_mod.loop_over_numpy.cache_clear()
+
+
+def _views_programs():
+    """Programs where view steps sit between a run's steps: they move ahead
+    of the run only when what they read exists before it."""
+    def of_run_result(x, w):  # a view of a value the run makes: not moved
+        t = x * 2.0 + 1.0
+        v = np.swapaxes(t, 0, 1)
+        return np.sum(t * 3.0) + np.sum(v * w.T)
+
+    def of_input(x, w):       # a view of an input: moved, the product joins the run
+        t = 1.0 - x * x
+        b = np.broadcast_to(np.swapaxes(w[:, :1], 0, 1), t.shape)
+        return t * b - t
+
+    def reshaped(x, w):       # a reshape view read by the run
+        t = x * 0.5
+        r = np.reshape(w, x.shape)
+        return (t + r) * t
+
+    def between_matmul(x, w):  # a matmul passed over, its result transposed
+        t = x * 2.0
+        m = x @ w
+        s = np.swapaxes(m, 0, 1)
+        return t * 3.0 - 1.0, s * 2.0 + 1.0
+    return [of_run_result, of_input, reshaped, between_matmul]
+
+
+@pytest.mark.parametrize("f", _views_programs(), ids=lambda f: f.__name__)
+def test_view_steps_around_runs_keep_every_value(f):
+    r = np.random.default_rng(15)
+    x = r.normal(size=(96, 96))
+    w = r.normal(size=(96, 96)) if f.__name__ != "reshaped" else r.normal(size=(96 * 96,))
+    jf = tp.jit(f, fuse=True)
+    g = tp.jit(tp.grad(lambda x, w: np.sum(tp.tree_flatten(f(x, w))[0][0])), fuse=True)
+    eager_g = tp.grad(lambda x, w: np.sum(tp.tree_flatten(f(x, w))[0][0]))
+    for s in (1.0, 0.5, -2.0):
+        close(jf(x * s, w), f(x * s, w), scale=True)
+        close(g(x * s, w), eager_g(x * s, w), scale=True)
