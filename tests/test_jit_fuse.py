@@ -483,3 +483,16 @@ def test_view_steps_around_runs_keep_every_value(f):
     for s in (1.0, 0.5, -2.0):
         close(jf(x * s, w), f(x * s, w), scale=True)
         close(g(x * s, w), eager_g(x * s, w), scale=True)
+
+
+def test_a_row_sum_einsum_is_no_blas_call():
+    """tapestry's unbroadcasting sums (``einsum('ab->a', g)``, W6's gradient)
+    run NumPy's own loop: such a program's runs are still cut over threads;
+    an einsum of two operands may call BLAS."""
+    from tapestry.core.staged import Slot, Step
+    from tapestry.jit.fuse import calls_blas
+    row_sum = Step("call", np.einsum, ("ab->a", Slot(0)), None, 1)
+    contraction = Step("call", np.einsum, ("ab,bc->ac", Slot(0), Slot(1)), None, 2)
+    solve = Step("call", np.linalg.solve, (Slot(0), Slot(1)), None, 3)
+    assert not calls_blas([row_sum])
+    assert calls_blas([row_sum, contraction]) and calls_blas([solve])

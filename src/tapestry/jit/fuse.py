@@ -278,7 +278,11 @@ def calls_blas(steps):
     for s in steps:
         if s.kind == "call":
             fn = s.fn
-            if getattr(fn, "__name__", None) in _BLAS_NAMES or \
+            name = getattr(fn, "__name__", None)
+            if name == "einsum":  # one operand (a row sum, unbroadcasting): NumPy's loop
+                if sum(a.__class__ is not str for a in s.args) >= 2:
+                    return True
+            elif name in _BLAS_NAMES or \
                     str(getattr(fn, "__module__", None)).startswith(("numpy.linalg", "scipy.linalg")):
                 return True
     return False
