@@ -1,0 +1,367 @@
+"""Large elementwise steps of a NumPy replay cut over threads, with the same bits.
+
+A replay (``fuse=False``) makes one NumPy call per step, and a ufunc call
+runs on one core; BLAS already runs a large GEMM on every core, so in W4
+(64 MLPs) the calls left on one core are the elementwise ones: ``tanh``
+over a million elements alone is a third of the call.  NumPy releases the
+GIL inside a ufunc's loop, so the lowering (:mod:`tapestry.jit.program`)
+gives a large ufunc step a :class:`Split` in place of the ufunc: the call
+writes its result in contiguous slices along the first axis longer than 1,
+the first on the calling thread and the others on a persistent pool.
+
+Why the bits are the plain call's: an elementwise loop computes each
+element from its operands alone, and the slices are cut at multiples of 64
+elements, so every element sits at the same place in its vector of the SIMD
+loop as in the whole call (the same code path computes it).  The result is
+laid out as NumPy would lay it out (C order: every operand C-ordered, as the
+buffer reuse already requires), so a later reduction sums in the same order.
+Reductions are never split (their summation order would change).
+
+Floating-point errors: the slices run with NumPy's error mode ``call``
+recording the flags each raised; the calling thread then handles their
+union as NumPy handles a whole call's flags under the caller's
+``np.errstate`` (a warning from the replay's line, ``FloatingPointError``,
+the ``call``/``log`` function).
+
+A step stays whole (one plain call) when splitting cannot pay or could
+change something: fewer than :data:`SPLIT_MIN` elements a slice, an operand
+that is not a plain numeric array or number, an operand laid out against C
+order (a negative stride, a transposed one) or sharing memory with the
+given ``out=`` other than being it, a replay inside a tapestry
+``parallel_sum`` / ``parallel_map`` worker (its cores are taken), or while
+another thread's step is split (threads replaying at once already use the
+cores).  ``TAPESTRY_JIT_THREADS=1`` turns it off.
+"""
+from __future__ import annotations
+
+import contextvars
+import math
+import operator
+import os
+import sys
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from time import perf_counter
+
+import numpy as np
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        return os.cpu_count() or 1
+
+
+#: Threads a step may use (``TAPESTRY_JIT_THREADS``, else the cores this
+#: process may run on; 1 turns splitting off).
+THREADS = int(os.environ.get("TAPESTRY_JIT_THREADS", "0") or 0) or _cores()
+#: Elements a slice must have for a step to be split, for a ufunc that does
+#: little per element (arithmetic: memory bound; measured on W4's shapes)
+#: and for any other (``tanh``, ``exp``, ...).  A hand-off to a pool thread
+#: costs ~20-40 us.
+SPLIT_MIN_CHEAP = 1 << 17
+SPLIT_MIN = 1 << 15
+#: Elements a cut falls on a multiple of (the widest SIMD vector of bytes).
+ALIGN = 64
+
+#: ufuncs that do one cheap operation per element.
+CHEAP = frozenset({
+    np.add, np.subtract, np.multiply, np.negative, np.positive, np.absolute, np.square,
+    np.maximum, np.minimum, np.fmax, np.fmin, np.copysign, np.sign, np.conjugate,
+    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+    np.logical_and, np.logical_or, np.logical_xor, np.logical_not, np.isnan, np.isinf,
+    np.isfinite, np.signbit, np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert,
+    np.left_shift, np.right_shift, np.floor, np.ceil, np.trunc, np.rint})
+#: Python operators the replay calls, as the ufunc NumPy runs for them on arrays.
+OPERATOR_UFUNCS = {operator.add: np.add, operator.sub: np.subtract,
+                   operator.mul: np.multiply, operator.truediv: np.true_divide,
+                   operator.neg: np.negative}
+
+_SCALARS = (int, float, complex, bool, np.generic)
+_pool = None
+_pool_lock = threading.Lock()
+#: Held while a step is split: one split at a time in the process.
+_busy = threading.Lock()
+
+
+def split_for(fn, shape, dtype):
+    """A :class:`Split` to call in place of ``fn`` for a step whose result
+    has ``shape`` and ``dtype``, or ``None`` (not a plain one-output ufunc
+    on numbers, too small to pay, or no two slices to cut)."""
+    u = OPERATOR_UFUNCS.get(fn, fn)
+    if not isinstance(u, np.ufunc) or u.nout != 1 or u.signature is not None:
+        return None
+    dtype = np.dtype(dtype)
+    if dtype.hasobject or dtype.kind not in "biufc" or not shape:
+        return None
+    if math.prod(shape) < 2 * min_elements(u):
+        return None
+    cut = Split(u, fn, tuple(shape), dtype)
+    return None if cut._bounds() is None else cut  # (no two cuts at 64 elements)
+
+
+def min_elements(u):
+    return SPLIT_MIN_CHEAP if u in CHEAP else SPLIT_MIN
+
+
+class Split:
+    """``ufunc(*args, out=None)`` computed in slices on several threads
+    (see the module's docstring for when and why it gives the same bits).
+    ``shape`` and ``dtype`` are the result's at the trace; ``plain`` is the
+    function the step called (an operator, or the ufunc), called as it was
+    when the step stays whole."""
+
+    __slots__ = ("ufunc", "plain", "shape", "dtype", "axis", "__name__", "alone", "cut",
+                 "calls")
+
+    #: Calls between tries of the way not taken (:meth:`_use_split`).
+    RETRY = 16
+
+    def __init__(self, ufunc, plain, shape, dtype):
+        self.ufunc, self.plain, self.shape, self.dtype = ufunc, plain, shape, dtype
+        self.axis = next(k for k, n in enumerate(shape) if n > 1) if max(shape) > 1 else 0
+        self.__name__ = f"split_{ufunc.__name__}"
+        self.alone = self.cut = None  # best recent seconds of each way
+        self.calls = 0
+
+    def __call__(self, *args, out=None):
+        bounds = self._bounds()
+        if bounds is None or not self._plain_operands(args, out) or _in_worker():
+            return self._whole(args, out)
+        if not self._use_split():
+            t0 = perf_counter()
+            got = self._whole(args, out)
+            self._record(False, perf_counter() - t0)
+            return got
+        if not _busy.acquire(False):  # another thread's step is split: cores taken
+            return self._whole(args, out)
+        t0 = perf_counter()
+        try:
+            if out is None:
+                out = np.empty(self.shape, self.dtype)
+            flags = self._run(args, out, bounds)
+        finally:
+            _busy.release()
+        self._record(True, perf_counter() - t0)
+        if flags:
+            _report(self.ufunc.__name__, flags)
+        return out
+
+    def _whole(self, args, out):
+        return self.plain(*args) if out is None else self.ufunc(*args, out=out)
+
+    def _use_split(self):
+        """Whether this call is split.  The second core may be busy (another
+        process, OpenBLAS threads spinning after a GEMM), and then slices
+        cost more than they save: as the parallel runner's ``_Tuner``, a
+        step runs whole twice, split once, then the faster way by the best
+        recent time of each, trying the other every :data:`RETRY` calls."""
+        alone, cut, calls = self.alone, self.cut, self.calls
+        self.calls = calls + 1
+        if calls < 2 or alone is None:  # two whole first: a first call runs cold
+            return False
+        if cut is None:
+            return True
+        if calls % self.RETRY == 0:
+            return cut > alone
+        return cut < alone
+
+    def _record(self, was_cut, seconds):
+        """Keep each way's best time (robust to a loaded machine's spikes);
+        every ``4 * RETRY`` calls both are measured afresh."""
+        if self.calls % (4 * self.RETRY) == 0:
+            self.alone = self.cut = None
+        if was_cut:
+            self.cut = seconds if self.cut is None else min(self.cut, seconds)
+        else:
+            self.alone = seconds if self.alone is None else min(self.alone, seconds)
+
+    def _bounds(self):
+        """Where the slices start and end along ``axis``, or ``None``."""
+        parts = THREADS
+        if parts < 2:
+            return None
+        n = self.shape[self.axis]
+        row = math.prod(self.shape[self.axis + 1:])
+        unit = ALIGN // math.gcd(ALIGN, row)  # rows per cut: a multiple of ALIGN elements
+        parts = min(parts, n // unit, (n * row) // min_elements(self.ufunc))
+        if parts < 2:
+            return None
+        units = n // unit
+        return [unit * (units * k // parts) for k in range(parts)] + [n]
+
+    def _plain_operands(self, args, out):
+        """Every operand a plain numeric array laid out in C order (or a
+        number), ``out`` this step's result or ``None``, and no operand
+        sharing memory with ``out`` unless it is ``out`` itself."""
+        c_contiguous = out is not None
+        if out is not None and (out.__class__ is not np.ndarray or out.shape != self.shape
+                                or out.dtype != self.dtype or not out.flags.c_contiguous
+                                or not out.flags.writeable):
+            return False
+        for a in args:
+            if a.__class__ is np.ndarray:
+                if a.dtype.hasobject or not _c_ordered(a):
+                    return False
+                if a.shape == self.shape and a.flags.c_contiguous:
+                    c_contiguous = True
+                if out is not None and a is not out and np.may_share_memory(a, out):
+                    return False
+            elif not isinstance(a, _SCALARS):
+                return False
+        # NumPy lays the result out in C order when one operand is C-contiguous
+        # and the others C-ordered; with one axis longer than 1, in any case
+        return c_contiguous or sum(d > 1 for d in self.shape) < 2
+
+    def _run(self, args, out, bounds):
+        """The slices: this thread takes the first, then any no pool thread
+        has started yet (a pool thread that the OS does not run at once,
+        the other core being busy, costs nothing but the hand-off).  Returns
+        the union of the floating-point flags the slices raised."""
+        ax, nd = self.axis, len(self.shape)
+        n = self.shape[ax]
+        ufunc = self.ufunc
+
+        def piece(k):
+            lo, hi = bounds[k], bounds[k + 1]
+            cut = [_cut(a, ax, nd, n, lo, hi) for a in args]
+            flags = [0]
+
+            def record(kind, status):
+                flags[0] |= status
+            with np.errstate(all="call", call=record):
+                ufunc(*cut, out=_cut(out, ax, nd, n, lo, hi))
+            return flags[0]
+
+        job = _Job(piece, len(bounds) - 1)
+        p = _get_pool()
+        for _ in range(job.parts - 1):
+            p.submit(contextvars.copy_context().run, job.work)
+        job.work()
+        job.finished.wait()  # every slice taken has been written
+        if job.error is not None:
+            raise job.error
+        return job.flags
+
+
+class _Job:
+    """The slices of one call, taken one at a time by whichever thread
+    asks first (:meth:`work`); ``finished`` is set when all are done."""
+
+    __slots__ = ("piece", "parts", "next", "done", "flags", "error", "lock", "finished")
+
+    def __init__(self, piece, parts):
+        self.piece, self.parts = piece, parts
+        self.next = self.done = self.flags = 0
+        self.error = None
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+
+    def work(self):
+        while True:
+            with self.lock:
+                k = self.next
+                if k >= self.parts:
+                    return
+                self.next = k + 1
+            flags, error = 0, None
+            try:
+                flags = self.piece(k)
+            except BaseException as e:  # handed to the calling thread
+                error = e
+            with self.lock:
+                self.flags |= flags
+                if error is not None and self.error is None:
+                    self.error = error
+                self.done += 1
+                if self.done == self.parts:
+                    self.finished.set()
+
+
+def _cut(a, ax, nd, n, lo, hi):
+    """Slice ``lo:hi`` of operand ``a`` along the result's axis ``ax`` (of
+    length ``n``, ``nd`` axes), or ``a`` whole where it broadcasts there."""
+    if a.__class__ is not np.ndarray:
+        return a
+    k = ax - (nd - a.ndim)  # operands align on their last axes
+    if k < 0 or a.shape[k] != n:
+        return a
+    return a[(slice(None),) * k + (slice(lo, hi),)]
+
+
+def _c_ordered(a):
+    """Along the axes longer than 1, the strides that are not 0 (a
+    broadcast) are positive and decreasing (as ``program.c_ordered``)."""
+    last = None
+    for n, s in zip(a.shape, a.strides):
+        if n > 1 and s:
+            if s < 0 or (last is not None and s >= last):
+                return False
+            last = s
+    return True
+
+
+#: NumPy's floating-point flags, in the order it handles them, with its words.
+_FLAGS = ((1, "divide", "divide by zero"), (2, "over", "overflow"),
+          (4, "under", "underflow"), (8, "invalid", "invalid value"))
+
+
+def _report(name, status):
+    """Handle the flags ``status`` raised by ufunc ``name`` as NumPy handles
+    a call's flags under the current ``np.errstate`` (numpy/_core/src/umath/
+    extobj.c, ``PyUFunc_handlefperr``): in its order, each flag by its mode."""
+    modes = np.geterr()
+    for bit, key, words in _FLAGS:
+        if not status & bit:
+            continue
+        mode = modes[key]
+        if mode == "ignore":
+            continue
+        if mode == "print":
+            sys.stderr.flush()
+            os.write(2, f"Warning: {words} encountered in {name}\n".encode())
+        elif mode == "warn":
+            # stacklevel 3: the replay's line, where the plain call warns
+            warnings.warn(f"{words} encountered in {name}", RuntimeWarning, stacklevel=3)
+        elif mode == "raise":
+            raise FloatingPointError(f"{words} encountered in {name}")
+        else:
+            func = np.geterrcall()
+            if func is None:
+                raise NameError(f"python callback specified for {words} (in  {name}) but "
+                                "no function found." if mode == "call" else
+                                f"log specified for {words} (in {name}) but no object "
+                                "with write method found.")
+            if mode == "call":
+                func(words, status)
+            else:
+                func.write(f"Warning: {words} encountered in {name}\n")
+
+
+def _in_worker():
+    """Inside a tapestry parallel worker (its executor already uses the cores)."""
+    from ..parallel.executors import in_worker
+    return in_worker()
+
+
+def _get_pool():
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max(1, THREADS - 1),
+                                           thread_name_prefix="tapestry-jit-split")
+    return _pool
+
+
+def _forget_pool_in_child():
+    """A forked child has the pool object but none of its threads (a slice
+    put on it would never run): it starts its own, and no split is held."""
+    global _pool, _pool_lock, _busy
+    _pool, _pool_lock, _busy = None, threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
