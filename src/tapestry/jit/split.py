@@ -34,14 +34,13 @@ cores).  ``TAPESTRY_JIT_THREADS=1`` turns it off.
 """
 from __future__ import annotations
 
-import contextvars
 import math
 import operator
 import os
+import queue
 import sys
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
 
 import numpy as np
@@ -80,7 +79,8 @@ OPERATOR_UFUNCS = {operator.add: np.add, operator.sub: np.subtract,
                    operator.neg: np.negative}
 
 _SCALARS = (int, float, complex, bool, np.generic)
-_pool = None
+_q = queue.SimpleQueue()
+_n_threads = 0
 _pool_lock = threading.Lock()
 #: Held while a step is split: one split at a time in the process.
 _busy = threading.Lock()
@@ -222,62 +222,93 @@ class Split:
         the union of the floating-point flags the slices raised."""
         ax, nd = self.axis, len(self.shape)
         n = self.shape[ax]
-        ufunc = self.ufunc
-
-        def piece(k):
-            lo, hi = bounds[k], bounds[k + 1]
-            cut = [_cut(a, ax, nd, n, lo, hi) for a in args]
-            flags = [0]
-
-            def record(kind, status):
-                flags[0] |= status
-            with np.errstate(all="call", call=record):
-                ufunc(*cut, out=_cut(out, ax, nd, n, lo, hi))
-            return flags[0]
-
-        job = _Job(piece, len(bounds) - 1)
-        p = _get_pool()
-        for _ in range(job.parts - 1):
-            p.submit(contextvars.copy_context().run, job.work)
-        job.work()
-        job.finished.wait()  # every slice taken has been written
+        pieces = [([_cut(a, ax, nd, n, lo, hi) for a in args], _cut(out, ax, nd, n, lo, hi))
+                  for lo, hi in zip(bounds, bounds[1:])]
+        job = _Job(self.ufunc, pieces)
+        put = _queue().put
+        for _ in range(len(pieces) - 1):
+            put(job)
+        _local.flags = 0
+        with np.errstate(all="call", call=_record):
+            job.work()
+        job.finished.acquire()  # every slice taken has been written
         if job.error is not None:
             raise job.error
         return job.flags
 
 
 class _Job:
-    """The slices of one call, taken one at a time by whichever thread
-    asks first (:meth:`work`); ``finished`` is set when all are done."""
+    """The slices of one call (``(operands, out)`` each), taken one at a
+    time by whichever thread asks first (:meth:`work`); ``finished`` is
+    released when all are written.  The pool threads hand out as little
+    Python as possible: each GIL hand-off between two cores of this VM
+    costs microseconds."""
 
-    __slots__ = ("piece", "parts", "next", "done", "flags", "error", "lock", "finished")
+    __slots__ = ("ufunc", "pieces", "n", "next", "left", "flags", "error", "lock", "finished")
 
-    def __init__(self, piece, parts):
-        self.piece, self.parts = piece, parts
-        self.next = self.done = self.flags = 0
-        self.error = None
+    def __init__(self, ufunc, pieces):
+        self.ufunc, self.pieces, self.n = ufunc, pieces, len(pieces)
+        self.next, self.left, self.flags, self.error = 0, len(pieces), 0, None
         self.lock = threading.Lock()
-        self.finished = threading.Event()
+        self.finished = threading.Lock()
+        self.finished.acquire()
 
     def work(self):
+        """Write slices until none is left; the thread's NumPy error mode is
+        ``call`` with :func:`_record` (its flags land in ``_local.flags``)."""
+        ufunc = self.ufunc
         while True:
             with self.lock:
                 k = self.next
-                if k >= self.parts:
+                if k >= self.n:
                     return
                 self.next = k + 1
-            flags, error = 0, None
+                cut, out = self.pieces[k]
+            error = None
             try:
-                flags = self.piece(k)
+                ufunc(*cut, out=out)
             except BaseException as e:  # handed to the calling thread
                 error = e
             with self.lock:
-                self.flags |= flags
+                self.flags |= _local.flags
+                _local.flags = 0
                 if error is not None and self.error is None:
                     self.error = error
-                self.done += 1
-                if self.done == self.parts:
-                    self.finished.set()
+                self.left -= 1
+                if self.left == 0:
+                    self.pieces = None  # (a job left in the queue holds no array)
+                    self.finished.release()
+
+
+_local = threading.local()
+
+
+def _record(kind, status):
+    """NumPy's error callback in a slice: keep the flags."""
+    _local.flags = getattr(_local, "flags", 0) | status
+
+
+def _pool_thread(q):
+    """A pool thread: NumPy's error mode ``call`` (set once, in this thread's
+    context), then the jobs put on ``q``."""
+    np.seterr(all="call")
+    np.seterrcall(_record)
+    _local.flags = 0
+    while True:
+        q.get().work()
+
+
+def _queue():
+    """The pool's queue, with ``THREADS - 1`` threads reading it (started
+    at the first split, daemons: a process exits without waiting for them)."""
+    global _n_threads
+    if _n_threads < THREADS - 1:
+        with _pool_lock:
+            while _n_threads < THREADS - 1:
+                threading.Thread(target=_pool_thread, args=(_q,), daemon=True,
+                                 name=f"tapestry-jit-split-{_n_threads}").start()
+                _n_threads += 1
+    return _q
 
 
 def _cut(a, ax, nd, n, lo, hi):
@@ -342,25 +373,18 @@ def _report(name, status):
 
 def _in_worker():
     """Inside a tapestry parallel worker (its executor already uses the cores)."""
-    from ..parallel.executors import in_worker
+    global _in_worker
+    from ..parallel.executors import in_worker  # (imported at the first call: no cycle)
+    _in_worker = in_worker
     return in_worker()
 
 
-def _get_pool():
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(max(1, THREADS - 1),
-                                           thread_name_prefix="tapestry-jit-split")
-    return _pool
-
-
 def _forget_pool_in_child():
-    """A forked child has the pool object but none of its threads (a slice
-    put on it would never run): it starts its own, and no split is held."""
-    global _pool, _pool_lock, _busy
-    _pool, _pool_lock, _busy = None, threading.Lock(), threading.Lock()
+    """A forked child has the queue but none of the threads (a slice put on
+    it would never run): it starts its own, and no split is held."""
+    global _q, _n_threads, _pool_lock, _busy
+    _q, _n_threads, _pool_lock, _busy = queue.SimpleQueue(), 0, threading.Lock(), \
+        threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
