@@ -64,6 +64,10 @@ SPLIT_MIN_CHEAP = 1 << 17
 SPLIT_MIN = 1 << 15
 #: Elements a cut falls on a multiple of (the widest SIMD vector of bytes).
 ALIGN = 64
+#: Slices per thread: threads take them as they come, so a thread that
+#: shares its core (with OpenBLAS spinning after a GEMM, another process)
+#: takes fewer, and the others do the rest.
+CHUNKS = 4
 
 #: ufuncs that do one cheap operation per element.
 CHEAP = frozenset({
@@ -116,14 +120,15 @@ class Split:
     __slots__ = ("ufunc", "plain", "shape", "dtype", "axis", "__name__", "alone", "cut",
                  "calls")
 
-    #: Calls between tries of the way not taken (:meth:`_use_split`).
-    RETRY = 16
+    #: Calls between tries of the way not taken, and times kept of each
+    #: way (:meth:`_use_split`).
+    RETRY, WINDOW = 16, 5
 
     def __init__(self, ufunc, plain, shape, dtype):
         self.ufunc, self.plain, self.shape, self.dtype = ufunc, plain, shape, dtype
         self.axis = next(k for k, n in enumerate(shape) if n > 1) if max(shape) > 1 else 0
         self.__name__ = f"split_{ufunc.__name__}"
-        self.alone = self.cut = None  # best recent seconds of each way
+        self.alone, self.cut = [], []  # each way's last seconds
         self.calls = 0
 
     def __call__(self, *args, out=None):
@@ -155,28 +160,24 @@ class Split:
     def _use_split(self):
         """Whether this call is split.  The second core may be busy (another
         process, OpenBLAS threads spinning after a GEMM), and then slices
-        cost more than they save: as the parallel runner's ``_Tuner``, a
-        step runs whole twice, split once, then the faster way by the best
-        recent time of each, trying the other every :data:`RETRY` calls."""
-        alone, cut, calls = self.alone, self.cut, self.calls
+        cost more than they save: a step runs whole twice, split once, then
+        the faster way by the median of each way's last :data:`WINDOW`
+        times (a loaded machine makes them spread), trying the other every
+        :data:`RETRY` calls."""
+        calls = self.calls
         self.calls = calls + 1
-        if calls < 2 or alone is None:  # two whole first: a first call runs cold
+        alone, cut = self.alone, self.cut
+        if len(alone) < 2:  # two whole first: a first call runs cold
             return False
-        if cut is None:
+        if not cut:
             return True
-        if calls % self.RETRY == 0:
-            return cut > alone
-        return cut < alone
+        return (_median(cut) < _median(alone)) != (calls % self.RETRY == 0)
 
     def _record(self, was_cut, seconds):
-        """Keep each way's best time (robust to a loaded machine's spikes);
-        every ``4 * RETRY`` calls both are measured afresh."""
-        if self.calls % (4 * self.RETRY) == 0:
-            self.alone = self.cut = None
-        if was_cut:
-            self.cut = seconds if self.cut is None else min(self.cut, seconds)
-        else:
-            self.alone = seconds if self.alone is None else min(self.alone, seconds)
+        times = self.cut if was_cut else self.alone
+        times.append(seconds)
+        if len(times) > self.WINDOW:
+            del times[0]
 
     def _bounds(self):
         """Where the slices start and end along ``axis``, or ``None``."""
@@ -186,10 +187,11 @@ class Split:
         n = self.shape[self.axis]
         row = math.prod(self.shape[self.axis + 1:])
         unit = ALIGN // math.gcd(ALIGN, row)  # rows per cut: a multiple of ALIGN elements
-        parts = min(parts, n // unit, (n * row) // min_elements(self.ufunc))
-        if parts < 2:
+        size = n * row
+        if min(parts, n // unit, size // min_elements(self.ufunc)) < 2:
             return None
         units = n // unit
+        parts = min(parts * CHUNKS, units, size * CHUNKS // min_elements(self.ufunc))
         return [unit * (units * k // parts) for k in range(parts)] + [n]
 
     def _plain_operands(self, args, out):
@@ -226,7 +228,7 @@ class Split:
                   for lo, hi in zip(bounds, bounds[1:])]
         job = _Job(self.ufunc, pieces)
         put = _queue().put
-        for _ in range(len(pieces) - 1):
+        for _ in range(min(len(pieces), THREADS) - 1):
             put(job)
         _local.flags = 0
         with np.errstate(all="call", call=_record):
@@ -309,6 +311,10 @@ def _queue():
                                  name=f"tapestry-jit-split-{_n_threads}").start()
                 _n_threads += 1
     return _q
+
+
+def _median(times):
+    return sorted(times)[(len(times) - 1) // 2]
 
 
 def _cut(a, ax, nd, n, lo, hi):
