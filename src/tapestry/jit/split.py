@@ -56,12 +56,14 @@ def _cores():
 #: Threads a step may use (``TAPESTRY_JIT_THREADS``, else the cores this
 #: process may run on; 1 turns splitting off).
 THREADS = int(os.environ.get("TAPESTRY_JIT_THREADS", "0") or 0) or _cores()
-#: Elements a slice must have for a step to be split, for a ufunc that does
-#: little per element (arithmetic: memory bound; measured on W4's shapes)
-#: and for any other (``tanh``, ``exp``, ...).  A hand-off to a pool thread
-#: costs ~20-40 us.
-SPLIT_MIN_CHEAP = 1 << 17
-SPLIT_MIN = 1 << 15
+#: Elements per thread below which a step stays whole: for a ufunc that
+#: does little per element (arithmetic, bound by memory) and for any other.
+#: Measured here (2 cores, quiet, in two slices): ``add`` on 2^19 elements
+#: x1.0-1.2, on 2^20 x1.4-1.6; ``tanh`` on 2^17 x1.1-1.2, on 2^20 x1.4-1.8;
+#: ``exp`` on 2^18 x1.1-1.2; ``sin`` pays from 2^15.  A hand-off to a pool
+#: thread costs ~30 us on this VM (waking the idle core).
+SPLIT_MIN_CHEAP = 1 << 18
+SPLIT_MIN = 1 << 16
 #: Elements a cut falls on a multiple of (the widest SIMD vector of bytes).
 ALIGN = 64
 #: Slices per thread: threads take them as they come, so a thread that
