@@ -24,13 +24,17 @@ union as NumPy handles a whole call's flags under the caller's
 the ``call``/``log`` function).
 
 A step stays whole (one plain call) when splitting cannot pay or could
-change something: fewer than :data:`SPLIT_MIN` elements a slice, an operand
-that is not a plain numeric array or number, an operand laid out against C
-order (a negative stride, a transposed one) or sharing memory with the
-given ``out=`` other than being it, a replay inside a tapestry
+change something: fewer than :data:`SPLIT_MIN` elements a thread, an
+operand that is not a plain numeric array or number, an operand laid out
+against C order (a negative stride, a transposed one) or sharing memory
+with the given ``out=`` other than being it, a replay inside a tapestry
 ``parallel_sum`` / ``parallel_map`` worker (its cores are taken), or while
 another thread's step is split (threads replaying at once already use the
-cores).  ``TAPESTRY_JIT_THREADS=1`` turns it off.
+cores).  Each step is timed both ways and takes the faster
+(:meth:`Split._use_split`): after a threaded GEMM OpenBLAS's threads spin
+for ~0.1 s without yielding (unless ``OPENBLAS_THREAD_TIMEOUT`` is low),
+and slices competing with them lose.  ``TAPESTRY_JIT_THREADS=1`` turns
+splitting off.
 """
 from __future__ import annotations
 
