@@ -124,18 +124,18 @@ class Split:
     when the step stays whole."""
 
     __slots__ = ("ufunc", "plain", "shape", "dtype", "axis", "__name__", "alone", "cut",
-                 "calls", "faster", "every", "next_try")
+                 "calls")
 
-    #: Calls between tries of the way not taken (at first, at most), and
-    #: times kept of each way (:meth:`_use_split`).
-    RETRY, RETRY_MAX, WINDOW = 16, 512, 5
+    #: Calls between tries of the way not taken, and times kept of each
+    #: way (:meth:`_use_split`).
+    RETRY, WINDOW = 16, 5
 
     def __init__(self, ufunc, plain, shape, dtype):
         self.ufunc, self.plain, self.shape, self.dtype = ufunc, plain, shape, dtype
         self.axis = next(k for k, n in enumerate(shape) if n > 1) if max(shape) > 1 else 0
         self.__name__ = f"split_{ufunc.__name__}"
         self.alone, self.cut = [], []  # each way's last seconds
-        self.calls, self.faster, self.every, self.next_try = 0, None, self.RETRY, 0
+        self.calls = 0
 
     def __call__(self, *args, out=None):
         bounds = self._bounds()
@@ -168,10 +168,10 @@ class Split:
         process, OpenBLAS threads spinning after a GEMM), and then slices
         cost more than they save: a step runs whole twice, split once, then
         the faster way by the median of each way's last :data:`WINDOW`
-        times (a loaded machine makes them spread), trying the other after
-        :data:`RETRY` calls, then after twice as many each time it is still
-        slower (up to :data:`RETRY_MAX`; back to :data:`RETRY` when the
-        faster way changes)."""
+        times (a loaded machine makes them spread), trying the other every
+        :data:`RETRY` calls.  (Trying it ever more rarely while it stays
+        slower made a bad first try stick: W4 at 64 models then kept whole
+        steps in two rotations of five.)"""
         calls = self.calls
         self.calls = calls + 1
         alone, cut = self.alone, self.cut
@@ -179,14 +179,7 @@ class Split:
             return False
         if not cut:
             return True
-        faster = _median(cut) < _median(alone)
-        if faster != self.faster:
-            self.faster, self.every, self.next_try = faster, self.RETRY, calls + self.RETRY
-        if calls >= self.next_try:
-            self.next_try = calls + self.every
-            self.every = min(2 * self.every, self.RETRY_MAX)
-            return not faster
-        return faster
+        return (_median(cut) < _median(alone)) != (calls % self.RETRY == 0)
 
     def _record(self, was_cut, seconds):
         times = self.cut if was_cut else self.alone
