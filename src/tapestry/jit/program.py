@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 from ..core.staged import Slot, Step, instances_in
+from . import split as slices
 from .slots import Rebuild, output_slots, reads_of  # noqa: F401  (Rebuild: for api)
 
 
@@ -133,8 +134,9 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         if step.kwargs:
             for key, v in step.kwargs.items():
                 parts.append(f"{key}={expr(v)}")
+        cut = _split_step(step, rec.meta)  # a large ufunc call: slices on threads
         got = reuse.get(k)
-        plain = f"{const(fn, copy=False)}({', '.join(parts)})"
+        plain = f"{const(cut or fn, copy=False)}({', '.join(parts)})"
         if got is None:
             return plain
         into, own_checks = got
@@ -143,7 +145,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             return plain
         checks = list(dict.fromkeys(checks + list(own_checks)))  # each test once
         # a dead buffer of the same shape takes the result
-        ufunc = const(_UFUNC_OF.get(step.fn, step.fn), copy=False)
+        ufunc = const(cut or _UFUNC_OF.get(step.fn, step.fn), copy=False)
         reused = f"{ufunc}({', '.join(parts + [f'out=v{into}'])})"
         return f"({reused} if {' and '.join(checks)} else {plain})" if checks else reused
 
@@ -217,6 +219,16 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
     code = compile(source, f"<tapestry.jit {name}>", "exec")
     exec(code, ns)
     return Program(source, ns[name], steps, n_calls, n_guards, keep, n_runs)
+
+
+def _split_step(step, meta):
+    """A :class:`tapestry.jit.split.Split` to call in place of a plain
+    ufunc step (no keywords) whose result is large enough to cut over
+    threads, or ``None``."""
+    if step.out is None or step.kwargs or not _fresh_step(step) or step.out not in meta \
+            or slices.THREADS < 2:
+        return None
+    return slices.split_for(step.fn, *meta[step.out])
 
 
 #: Python operators as the ufuncs that take ``out=`` (``**`` is left out:
