@@ -308,3 +308,93 @@ def test_a_step_runs_whole_where_slices_do_not_pay():
     assert later[-1] is False and sum(later) <= cut.WINDOW // 2 + 1
     again = ways(cut, cut.RETRY + 1, 0.5)              # and free again: tried within RETRY
     assert any(again)
+
+
+# --- matrix products cut along the result's first axis ------------------------------
+@pytest.fixture
+def matmuls(monkeypatch):
+    """Matmul steps of 256 elements or more cut (3 threads); returns the
+    shapes of the products that really ran in slices."""
+    if not slices.blas_controls():
+        pytest.skip("no OpenBLAS that threadpoolctl can set")
+    monkeypatch.setattr(slices, "THREADS", 3)
+    monkeypatch.setattr(slices, "SPLIT_MIN", 64)
+    ran = []
+    run = slices._run_job
+
+    def counted(fn, pieces):
+        if fn is np.matmul:
+            ran.append(len(pieces))
+        return run(fn, pieces)
+    monkeypatch.setattr(slices, "_run_job", counted)
+    return ran
+
+
+def _products(x, w, s, t):
+    """A matrix product (rows cut), a stacked one (the stacked axis cut in
+    both), one broadcasting a matrix over the stack, and a transposed view."""
+    return (np.sum(np.tanh(x @ w)), np.sum((s @ t) ** 2), np.sum(s @ w[:7, :5]),
+            np.sum(np.swapaxes(s, -1, -2) @ x[:6, :9]))
+
+
+def test_matmuls_in_slices_give_the_bits_of_one_call(matmuls):
+    r = np.random.default_rng(21)
+    x, w = r.normal(size=(90, 7)), r.normal(size=(7, 40))
+    s, t = r.normal(size=(12, 6, 7)), r.normal(size=(12, 7, 8))
+    before = [c.get_num_threads() for c in slices.blas_controls()]
+    f = tp.jit(tp.value_and_grad(lambda x, w, s, t: sum(_products(x, w, s, t)),
+                                 argnums=(0, 1, 2, 3)))
+    want = tp.value_and_grad(lambda x, w, s, t: sum(_products(x, w, s, t)),
+                             argnums=(0, 1, 2, 3))(x, w, s, t)
+    for _ in range(3):
+        same(f(x, w, s, t), want)
+    assert matmuls and "split_matmul" in f.explain(x, w, s, t)
+    assert [c.get_num_threads() for c in slices.blas_controls()] == before
+
+
+def test_a_matmul_whose_slices_differ_stays_whole(matmuls, monkeypatch):
+    """The first call compares the cut product with the whole one; a BLAS
+    whose slices round otherwise keeps the step whole, with its bits."""
+    r = np.random.default_rng(22)
+    x, w = r.normal(size=(90, 7)), r.normal(size=(7, 40))
+    cut = slices.matmul_split_for(np.matmul, (90, 40), np.float64)
+    run = slices._run_job
+
+    def off_by_one_ulp(fn, pieces):
+        flags = run(fn, pieces)
+        out = pieces[0][1]
+        out[0, 0] = np.nextafter(out[0, 0], np.inf)
+        return flags
+    monkeypatch.setattr(slices, "_run_job", off_by_one_ulp)
+    for _ in range(3):
+        assert np.array_equal(cut(x, w), x @ w)
+    assert cut.checked and not cut.ok and len(matmuls) == 1  # (the first call only)
+
+
+def test_a_matmul_is_whole_in_a_worker_and_blas_comes_back_after_an_error(matmuls,
+                                                                           monkeypatch):
+    import importlib
+    executors = importlib.import_module("tapestry.parallel.executors")
+    r = np.random.default_rng(23)
+    x, w = r.normal(size=(90, 7)), r.normal(size=(7, 40))
+    cut = slices.matmul_split_for(np.matmul, (90, 40), np.float64)
+    with executors._WorkerScope():
+        assert np.array_equal(cut(x, w), x @ w)
+    assert not matmuls
+    before = [c.get_num_threads() for c in slices.blas_controls()]
+
+    def broken(fn, pieces):
+        raise MemoryError("a slice failed")
+    monkeypatch.setattr(slices, "_run_job", broken)
+    with pytest.raises(MemoryError, match="a slice failed"):
+        cut(x, w)
+    assert [c.get_num_threads() for c in slices.blas_controls()] == before
+    assert slices._busy.acquire(False)  # released
+    slices._busy.release()
+    assert cut(x, w[:, :3]).shape == (90, 3)  # another shape: the plain product
+
+
+def test_vector_and_integer_products_are_never_cut():
+    assert slices.matmul_split_for(np.matmul, (10 ** 6,), np.float64) is None
+    assert slices.matmul_split_for(np.matmul, (4096, 256), np.int64) is None
+    assert slices.matmul_split_for(np.matmul, (1, 10 ** 6), np.float64) is None

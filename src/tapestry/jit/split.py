@@ -100,6 +100,8 @@ def split_for(fn, shape, dtype):
     """A :class:`Split` to call in place of ``fn`` for a step whose result
     has ``shape`` and ``dtype``, or ``None`` (not a plain one-output ufunc
     on numbers, too small to pay, or no two slices to cut)."""
+    if fn is operator.matmul or fn is np.matmul:
+        return matmul_split_for(fn, shape, dtype)
     u = OPERATOR_UFUNCS.get(fn, fn)
     if not isinstance(u, np.ufunc) or u.nout != 1 or u.signature is not None:
         return None
@@ -245,6 +247,147 @@ class Split:
         if job.error is not None:
             raise job.error
         return job.flags
+
+
+# --- matrix products: slices of the result's first axis, BLAS on one thread ---------
+def matmul_split_for(fn, shape, dtype):
+    """A :class:`SplitMatmul` for a matmul step whose result has ``shape``
+    and ``dtype``, or ``None``: a vector product, a dtype BLAS does not
+    take, fewer than :data:`SPLIT_MIN` elements a thread, or no OpenBLAS
+    whose threads this process can set (threadpoolctl)."""
+    dtype = np.dtype(dtype)
+    if len(shape) < 2 or dtype.char not in "fdFD" or shape[0] < THREADS or \
+            math.prod(shape) < THREADS * SPLIT_MIN or not blas_controls():
+        return None
+    return SplitMatmul(fn, tuple(shape), dtype)
+
+
+class SplitMatmul:
+    """``a @ b`` computed in slices along the result's first axis (rows of
+    a matrix product, or the stacked axis of a batch of them), one slice a
+    thread, each on BLAS pinned to one thread for the call.
+
+    Why: a GEMM on OpenBLAS's own threads leaves them spinning for ~0.1 s
+    (they do not yield), so every large elementwise step after it finds the
+    second core taken and runs whole (W4 at 64 models: its GEMMs and its
+    ``tanh`` take turns on the cores all call long).  With the GEMMs cut
+    here, OpenBLAS's threads sleep and the elementwise steps get the cores.
+
+    The bits: each element of a product is one dot product over the shared
+    axis, computed by the same kernel whichever rows a call gets -- checked
+    at the first call (whole and cut, compared bit for bit, and the whole
+    result laid out in C order as the slices write it); where they differ,
+    the step stays whole for good."""
+
+    __slots__ = ("plain", "shape", "dtype", "checked", "ok", "__name__")
+
+    def __init__(self, plain, shape, dtype):
+        self.plain, self.shape, self.dtype = plain, shape, dtype
+        self.checked, self.ok = False, True
+        self.__name__ = "split_matmul"
+
+    def __call__(self, a, b):
+        if not self.ok or a.__class__ is not np.ndarray or b.__class__ is not np.ndarray \
+                or a.ndim < 2 or b.ndim < 2 or a.dtype != self.dtype or b.dtype != self.dtype \
+                or _in_worker():
+            return self.plain(a, b)
+        bounds = _even_bounds(self.shape[0], THREADS)
+        pieces_of = self._pieces(a, b)
+        if pieces_of is None or not _busy.acquire(False):
+            return self.plain(a, b)
+        try:
+            whole = None if self.checked else self.plain(a, b)  # (BLAS as the caller set it)
+            saved = _pin_blas()
+            try:
+                out = np.empty(self.shape, self.dtype)
+                _run_job(np.matmul, [(pieces_of(lo, hi), out[lo:hi])
+                                     for lo, hi in zip(bounds, bounds[1:])])
+            finally:
+                _restore_blas(saved)
+        finally:
+            _busy.release()
+        if whole is not None:
+            self.checked = True
+            if not (whole.flags.c_contiguous and whole.shape == out.shape
+                    and np.array_equal(whole, out, equal_nan=True)):
+                self.ok = False
+                return whole
+        return out
+
+    def _pieces(self, a, b):
+        """``(lo, hi) -> [a', b']``: the operands of the slice ``lo:hi`` of
+        the result's first axis, or ``None`` (shapes other than the trace's).
+        A matrix product's rows are ``a``'s; a stacked axis is sliced in
+        each operand that has it (one of length 1 or missing broadcasts)."""
+        nd = len(self.shape)
+        n = self.shape[0]
+        try:
+            if np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]) \
+                    != self.shape:
+                return None
+        except ValueError:
+            return None
+        if nd == 2:
+            return lambda lo, hi: [a[lo:hi], b]
+        cut_a = a.ndim == nd and a.shape[0] == n
+        cut_b = b.ndim == nd and b.shape[0] == n
+        return lambda lo, hi: [a[lo:hi] if cut_a else a, b[lo:hi] if cut_b else b]
+
+
+def _even_bounds(n, parts):
+    parts = max(1, min(parts, n))
+    return [n * k // parts for k in range(parts + 1)]
+
+
+def _run_job(fn, pieces):
+    """``fn(*operands, out=out)`` for each piece, on this thread and the pool."""
+    job = _Job(fn, pieces)
+    put = _queue().put
+    for _ in range(min(len(pieces), THREADS) - 1):
+        put(job)
+    _local.flags = 0
+    with np.errstate(all="call", call=_record):
+        job.work()
+    job.finished.acquire()
+    if job.error is not None:
+        raise job.error
+    return job.flags
+
+
+_blas_libs = None
+
+
+def blas_controls():
+    """threadpoolctl's controllers of the OpenBLAS libraries loaded (an empty
+    list without threadpoolctl, or with another BLAS: its threads are left
+    alone, and no matmul is cut)."""
+    global _blas_libs
+    if _blas_libs is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            libs = [c for c in ThreadpoolController().lib_controllers
+                    if c.internal_api == "openblas"]
+        except Exception:  # (threadpoolctl missing or failing: nothing pinned)
+            libs = []
+        _blas_libs = libs
+    return _blas_libs
+
+
+def _pin_blas():
+    """Every OpenBLAS on one thread; their thread counts before."""
+    saved = []
+    for c in blas_controls():
+        n = c.get_num_threads()
+        saved.append((c, n))
+        if n != 1:
+            c.set_num_threads(1)
+    return saved
+
+
+def _restore_blas(saved):
+    for c, n in saved:
+        if n != 1:
+            c.set_num_threads(n)
 
 
 class _Job:
