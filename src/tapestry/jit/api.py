@@ -449,7 +449,7 @@ class jit:
         before = rng_states(env)
         # (what a caller differentiating this call puts back if the trace gives
         # up: reverse.call_on_traced)
-        _RAN_ONCE.tracing = (self, raw_rng_states(env))
+        _RAN_ONCE.tracing = (self, raw_rng_states(env), env)
         copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
@@ -690,8 +690,8 @@ class jit:
         # (f ran for real, once or more: a caller differentiating this call must
         # not run it once more as if nothing changed -- reverse.call_on_traced)
         tracing = getattr(_RAN_ONCE, "tracing", None)
-        _RAN_ONCE.last = (self, tracing[1] if tracing is not None and tracing[0] is self
-                          else None)
+        _RAN_ONCE.last = (self, *tracing[1:]) if tracing is not None and tracing[0] is self \
+            else (self, None, None)
         if self.strict:
             raise JitError(msg)
         if whole:
