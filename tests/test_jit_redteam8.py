@@ -213,3 +213,45 @@ def test_a_global_read_by_a_string_through_the_module_is_guarded():
     _same(jf(x), _by_module_getattr(x))
     _RT8_W[0] = 7.0
     _same(jf(x), _by_module_getattr(x))
+
+
+# --- 3. a differentiated call that gives up before f runs ------------------------------
+
+def test_a_function_closing_over_an_iterator_under_grad():
+    """``f`` draws its mask from a closed-over iterator: jit cannot guard an
+    iterator, so it gives up before tracing -- and ran ``f`` for real, after
+    which the tape ran it once more: the next mask's gradient under the
+    first mask's value, the iterator advanced twice.  Now a differentiated
+    call that gives up before ``f`` runs runs it once, on the tape."""
+    import itertools
+
+    def make():
+        masks = itertools.cycle([1.0, 0.0])
+        return lambda x: _straight_through(x, next(masks))
+    f, g = make(), make()
+    jf = tp.jit(f)
+    x = np.array([0.5, -1.0, 2.0])
+    for _ in range(4):
+        _same(_quiet(tp.value_and_grad(jf), x), tp.value_and_grad(g)(x))
+
+
+@pytest.mark.parametrize("transform", ["value_and_grad", "jacobian"])
+def test_a_jit_closing_over_the_callers_traced_value(transform):
+    """``jit(f)`` made inside the differentiated function, ``f`` closing over
+    its traced argument and stepping a counter it returns: the call ran
+    ``f`` on the plain values, found the traced closure, and ran it again
+    inline -- the counter stepped twice (value ``+1``) and the gradient of
+    the second run.  Now ``f`` runs once, inline."""
+    def make(jitted):
+        def loss(x):
+            n = [0]
+
+            def f(y):
+                n[0] += 1
+                return _straight_through(y, float(n[0] % 2)) + np.sum(x * y)
+            out = (tp.jit(f) if jitted else f)(x * 2.0)
+            return out + n[0]
+        return loss
+    x = np.array([1.0, 2.0, 3.0])
+    for _ in range(2):
+        _same(_quiet(getattr(tp, transform)(make(True)), x), getattr(tp, transform)(make(False))(x))

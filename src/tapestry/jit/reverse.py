@@ -52,6 +52,9 @@ _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
 #: random numbers, wrote into an argument, changed what it reads): see
 #: :func:`_ran_for_real`.  ``tracing``: the states before the trace running.
 RAN_ONCE = threading.local()
+#: What a call of a jit returns where it gave up before running ``f``,
+#: called by :func:`call_on_traced` (which runs ``f`` once, on its tape).
+DEFERRED = object()
 #: Argument leaves that are values, not objects whose attributes f may read.
 _PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
 
@@ -94,8 +97,14 @@ def call_on_traced(jf, args, kwargs):
         # (the bits of the arguments, which f may write into while it runs for
         # real: a second run, below, must start from them)
         saved = [(x, x.copy()) for x in plain if x.__class__ is np.ndarray]
-        out = jf(*pargs, **pkwargs)
+        RAN_ONCE.defer = (jf, pargs, pkwargs)  # (a give-up before f runs: f runs here)
+        try:
+            out = jf(*pargs, **pkwargs)
+        finally:
+            RAN_ONCE.defer = None
         last, RAN_ONCE.last = RAN_ONCE.last, None
+        if out is DEFERRED:
+            return jf.fun(*args, **kwargs)
         if last is not None and last[0] is jf:
             return _ran_for_real(jf, args, kwargs, out, last[1], last[2], saved)
         if _changed_arguments(jf, (args, kwargs), (pargs, pkwargs), td, leaves, plain, pos):
