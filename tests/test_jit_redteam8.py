@@ -255,3 +255,25 @@ def test_a_jit_closing_over_the_callers_traced_value(transform):
     x = np.array([1.0, 2.0, 3.0])
     for _ in range(2):
         _same(_quiet(getattr(tp, transform)(make(True)), x), getattr(tp, transform)(make(False))(x))
+
+
+class _Model:
+    def __init__(self):
+        self.steps = 0
+
+    def __call__(self, x):
+        self.steps += 1
+        self.last = x  # (added on the first call)
+        return _straight_through(x, float(self.steps % 2))
+
+
+def test_a_method_stepping_a_counter_and_adding_an_attribute():
+    """The state put back before the second run includes the attributes
+    the first run added (deleted again), so the object ends as after one
+    eager call."""
+    x = np.array([0.5, -1.0, 2.0])
+    m1, m2 = _Model(), _Model()
+    jf = tp.jit(m1)
+    for _ in range(3):
+        _same(_quiet(tp.value_and_grad(jf), x), tp.value_and_grad(m2)(x))
+        assert m1.steps == m2.steps and sorted(vars(m1)) == sorted(vars(m2))

@@ -99,6 +99,7 @@ class Environment:
         self.arrays: list = []     # (array, snapshot, compare, label)
         self.rngs: list = []       # generator objects reached
         self.functions: list = []  # user functions reached (for explain)
+        self.keys: dict = {}       # id(namespace): its names at the walk (restore)
 
     # --- checks ---------------------------------------------------------
     def changed(self, added=False):
@@ -158,7 +159,7 @@ class Environment:
         must start from the state the first one saw, or it differentiates
         another function (a counter it reads, stepped twice) even where its
         value happens to be the same."""
-        known: dict = {}
+        known = {k: set(v) for k, v in self.keys.items()}
         for kind, holder, key, obj, label in self.bindings:
             if kind == "dict":
                 known.setdefault(id(holder), set()).add(key)
@@ -167,9 +168,10 @@ class Environment:
                 return why
         for kind, holder, key, obj, label in self.bindings:
             if kind in ("len", "attrs") and len(holder) != obj:
-                if kind == "len":  # (a dict walked whole: its keys were all bound)
-                    for k in [k for k in holder if k not in known.get(id(holder), ())]:
-                        del holder[k]
+                # (a dict walked whole: its keys were all bound; an object's
+                # attribute names were kept)
+                for k in [k for k in holder if k not in known.get(id(holder), ())]:
+                    del holder[k]
                 if len(holder) != obj:
                     return label
         for a, snap, same, label in self.arrays:
@@ -711,6 +713,7 @@ class _Walker:
             self.function(special, f"{label}.{name}")
         if d is not None:  # an attribute added (self.last = h): a change
             self.bind("attrs", d, None, len(d), f"len {label}.__dict__")
+            self.env.keys[id(d)] = frozenset(d)
         for n in self.attr_names(d, type(x).__mro__, hook is not None):
             if d is not None and n in d:
                 v = d[n]
