@@ -277,3 +277,39 @@ def test_a_method_stepping_a_counter_and_adding_an_attribute():
     for _ in range(3):
         _same(_quiet(tp.value_and_grad(jf), x), tp.value_and_grad(m2)(x))
         assert m1.steps == m2.steps and sorted(vars(m1)) == sorted(vars(m2))
+
+
+class _Trainer:
+    def __init__(self):
+        self.W = np.array([1.0, 2.0, 3.0])
+        self.x_key = None
+
+    def loss(self, batch):
+        return np.sum(batch["x_key"] * self.W)
+
+    def scaled(self, x):
+        return x * (self.scale if hasattr(self, "scale") else 1.0)
+
+
+def test_an_attribute_named_like_a_dict_key_is_not_guarded():
+    """The same for attributes: ``batch["x_key"]`` in a method, and the
+    caller keeping the current batch in ``self.x_key``: every step traced
+    again.  An attribute read by a string constant (``hasattr(self,
+    "scale")``) is still guarded."""
+    t = _Trainer()
+    jl = tp.jit(t.loss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tp.JitWarning)
+        for step in range(10):
+            t.x_key = np.full(3, float(step))
+            _same(jl({"x_key": t.x_key}), t.loss({"x_key": t.x_key}))
+            if step == 5:
+                t.W[0] = 9.0  # (read: seen, traced again)
+    assert jl.cache_info()["traces"] == 2
+    js = tp.jit(t.scaled)
+    x = np.ones(3)
+    _same(js(x), t.scaled(x))
+    t.scale = 4.0
+    _same(js(x), t.scaled(x))
+    t.scale = 5.0
+    _same(js(x), t.scaled(x))

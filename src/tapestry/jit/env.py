@@ -56,6 +56,12 @@ _DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "as
 _ENVIRON_NAMES = frozenset({"environ", "getenv", "environb", "getenvb"})
 #: Names in the code that read globals by a computed name.
 _DYNAMIC_GLOBALS = frozenset({"globals", "eval", "exec"})
+#: Names in the code with which it may read an attribute whose name is a
+#: string constant (``hasattr(self, "W")``; ``getattr`` and the others of
+#: ``_DYNAMIC`` guard every attribute): those string constants are then
+#: guarded as attribute names.
+_ATTRS_BY_STRING = frozenset({"hasattr", "setattr", "delattr", "__getattribute__",
+                              "getattr_static"})
 #: Names in the code with which it may read a global whose name is a
 #: string constant (``getattr(sys.modules[__name__], "W")``): those string
 #: constants are then guarded as globals.
@@ -688,6 +694,10 @@ class _Walker:
         names = {a.lstrip("'") for a in self.names}
         if not everything and not names & _DYNAMIC and \
                 not (d is not None and classes and _library(classes[0].__module__)):
+            if self.names.isdisjoint(_ATTRS_BY_STRING):
+                # (a string constant is a key, p["x"], not an attribute read:
+                # an attribute x the caller sets on every step is not guarded)
+                return sorted(a for a in self.names if a[:1] != "'")
             return sorted(names)
         # computed names, or an object of a library type (tp.custom_jvp holding
         # the user's rule, an optimizer's state): its code is not walked for
