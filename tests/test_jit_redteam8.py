@@ -313,3 +313,43 @@ def test_an_attribute_named_like_a_dict_key_is_not_guarded():
     _same(js(x), t.scaled(x))
     t.scale = 5.0
     _same(js(x), t.scaled(x))
+
+
+# --- 4. a generator passed to parallel_sum / parallel_map on threads --------------------
+
+def _slow_dropout(x, w, g):
+    import time
+    time.sleep(0.002)  # (worth waking the pool for)
+    m = g.random(x.shape) > 0.5
+    return np.sum(np.where(m, x * w, 0.0) ** 2)
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+@pytest.mark.parametrize("op", ["parallel_sum", "parallel_map"])
+def test_a_generator_argument_is_drawn_from_in_item_order_on_threads(op, jitted):
+    """docs/parallel.md: thread and serial executors draw from a generator
+    passed as an argument in item order.  On threads, chunks slow enough to
+    wake the pool drew from it in the order the threads reached it: masks
+    and gradients that changed from run to run (and ``parallel_sum(jit(f))``
+    differed from ``parallel_sum(f)`` from its second call, once the trace
+    had made the call site look worth the pool).  A call with a generator
+    among its arguments runs its chunks in order."""
+    r = np.random.default_rng(0)
+    xs = [r.normal(size=3) for _ in range(12)]
+    w = r.normal(size=3)
+    f = tp.jit(_slow_dropout) if jitted else _slow_dropout
+
+    def run(fun, ex):
+        g = np.random.default_rng(1)
+
+        def loss(w):
+            if op == "parallel_sum":
+                return tp.parallel_sum(fun, xs, w, g, executor=ex, chunk_size=2, n_workers=2)
+            return np.sum(np.stack(tp.parallel_map(fun, xs, w, g, executor=ex, chunk_size=2,
+                                                   n_workers=2)))
+        return _quiet(tp.value_and_grad(loss), w), g.random()
+    want = run(_slow_dropout, "serial")
+    for _ in range(6):
+        got = run(f, "threads")
+        _same(got[0], want[0])
+        assert got[1] == want[1]

@@ -8,6 +8,7 @@ runs in chunk order, which is what makes results bit-identical everywhere.
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 
 import numpy as np
@@ -159,6 +160,9 @@ class Plan:
                 x.__class__ is np.ndarray for x in items.values()) else None
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
         every = all_items + self.shared_leaves
+        #: a random generator among the arguments: chunks on threads would draw
+        #: from it in the order the threads reach it, not in item order
+        self.draws = any(isinstance(x, _GENERATORS) for x in every)
         self.top = innermost_tape(every)
         if self.top is not None and any(x.__class__ is Batched for x in every) and \
                 top_batch(every) is not None:
@@ -352,6 +356,9 @@ def _low(x, top):
 _TRACED = frozenset({Var, Batched, Staged})
 #: Classes of ``items`` that are certainly not iterators (see :class:`Plan`).
 _CONTAINERS = frozenset({list, dict, tuple, np.ndarray})
+#: Random generators whose draws depend on the order of the calls.
+_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+               random.Random)
 
 
 def _dense(c, like):
