@@ -468,7 +468,7 @@ class jit:
         before = rng_states(env)
         # (what a caller differentiating this call puts back if the trace gives
         # up: reverse.call_on_traced)
-        _RAN_ONCE.tracing = (self, raw_rng_states(env), env)
+        _RAN_ONCE.tracing = (self, raw_rng_states(env), env, rec)
         copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
@@ -710,7 +710,7 @@ class jit:
         # not run it once more as if nothing changed -- reverse.call_on_traced)
         tracing = getattr(_RAN_ONCE, "tracing", None)
         _RAN_ONCE.last = (self, *tracing[1:]) if tracing is not None and tracing[0] is self \
-            else (self, None, None)
+            else (self, None, None, None)
         if self.strict:
             raise JitError(msg)
         if whole:

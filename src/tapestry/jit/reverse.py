@@ -94,9 +94,6 @@ def call_on_traced(jf, args, kwargs):
             # counter, a draw, repeated; inline, f runs once, on the tape)
             return jf.fun(*args, **kwargs)
         RAN_ONCE.last = None
-        # (the bits of the arguments, which f may write into while it runs for
-        # real: a second run, below, must start from them)
-        saved = [(x, x.copy()) for x in plain if x.__class__ is np.ndarray]
         RAN_ONCE.defer = (jf, pargs, pkwargs)  # (a give-up before f runs: f runs here)
         try:
             out = jf(*pargs, **pkwargs)
@@ -106,7 +103,7 @@ def call_on_traced(jf, args, kwargs):
         if out is DEFERRED:
             return jf.fun(*args, **kwargs)
         if last is not None and last[0] is jf:
-            return _ran_for_real(jf, args, kwargs, out, last[1], last[2], saved)
+            return _ran_for_real(jf, args, kwargs, out, *last[1:])
         if _changed_arguments(jf, (args, kwargs), (pargs, pkwargs), td, leaves, plain, pos):
             out = _back_to_traced(out, leaves, plain, pos)
         out_leaves, out_td = tree_flatten(out)
@@ -142,7 +139,7 @@ def _runs_uncompiled(jf, pargs, pkwargs):
     return entry is not None and entry.eager is not None
 
 
-def _ran_for_real(jf, args, kwargs, out, states, env, saved):
+def _ran_for_real(jf, args, kwargs, out, states, env, rec):
     """``jf(*args, **kwargs)`` on the caller's tape, where its call on the
     plain values just now gave up compiling after ``f`` ran for real: it
     drew random numbers (``states``: the generators' states before the
@@ -152,14 +149,16 @@ def _ran_for_real(jf, args, kwargs, out, states, env, saved):
     function than the one whose value ``out`` is.  So ``f`` runs again,
     inline, from the state it started at: the random states, what it
     reads (``env``, the trace's walk: a counter, a closed-over array, an
-    attribute, put back) and the argument arrays' bits (``saved``), so
+    attribute, put back) and the argument arrays' bits (``rec.pristine``:
+    the trace's recorder copies them where it stops recording, before the
+    function writes into them on the concrete values), so
     its effects happen once and the gradient is the first run's -- a
     value check alone would pass a run whose gradient differs (a
     straight-through mask chosen by a counter).  Where something cannot
     be put back, or the value still differs from ``out`` (a generator
     that cannot be rewound, an iterator), the call is refused."""
     why = None if env is None else env.restore()
-    for a, bits in saved:
+    for a, bits in getattr(rec, "pristine", ()):
         if a.tobytes() != bits.tobytes():  # (any dtype; the first call only)
             if a.flags.writeable:
                 np.copyto(a, bits)
