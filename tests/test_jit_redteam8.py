@@ -85,6 +85,15 @@ def _make(kind, k):
         if k == 0:
             return _global_counter_a, lambda: _COUNT_A
         return _global_counter_b, lambda: _COUNT_B
+    if kind == "global created":  # (globals() read: every global guarded)
+        name = f"_RT8_CREATED_{k}"
+        globals().pop(name, None)
+
+        def f(x):
+            g = globals()
+            g[name] = g.get(name, 0) + 1
+            return _straight_through(x, float(g[name] % 2))
+        return f, lambda: globals().get(name)
     if kind == "attribute counter":
         s = _Schedule()
         return s, lambda: s.t
@@ -114,7 +123,7 @@ def _make(kind, k):
 
 @pytest.mark.parametrize("kind", ["nonlocal counter", "dict counter", "global counter",
                                   "attribute counter", "closed-over array written",
-                                  "list grown", "dict key added"])
+                                  "list grown", "dict key added", "global created"])
 @pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp"])
 def test_an_effect_that_changes_only_the_gradient(kind, transform):
     """``grad(jit(f))``'s first call traces ``f`` for real, gives up (``f``
@@ -139,6 +148,7 @@ def test_an_effect_that_changes_only_the_gradient(kind, transform):
         want = call(g)
         _same(got, want)
         assert got_state == eager_state()
+    assert __name__ in globals().values() and "__builtins__" in globals()
 
 
 def test_an_argument_written_that_changes_only_the_gradient():

@@ -165,18 +165,15 @@ class Environment:
         must start from the state the first one saw, or it differentiates
         another function (a counter it reads, stepped twice) even where its
         value happens to be the same."""
-        known = {k: set(v) for k, v in self.keys.items()}
         for kind, holder, key, obj, label in self.bindings:
-            if kind == "dict":
-                known.setdefault(id(holder), set()).add(key)
             why = _restore_binding(kind, holder, key, obj, label)
             if why is not None:
                 return why
         for kind, holder, key, obj, label in self.bindings:
             if kind in ("len", "attrs") and len(holder) != obj:
-                # (a dict walked whole: its keys were all bound; an object's
-                # attribute names were kept)
-                for k in [k for k in holder if k not in known.get(id(holder), ())]:
+                # (names added since the walk: its names were kept)
+                known = self.keys.get(id(holder), ())
+                for k in [k for k in holder if k not in known]:
                     del holder[k]
                 if len(holder) != obj:
                     return label
@@ -504,6 +501,8 @@ class _Walker:
 
     def bind(self, kind, holder, key, obj, label):
         self.env.bindings.append((kind, holder, key, obj, label))
+        if kind == "len" or kind == "attrs":  # (its names now: what restore keeps)
+            self.env.keys[id(holder)] = frozenset(holder)
 
     def function(self, f, label):
         if id(f) in self.seen:
@@ -723,7 +722,6 @@ class _Walker:
             self.function(special, f"{label}.{name}")
         if d is not None:  # an attribute added (self.last = h): a change
             self.bind("attrs", d, None, len(d), f"len {label}.__dict__")
-            self.env.keys[id(d)] = frozenset(d)
         for n in self.attr_names(d, type(x).__mro__, hook is not None):
             if d is not None and n in d:
                 v = d[n]
