@@ -164,7 +164,7 @@ class Recorder:
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
                  "warn", "refused", "ext", "err_entered", "printopts", "text_read",
                  "handed", "known", "consts", "end_checks", "inline_sums", "opaque",
-                 "stale")
+                 "stale", "input_arrays", "pristine")
 
     def __init__(self):
         self.steps: list = []
@@ -198,6 +198,12 @@ class Recorder:
         #: Why the trace cannot be replayed (``None`` while it can): from
         #: then on the function runs on the concrete values, unrecorded.
         self.refused = None
+        #: The input arrays, and (from the first refusal on) their bits at
+        #: that point, before the writes the function may make into them on
+        #: the concrete values: a differentiated first call runs the function
+        #: again from them (tapestry.jit.reverse._ran_for_real).
+        self.input_arrays: list = []
+        self.pristine: list = []
         #: id -> (array, staged value or None) of the read-only arrays that
         #: NumPy's conversion (``np.asarray(x)``) handed out: the plain call
         #: gets ``x``'s own array there (``None``: converted to another dtype,
@@ -235,6 +241,8 @@ class Recorder:
     def input(self, value):
         s = self.slot()
         self.external.add(s)
+        if value.__class__ is np.ndarray:
+            self.input_arrays.append(value)
         self._note(value, s)
         return Staged(value, self, s)
 
@@ -294,6 +302,7 @@ class Recorder:
         values, as the plain call does."""
         if self.refused is None:
             self.refused = why
+            self.pristine = [(a, a.copy()) for a in self.input_arrays]
         if fn is not None:
             return self.call(fn, args, kwargs)
         return None

@@ -45,7 +45,7 @@ from .fuse import available as fuse_available
 from .order import aux_key, call_key, input_order, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
 from .slots import output_builder
-from .reverse import RAN_ONCE as _RAN_ONCE, call_on_traced
+from .reverse import DEFERRED, RAN_ONCE as _RAN_ONCE, call_on_traced
 
 
 class JitError(RuntimeError):
@@ -57,6 +57,22 @@ class JitWarning(UserWarning):
 
 
 _INLINE = object()
+
+
+def _deferred_or_inline(jf, args, kwargs):
+    """``DEFERRED`` where this call of ``jf`` is the one
+    ``reverse.call_on_traced`` makes on a differentiated call's plain values
+    (``_RAN_ONCE.defer``; not a call ``f`` makes of ``jf`` inside), else
+    ``_INLINE``: a call that gives up before ``f`` ran runs it for real, and
+    under ``grad`` the tape would run it once more -- a counter stepped
+    twice, the gradient of the second run."""
+    d = getattr(_RAN_ONCE, "defer", None)
+    if d is None or d[0] is not jf or len(d[1]) != len(args) or \
+            any(a is not b for a, b in zip(d[1], args)) or d[2].keys() != kwargs.keys() or \
+            any(d[2][k] is not kwargs[k] for k in kwargs):
+        return _INLINE
+    _RAN_ONCE.defer = None
+    return DEFERRED
 _TRACED = frozenset({Var, Batched, Unbatched, Staged})
 _RUNTIME_SCALARS = frozenset({float, int, complex})
 _STATIC_SCALARS = frozenset({bool, str, bytes, type(None)})
@@ -330,7 +346,7 @@ class jit:
             if entry.traces >= self.max_traces:
                 return self._give_up(entry, f"it was traced {entry.traces} times for one "
                                      f"signature; the last reason: {self._misses[-1]}",
-                                     args, kwargs)
+                                     args, kwargs, result=_deferred_or_inline(self, args, kwargs))
         if found is not None:
             dyn, static_key = (args, kwargs), ()
             leaves, treedef = tree_flatten(dyn)
@@ -430,9 +446,12 @@ class jit:
         try:
             env = environment(self.fun, objects + self._static_values(args, kwargs))
         except ReachesTraced:  # closes over a value of an enclosing transformation
+            if _deferred_or_inline(self, args, kwargs) is DEFERRED:
+                return DEFERRED
             return self.fun(*args, **kwargs)
         except Unstageable as e:
-            return self._give_up(entry, str(e), args, kwargs)
+            return self._give_up(entry, str(e), args, kwargs,
+                                 result=_deferred_or_inline(self, args, kwargs))
         rec = Recorder()
         rec.known = {i for a, *_ in env.arrays for i in (id(a), id(_root(a)))}
         rec.inline_sums = entry.inline_sums
@@ -449,7 +468,7 @@ class jit:
         before = rng_states(env)
         # (what a caller differentiating this call puts back if the trace gives
         # up: reverse.call_on_traced)
-        _RAN_ONCE.tracing = (self, raw_rng_states(env))
+        _RAN_ONCE.tracing = (self, raw_rng_states(env), env, rec)
         copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
         try:
@@ -690,8 +709,8 @@ class jit:
         # (f ran for real, once or more: a caller differentiating this call must
         # not run it once more as if nothing changed -- reverse.call_on_traced)
         tracing = getattr(_RAN_ONCE, "tracing", None)
-        _RAN_ONCE.last = (self, tracing[1] if tracing is not None and tracing[0] is self
-                          else None)
+        _RAN_ONCE.last = (self, *tracing[1:]) if tracing is not None and tracing[0] is self \
+            else (self, None, None, None)
         if self.strict:
             raise JitError(msg)
         if whole:

@@ -56,6 +56,17 @@ _DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "as
 _ENVIRON_NAMES = frozenset({"environ", "getenv", "environb", "getenvb"})
 #: Names in the code that read globals by a computed name.
 _DYNAMIC_GLOBALS = frozenset({"globals", "eval", "exec"})
+#: Names in the code with which it may read an attribute whose name is a
+#: string constant (``hasattr(self, "W")``; ``getattr`` and the others of
+#: ``_DYNAMIC`` guard every attribute): those string constants are then
+#: guarded as attribute names.
+_ATTRS_BY_STRING = frozenset({"hasattr", "setattr", "delattr", "__getattribute__",
+                              "getattr_static"})
+#: Names in the code with which it may read a global whose name is a
+#: string constant (``getattr(sys.modules[__name__], "W")``): those string
+#: constants are then guarded as globals.
+_GLOBALS_BY_STRING = _DYNAMIC | _DYNAMIC_GLOBALS | frozenset(
+    {"f_globals", "__globals__", "modules", "import_module"})
 #: Most checks :meth:`Environment.compiled_check` compiles into one function
 #: (twice as fast as the loop of ``changed``; compiling 256 takes ~3 ms).
 COMPILED_CHECKS = 256
@@ -94,6 +105,7 @@ class Environment:
         self.arrays: list = []     # (array, snapshot, compare, label)
         self.rngs: list = []       # generator objects reached
         self.functions: list = []  # user functions reached (for explain)
+        self.keys: dict = {}       # id(namespace): its names at the walk (restore)
 
     # --- checks ---------------------------------------------------------
     def changed(self, added=False):
@@ -144,6 +156,33 @@ class Environment:
 
     def __len__(self):
         return len(self.bindings) + len(self.arrays)
+
+    def restore(self):
+        """Put back what the function changed since the walk (``None``), or
+        name the first value that cannot be put back.  A differentiated
+        first call whose trace ran the function for real runs it once more
+        on the tape (:func:`tapestry.jit.reverse._ran_for_real`): that run
+        must start from the state the first one saw, or it differentiates
+        another function (a counter it reads, stepped twice) even where its
+        value happens to be the same."""
+        for kind, holder, key, obj, label in self.bindings:
+            why = _restore_binding(kind, holder, key, obj, label)
+            if why is not None:
+                return why
+        for kind, holder, key, obj, label in self.bindings:
+            if kind in ("len", "attrs") and len(holder) != obj:
+                # (names added since the walk: its names were kept)
+                known = self.keys.get(id(holder), ())
+                for k in [k for k in holder if k not in known]:
+                    del holder[k]
+                if len(holder) != obj:
+                    return label
+        for a, snap, same, label in self.arrays:
+            if not same(a, snap):
+                if not a.flags.writeable:
+                    return label
+                np.copyto(a, snap, casting="unsafe")
+        return self.changed()
 
     def compiled_check(self):
         """A function of no arguments that is True when every binding and
@@ -200,6 +239,50 @@ class Environment:
 
 
 _MISSING = object()
+
+
+def _restore_binding(kind, holder, key, obj, label):
+    """Put back one binding of :meth:`Environment.restore` (``None``), or
+    say which cannot be put back."""
+    try:
+        if kind == "cell":
+            if holder.cell_contents is not obj:
+                holder.cell_contents = obj
+        elif kind == "dict":
+            if holder.get(key, _MISSING) is not obj:
+                if obj is _MISSING:
+                    del holder[key]
+                else:
+                    holder[key] = obj
+        elif kind == "attr" or kind == "eq":
+            cur = getattr(holder, key, _MISSING)
+            if cur is not obj and not (kind == "eq" and _same_value(cur, obj)):
+                if obj is _MISSING:
+                    delattr(holder, key)
+                else:
+                    setattr(holder, key, obj)
+        elif kind == "seq":
+            if len(holder) != len(obj) or any(a is not b for a, b in zip(holder, obj)):
+                if isinstance(holder, set):
+                    holder.clear()
+                    holder.update(obj)
+                elif isinstance(holder, collections.deque):
+                    holder.clear()
+                    holder.extend(obj)
+                else:
+                    holder[:] = bytes(obj) if isinstance(holder, bytearray) else obj
+        elif kind == "bytes":
+            if _buffer(holder) != obj:
+                memoryview(holder).cast("B")[:] = obj
+        elif kind == "ref":
+            if holder() is not obj:
+                return label
+        elif kind == "copy":
+            if holder != obj:
+                return label
+    except Exception:  # (a class's namespace, a read-only buffer: cannot be set)
+        return label
+    return None
 
 
 def _same_items(holder, items):
@@ -418,6 +501,8 @@ class _Walker:
 
     def bind(self, kind, holder, key, obj, label):
         self.env.bindings.append((kind, holder, key, obj, label))
+        if kind == "len" or kind == "attrs":  # (its names now: what restore keeps)
+            self.env.keys[id(holder)] = frozenset(holder)
 
     def function(self, f, label):
         if id(f) in self.seen:
@@ -471,8 +556,13 @@ class _Walker:
         for k, d in (f.__kwdefaults__ or {}).items():
             self.value(d, f"default argument {k!r} of {name}")
         g = f.__globals__
-        # (a string constant, marked, is a name too: globals()["W"], eval("W"))
-        for n in sorted({m.lstrip("'") for m in self.names}):
+        # (a string constant, marked, is a name too where the code can read a
+        # global by a name it computes: getattr(sys.modules[__name__], "W"),
+        # vars(mod)["W"]; elsewhere it is a key, p["x"], and a global of that
+        # name -- a loop variable of the script -- is not read)
+        by_string = not self.names.isdisjoint(_GLOBALS_BY_STRING)
+        for n in sorted({m.lstrip("'") for m in self.names
+                         if by_string or m[:1] != "'"}):
             if n in g:
                 v = g[n]
                 self.bind("dict", g, n, v, f"global {n!r} of {module}")
@@ -603,6 +693,10 @@ class _Walker:
         names = {a.lstrip("'") for a in self.names}
         if not everything and not names & _DYNAMIC and \
                 not (d is not None and classes and _library(classes[0].__module__)):
+            if self.names.isdisjoint(_ATTRS_BY_STRING):
+                # (a string constant is a key, p["x"], not an attribute read:
+                # an attribute x the caller sets on every step is not guarded)
+                return sorted(a for a in self.names if a[:1] != "'")
             return sorted(names)
         # computed names, or an object of a library type (tp.custom_jvp holding
         # the user's rule, an optimizer's state): its code is not walked for

@@ -52,6 +52,9 @@ _OTHER_LEVELS = frozenset({Batched, Unbatched, Staged})
 #: random numbers, wrote into an argument, changed what it reads): see
 #: :func:`_ran_for_real`.  ``tracing``: the states before the trace running.
 RAN_ONCE = threading.local()
+#: What a call of a jit returns where it gave up before running ``f``,
+#: called by :func:`call_on_traced` (which runs ``f`` once, on its tape).
+DEFERRED = object()
 #: Argument leaves that are values, not objects whose attributes f may read.
 _PLAIN_LEAVES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
 
@@ -91,10 +94,16 @@ def call_on_traced(jf, args, kwargs):
             # counter, a draw, repeated; inline, f runs once, on the tape)
             return jf.fun(*args, **kwargs)
         RAN_ONCE.last = None
-        out = jf(*pargs, **pkwargs)
+        RAN_ONCE.defer = (jf, pargs, pkwargs)  # (a give-up before f runs: f runs here)
+        try:
+            out = jf(*pargs, **pkwargs)
+        finally:
+            RAN_ONCE.defer = None
         last, RAN_ONCE.last = RAN_ONCE.last, None
+        if out is DEFERRED:
+            return jf.fun(*args, **kwargs)
         if last is not None and last[0] is jf:
-            return _ran_for_real(jf, args, kwargs, out, last[1])
+            return _ran_for_real(jf, args, kwargs, out, *last[1:])
         if _changed_arguments(jf, (args, kwargs), (pargs, pkwargs), td, leaves, plain, pos):
             out = _back_to_traced(out, leaves, plain, pos)
         out_leaves, out_td = tree_flatten(out)
@@ -130,7 +139,7 @@ def _runs_uncompiled(jf, pargs, pkwargs):
     return entry is not None and entry.eager is not None
 
 
-def _ran_for_real(jf, args, kwargs, out, states):
+def _ran_for_real(jf, args, kwargs, out, states, env, rec):
     """``jf(*args, **kwargs)`` on the caller's tape, where its call on the
     plain values just now gave up compiling after ``f`` ran for real: it
     drew random numbers (``states``: the generators' states before the
@@ -138,9 +147,29 @@ def _ran_for_real(jf, args, kwargs, out, states):
     would compute the forward again -- other random numbers (another
     dropout mask), a counter read once more -- and differentiate another
     function than the one whose value ``out`` is.  So ``f`` runs again,
-    inline, from the random states it started at (the generators end as
-    after one call); where its value then differs from ``out`` (its result
-    depends on what it changes), the call is refused."""
+    inline, from the state it started at: the random states, what it
+    reads (``env``, the trace's walk: a counter, a closed-over array, an
+    attribute, put back) and the argument arrays' bits (``rec.pristine``:
+    the trace's recorder copies them where it stops recording, before the
+    function writes into them on the concrete values), so
+    its effects happen once and the gradient is the first run's -- a
+    value check alone would pass a run whose gradient differs (a
+    straight-through mask chosen by a counter).  Where something cannot
+    be put back, or the value still differs from ``out`` (a generator
+    that cannot be rewound, an iterator), the call is refused."""
+    why = None if env is None else env.restore()
+    for a, bits in getattr(rec, "pristine", ()):
+        if a.tobytes() != bits.tobytes():  # (any dtype; the first call only)
+            if a.flags.writeable:
+                np.copyto(a, bits)
+            else:
+                why = why or "an argument array it wrote into"
+    if why is not None:
+        raise RuntimeError(
+            f"tapestry.jit({jf.__qualname__}): differentiating its first call needs a second "
+            f"run of the function from the state the first one started at, but it changed "
+            f"{why}, which cannot be put back. Pass that state as an argument, or call the "
+            "function without jit (later calls run it uncompiled).")
     if states is not None:
         restore_rng_states(states)
     again = jf.fun(*args, **kwargs)

@@ -8,6 +8,7 @@ runs in chunk order, which is what makes results bit-identical everywhere.
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 
 import numpy as np
@@ -169,6 +170,9 @@ class Plan:
                 x.__class__ is np.ndarray for x in items.values()) else None
         self.shared_leaves, self.shared_def = tree_flatten(tuple(shared))
         every = all_items + self.shared_leaves
+        #: a random generator among the arguments: chunks on threads would draw
+        #: from it in the order the threads reach it, not in item order
+        self.draws = _draws(every)
         self.top = innermost_tape(every)
         if self.top is not None and any(x.__class__ is Batched for x in every) and \
                 top_batch(every) is not None:
@@ -362,6 +366,20 @@ def _low(x, top):
 _TRACED = frozenset({Var, Batched, Staged})
 #: Classes of ``items`` that are certainly not iterators (see :class:`Plan`).
 _CONTAINERS = frozenset({list, dict, tuple, np.ndarray})
+#: Random generators whose draws depend on the order of the calls.
+_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+               random.Random)
+#: Leaf classes that are no generator (skipped without an isinstance).
+_NOT_GENERATORS = _PLAIN | {Var}
+
+
+def _draws(leaves):
+    """Whether a random generator is among ``leaves``."""
+    skip = _NOT_GENERATORS
+    for x in leaves:
+        if x.__class__ not in skip and isinstance(x, _GENERATORS):
+            return True
+    return False
 
 
 def _dense(c, like):

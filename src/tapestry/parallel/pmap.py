@@ -49,6 +49,10 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     if plan.n == 0:
         return [] if plan.is_list else None
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
+    if plan.draws and in_process(ex) and not isinstance(ex, SerialExecutor):
+        # (a generator among the arguments: threads would draw from it in the
+        # order they reach it; in order, the draws are the serial call's)
+        ex = SerialExecutor()
     differentiate = plan.top is not None
     keep = differentiate and in_process(ex)
     tasks = plan.tasks(f, bounds, differentiate, stack_items=False)

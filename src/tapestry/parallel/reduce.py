@@ -15,7 +15,7 @@ from ..core.primitive import record
 from ..core.pytree import tree_flatten
 from .chunks import Plan, _copy, _scale, add_in_order, chunk_bounds, sum_pullback
 from .executors import SerialExecutor, ThreadExecutor, check_options, get_executor
-from .runner import run_chunks
+from .runner import in_process, run_chunks
 from .staged import staged_recorder, staged_sum
 from .work import grads_like, sum_chunk
 from .vectorized import vectorized
@@ -63,6 +63,10 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
             if out is not None:
                 return out
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
+    if plan.draws and in_process(ex) and not isinstance(ex, SerialExecutor):
+        # (a generator among the arguments: threads would draw from it in the
+        # order they reach it; in order, the draws are the serial call's)
+        ex = SerialExecutor()
     differentiate = plan.top is not None
     tasks = plan.tasks(f, bounds, differentiate, stack_items=isinstance(ex, SerialExecutor))
     results = run_chunks(ex, sum_chunk, tasks, "parallel_sum", progress, timeout)
