@@ -447,3 +447,61 @@ def test_checkpoint_output_without_a_cotangent_adds_nothing():
         got = tp.tree_flatten(T(tp.checkpoint(g))(d))[0]
         for a, b in zip(got, want):
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (a, b)
+
+
+# --- checkpoint: state that changes only the gradient --------------------------------
+class _Counter:
+    def __init__(self):
+        self.n = 0
+
+
+_STEPS = [0]
+
+
+def _straight_through_by_list(x):
+    """A mask chosen by a counter the function steps: the value is the same
+    either way, the gradient is not (the straight-through half)."""
+    _STEPS[0] += 1
+    y = x * 2.0
+    return np.sum(y if _STEPS[0] % 2 else y * 0.0 + tp.stop_gradient(y))
+
+
+def _state_kinds():
+    box = _Counter()
+
+    def by_attribute(x):
+        box.n += 1
+        y = x * 2.0
+        return np.sum(y if box.n % 2 else y * 0.0 + tp.stop_gradient(y))
+    n = 0
+
+    def by_cell(x):
+        nonlocal n
+        n += 1
+        y = x * 2.0
+        return np.sum(y if n % 2 else y * 0.0 + tp.stop_gradient(y))
+    return [_straight_through_by_list, by_attribute, by_cell]
+
+
+@pytest.mark.parametrize("f", _state_kinds(), ids=lambda f: f.__name__)
+def test_checkpoint_refuses_a_recompute_from_changed_state(f):
+    """The recompute would see the counter stepped once more and
+    differentiate the masked half (gradient 0) where the forward's value
+    came from the live one (gradient 2): refused, naming the state."""
+    x = np.arange(3.0)
+    with pytest.raises(RuntimeError, match=r"checkpoint.*since the forward pass"):
+        tp.grad(lambda x: tp.checkpoint(f)(x))(x)
+
+
+def test_checkpoint_reading_unchanged_state_is_not_refused():
+    scale = {"s": 3.0}
+    table = np.arange(4.0)
+
+    def f(x):
+        return np.sum(np.sin(x) * scale["s"] + table[1:])
+    x = np.linspace(0.1, 1.0, 3)
+    got = tp.grad(lambda x: tp.checkpoint(f)(x))(x)
+    np.testing.assert_allclose(got, 3.0 * np.cos(x), rtol=1e-14)
+    scale["s"] = 5.0  # changed between calls, not within one: each call is its own
+    np.testing.assert_allclose(tp.grad(lambda x: tp.checkpoint(f)(x))(x), 5.0 * np.cos(x),
+                               rtol=1e-14)

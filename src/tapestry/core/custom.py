@@ -7,7 +7,7 @@ import inspect
 
 import numpy as np
 
-from . import rng
+from . import rng, staged
 from .api import vjp
 from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
@@ -611,6 +611,7 @@ def _checkpoint_call(f, leaves, td, top):
         a, kw = td.unflatten(leaves)
         return f(*a, **kw)
     snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
+    watch = staged.watched_environment(f)  # ... from the same state
 
     f_raw = of_leaves(f, td, raw, live)
     out = f_raw(*[raw[k] for k in live])
@@ -627,6 +628,7 @@ def _checkpoint_call(f, leaves, td, top):
     def checkpoint_pullback(g, ans):
         if n_out == 1:
             g = [g]
+        _check_same_state(watch, f)
         with rng.replay(snapshot, leaves):
             again, pullback = vjp(f_raw, *[raw[k] for k in live])
         _check_same_run(again, out_leaves, f)
@@ -642,6 +644,23 @@ def _checkpoint_call(f, leaves, td, top):
     else:
         outs = record(top, ans, parents, JointRule(checkpoint_pullback), (), {}, n_out)
     return out_td.unflatten(list(outs))
+
+
+def _check_same_state(watch, f):
+    """Refuse a recompute that would start from other state than the
+    forward did: ``f`` read something (a global, a closed-over counter or
+    list, an object's attribute) that was rebound or changed since, by
+    ``f`` itself or by the caller.  Its value check cannot see a change
+    that moves only the gradient (a counter choosing a straight-through
+    mask): the backward pass would differentiate another function than the
+    one whose value was returned."""
+    why = None if watch is None else watch.changed()
+    if why is not None:
+        raise RuntimeError(
+            f"tapestry.checkpoint({getattr(f, '__qualname__', 'f')}): the backward pass runs "
+            f"it again, but {why} since the forward pass, so the gradient would be another "
+            "function's than the value's. Pass that state as an argument (or keep it "
+            "unchanged until the backward pass), or do not checkpoint it.")
 
 
 def _check_same_run(again, out_leaves, f):

@@ -434,19 +434,34 @@ def _equal(a, b):
         return a is b
 
 
-def environment(fn, extra=()):
+def environment(fn, extra=(), copies=True):
     """Walk what ``fn`` reads (and the static objects ``extra``); raises
     :class:`ReachesTraced` if a traced value is among it and
-    :class:`Unstageable` if it is too large to guard."""
+    :class:`Unstageable` if it is too large to guard.  ``copies=False``:
+    arrays are watched through the bindings that hold them only (rebinding
+    is seen, writes in place are not)."""
     names: set = set()
     # The names the code reads decide which attributes count; they grow as
     # helper functions are found, so walk until they stop growing.
     for _ in range(4):
         before = len(names)
-        env = _Walker(names).run(fn, extra)
+        env = _Walker(names, copies).run(fn, extra)
         if len(names) == before:
             return env
     return env
+
+
+def watched_environment(fn):
+    """:func:`environment` of ``fn`` without array copies, or ``None`` where
+    it cannot be walked (a traced value, an iterator, too much): what a
+    ``tapestry.checkpoint`` checks before its backward pass runs ``fn``
+    again (:func:`tapestry.core.custom.checkpoint`)."""
+    try:
+        return environment(fn, copies=False)
+    except (ReachesTraced, Unstageable):
+        return None
+    except Exception:  # noqa: BLE001  (an object the walk cannot read: no check)
+        return None
 
 
 def object_environment(x):
@@ -466,6 +481,7 @@ def _install():
     """Give core's recorder this module's walk (core imports no capability)."""
     from ..core import staged
     staged.object_environment = object_environment
+    staged.watched_environment = watched_environment
 
 
 _install()
@@ -476,8 +492,9 @@ def _nothing():
 
 
 class _Walker:
-    def __init__(self, names):
+    def __init__(self, names, copies=True):
         self.names = names
+        self.copies = copies
         self.env = Environment()
         self.seen: set = set()
         self.codes: set = set()
@@ -602,7 +619,8 @@ class _Walker:
         if c is np.ndarray or isinstance(x, np.ndarray):
             if x.dtype.hasobject:
                 raise Unstageable(f"{label} is an object array, which jit cannot guard")
-            self.env.arrays.append((x, x.copy(), _comparer(x), label))
+            if self.copies:
+                self.env.arrays.append((x, x.copy(), _comparer(x), label))
             if c is not np.ndarray and _get(x, "__dict__"):
                 self.obj(x, label)  # a subclass's own state: a masked array's mask
             return

@@ -529,11 +529,11 @@ def _report(name, status):
 
 
 def _in_worker():
-    """Inside a tapestry parallel worker (its executor already uses the cores)."""
-    global _in_worker
-    from ..parallel.executors import in_worker  # (imported at the first call: no cycle)
-    _in_worker = in_worker
-    return in_worker()
+    """Inside a tapestry parallel worker (its executor already uses the
+    cores): ``tapestry.parallel.executors.in_worker``, looked up, not
+    imported (parallel imports jit; no worker exists before it is loaded)."""
+    executors = sys.modules.get("tapestry.parallel.executors")
+    return executors is not None and executors.in_worker()
 
 
 def _forget_pool_in_child():
