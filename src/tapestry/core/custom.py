@@ -552,7 +552,9 @@ def checkpoint(f):
     values as arguments to checkpoint them).  The rerun sees the random
     numbers of the first run: NumPy's global state and any generator among
     the arguments are replayed (:mod:`tapestry.core.rng`; a generator
-    captured in a closure is not)."""
+    captured in a closure is not).  What ``f`` reads besides its arguments
+    must be as it was at the forward when the backward pass runs it again
+    (checked: a changed global, closure or attribute raises)."""
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, td = tree_flatten((args, kwargs))
