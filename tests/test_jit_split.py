@@ -29,7 +29,7 @@ def forced(monkeypatch):
     monkeypatch.setattr(slices, "THREADS", 3)
     monkeypatch.setattr(slices, "SPLIT_MIN", 1)
     monkeypatch.setattr(slices, "SPLIT_MIN_CHEAP", 1)
-    monkeypatch.setattr(slices.Split, "_use_split", lambda self: True)  # (no timing)
+    monkeypatch.setattr(slices.Schedule, "begin", lambda self, step, now: True)  # (no timing)
     ran = []
     run = slices.Split._run
 
@@ -285,29 +285,33 @@ def test_environment_switch_turns_splitting_off():
     assert out.stdout.splitlines()[-1].split() == ["1", "False"], out.stderr
 
 
-def test_a_step_runs_whole_where_slices_do_not_pay():
-    """Two calls whole, one split, then the faster way by the median of each
-    way's last times, the other tried every RETRY calls; a change of speed
-    (the second core taken, or free again) turns the choice within a few
-    calls."""
-    def ways(cut, n, split_time, whole_time=1.0):
-        got = []
+def test_a_program_cuts_its_steps_or_not_as_a_whole():
+    """The schedule cuts for ROUNDS fair rounds (not the first QUARANTINE
+    seconds: OpenBLAS's threads may still spin), runs whole for as many,
+    keeps the faster way for KEEP seconds and KEEP_ROUNDS rounds, then
+    times both again; a round starts at the program's first cut step."""
+    def rounds(sc, first, second, n, cut_time, whole_time, now):
+        ways = []
         for _ in range(n):
-            split = cut._use_split()
-            got.append(split)
-            cut._record(split, split_time if split else whole_time)
-        return got
-    r = cut = slices.split_for(np.tanh, (1 << 20,), np.float64)
-    slow = ways(cut, 4 * cut.RETRY + 4, 2.0)           # slices slower: whole wins
-    assert [k for k, w in enumerate(slow) if w] == [2, r.RETRY, 2 * r.RETRY, 3 * r.RETRY,
-                                                    4 * r.RETRY]
-    cut = slices.split_for(np.tanh, (1 << 20,), np.float64)
-    fast = ways(cut, 2 * cut.RETRY, 0.5)               # slices faster: split from then on
-    assert [k for k, w in enumerate(fast) if not w] == [0, 1, cut.RETRY]
-    later = ways(cut, cut.WINDOW, 3.0)                 # then the second core is taken
-    assert later[-1] is False and sum(later) <= cut.WINDOW // 2 + 1
-    again = ways(cut, cut.RETRY + 1, 0.5)              # and free again: tried within RETRY
-    assert any(again)
+            cut = sc.begin(first, now)
+            assert sc.begin(second, now) == cut  # one choice for every step of a round
+            ways.append(cut)
+            sc.report(cut_time if cut else whole_time)
+            now += 0.05
+        return ways, now
+    a, b = object(), object()
+    sc = slices.Schedule()
+    ways, now = rounds(sc, a, b, 40, 0.5, 1.0, 0.0)
+    f = ways.index(False)                       # cut first: the quarantine, then ROUNDS fair
+    assert f >= sc.ROUNDS + slices.QUARANTINE / 0.05 - 1
+    assert ways[f:f + sc.ROUNDS] == [False] * sc.ROUNDS and all(ways[f + sc.ROUNDS:])
+    assert sc.phase == "keep" and sc.cutting   # cutting was faster: kept
+    slow = slices.Schedule()                    # cutting slower: whole kept
+    ways, now = rounds(slow, a, b, 40, 2.0, 1.0, 0.0)
+    f = ways.index(False)
+    assert not any(ways[f:]) and slow.phase == "keep"
+    later, now = rounds(slow, a, b, max(sc.KEEP_ROUNDS, int(sc.KEEP / 0.05)) + 2, 2.0, 1.0, now)
+    assert not later[0] and any(later)          # then both timed again
 
 
 # --- matrix products cut along the result's first axis ------------------------------

@@ -127,6 +127,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         return const(t)
 
     reuse = _buffer_plan(steps, live, outputs, inputs, rec.meta)
+    schedule = slices.Schedule()  # cut the large steps or not: one choice per program
 
     def call(step, k=None):
         fn = getattr(step.fn, "_implementation", step.fn)  # skips NumPy's dispatch
@@ -134,7 +135,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         if step.kwargs:
             for key, v in step.kwargs.items():
                 parts.append(f"{key}={expr(v)}")
-        cut = _split_step(step, rec.meta)  # a large ufunc call: slices on threads
+        cut = _split_step(step, rec.meta, schedule)  # a large call: slices on threads
         got = reuse.get(k)
         plain = f"{const(cut or fn, copy=False)}({', '.join(parts)})"
         if got is None:
@@ -221,14 +222,14 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
     return Program(source, ns[name], steps, n_calls, n_guards, keep, n_runs)
 
 
-def _split_step(step, meta):
+def _split_step(step, meta, schedule):
     """A :class:`tapestry.jit.split.Split` to call in place of a plain
     ufunc step (no keywords) whose result is large enough to cut over
     threads, or ``None``."""
     if step.out is None or step.kwargs or not _fresh_step(step) or step.out not in meta \
             or slices.THREADS < 2:
         return None
-    return slices.split_for(step.fn, *meta[step.out])
+    return slices.split_for(step.fn, *meta[step.out], schedule)
 
 
 #: Python operators as the ufuncs that take ``out=`` (``**`` is left out:

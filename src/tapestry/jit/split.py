@@ -31,7 +31,7 @@ with the given ``out=`` other than being it, a replay inside a tapestry
 ``parallel_sum`` / ``parallel_map`` worker (its cores are taken), or while
 another thread's step is split (threads replaying at once already use the
 cores).  Each step is timed both ways and takes the faster
-(:meth:`Split._use_split`): after a threaded GEMM OpenBLAS's threads spin
+(:class:`Schedule`): after a threaded GEMM OpenBLAS's threads spin
 for ~0.1 s without yielding (unless ``OPENBLAS_THREAD_TIMEOUT`` is low),
 and slices competing with them lose.  ``TAPESTRY_JIT_THREADS=1`` turns
 splitting off.
@@ -96,12 +96,13 @@ _pool_lock = threading.Lock()
 _busy = threading.Lock()
 
 
-def split_for(fn, shape, dtype):
+def split_for(fn, shape, dtype, schedule=None):
     """A :class:`Split` to call in place of ``fn`` for a step whose result
     has ``shape`` and ``dtype``, or ``None`` (not a plain one-output ufunc
     on numbers, too small to pay, or no two slices to cut)."""
+    schedule = Schedule() if schedule is None else schedule
     if fn is operator.matmul or fn is np.matmul:
-        return matmul_split_for(fn, shape, dtype)
+        return matmul_split_for(fn, shape, dtype, schedule)
     u = OPERATOR_UFUNCS.get(fn, fn)
     if not isinstance(u, np.ufunc) or u.nout != 1 or u.signature is not None:
         return None
@@ -110,12 +111,71 @@ def split_for(fn, shape, dtype):
         return None
     if math.prod(shape) < 2 * min_elements(u):
         return None
-    cut = Split(u, fn, tuple(shape), dtype)
+    cut = Split(u, fn, tuple(shape), dtype, schedule)
     return None if cut._bounds() is None else cut  # (no two cuts at 64 elements)
 
 
 def min_elements(u):
     return SPLIT_MIN_CHEAP if u in CHEAP else SPLIT_MIN
+
+
+class Schedule:
+    """Whether one program's large steps are cut, chosen for the program as
+    a whole from the time its cut steps take each way.
+
+    Not step by step: a whole matrix product wakes OpenBLAS's threads,
+    which then spin for ~0.1 s on the cores the slices of the next steps
+    need, so each step timed on its own finds cutting slower as long as its
+    neighbours run whole (W4 at 64 models kept every step whole that way,
+    5.2 ms a call, where all of them cut took 4.1-4.5 ms).  A round is one
+    pass over the program's cut steps (it starts at the first of them); the
+    steps' times are summed per round.  The program cuts for
+    :data:`ROUNDS` rounds (the first :data:`QUARANTINE` seconds not counted:
+    threads still spinning after whole products), runs whole for as many,
+    keeps the faster way for at least :data:`KEEP` seconds and
+    :data:`KEEP_ROUNDS` rounds, then times both again."""
+
+    ROUNDS, KEEP, KEEP_ROUNDS = 6, 3.0, 64
+    __slots__ = ("first", "cutting", "phase", "phase_start", "round_start", "round_sum",
+                 "sums", "keep_until", "rounds")
+
+    def __init__(self):
+        self.first = None
+        self.cutting, self.phase = True, "cut"
+        self.phase_start = self.round_start = None
+        self.round_sum, self.sums = 0.0, {"cut": [], "whole": []}
+        self.keep_until, self.rounds = 0.0, 0
+
+    def begin(self, step, now):
+        """At the start of ``step``'s call (``now``: ``perf_counter()``):
+        whether it cuts."""
+        if self.first is None:
+            self.first = step
+        if step is self.first:
+            self._next_round(now)
+        return self.cutting
+
+    def report(self, seconds):
+        """A step's time this round (either way)."""
+        self.round_sum += seconds
+
+    def _next_round(self, now):
+        phase = self.phase
+        if self.phase_start is None:
+            self.phase_start = now
+        if self.round_start is not None and phase != "keep" and \
+                (phase == "whole" or self.round_start - self.phase_start > QUARANTINE):
+            self.sums[phase].append(self.round_sum)
+        self.round_sum, self.round_start = 0.0, now
+        self.rounds += 1
+        if phase == "cut" and len(self.sums["cut"]) >= self.ROUNDS:
+            self.phase, self.cutting, self.phase_start = "whole", False, now
+        elif phase == "whole" and len(self.sums["whole"]) >= self.ROUNDS:
+            self.cutting = _median(self.sums["cut"]) < _median(self.sums["whole"])
+            self.phase, self.keep_until, self.rounds = "keep", now + self.KEEP, 0
+        elif phase == "keep" and now >= self.keep_until and self.rounds >= self.KEEP_ROUNDS:
+            self.phase, self.cutting, self.phase_start = "cut", True, now
+            self.sums = {"cut": [], "whole": []}
 
 
 class Split:
@@ -125,69 +185,36 @@ class Split:
     function the step called (an operator, or the ufunc), called as it was
     when the step stays whole."""
 
-    __slots__ = ("ufunc", "plain", "shape", "dtype", "axis", "__name__", "alone", "cut",
-                 "calls")
+    __slots__ = ("ufunc", "plain", "shape", "dtype", "axis", "__name__", "schedule")
 
-    #: Calls between tries of the way not taken, and times kept of each
-    #: way (:meth:`_use_split`).
-    RETRY, WINDOW = 16, 5
-
-    def __init__(self, ufunc, plain, shape, dtype):
+    def __init__(self, ufunc, plain, shape, dtype, schedule):
         self.ufunc, self.plain, self.shape, self.dtype = ufunc, plain, shape, dtype
         self.axis = next(k for k, n in enumerate(shape) if n > 1) if max(shape) > 1 else 0
         self.__name__ = f"split_{ufunc.__name__}"
-        self.alone, self.cut = [], []  # each way's last seconds
-        self.calls = 0
+        self.schedule = schedule  # the program's choice (:class:`Schedule`)
 
     def __call__(self, *args, out=None):
         bounds = self._bounds()
         if bounds is None or not self._plain_operands(args, out) or _in_worker():
             return self._whole(args, out)
-        if not self._use_split():
-            t0 = perf_counter()
-            got = self._whole(args, out)
-            self._record(False, perf_counter() - t0)
-            return got
-        if not _busy.acquire(False):  # another thread's step is split: cores taken
-            return self._whole(args, out)
         t0 = perf_counter()
+        if not self.schedule.begin(self, t0) or not _busy.acquire(False):
+            got = self._whole(args, out)  # (busy: another thread's step is cut)
+            self.schedule.report(perf_counter() - t0)
+            return got
         try:
             if out is None:
                 out = np.empty(self.shape, self.dtype)
             flags = self._run(args, out, bounds)
         finally:
             _busy.release()
-        self._record(True, perf_counter() - t0)
+        self.schedule.report(perf_counter() - t0)
         if flags:
             _report(self.ufunc.__name__, flags)
         return out
 
     def _whole(self, args, out):
         return self.plain(*args) if out is None else self.ufunc(*args, out=out)
-
-    def _use_split(self):
-        """Whether this call is split.  The second core may be busy (another
-        process, OpenBLAS threads spinning after a GEMM), and then slices
-        cost more than they save: a step runs whole twice, split once, then
-        the faster way by the median of each way's last :data:`WINDOW`
-        times (a loaded machine makes them spread), trying the other every
-        :data:`RETRY` calls.  (Trying it ever more rarely while it stays
-        slower made a bad first try stick: W4 at 64 models then kept whole
-        steps in two rotations of five.)"""
-        calls = self.calls
-        self.calls = calls + 1
-        alone, cut = self.alone, self.cut
-        if len(alone) < 2:  # two whole first: a first call runs cold
-            return False
-        if not cut:
-            return True
-        return (_median(cut) < _median(alone)) != (calls % self.RETRY == 0)
-
-    def _record(self, was_cut, seconds):
-        times = self.cut if was_cut else self.alone
-        times.append(seconds)
-        if len(times) > self.WINDOW:
-            del times[0]
 
     def _bounds(self):
         """Where the slices start and end along ``axis``, or ``None``."""
@@ -250,7 +277,7 @@ class Split:
 
 
 # --- matrix products: slices of the result's first axis, BLAS on one thread ---------
-def matmul_split_for(fn, shape, dtype):
+def matmul_split_for(fn, shape, dtype, schedule=None):
     """A :class:`SplitMatmul` for a matmul step whose result has ``shape``
     and ``dtype``, or ``None``: a vector product, a dtype BLAS does not
     take, fewer than :data:`SPLIT_MIN` elements a thread, or no OpenBLAS
@@ -259,7 +286,7 @@ def matmul_split_for(fn, shape, dtype):
     if len(shape) < 2 or dtype.char not in "fdFD" or shape[0] < THREADS or \
             math.prod(shape) < THREADS * SPLIT_MIN or not blas_controls():
         return None
-    return SplitMatmul(fn, tuple(shape), dtype)
+    return SplitMatmul(fn, tuple(shape), dtype, Schedule() if schedule is None else schedule)
 
 
 class SplitMatmul:
@@ -279,34 +306,44 @@ class SplitMatmul:
     result laid out in C order as the slices write it); where they differ,
     the step stays whole for good."""
 
-    __slots__ = ("plain", "shape", "dtype", "checked", "ok", "__name__")
+    __slots__ = ("plain", "shape", "dtype", "checked", "ok", "__name__", "schedule")
 
-    def __init__(self, plain, shape, dtype):
+    def __init__(self, plain, shape, dtype, schedule):
         self.plain, self.shape, self.dtype = plain, shape, dtype
         self.checked, self.ok = False, True
         self.__name__ = "split_matmul"
+        self.schedule = schedule  # the program's choice (:class:`Schedule`)
 
     def __call__(self, a, b):
         if not self.ok or a.__class__ is not np.ndarray or b.__class__ is not np.ndarray \
                 or a.ndim < 2 or b.ndim < 2 or a.dtype != self.dtype or b.dtype != self.dtype \
                 or _in_worker():
             return self.plain(a, b)
-        bounds = _even_bounds(self.shape[0], THREADS)
         pieces_of = self._pieces(a, b)
-        if pieces_of is None or not _busy.acquire(False):
+        if pieces_of is None:
             return self.plain(a, b)
+        t0 = perf_counter()
+        if not self.schedule.begin(self, t0) or not _busy.acquire(False):
+            got = self.plain(a, b)
+            _spinning[0] = t1 = perf_counter()
+            self.schedule.report(t1 - t0)
+            return got
         try:
             whole = None if self.checked else self.plain(a, b)  # (BLAS as the caller set it)
+            t1 = perf_counter()
             saved = _pin_blas()
             try:
                 out = np.empty(self.shape, self.dtype)
+                bounds = _even_bounds(self.shape[0], THREADS)
                 _run_job(np.matmul, [(pieces_of(lo, hi), out[lo:hi])
                                      for lo, hi in zip(bounds, bounds[1:])])
             finally:
                 _restore_blas(saved)
+            self.schedule.report(perf_counter() - t1)
         finally:
             _busy.release()
         if whole is not None:
+            _spinning[0] = t1
             self.checked = True
             if not (whole.flags.c_contiguous and whole.shape == out.shape
                     and np.array_equal(whole, out, equal_nan=True)):
@@ -332,6 +369,13 @@ class SplitMatmul:
         cut_a = a.ndim == nd and a.shape[0] == n
         cut_b = b.ndim == nd and b.shape[0] == n
         return lambda lo, hi: [a[lo:hi] if cut_a else a, b[lo:hi] if cut_b else b]
+
+
+#: Seconds after a whole product during which OpenBLAS's threads may still
+#: spin (2^28 cycles at ~2.5 GHz, with some margin), and when the last one
+#: ended.
+QUARANTINE = 0.15
+_spinning = [0.0]
 
 
 def _even_bounds(n, parts):
