@@ -129,3 +129,19 @@ def test_nanquantile_methods_place_q_among_each_slices_valid_values(method):
     nan = np.isnan(x)
     check_grads(lambda a: np.nanquantile(np.where(nan, np.nan, a), 0.37, axis=1, method=method),
                 (np.nan_to_num(x),))
+
+
+@pytest.mark.parametrize("method", ["linear", "nearest", "hazen"])
+def test_nanquantile_vmap_of_grad_with_nans_in_some_items(method):
+    """vmap(grad(nanquantile)) with NaNs in some items: one NaN-aware branch
+    for the batch (was: refused, the branch on NaNs read the batch), a
+    loop's values and gradients; in a traced q too."""
+    rng = np.random.default_rng(73)
+    X = rng.standard_normal((3, 6))
+    X[0, 1] = X[1, 2] = X[1, 4] = np.nan
+    f = lambda a: np.nanquantile(a.reshape(2, 3), [0.2, 0.7], axis=0, method=method)  # noqa: E731
+    g = tp.grad(lambda a: np.sum(np.sin(f(a))))
+    np.testing.assert_allclose(tp.vmap(g)(X), np.stack([g(x) for x in X]), rtol=1e-12)
+    gq = tp.grad(lambda q, a: np.nanquantile(a, q, method=method))
+    q = np.array([0.2, 0.5, 0.9])
+    np.testing.assert_allclose(tp.vmap(gq)(q, X), [gq(q[i], X[i]) for i in range(3)], rtol=1e-12)

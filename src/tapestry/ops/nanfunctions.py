@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.primitive import implements
 from ..core.var import reject_out, unwrap_all
-from ..core.batched import all_items, constant_values
+from ..core.batched import Batched, all_items, constant_values
 from .reductions import extremum_entry, extremum_primitive, no_out, sum_, where_mask
 from .common import traced
 from .sorting import _keep, _moved_sorted, quantile_position, quantile_slope
@@ -20,6 +20,16 @@ from .sorting import _keep, _moved_sorted, quantile_position, quantile_slope
 
 def _nan_mask(a):
     return np.isnan(constant_values(a))
+
+
+def _any_nan(a):
+    """Whether ``a`` holds a NaN; of any item, where a vmap runs outside the
+    differentiation (``vmap(grad(f))``: one branch for the batch, and the
+    NaN-aware one gives each item without NaNs what the other would)."""
+    mask = _nan_mask(a)
+    if mask.__class__ is Batched:
+        return bool(np.isnan(all_items(a)).any())
+    return mask.any()
 
 
 def _tuple(axis):
@@ -113,7 +123,8 @@ def _positions(q, column, nvalid, method):
     if method == "linear":
         return np.reshape(q, column) * (nvalid - 1)
     pos = np.zeros(np.broadcast_shapes(column, np.shape(nvalid)))
-    for n in np.unique(nvalid):
+    counts = all_items(nvalid) if nvalid.__class__ is Batched else nvalid
+    for n in np.unique(counts):
         if n > 0:
             pos = np.where(nvalid == n, np.reshape(quantile_position(q, n, method), column), pos)
     return pos
@@ -127,7 +138,7 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
     many values; without NaNs, np.quantile's rule."""
     reject_out("nanquantile", out)
     dtype = _quantile_dtype(a, q)
-    if not _nan_mask(a).any() or weights is not None:
+    if weights is not None or not _any_nan(a):
         return _cast(np.quantile(a, q, axis=axis, method=method, keepdims=keepdims,
                                  weights=weights), dtype)
     q_plain = np.asarray(unwrap_all(q), dtype=float)
