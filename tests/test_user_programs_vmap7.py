@@ -66,6 +66,8 @@ SUBSET = (
     "vmap_of_jvp_hvp_forward_over_reverse", "custom_vjp_safe_norm_inside_vmap",
     "custom_jvp_log1pexp_inside_vmap", "von_mises_loglik_bessel_i0e",
     "maml_second_order_inner_step", "float32_attention_block_grad", "auc_pairwise_sigmoid_and_hard",
+    "value_at_risk_per_item_level_quantile_and_percentile",
+    "heaviside_step_per_item_value_at_zero",
 )
 
 

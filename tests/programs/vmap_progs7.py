@@ -829,6 +829,18 @@ def soft_rank_sigmoid_pairwise(s, x, T):
     return 1 + P.sum(0) - 0.5, x.argsort(x.argsort(-s))
 
 
+@prog(r(B, 9), np.array([0.1, 0.5, 0.35, 0.9]), in_axes=(0, 0))
+def value_at_risk_per_item_level_quantile_and_percentile(loss, lev, x, T):
+    var = x.quantile(loss, lev)
+    return var, x.percentile(loss, 100 * lev, method="midpoint"), x.mean(x.maximum(loss - var, 0.0))
+
+
+@prog(np.round(r(B, 6)), np.array([0.5, 0.2, 0.8, 1.0]), in_axes=(0, 0))
+def heaviside_step_per_item_value_at_zero(k, h, x, T):
+    step = x.heaviside(k, h)                   # k holds exact zeros: the step's value there is h
+    return step, x.sum(step * k + h * step)
+
+
 # === cumulative operations ============================================================
 @prog(r(B, 6), in_axes=0)
 def logcumsumexp_vs_naive(a, x, T):
