@@ -277,3 +277,23 @@ else:
                     run()
         g = tp.grad(lambda s: np.sum(np.broadcast_to(s, (3,)) ** 2))(1.5)
         assert g == 9.0
+
+    @pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.logaddexp, np.subtract,
+                                       np.fmax], ids=lambda u: u.__name__)
+    def test_ufunc_accumulate_batches(ufunc):
+        """A running maximum, a log-cumsum-exp (drawdowns, Cox risk sets):
+        ``ufunc.accumulate`` of a batched value folds the whole batch at once
+        (was: one call per item), with a loop's values and gradients."""
+        import tapestry as tp
+        from tapestry.core.batched import FALLBACKS
+        X = np.random.default_rng(74).standard_normal((3, 5, 2))
+        for axis in (0, -1):
+            f = lambda a: ufunc.accumulate(a, axis=axis)  # noqa: E731
+            loss = lambda a: np.sum(np.sin(f(a)))  # noqa: E731
+            FALLBACKS.clear()
+            np.testing.assert_array_equal(tp.vmap(f)(X), np.stack([f(x) for x in X]))
+            want = tp.grad(lambda X: sum(loss(x) for x in X))(X)
+            np.testing.assert_allclose(tp.grad(lambda X: np.sum(tp.vmap(loss)(X)))(X), want,
+                                       rtol=1e-12)
+            np.testing.assert_allclose(tp.vmap(tp.grad(loss))(X), want, rtol=1e-12)
+            assert not FALLBACKS, dict(FALLBACKS)
