@@ -1412,7 +1412,7 @@ def one_hot_via_arange_eq_and_label_smoothing(z, y, x, T):
 
 
 # === float32 items ====================================================================
-@prog(r(B, 4, 3).astype(np.float32), r(3, 3).astype(np.float32), in_axes=(0, None))
+@prog((0.5 * r(B, 4, 3)).astype(np.float32), (0.5 * r(3, 3)).astype(np.float32), in_axes=(0, None))
 def float32_attention_block_grad(h, W, x, T):
     def f(W):
         q = h @ W
