@@ -29,6 +29,7 @@ BINARY = {
     np.maximum: ("normal", "normal"), np.minimum: ("normal", "normal"),
     np.fmax: ("normal", "normal"), np.fmin: ("normal", "normal"),
     np.copysign: ("away", "away"), np.fmod: ("pos", "pos"), np.remainder: ("pos", "pos"),
+    np.heaviside: ("away", "normal"),
 }
 
 
@@ -68,6 +69,20 @@ def test_power_derivative_at_zero_base():
     assert tp.grad(lambda x: np.sum(x ** 0))(np.zeros(2)).tolist() == [0.0, 0.0]
     # d/dy 0**y is 0 (limit from the right), not nan.
     assert tp.grad(lambda y: np.power(0.0, y), argnums=0)(2.0) == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_heaviside_is_its_second_argument_at_zeros(dtype):
+    """heaviside(x, h) is h where x == 0: its derivative in h is 1 there
+    (was: declared constant, a silent zero), 0 elsewhere and in x."""
+    x = np.array([[-1.0, 0.0, 2.0], [0.0, 0.5, 0.0]], dtype)
+    h = np.array([0.3, 0.6, 0.9], dtype)
+    check_all(lambda h: np.heaviside(x, h), h)      # broadcasting h against x
+    check_grads(lambda h: np.heaviside(x[0], h), (dtype(0.5),))    # 0-d h
+    assert tp.grad(lambda h: np.sum(np.heaviside(x, h)))(h).tolist() == [1.0, 1.0, 1.0]
+    assert tp.grad(lambda x: np.sum(np.heaviside(x, h)))(x).tolist() == [[0.0] * 3] * 2
+    np.testing.assert_array_equal(tp.jacfwd(lambda h: np.heaviside(x[1], h))(h),
+                                  np.diag([1.0, 0.0, 1.0]))
 
 
 def test_abs_at_zero_is_zero():
@@ -212,7 +227,7 @@ COMPLEX_BINARY = {
     # complex maximum & co. select by NumPy's lexicographic order: a selection
     np.maximum: ("normal", "normal"), np.minimum: ("normal", "normal"),
     np.fmax: ("normal", "normal"), np.fmin: ("normal", "normal"),
-    np.copysign: REFUSED, np.fmod: REFUSED, np.remainder: REFUSED,
+    np.copysign: REFUSED, np.fmod: REFUSED, np.remainder: REFUSED, np.heaviside: REFUSED,
     np.divmod: REFUSED, np.ldexp: REFUSED,  # composites (tapestry/ops/elementwise.py)
 }
 COMPLEX_SWEEP = SWEEP

@@ -106,3 +106,42 @@ def test_max_initial_on_empty_returns_numpys_value():
 #: Registry keys checked against finite differences here (tests/test_op_coverage.py).
 SWEPT = {np.nancumprod, np.nancumsum, np.nanmedian, np.nanpercentile, np.nanprod,
          np.nanquantile, np.nanstd, np.nanvar}
+
+
+@pytest.mark.parametrize("method", ["lower", "nearest", "midpoint", "hazen", "weibull",
+                                    "inverted_cdf", "median_unbiased"])
+def test_nanquantile_methods_place_q_among_each_slices_valid_values(method):
+    """Each slice's position counts its non-NaN values only, for every
+    method; the gradient is zero at NaNs and matches finite differences."""
+    from tapestry.testing import check_grads
+    rng = np.random.default_rng(72)
+    x = rng.standard_normal((4, 6))
+    x[0, 1] = x[0, 4] = x[2, 0] = np.nan
+    for q, axis in ((0.3, None), (np.array([0.1, 0.5, 1.0]), 1), (0.65, 0)):
+        f = lambda a: np.nanquantile(a, q, axis=axis, method=method)  # noqa: E731
+        y, pull = tp.vjp(f, x)
+        np.testing.assert_allclose(y, f(x), rtol=1e-14)
+        assert np.all(pull(np.ones_like(y))[0][np.isnan(x)] == 0)
+        np.testing.assert_allclose(tp.vjp(lambda a: np.nanpercentile(a, q * 100, axis=axis,
+                                                                     method=method), x)[0],
+                                   np.nanpercentile(x, q * 100, axis=axis, method=method),
+                                   rtol=1e-14)
+    nan = np.isnan(x)
+    check_grads(lambda a: np.nanquantile(np.where(nan, np.nan, a), 0.37, axis=1, method=method),
+                (np.nan_to_num(x),))
+
+
+@pytest.mark.parametrize("method", ["linear", "nearest", "hazen"])
+def test_nanquantile_vmap_of_grad_with_nans_in_some_items(method):
+    """vmap(grad(nanquantile)) with NaNs in some items: one NaN-aware branch
+    for the batch (was: refused, the branch on NaNs read the batch), a
+    loop's values and gradients; in a traced q too."""
+    rng = np.random.default_rng(73)
+    X = rng.standard_normal((3, 6))
+    X[0, 1] = X[1, 2] = X[1, 4] = np.nan
+    f = lambda a: np.nanquantile(a.reshape(2, 3), [0.2, 0.7], axis=0, method=method)  # noqa: E731
+    g = tp.grad(lambda a: np.sum(np.sin(f(a))))
+    np.testing.assert_allclose(tp.vmap(g)(X), np.stack([g(x) for x in X]), rtol=1e-12)
+    gq = tp.grad(lambda q, a: np.nanquantile(a, q, method=method))
+    q = np.array([0.2, 0.5, 0.9])
+    np.testing.assert_allclose(tp.vmap(gq)(q, X), [gq(q[i], X[i]) for i in range(3)], rtol=1e-12)

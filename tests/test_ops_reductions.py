@@ -234,9 +234,35 @@ def test_order_statistics(f):
     np.testing.assert_allclose(tp.vjp(f, x)[0], f(x))
 
 
-def test_quantile_other_methods_raise():
-    with pytest.raises(NotImplementedError, match="method='linear'"):
-        tp.grad(lambda x: np.quantile(x, 0.5, method="nearest"))(np.ones(3))
+@pytest.mark.parametrize("method", ["lower", "higher", "nearest", "midpoint", "hazen", "weibull",
+                                    "median_unbiased", "inverted_cdf", "closest_observation"])
+def test_quantile_methods(method):
+    """Every NumPy method places q between two neighbouring order statistics."""
+    x = rand((4, 5), "normal", 14)
+    for f in (lambda x: np.quantile(x, [0.1, 0.45, 0.8], axis=1, method=method),
+              lambda x: np.percentile(x, 40, axis=(0, 1), method=method)):
+        check_all(f, x)
+        np.testing.assert_allclose(tp.vjp(f, x)[0], f(x), rtol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["linear", "hazen", "weibull", "normal_unbiased", "nearest"])
+def test_quantile_is_differentiable_in_q(method):
+    """A traced q moves the position (was: silently a constant, gradient 0);
+    the methods that pick an order statistic are piecewise constant in q."""
+    x = rand((9, 3), "normal", 15)
+    for f, q in ((lambda q: np.quantile(x, q, axis=0, method=method), np.array([0.13, 0.62])),
+                 (lambda q: np.percentile(x[:, 0], q, method=method), np.float64(37.0)),
+                 (lambda q: np.nanquantile(np.where(x > 1.2, np.nan, x), q, axis=0,
+                                           method=method), np.array([0.27, 0.71]))):
+        for v in (q, q.astype(np.float32)):
+            check_grads(f, (v,))
+    slope = tp.grad(lambda q: np.quantile(x[:, 0], q, method=method))(0.3)
+    assert (slope == 0) == (method == "nearest")
+
+
+def test_quantile_weights_raise():
+    with pytest.raises(NotImplementedError, match="weights"):
+        tp.grad(lambda x: np.quantile(x, 0.5, method="inverted_cdf", weights=x))(np.ones(3))
 
 
 #: Registry keys whose rules this module checks against finite differences

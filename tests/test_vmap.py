@@ -544,11 +544,13 @@ def test_calls_tapestry_cannot_differentiate_still_map_when_nothing_is_different
     X = np.random.default_rng(12).random((4, 3, 5)) + 0.5
     for f in (lambda a: np.quantile(a, 0.4, axis=1, method="nearest"),
               lambda a: np.percentile(a, 30, method="lower"),
+              lambda a: np.quantile(a, 0.4, method="inverted_cdf", weights=a),
               lambda a: np.pad(a, 1, mode="reflect", reflect_type="odd"),
               lambda a: np.sum(a, axis=0, where=a > 0.8)):
         got = tp.vmap(f)(X)
         np.testing.assert_array_equal(got, np.stack([f(x) for x in X]))
     with pytest.raises(NotImplementedError, match="quantile"):
-        tp.grad(lambda X: np.sum(tp.vmap(lambda a: np.quantile(a, 0.4, method="nearest"))(X)))(X)
+        tp.grad(lambda X: np.sum(tp.vmap(lambda a: np.quantile(a, 0.4, weights=a,
+                                                           method="inverted_cdf"))(X)))(X)
     with pytest.raises(NotImplementedError, match="quantile"):
-        tp.vmap(tp.grad(lambda a: np.quantile(a, 0.4, method="nearest")))(X)
+        tp.vmap(tp.grad(lambda a: np.quantile(a, 0.4, weights=a, method="inverted_cdf")))(X)

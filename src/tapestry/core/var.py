@@ -12,11 +12,20 @@ would silently drop a gradient (``np.asarray(v)``, ``float(v)``,
 from __future__ import annotations
 
 import operator
+import sys
 
 import numpy as np
 
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .tape import LEAF
+
+def _called_by_numpy_full(frame):
+    """Whether ``frame`` (the one converting a traced value) is NumPy's
+    ``np.full``, which converts its fill value without dispatching: its
+    refusal names np.full, not the np.asarray the user never wrote."""
+    return frame is not None and frame.f_code.co_name == "full" and \
+        frame.f_globals.get("__name__", "").startswith("numpy")
+
 
 _HELP_CONVERT = (
     "Converting it to a plain array would silently drop its gradient. "
@@ -132,6 +141,13 @@ class Var(ArrayMethods):
 
     # --- conversions that would lose the gradient -------------------------
     def __array__(self, dtype=None, copy=None):
+        if _called_by_numpy_full(sys._getframe(1)):
+            raise TypeError(
+                "tapestry: np.full(shape, v) with a traced fill value v: NumPy's np.full "
+                "converts v to a plain array itself (it does not hand the call to "
+                "tapestry), which would drop its gradient. Write np.broadcast_to(v, shape) "
+                "(differentiable; a read-only view, np.copy of it if you write into it) or "
+                "tnp.full(shape, v) (import tapestry.numpy as tnp).")
         raise TypeError(f"tapestry: cannot convert a traced array to a NumPy "
                         f"array (np.asarray / np.array). {_HELP_CONVERT} "
                         "To build an array from traced values use np.stack "

@@ -37,7 +37,7 @@ def_nondiff(
     np.signbit, np.equal, np.not_equal, np.less, np.less_equal, np.greater,
     np.greater_equal, np.logical_and, np.logical_or, np.logical_not, np.logical_xor,
     np.floor_divide, np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert,
-    np.left_shift, np.right_shift, np.spacing, np.heaviside, np.isnat,
+    np.left_shift, np.right_shift, np.spacing, np.isnat,
 )
 
 

@@ -12,13 +12,24 @@ import numpy as np
 
 from ..core.primitive import implements
 from ..core.var import reject_out, unwrap_all
-from ..core.batched import all_items, constant_values
+from ..core.batched import Batched, all_items, constant_values
 from .reductions import extremum_entry, extremum_primitive, no_out, sum_, where_mask
-from .sorting import _keep, _moved_sorted
+from .common import traced
+from .sorting import _keep, _moved_sorted, quantile_position, quantile_slope
 
 
 def _nan_mask(a):
     return np.isnan(constant_values(a))
+
+
+def _any_nan(a):
+    """Whether ``a`` holds a NaN; of any item, where a vmap runs outside the
+    differentiation (``vmap(grad(f))``: one branch for the batch, and the
+    NaN-aware one gives each item without NaNs what the other would)."""
+    mask = _nan_mask(a)
+    if mask.__class__ is Batched:
+        return bool(np.isnan(all_items(a)).any())
+    return mask.any()
 
 
 def _tuple(axis):
@@ -105,24 +116,45 @@ def _quantile_dtype(a, q):
     return np.result_type(np.result_type(unwrap_all(a)), q, np.float16)
 
 
+def _positions(q, column, nvalid, method):
+    """The position of each quantile ``q`` among each slice's ``nvalid``
+    valid values (shape ``column`` broadcast against ``nvalid``; 0 in a
+    slice of NaNs only, whose result is then NaN, as NumPy's)."""
+    if method == "linear":
+        return np.reshape(q, column) * (nvalid - 1)
+    pos = np.zeros(np.broadcast_shapes(column, np.shape(nvalid)))
+    counts = all_items(nvalid) if nvalid.__class__ is Batched else nvalid
+    for n in np.unique(counts):
+        if n > 0:
+            pos = np.where(nvalid == n, np.reshape(quantile_position(q, n, method), column), pos)
+    return pos
+
+
 @implements(np.nanquantile)
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
-    """Linear interpolation between the order statistics of the non-NaN
-    entries of each slice; without NaNs, np.quantile's rule."""
+    """Interpolation between the order statistics of the non-NaN entries of
+    each slice, placed as np.quantile's ``method`` places them among that
+    many values; without NaNs, np.quantile's rule."""
     reject_out("nanquantile", out)
     dtype = _quantile_dtype(a, q)
-    if not _nan_mask(a).any() or method != "linear" or weights is not None:
+    if weights is not None or not _any_nan(a):
         return _cast(np.quantile(a, q, axis=axis, method=method, keepdims=keepdims,
                                  weights=weights), dtype)
-    q = np.asarray(unwrap_all(q), dtype=float)
+    q_plain = np.asarray(unwrap_all(q), dtype=float)
     s, axes = _moved_sorted(a, _tuple(axis))  # NaNs sort last
     rest = np.shape(s)[1:]
     nvalid = np.sum(~np.isnan(constant_values(s)), axis=0)
-    pos = np.reshape(q, q.shape + (1,) * len(rest)) * (nvalid - 1)
+    column = q_plain.shape + (1,) * len(rest)
+    pos = _positions(q_plain, column, nvalid, method)
     lo = np.clip(np.floor(pos), 0, None).astype(np.intp)
-    hi = np.clip(np.minimum(lo + 1, nvalid - 1), 0, None)
-    frac = np.clip(pos - lo, 0, 1).astype(dtype)
+    hi = np.clip(np.minimum(np.ceil(pos), nvalid - 1), 0, None).astype(np.intp)
+    frac = np.clip(pos - lo, 0, 1)
+    if traced(q):  # the position moves with q inside each slice's valid values
+        frac = frac + quantile_slope(np.reshape(q, column), np.reshape(q_plain, column), pos,
+                                     nvalid - 1, method)
+    frac = _cast(frac, dtype)
+    q = q_plain
     flat = (-1,) + rest
     vlo = np.take_along_axis(s, np.reshape(lo, flat), axis=0)
     vhi = np.take_along_axis(s, np.reshape(hi, flat), axis=0)
@@ -134,8 +166,11 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
 @implements(np.nanpercentile)
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
-    q = unwrap_all(q)
-    q = q / 100.0 if isinstance(q, (float, int)) else np.asarray(q) / 100.0
+    if traced(q):
+        q = q / 100.0
+    else:
+        q = unwrap_all(q)
+        q = q / 100.0 if isinstance(q, (float, int)) else np.asarray(q) / 100.0
     return nanquantile(a, q, axis, out, overwrite_input, method, keepdims, weights=weights)
 
 

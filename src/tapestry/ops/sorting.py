@@ -13,7 +13,7 @@ from ..core import batching
 
 from ..core.primitive import Primitive, implements
 from ..core.var import reject_out, unwrap_all
-from .common import axis_index, axis_tuple
+from .common import axis_index, axis_tuple, traced
 
 
 def _inverse_permutation(idx, axis):
@@ -94,30 +94,70 @@ def _keep(out, a, axes, keepdims, n_q_dims):
     return np.reshape(out, qshape + shape)
 
 
+#: NumPy's continuous quantile methods: ``(alpha, beta)`` place quantile
+#: ``q`` of ``n`` sorted values at ``n q + alpha + q (1 - alpha - beta) - 1``
+#: (clipped to the ends).  The other methods pick one order statistic or
+#: the midpoint of two: piecewise constant in ``q``.
+_CONTINUOUS = {"linear": (1.0, 1.0), "weibull": (0.0, 0.0), "hazen": (0.5, 0.5),
+               "interpolated_inverted_cdf": (0.0, 1.0), "median_unbiased": (1 / 3, 1 / 3),
+               "normal_unbiased": (3 / 8, 3 / 8)}
+
+
+def quantile_position(q, n, method):
+    """The plain position of quantile ``q`` among ``n`` sorted values (a float
+    between two neighbours), as NumPy's ``method`` places it: NumPy's own
+    quantile of the positions ``0, ..., n-1``."""
+    if method == "linear":
+        return q * (n - 1)
+    return np.quantile(np.arange(float(n)), q, method=method)
+
+
+def quantile_slope(q, q_plain, pos, last, method):
+    """How the position moves with a traced ``q``: ``slope * (q - q_plain)``,
+    zero in value, the derivative of the position in ``q`` (0 at the clipped
+    ends, where the position sits at ``0`` or ``last``, and for the methods
+    that pick order statistics)."""
+    ab = _CONTINUOUS.get(method)
+    if ab is None:
+        return 0.0
+    slope = (last + 2.0 - ab[0] - ab[1]) * ((pos > 0) & (pos < last))
+    return slope * (q - q_plain)
+
+
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None, interpolation=None):
-    """Linear interpolation between order statistics (NumPy's default method):
-    differentiable in ``a`` (piecewise linear), ``q`` is a constant."""
-    if method != "linear" or weights is not None or interpolation is not None:
-        raise NotImplementedError("tapestry: np.quantile is differentiable only with "
-                                  "method='linear' and no weights.")
+    """Interpolation between order statistics: differentiable in ``a``
+    (piecewise linear) and in ``q`` (the continuous methods; the others
+    are piecewise constant in it).  Every ``method`` NumPy has places ``q``
+    between two neighbouring order statistics (:func:`quantile_position`)."""
+    if weights is not None:
+        raise NotImplementedError("tapestry: np.quantile(weights=...) is not differentiable; "
+                                  "sort the values, accumulate their weights (np.cumsum) and "
+                                  "interpolate instead.")
+    if interpolation is not None:
+        method = interpolation  # (NumPy's deprecated name of method)
     reject_out("quantile", out)
-    q = np.asarray(unwrap_all(q), dtype=float)
+    q_plain = np.asarray(unwrap_all(q), dtype=float)
     s, axes = _moved_sorted(a, axis)
     n = np.shape(s)[0]
-    pos = q * (n - 1)
+    pos = quantile_position(q_plain, n, method)
     lo = np.floor(pos).astype(np.intp)
-    hi = np.minimum(lo + 1, n - 1)
-    frac = (pos - lo).astype(np.result_type(s))
-    frac = np.reshape(frac, np.shape(frac) + (1,) * (np.ndim(s) - 1))
+    hi = np.ceil(pos).astype(np.intp)
+    frac = pos - lo
+    if traced(q):
+        frac = frac + quantile_slope(q, q_plain, pos, n - 1, method)
+    dtype = np.result_type(unwrap_all(s))
+    frac = frac.astype(dtype) if np.result_type(unwrap_all(frac)) != dtype else frac
+    frac = np.reshape(frac, np.shape(q_plain) + (1,) * (np.ndim(s) - 1))
     res = s[lo] * (1 - frac) + s[hi] * frac
-    return _keep(res, a, axes, keepdims, np.ndim(q))
+    return _keep(res, a, axes, keepdims, np.ndim(q_plain))
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, interpolation=None):
-    return quantile(a, np.asarray(unwrap_all(q)) / 100.0, axis, out, overwrite_input,
-                    method, keepdims, weights=weights, interpolation=interpolation)
+    q = q / 100.0 if traced(q) else np.asarray(unwrap_all(q)) / 100.0
+    return quantile(a, q, axis, out, overwrite_input, method, keepdims, weights=weights,
+                    interpolation=interpolation)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..core.primitive import Primitive, implements, shape_of
 from ..core.var import astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import NESTED, all_items
+from ..core import batching
+from ..core.batched import NESTED, Batched, all_items
 from .common import plain_dtype, traced, axis_tuple
 
 _range = builtins.range  # ``range`` is also NumPy's argument name below
@@ -136,13 +137,48 @@ def _bincount_w_vjp(g, ans, x, w, minlength):
     return c if np.result_type(unwrap_all(c)) == w.dtype else c.astype(w.dtype)
 
 
+def _batch_bincount(prim, args, batched, kwargs):
+    """bincount of each item's indices (and weights) at once: item ``k``'s
+    indices offset by ``k`` times the item's length, one bincount, split
+    into rows.  Items whose counts would differ in length (their largest
+    index past ``minlength`` differs) loop, and fail to stack as a loop's
+    results would."""
+    x, minlength = args[0], args[-1]
+    n = batching.batch_size(args, batched)
+    x = np.asarray(x)
+    if x.ndim != (2 if batched[0] else 1) or x.dtype.kind not in "iub" or \
+            (n == 0 and batched[0]):
+        return NotImplemented  # NumPy's own error, or no item to size the counts: the loop's
+    items = x if batched[0] else x[None]
+    m = x.shape[-1]
+    lengths = {max(int(minlength), int(v.max()) + 1 if m else 0) for v in items}
+    if len(lengths) > 1:
+        raise batching.PerItemParameter("tapestry.vmap: np.bincount of items whose counts "
+                                        "differ in length")
+    size = lengths.pop()
+    x = x if batched[0] else np.broadcast_to(x, (n, m))
+    flat = (x + size * np.arange(n)[:, None]).reshape(n * m)
+    if len(args) == 2:
+        return np.reshape(prim(flat, n * size), (n, size))
+    w = args[1] if batched[1] else np.broadcast_to(args[1], (n,) + tuple(np.shape(args[1])))
+    return np.reshape(prim(flat, np.reshape(w, (n * m,)), n * size), (n, size))
+
+
 _bincount = Primitive(lambda x, w, minlength: np.bincount(x, w, minlength), "bincount",
-                      vjps=(None, _bincount_w_vjp))
+                      vjps=(None, _bincount_w_vjp), batch=_batch_bincount)
+_counts = Primitive(lambda x, minlength: np.bincount(x, minlength=minlength), "bincount",
+                    batch=_batch_bincount)
 
 
 @implements(np.bincount)
 def bincount(x, weights=None, minlength=0):
-    """Counts are constant; with ``weights`` the result is linear in them."""
+    """Counts are constant; with ``weights`` the result is linear in them.
+    Per-item indices or weights under vmap are one bincount (see
+    :func:`_batch_bincount`)."""
+    if x.__class__ is Batched:
+        if weights is None:
+            return _counts(x, minlength)
+        return _bincount(x, weights, minlength)
     x = unwrap_all(x)
     if weights is None or weights.__class__ not in NESTED:  # staged: NumPy's call
         return np.bincount(x, unwrap_all(weights), minlength)

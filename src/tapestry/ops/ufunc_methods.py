@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.primitive import Primitive, implements
-from ..core.var import unwrap_all
-from ..core.batched import TRACED, item_by_item
+from ..core.var import Var, unwrap_all
+from ..core.batched import TRACED, Batched, item_by_item
 from .indexing import dense_scatter
 from .common import axis_tuple
 
@@ -36,6 +36,15 @@ def _plain_check(ufunc, method, inputs, kwargs):
     (a non-reorderable ufunc over several axes, an empty reduction without
     identity), and its result when no traced value matters."""
     return getattr(ufunc, method)(*unwrap_all(inputs), **unwrap_all(kwargs))
+
+
+def _batched(a):
+    """Whether ``a``'s values are batched by a vmap (under its
+    differentiation levels, if any): the fold of the ufunc then runs on the
+    whole batch at once, each step one batched call."""
+    while a.__class__ is Var:
+        a = a._value
+    return a.__class__ is Batched
 
 
 def _front(a, axis):
@@ -103,7 +112,8 @@ def ufunc_accumulate(ufunc, inputs, kwargs):
     axis = kwargs.pop("axis", 0)
     if ufunc in _ACCUMULATE:
         return _ACCUMULATE[ufunc](inputs[0], axis=axis, **kwargs)
-    _plain_check(ufunc, "accumulate", inputs, {"axis": axis, **kwargs})
+    if not _batched(inputs[0]):  # (a batched value: NumPy would hand the check back here)
+        _plain_check(ufunc, "accumulate", inputs, {"axis": axis, **kwargs})
     a = np.moveaxis(inputs[0], axis, 0)
     if np.shape(a)[0] == 0:
         return _plain_check(ufunc, "accumulate", inputs, {"axis": axis, **kwargs})
