@@ -205,11 +205,27 @@ def _vmap_jit_rows(tp, case, ms, x, reps):
     rows = [row("W4", case, "tapestry vmap (stacked), eager", t["eager"]),
             row("W4", case, "tapestry jit(vmap) (stacked)", t["jit"],
                 note=f"x{t['eager'] / t['jit']:.2f} vs vmap eager; " + jit_note(jitted))]
+    # on its own, as the JAX rows are timed: in turns with the eager call, whose
+    # GEMMs leave OpenBLAS's threads spinning, the replay keeps its steps whole
+    # (docs/jit.md); alone, its schedule cuts them once timed each way
+    alone = _alone(lambda: jitted(stacked, x), reps)
+    rows.append(row("W4", case, "tapestry jit(vmap) (stacked), timed on its own", alone,
+                    note=f"x{t['jit'] / alone:.2f} vs in turns"))
     if fused is not None:
         rows.append(row("W4", case, "tapestry jit(vmap) (stacked), fused loops", t["fused"],
                         note=f"x{t['jit'] / t['fused']:.2f} vs the NumPy replay; "
                         "within 1e-10 of eager"))
     return rows + compile_rows("W4", case, info, t["jit"])
+
+
+def _alone(fn, reps):
+    """``fn``'s median time on its own: 80 calls first (a jit's schedule
+    times its steps cut and whole), then a pause for OpenBLAS's threads to
+    sleep, as before the JAX rows."""
+    for _ in range(80):
+        fn()
+    time.sleep(0.3)
+    return median_time(fn, repeats=max(reps, 15), warmup=2, number=3)
 
 
 class _null:
