@@ -30,10 +30,12 @@ against C order (a negative stride, a transposed one) or sharing memory
 with the given ``out=`` other than being it, a replay inside a tapestry
 ``parallel_sum`` / ``parallel_map`` worker (its cores are taken), or while
 another thread's step is split (threads replaying at once already use the
-cores).  Each step is timed both ways and takes the faster
-(:class:`Schedule`): after a threaded GEMM OpenBLAS's threads spin
+cores).  Whether a program's steps are cut is decided for the program as a
+whole (:class:`Schedule`): after a threaded GEMM OpenBLAS's threads spin
 for ~0.1 s without yielding (unless ``OPENBLAS_THREAD_TIMEOUT`` is low),
-and slices competing with them lose.  ``TAPESTRY_JIT_THREADS=1`` turns
+and slices competing with them lose.  Large matrix products are cut too
+(:class:`SplitMatmul`, BLAS pinned to one thread), so that in a program
+that cuts, OpenBLAS's threads sleep.  ``TAPESTRY_JIT_THREADS=1`` turns
 splitting off.
 """
 from __future__ import annotations
