@@ -166,7 +166,7 @@ def _batch_bincount(prim, args, batched, kwargs):
 
 _bincount = Primitive(lambda x, w, minlength: np.bincount(x, w, minlength), "bincount",
                       vjps=(None, _bincount_w_vjp), batch=_batch_bincount)
-_counts = Primitive(lambda x, minlength: np.bincount(x, minlength=minlength), "bincount",
+_counts = Primitive(lambda x, minlength: np.bincount(x, minlength=minlength), "bincount(counts)",
                     batch=_batch_bincount)
 
 
