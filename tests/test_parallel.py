@@ -156,19 +156,20 @@ def test_vectorize_bit_identical_across_executors_and_worker_counts():
         np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=1e-12, atol=1e-12)
 
 
-def test_batched_default_chunks_hold_at_least_min_batched_chunk_items():
-    """A batched or vectorized call's default chunks hold at least
-    MIN_BATCHED_CHUNK items (each chunk has a fixed cost), still decided by
-    ``len(items)`` alone: the default gives the bits of that chunk size on
-    every executor; an item-by-item call keeps 16 chunks."""
-    from tapestry.parallel.chunks import MIN_BATCHED_CHUNK, chunk_bounds
-    n = 2 * MIN_BATCHED_CHUNK + 100
-    assert chunk_bounds(n, None, batched=True) == [
-        (0, MIN_BATCHED_CHUNK), (MIN_BATCHED_CHUNK, 2 * MIN_BATCHED_CHUNK),
-        (2 * MIN_BATCHED_CHUNK, n)]
+def test_vectorized_default_chunks_hold_at_least_min_vectorized_chunk_items():
+    """A vectorized call's default chunks hold at least MIN_VECTORIZED_CHUNK
+    items (each chunk has a fixed cost), still decided by ``len(items)``
+    alone: the default gives the bits of that chunk size on every executor;
+    an item-by-item or hand-batched call keeps 16 chunks."""
+    from tapestry.parallel.chunks import MIN_VECTORIZED_CHUNK
+    from tapestry.parallel.chunks import chunk_bounds
+    n = 2 * MIN_VECTORIZED_CHUNK + 100
+    assert chunk_bounds(n, None, vectorized=True) == [
+        (0, MIN_VECTORIZED_CHUNK), (MIN_VECTORIZED_CHUNK, 2 * MIN_VECTORIZED_CHUNK),
+        (2 * MIN_VECTORIZED_CHUNK, n)]
     assert len(chunk_bounds(n, None)) == 16
-    assert len(chunk_bounds(40 * MIN_BATCHED_CHUNK, None, batched=True)) == 16
-    assert chunk_bounds(5, None, batched=True) == [(0, 5)]
+    assert len(chunk_bounds(40 * MIN_VECTORIZED_CHUNK, None, vectorized=True)) == 16
+    assert chunk_bounds(5, None, vectorized=True) == [(0, 5)]
     rng = np.random.default_rng(4)
     items = {"x": rng.standard_normal((n, 3)), "y": rng.poisson(2.0, (n, 3)) * 1.0,
              "j": np.arange(n) % 13}
@@ -177,7 +178,7 @@ def test_batched_default_chunks_hold_at_least_min_batched_chunk_items():
     def run(**kw):
         return tp.value_and_grad(lambda u, a, b: tp.parallel_sum(
             _group_logp, items, u, a, b, vectorize=True, **kw), argnums=(0, 1, 2))(u, a, b)
-    ref = run(chunk_size=MIN_BATCHED_CHUNK)
+    ref = run(chunk_size=MIN_VECTORIZED_CHUNK)
     assert_bits(run(), ref)
     assert_bits(run(executor="threads", n_workers=2), ref)
     odd = run(chunk_size=(n + 15) // 16)  # the item-by-item default: other chunks, other bits

@@ -23,22 +23,24 @@ from .work import Task
 #: Default number of chunks: enough to balance 2-16 workers, few enough
 #: that per-task overhead (IPC for processes) stays small.
 DEFAULT_CHUNKS = 16
-#: Smallest default chunk of a batched (or vectorized) call: such a chunk
-#: has a fixed cost (a child tape, one vectorized call of every operation:
-#: ~0.15-0.2 ms here) that a few hundred cheap items only just cover.  W7's
-#: 1,000 items: 16 chunks of 63 took 7.8x the hand-vectorized call, 2 of
-#: 500 1.8x.  Still a function of ``len(items)`` alone, so the bits do not
-#: depend on the executor or the number of workers.
-MIN_BATCHED_CHUNK = 512
+#: Smallest default chunk of a vectorized call (``vectorize=True``): such a
+#: chunk has a fixed cost (a child tape, one vectorized call of every
+#: operation: ~0.15-0.2 ms here) that a few hundred cheap items only just
+#: cover.  W7's 1,000 items: 16 chunks of 63 took 7.8x the hand-vectorized
+#: call, 2 of 500 1.8x.  Still a function of ``len(items)`` alone, so the
+#: bits do not depend on the executor or the number of workers.  (Not for
+#: ``batched=True``: a hand-batched ``f`` is often heavy per item, and W4's
+#: 512 stacked models then ran as one chunk, on one core.)
+MIN_VECTORIZED_CHUNK = 512
 
 
-def chunk_bounds(n, chunk_size=None, opname="parallel_sum", batched=False):
-    """``[(start, stop), ...]`` covering ``range(n)`` (``batched``: the
-    default chunks hold at least :data:`MIN_BATCHED_CHUNK` items)."""
+def chunk_bounds(n, chunk_size=None, opname="parallel_sum", vectorized=False):
+    """``[(start, stop), ...]`` covering ``range(n)`` (``vectorized``: the
+    default chunks hold at least :data:`MIN_VECTORIZED_CHUNK` items)."""
     if chunk_size is None:
         chunk_size = max(1, -(-n // DEFAULT_CHUNKS))
-        if batched:
-            chunk_size = max(chunk_size, MIN_BATCHED_CHUNK)
+        if vectorized:
+            chunk_size = max(chunk_size, MIN_VECTORIZED_CHUNK)
     if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
         raise ValueError(f"tapestry.{opname}: chunk_size must be a positive integer, "
                          f"got {chunk_size!r}.")

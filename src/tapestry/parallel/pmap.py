@@ -45,7 +45,7 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     if vectorize:
         f, batched = vectorized(f, shared, batched, "parallel_map", reduce=False)
     plan = Plan(items, shared, batched, "parallel_map")
-    bounds = chunk_bounds(plan.n, chunk_size, "parallel_map", batched)
+    bounds = chunk_bounds(plan.n, chunk_size, "parallel_map", vectorize)
     if plan.n == 0:
         return [] if plan.is_list else None
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)

@@ -28,7 +28,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
     ``items``: a list of pytrees, or an array (pytree of arrays) sliced
     along axis 0.  ``executor``: "serial", "threads", "processes", "dask", a
     ``concurrent.futures.Executor`` or a ``dask.distributed.Client``.
-    ``chunk_size`` (default: 1/16 of the items; batched or vectorized, at
+    ``chunk_size`` (default: 1/16 of the items; with ``vectorize=True``, at
     least 512 items) fixes the chunks, and with them the bits of the
     result, whatever the executor.  ``batched=True``
     calls ``f(chunk, *shared)`` once per chunk (a list or a slice of items)
@@ -53,7 +53,7 @@ def parallel_sum(f, items, *shared, executor="serial", chunk_size=None, n_worker
         if out is not None:
             return out
     plan = Plan(items, shared, batched, "parallel_sum")
-    bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum", batched)
+    bounds = chunk_bounds(plan.n, chunk_size, "parallel_sum", vectorize)
     if plan.n == 0:
         return np.float64(0.0)
     if plan.inline:  # inside a jit trace: the chunks as one step of its program
