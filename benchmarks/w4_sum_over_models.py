@@ -222,12 +222,12 @@ def _vmap_jit_rows(tp, case, ms, x, reps):
 
 
 def _alone(fn, reps):
-    """``fn``'s median time on its own: 80 calls first (a jit's schedule
-    times its steps cut and whole), then a pause for OpenBLAS's threads to
-    sleep, as before the JAX rows."""
-    for _ in range(80):
+    """``fn``'s median time on its own: 4 s of calls first (a jit's schedule
+    keeps its choice for 3 s, then times its steps cut and whole again, now
+    without the eager calls' BLAS threads around), as before the JAX rows."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 4.0:
         fn()
-    time.sleep(0.3)
     return median_time(fn, repeats=max(reps, 15), warmup=2, number=3)
 
 
