@@ -46,6 +46,7 @@ import numpy as np
 from ..core.staged import Slot, Step
 from ..kernels.compile_numba import cache_dir, load_source
 from .slots import output_slots, reads_of
+from .split import _cores
 
 #: scalar expression of each fusible operation (``{0}``, ``{1}``: operands)
 _ARITH = {
@@ -452,13 +453,6 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False):
 SPLIT_MIN = 1 << 16
 _pool = None
 _pool_lock = threading.Lock()
-
-
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # (not on Linux)
-        return os.cpu_count() or 1
 
 
 #: Threads a run may use (``TAPESTRY_JIT_THREADS``, else the cores this

@@ -265,17 +265,7 @@ class Split:
         n = self.shape[ax]
         pieces = [([_cut(a, ax, nd, n, lo, hi) for a in args], _cut(out, ax, nd, n, lo, hi))
                   for lo, hi in zip(bounds, bounds[1:])]
-        job = _Job(self.ufunc, pieces)
-        put = _queue().put
-        for _ in range(min(len(pieces), THREADS) - 1):
-            put(job)
-        _local.flags = 0
-        with np.errstate(all="call", call=_record):
-            job.work()
-        job.finished.acquire()  # every slice taken has been written
-        if job.error is not None:
-            raise job.error
-        return job.flags
+        return _run_job(self.ufunc, pieces)
 
 
 # --- matrix products: slices of the result's first axis, BLAS on one thread ---------
