@@ -439,7 +439,7 @@ def test_loop_over_numpy_is_measured_once_or_given(monkeypatch):
     fuse_mod.loop_over_numpy.cache_clear()
     monkeypatch.delenv("TAPESTRY_JIT_LOOP_OVER_NUMPY", raising=False)
     got = fuse_mod.loop_over_numpy(np.exp)
-    assert 0.05 < got < 50.0 and fuse_mod.loop_over_numpy(np.exp) == got
+    assert isinstance(got, float) and got > 0.0 and fuse_mod.loop_over_numpy(np.exp) == got
     fuse_mod.loop_over_numpy.cache_clear()
     monkeypatch.setenv("TAPESTRY_JIT_LOOP_OVER_NUMPY", "3.5")
     assert fuse_mod.loop_over_numpy(np.tanh) == 3.5

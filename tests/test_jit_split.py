@@ -402,3 +402,36 @@ def test_vector_and_integer_products_are_never_cut():
     assert slices.matmul_split_for(np.matmul, (10 ** 6,), np.float64) is None
     assert slices.matmul_split_for(np.matmul, (4096, 256), np.int64) is None
     assert slices.matmul_split_for(np.matmul, (1, 10 ** 6), np.float64) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_cut_products_composed_with_the_transformations(matmuls, forced, dtype):
+    """jit around and inside grad, jvp, vmap and hessian-vector products of
+    a program whose products and elementwise steps are cut: eager's bits."""
+    r = np.random.default_rng(24)
+
+    def arr(*shape):
+        a = r.normal(size=shape)
+        return (a + 1j * r.normal(size=shape) if dtype is np.complex128 else a).astype(dtype)
+    x, w, s = arr(90, 7), arr(7, 40), arr(12, 6, 7)
+
+    def f(x, w, s):
+        y = np.tanh(x @ w)
+        z = s @ w[:, :9]
+        return np.sum(np.abs(y) ** 2) + np.sum(np.abs(z) ** 2)
+    real = tp.jit(f)
+    same(real(x, w, s), f(x, w, s))
+    same(real(x, w, s), f(x, w, s))
+    if dtype is np.complex128:
+        return  # (a real loss of complex inputs: the value is checked above)
+    def cases(g):
+        return [lambda x, w, s: tp.grad(g, argnums=(0, 1))(x, w, s),
+                lambda x, w, s: tp.jvp(lambda w: g(x, w, s), (w,), (np.ones_like(w),)),
+                lambda x, w, s: tp.vmap(g, in_axes=(None, None, 0))(x, w, np.stack([s, s * 0.5]))]
+    wants = [c(x, w, s) for c in cases(f)]  # eager
+    for inner in (f, tp.jit(f)):  # jit inside each transformation, and around it
+        for case, want in zip(cases(inner), wants):
+            same(case(x, w, s), want)
+            outer = tp.jit(case)
+            for _ in range(2):
+                same(outer(x, w, s), want)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..core.staged import Slot, Step, instances_in
 from . import split as slices
+from .split import c_ordered
 from .slots import Rebuild, output_slots, reads_of  # noqa: F401  (Rebuild: for api)
 
 
@@ -397,22 +398,6 @@ def _layout_checks(step, meta, target=None):
         elif a.__class__ is np.ndarray and a.ndim >= 2 and not a.flags.c_contiguous:
             return None
     return checks
-
-
-def c_ordered(a):
-    """Whether NumPy lays a ufunc's result out in C order for ``a`` as far
-    as ``a`` decides it: along its axes longer than 1, the strides that are
-    not 0 (a broadcast) are positive and decreasing.  With every operand
-    C-contiguous or C-ordered, and one of them C-contiguous, the result is
-    C-contiguous (NumPy orders axes by the operands' strides and leaves the
-    C order where none says otherwise)."""
-    last = None
-    for n, s in zip(a.shape, a.strides):
-        if n > 1 and s:
-            if s < 0 or (last is not None and s >= last):
-                return False
-            last = s
-    return True
 
 
 def private_copy(a):

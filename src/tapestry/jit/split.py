@@ -244,7 +244,7 @@ class Split:
             return False
         for a in args:
             if a.__class__ is np.ndarray:
-                if a.dtype.hasobject or not _c_ordered(a):
+                if a.dtype.hasobject or not c_ordered(a):
                     return False
                 if a.shape == self.shape and a.flags.c_contiguous:
                     c_contiguous = True
@@ -515,9 +515,14 @@ def _cut(a, ax, nd, n, lo, hi):
     return a[(slice(None),) * k + (slice(lo, hi),)]
 
 
-def _c_ordered(a):
-    """Along the axes longer than 1, the strides that are not 0 (a
-    broadcast) are positive and decreasing (as ``program.c_ordered``)."""
+def c_ordered(a):
+    """Whether NumPy lays a ufunc's result out in C order for ``a`` as far
+    as ``a`` decides it: along its axes longer than 1, the strides that are
+    not 0 (a broadcast) are positive and decreasing.  With every operand
+    C-contiguous or C-ordered, and one of them C-contiguous, the result is
+    C-contiguous (NumPy orders axes by the operands' strides and leaves the
+    C order where none says otherwise).  (The replay's ``out=`` tests use
+    it too: :mod:`tapestry.jit.program` imports it from here.)"""
     last = None
     for n, s in zip(a.shape, a.strides):
         if n > 1 and s:
