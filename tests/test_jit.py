@@ -280,6 +280,25 @@ def test_closures_mutated_rebound_and_derived():
     same(jf(x), f(x))
 
 
+@pytest.mark.parametrize("where", [0, 1, -1, "middle", "second half", "sign of zero"])
+def test_a_large_closed_over_array_changed_anywhere_is_seen(where):
+    """Arrays over ``split.COMPARE_MIN_BYTES`` are compared in slices on
+    several threads: a change in any slice (its first or last byte, a
+    slice boundary, -0.0 for 0.0) traces again."""
+    from tapestry.jit import split
+    n = 4 * split.COMPARE_MIN_BYTES // 8 + 3  # several slices, a ragged end
+    data = np.zeros(n)
+    jf = tp.jit(lambda x: np.sum(np.sqrt(np.abs(data)) * x) + np.sum(1.0 / (data + 2.0)))
+    plain = jf.fun
+    x = np.linspace(0.0, 1.0, n)
+    same(jf(x), plain(x))
+    k = {"middle": n // 2, "second half": 3 * n // 4, "sign of zero": n // 4}.get(where, where)
+    data[k] = -0.0 if where == "sign of zero" else 7.0
+    same(jf(x), plain(x))
+    if where == "sign of zero":  # the value is the same; the bits differ: traced again
+        assert any("modified in place" in m for m in jf.explain_cache_misses())
+
+
 class Model:
     def __init__(self, w):
         self.w = w

@@ -837,9 +837,11 @@ def _comparer(x):
         return same
     mc = _memcmp()
     if x.flags.c_contiguous and mc:
+        from .split import same_bytes  # (split's threads; split imports nothing of env)
+
         def same(a, s):
             return meta(a, s) and a.flags.c_contiguous and \
-                mc(a.ctypes.data, s.ctypes.data, a.nbytes) == 0
+                same_bytes(mc, a.ctypes.data, s.ctypes.data, a.nbytes)
         return same
 
     def same(a, s):

@@ -569,6 +569,31 @@ def _report(name, status):
                 func.write(f"Warning: {words} encountered in {name}\n")
 
 
+#: Fewest bytes a bitwise comparison cuts over the threads (below, one
+#: ``memcmp`` on the calling thread is faster than handing out slices).
+COMPARE_MIN_BYTES = 1 << 21
+
+
+def same_bytes(memcmp, a, b, nbytes):
+    """``memcmp(a, b, nbytes) == 0`` for two addresses, cut over the
+    threads when ``nbytes`` is large (``ctypes`` lets go of the GIL during
+    the call): a jitted function's guard on a large closed-over array reads
+    it and its snapshot every call, and two cores read them faster."""
+    parts = min(THREADS, nbytes // COMPARE_MIN_BYTES)
+    if parts < 2 or _in_worker() or not _busy.acquire(False):
+        return memcmp(a, b, nbytes) == 0
+    try:
+        cuts = [nbytes * k // parts for k in range(parts + 1)]
+        equal = [True] * parts
+
+        def compare(k, lo, hi, out=None):
+            equal[k] = memcmp(a + lo, b + lo, hi - lo) == 0
+        _run_job(compare, [((k, cuts[k], cuts[k + 1]), None) for k in range(parts)])
+    finally:
+        _busy.release()
+    return all(equal)
+
+
 def _in_worker():
     """Inside a tapestry parallel worker (its executor already uses the
     cores): ``tapestry.parallel.executors.in_worker``, looked up, not
