@@ -286,6 +286,37 @@ def test_error_conversion_to_plain(convert):
         tp.grad(lambda x: convert(np.sum(x)))(np.ones(3))
 
 
+@pytest.mark.parametrize("convert", [np.float64, lambda v: np.asarray(v, dtype=float),
+                                     lambda v: np.array(v, dtype=np.complex128)])
+def test_error_conversion_to_plain_floats(convert):
+    with pytest.raises(TypeError, match="stop_gradient"):
+        tp.grad(lambda x: np.sum(x * convert(x)))(np.ones(3))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, bool])
+@pytest.mark.parametrize("convert", ["scalar type", "asarray", "array"])
+def test_casts_to_integers_are_constants_as_astype(dtype, convert):
+    """``np.int64(x)``, ``np.asarray(x, dtype=int)``: a cast to integers (or
+    booleans) has derivative zero wherever it has one, so it gives the plain
+    cast, as ``x.astype(int)`` does (autograd's test_cast_to_int indexes with
+    ``np.int64(W[:, -1])``), under grad, jvp, vmap and jit alike."""
+    cast = {"scalar type": lambda v: np.dtype(dtype).type(v),
+            "asarray": lambda v: np.asarray(v, dtype=dtype),
+            "array": lambda v: np.array(v, dtype=dtype)}[convert]
+
+    def f(x):
+        c = cast(x * 3.0)
+        assert c.dtype == np.dtype(dtype)
+        return np.sum(x ** 2 * c)
+    want = lambda x: 2 * x * (x * 3.0).astype(dtype)  # noqa: E731
+    for x in (np.array([1.5, 2.25, 0.4]), np.array([0.1, 0.9, 3.1]), np.array(2.5)):
+        np.testing.assert_allclose(tp.grad(f)(x), want(x))
+        np.testing.assert_allclose(tp.jit(tp.grad(f))(x), want(x))
+        np.testing.assert_allclose(tp.jvp(f, (x,), (np.ones_like(x),))[1], np.sum(want(x)))
+    xs = np.array([[1.5, 2.25, 0.4], [0.1, 0.9, 3.1]])
+    np.testing.assert_allclose(tp.vmap(tp.grad(f))(xs), want(xs))
+
+
 def test_error_missing_rule_names_function_and_custom_vjp():
     with pytest.raises(NotImplementedError, match=r"np\.apply_along_axis.*custom_vjp"):
         tp.grad(lambda x: np.sum(np.apply_along_axis(np.sum, 0, x)))(np.ones((4, 2)))

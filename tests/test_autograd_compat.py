@@ -457,3 +457,14 @@ def test_scipy_signal_convolve_matches_scipy_and_differentiates(mode):
 def test_optimizers_refuse_settings_that_would_run_silently_wrong(opt, kwargs, match):
     with pytest.raises(ValueError, match=match):
         opt(lambda p, i: 2 * p, onp.ones(2), **kwargs)
+
+
+def test_autograd_linalg_helpers_T_and_dot():
+    """``np.linalg.T`` and ``np.linalg._dot``: autograd.numpy.linalg's helpers,
+    which ported programs (and autograd's test_pinv) call."""
+    r = onp.random.default_rng(3)
+    x, y = r.normal(size=(2, 4, 3)), r.normal(size=(2, 3, 5))
+    onp.testing.assert_array_equal(np.linalg.T(x), onp.swapaxes(x, -1, -2))
+    onp.testing.assert_allclose(np.linalg._dot(x, y), x @ y)
+    check_grads(lambda m: np.linalg.pinv(np.linalg._dot(np.linalg.T(m), m)),
+                (r.normal(size=(5, 3)),))

@@ -49,6 +49,21 @@ def test_std_of_constant_has_zero_gradient():
     assert tp.grad(lambda x: np.std(x))(np.full(3, 2.0)).tolist() == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("shape, axis", [((), None), ((1,), None), ((1, 3), 0), ((3, 1, 2), 1),
+                                         ((2, 1), (1,))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_std_over_one_entry_is_constant_to_every_order(shape, axis, dtype):
+    """std over groups of one entry is 0 whatever the entries: its gradient
+    and its Hessian are 0 (autograd's test_std checks the derivative of the
+    VJP at a scalar), not NaN as at equal entries of a larger group."""
+    x = rand(shape, "normal", 4).astype(dtype)
+    f = lambda x: np.sum(np.std(x, axis=axis) * 1.5)  # noqa: E731
+    assert not np.any(tp.grad(f)(x))
+    h = np.asarray(tp.hessian(f)(x))
+    assert h.shape == shape + shape and not np.any(h) and not np.any(np.isnan(h))
+    check_grads(f, (x.astype(np.float64),), order=2)
+
+
 def test_prod_exact_with_zeros():
     g = tp.grad(lambda x: np.prod(x))(np.array([2.0, 0.0, 3.0]))
     assert g.tolist() == [0.0, 6.0, 0.0]

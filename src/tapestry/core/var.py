@@ -141,6 +141,11 @@ class Var(ArrayMethods):
 
     # --- conversions that would lose the gradient -------------------------
     def __array__(self, dtype=None, copy=None):
+        if dtype is not None and np.dtype(dtype).kind in "iub":
+            # np.int64(x), np.asarray(x, dtype=int): a cast to integers or
+            # booleans, whose derivative is zero wherever it exists; the
+            # plain value, as x.astype(int) gives
+            return np.asarray(unwrap_all(self), dtype=dtype)
         if _called_by_numpy_full(sys._getframe(1)):
             raise TypeError(
                 "tapestry: np.full(shape, v) with a traced fill value v: NumPy's np.full "

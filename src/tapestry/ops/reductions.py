@@ -347,7 +347,12 @@ def _var_vjp(g, ans, a, axis, ddof, keepdims):
 def _std_vjp(g, ans, a, axis, ddof, keepdims):
     """d std / d a = conj(a - mean(a)) / ((n - ddof) std); 0 where std == 0
     (all entries equal: the subgradient of least norm, whose own derivative,
-    std's second, is NaN there: see elementwise._over_nonzero)."""
+    std's second, is NaN there: see elementwise._over_nonzero).  Over one
+    entry per group std is 0 whatever ``a`` is: every derivative is 0 (a
+    zero cotangent, whose own derivatives are zero, not NaN)."""
+    if _count(np.shape(a), axis) == 1:
+        g, c = _centered_conj(g, a, axis, keepdims)
+        return g * (c * 0.0)
     std_e = np.reshape(ans, _kept_shape(np.shape(a), axis))
     g, c = _centered_conj(g, a, axis, keepdims)
     return g * _over_nonzero(c, std_e * (_count(np.shape(a), axis) - ddof))
