@@ -28,8 +28,8 @@ Rules (pairing ``Re(c * t)``, docs/complex.md; real and complex):
   storage, ``āb`` the band of ``-b̄ xᵀ``.
 
 Each rule is written with these functions, so each is differentiable to
-any order.  ``scipy.linalg``'s own functions are registered to them for
-``tapestry.autograd.scipy.linalg``'s routing.
+any order (``tapestry.autograd.scipy.linalg`` hands them out under
+SciPy's names).
 """
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ import numpy as np
 import scipy.linalg as _sla
 
 from ..core.primitive import Primitive
-from ..core.registry import FUNCTIONS
 from ..core.batched import NESTED
 from ..core.staged import plain_call
 from ..core.var import unwrap_all
@@ -329,8 +328,3 @@ def unwrap_leaves(xs):
     for x in xs:
         out.extend(x if isinstance(x, (tuple, list)) else (x,))
     return out
-
-
-# tapestry.autograd.scipy.linalg routes scipy.linalg's functions through the registry
-for _f in (solve_triangular, cho_factor, cho_solve, expm, solve_sylvester, sqrtm, solve_banded):
-    FUNCTIONS.setdefault(getattr(_sla, _f.__name__), _f)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import scipy.linalg as _sla
 from scipy.linalg import *  # noqa: F401,F403
 
-from ...scipy import linalg as _rules  # noqa: F401  (registers scipy.linalg's rules)
+from ...scipy import linalg as _rules
 from ._route import route_module
 
 route_module(globals(), _sla, [n for n in dir(_sla) if not n.startswith("_")],
              "scipy.linalg")
+# the functions tapestry.scipy.linalg differentiates: its own (SciPy's on plain arrays)
+globals().update({_n: getattr(_rules, _n) for _n in _rules.__all__})
