@@ -530,11 +530,14 @@ class _Walker:
             self.function(f.__func__, label)
             return
         if isinstance(f, functools.partial):
+            # (__setstate__ rebinds all three; the keywords are a dict the
+            # caller may change in place: p.keywords["s"] = 5.0)
+            for a in ("func", "args", "keywords"):
+                self.bind("attr", f, a, getattr(f, a), f"{label}.{a}")
             self.function(f.func, f"{label}.func")
             for k, a in enumerate(f.args):
                 self.value(a, f"{label}.args[{k}]")
-            for k, a in (f.keywords or {}).items():
-                self.value(a, f"{label}.keywords[{k!r}]")
+            self.value(f.keywords, f"{label}.keywords")
             return
         inner = _get(f, "__tapestry_jit_fun__")
         if inner is not None:
@@ -570,8 +573,8 @@ class _Walker:
             self.bind("attr", f, a, getattr(f, a), f"{name}.{a}")
         for k, d in enumerate(f.__defaults__ or ()):
             self.value(d, f"default argument {k} of {name}")
-        for k, d in (f.__kwdefaults__ or {}).items():
-            self.value(d, f"default argument {k!r} of {name}")
+        if f.__kwdefaults__:  # a dict: f.__kwdefaults__["s"] = 4.0 changes it in place
+            self.value(f.__kwdefaults__, f"keyword defaults of {name}")
         g = f.__globals__
         # (a string constant, marked, is a name too where the code can read a
         # global by a name it computes: getattr(sys.modules[__name__], "W"),
