@@ -884,11 +884,15 @@ def _handed_outputs(rec, out_leaves, concrete):
             continue
         got = rec.handed.get(id(v))
         if got is not None and got[0] is v:
+            if got[1] is not None and v.strides != got[1]._value.strides:
+                return ("it returns np.asarray(x) of a staged value laid out in memory "
+                        "as jit could not copy it (a view spanning much more memory than "
+                        "it holds), where the plain call returns x itself or a copy")
             if got[1] is not None:
                 out_leaves[k] = got[1]
                 concrete[k] = got[1]._value
             else:
-                concrete[k] = v.copy()
+                concrete[k] = v.copy(order="K")  # (laid out as NumPy made it)
         elif id(_root(v)) in rec.handed:
             return ("it returns a view of np.asarray(x) of a staged value (a view of x "
                     "itself in the plain call), which a replay would hand out as a copy")

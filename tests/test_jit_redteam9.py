@@ -1,0 +1,156 @@
+"""Red team, round 9: call sequences whose jitted result differed from the
+plain call's.  Each case runs the same calls with and without ``jit``
+(inputs changing between calls) and compares values, dtypes, shapes,
+layouts and which results are the caller's own arrays."""
+import functools
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+
+
+def _quiet(fn, *a, **k):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tp.JitWarning)
+        return fn(*a, **k)
+
+
+def _same(got, want):
+    assert type(got) is type(want)
+    if isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.strides == want.strides  # the plain call's layout
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert got == want
+
+
+# --- 1. state a function reads through a dict held by a function object ---------------
+
+def test_keyword_defaults_changed_in_place_are_seen():
+    def f(x, *, s=2.0):
+        return x * s
+    jf = tp.jit(f)
+    x = np.ones(2)
+    _same(jf(x), f(x))
+    f.__kwdefaults__["s"] = 4.0  # the same dict, a new value
+    _same(jf(x), f(x))
+    f.__kwdefaults__["s"] = np.array([1.0, 3.0])
+    _same(jf(x), f(x))
+    f.__kwdefaults__["s"][0] = 7.0
+    _same(jf(x), f(x))
+
+
+def test_partial_keywords_changed_in_place_are_seen():
+    def f(x, s=1.0):
+        return x * s
+    p = functools.partial(f, s=2.0)
+    jp = tp.jit(p)
+    x = np.ones(2)
+    _same(jp(x), p(x))
+    p.keywords["s"] = 5.0
+    _same(jp(x), p(x))
+    p.keywords["t"] = 1.0  # a keyword added: the plain call raises, so must the replay
+    with pytest.raises(TypeError):
+        p(x)
+    with pytest.raises(TypeError):
+        jp(x)
+    del p.keywords["t"]
+    p.__setstate__((lambda x, s=1.0: x - s, (), {"s": 2.0}, None))  # all three rebound
+    _same(jp(x), p(x))
+
+
+# --- 2. a conversion that raises is a read of the value -------------------------------
+
+def _int_or_same(x):
+    try:
+        k = int(np.sum(x))
+        return x * k
+    except (OverflowError, ValueError):
+        return x
+
+
+def _index_or_zero(x):
+    try:
+        return np.arange(4.0)[: x[0]]  # __index__ of a float value raises
+    except TypeError:
+        return np.zeros(0)
+
+
+@pytest.mark.parametrize("fn, inputs", [
+    (_int_or_same, [[1.0, 2.0], [np.inf, 1.0], [np.nan, 1.0], [3.0, 2.0], [np.inf, 1.0]]),
+    (lambda x: _int_or_same(x) + 0 * np.float32(0), [[np.inf, 0.0], [2.0, 0.0]]),
+])
+def test_a_caught_error_of_int_takes_its_branch_for_its_value_only(fn, inputs):
+    jf = tp.jit(fn)
+    for v in inputs:
+        x = np.array(v)
+        _same(jf(x), fn(x))
+
+
+# --- 3. NumPy's conversions decide by the layout ---------------------------------------
+
+_CONVERSIONS = {
+    "ascontiguousarray": np.ascontiguousarray,
+    "asfortranarray": np.asfortranarray,
+    "asarray_order_C": lambda x: np.asarray(x, order="C"),
+    "asarray": np.asarray,
+    "array_copy_K": lambda x: np.array(x),
+    "require_C": lambda x: np.require(x, requirements="C"),
+}
+
+
+def _layouts():
+    a = np.arange(24.0).reshape(4, 6)
+    return [a[:, :3], a[:, :3].copy(), np.asfortranarray(a[:, :3]), a[:, ::2], a[::-1, :3],
+            a[:, :3].copy(), a.T[:3, :3], a[:3, :3].copy()]
+
+
+@pytest.mark.parametrize("name", sorted(_CONVERSIONS))
+def test_a_conversion_returns_the_argument_or_a_copy_as_the_plain_call(name):
+    conv = _CONVERSIONS[name]
+    jf = tp.jit(lambda x: conv(x))
+    for x in _layouts():
+        want, got = conv(x), _quiet(jf, x)
+        _same(got, want)
+        assert (got is x) == (want is x)
+        assert np.shares_memory(got, x) == np.shares_memory(want, x)
+
+
+@pytest.mark.parametrize("name", ["ascontiguousarray", "asfortranarray", "array_copy_K"])
+def test_a_conversion_of_an_intermediate_keeps_the_plain_calls_layout(name):
+    conv = _CONVERSIONS[name]
+
+    def f(x):
+        return conv(x * 2.0)
+    jf = tp.jit(f)
+    for x in _layouts():
+        _same(_quiet(jf, x), f(x))
+
+
+def test_writing_into_a_contiguous_copy_leaves_the_argument_alone():
+    def f(x):
+        return np.ascontiguousarray(x)
+    jf = tp.jit(f)
+    for make in (lambda: np.arange(12.0).reshape(3, 4)[:, :2],
+                 lambda: np.asfortranarray(np.arange(6.0).reshape(3, 2)),
+                 lambda: np.arange(6.0).reshape(3, 2)):
+        a, b = make(), make()
+        ra, rb = f(a), _quiet(jf, b)
+        ra[0, 0] = rb[0, 0] = -1.0
+        np.testing.assert_array_equal(b, a)  # the argument changed iff the plain one did
+
+
+def test_a_returned_constant_keeps_its_layout_on_every_call():
+    def f(x):
+        c = np.ones((3, 2)) * np.arange(2.0)
+        return x * 2, np.asfortranarray(c), {"t": c.T.copy(order="K")}, [c.T]
+    jf = tp.jit(f)
+    for _ in range(3):
+        got, want = jf(np.ones(2)), f(np.ones(2))
+        _same(got[0], want[0])
+        _same(got[1], want[1])
+        _same(got[2]["t"], want[2]["t"])
+        assert got[3][0].flags.f_contiguous == want[3][0].flags.f_contiguous
