@@ -154,3 +154,32 @@ def test_a_returned_constant_keeps_its_layout_on_every_call():
         _same(got[1], want[1])
         _same(got[2]["t"], want[2]["t"])
         assert got[3][0].flags.f_contiguous == want[3][0].flags.f_contiguous
+
+
+# --- 4. a returned container that is the caller's -------------------------------------
+
+_PARAMS = {"w": np.ones(2)}
+
+
+def test_a_returned_dict_of_the_environment_is_the_same_object():
+    def get(x):
+        return _PARAMS, x * 2
+    jg = tp.jit(get)
+    for _ in range(3):
+        params, y = _quiet(jg, np.ones(2))
+        assert params is _PARAMS  # as get(...)[0]: an edit of it changes _PARAMS
+        _same(y, get(np.ones(2))[1])
+
+
+@pytest.mark.parametrize("wrap", [lambda s: s, lambda s: {"old": s}, lambda s: [s]])
+def test_a_returned_argument_container_is_the_callers_object(wrap):
+    def step(state, x):
+        return wrap(state), np.sum(x * state["w"])
+    js = tp.jit(step)
+    for k in range(3):
+        plain, mine = {"w": np.arange(2.0) + k}, {"w": np.arange(2.0) + k}
+        want, got = step(plain, np.ones(2)), _quiet(js, mine, np.ones(2))
+        _same(got[1], want[1])
+        inner = got[0] if isinstance(got[0], dict) and "w" in got[0] else \
+            (got[0]["old"] if isinstance(got[0], dict) else got[0][0])
+        assert inner is mine

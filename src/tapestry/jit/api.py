@@ -38,7 +38,7 @@ from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .containers import (_PLAIN_OUTPUTS, _containers_changed, _copied_containers, _mirror,
-                         fresh_aux_builder)
+                         fresh_aux_builder, returned_container)
 from .env import (EntropyWatch, ReachesTraced, environment, raw_rng_states, rng_changed,
                   rng_states)
 from .fuse import available as fuse_available
@@ -587,6 +587,12 @@ class jit:
         outputs = []
         if handed_view is not None:
             return self._give_up(entry, handed_view, args, kwargs)
+        whose = returned_container(out, copies, env)
+        if whose is not None:
+            return self._give_up(entry, f"it returns a list, dict or dataclass object of "
+                                 f"{whose} (the same object in the plain call, which the "
+                                 "caller may change); a replay would return a new one",
+                                 args, kwargs)
         for v in out_leaves:
             if v.__class__ is Staged:
                 if v._rec is not rec:
