@@ -99,6 +99,9 @@ _CONVERSIONS = {
     "asarray": np.asarray,
     "array_copy_K": lambda x: np.array(x),
     "require_C": lambda x: np.require(x, requirements="C"),
+    "asarray_same_dtype": lambda x: np.asarray(x, dtype=np.float64),
+    "transpose_of_asarray": lambda x: np.asarray(x).T,
+    "array_ndmin": lambda x: np.array(x, ndmin=3, copy=None),
 }
 
 
@@ -117,6 +120,16 @@ def test_a_conversion_returns_the_argument_or_a_copy_as_the_plain_call(name):
         _same(got, want)
         assert (got is x) == (want is x)
         assert np.shares_memory(got, x) == np.shares_memory(want, x)
+        assert got.flags.writeable == want.flags.writeable
+
+
+def test_returning_the_argument_through_a_conversion_still_compiles():
+    jf = tp.jit(lambda x: np.asarray(x, dtype=np.float64))
+    a = np.arange(24.0).reshape(4, 6)
+    for x in (a[:, ::2], a[:, 1::2], a[:, ::2].copy()[:, ::-1]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", tp.JitWarning)
+            assert jf(x) is x
 
 
 @pytest.mark.parametrize("name", ["ascontiguousarray", "asfortranarray", "array_copy_K"])

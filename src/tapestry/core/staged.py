@@ -914,13 +914,18 @@ class Staged(ArrayMethods):
         # (np.asarray of an array is the array itself; of a number, a new one)
         same = self._value.__class__ is np.ndarray and (dtype is None or
                                                         np.dtype(dtype) == v.dtype)
-        if dtype is not None:
+        if dtype is not None and np.dtype(dtype) != v.dtype:
             v = v.astype(dtype)
         elif copy:  # a new array, laid out as NumPy's copy (not the pinned value)
             v = np.array(v, copy=True)
         if not copy:
             v.flags.writeable = False
             self._rec.handed[id(v)] = (v, self if same else None)
+            root = v
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            if root is not v:  # (a strided copy views its buffer: a view of v views it too)
+                self._rec.handed[id(root)] = (root, None)
         return v
 
     def __iter__(self):
