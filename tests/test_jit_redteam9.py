@@ -196,3 +196,32 @@ def test_a_returned_argument_container_is_the_callers_object(wrap):
         inner = got[0] if isinstance(got[0], dict) and "w" in got[0] else \
             (got[0]["old"] if isinstance(got[0], dict) else got[0][0])
         assert inner is mine
+
+
+# --- 5. array methods with NumPy's copy semantics ---------------------------------------
+
+@pytest.mark.parametrize("method", [lambda x: x.flatten(), lambda x: x.flatten("A"),
+                                    lambda x: x.flatten("F"), lambda x: x.conj(),
+                                    lambda x: x.conjugate()])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_methods_copy_or_hand_back_the_argument_as_ndarrays_do(method, dtype):
+    jf = tp.jit(method)
+    for k in range(3):
+        a = (np.arange(6.0) + k).reshape(2, 3).astype(dtype)
+        b = a.copy()
+        want, got = method(a), jf(b)
+        _same(got, want)
+        assert (got is b) == (want is a)
+        assert np.shares_memory(got, b) == np.shares_memory(want, a)
+        got[...] = want[...] = 7  # the argument changes iff the plain one does
+        np.testing.assert_array_equal(b, a)
+
+
+def test_flatten_and_conj_gradients():
+    for dt in (np.float32, np.float64):
+        x = np.arange(1.0, 7.0).reshape(2, 3).astype(dt)
+        tp.testing.check_grads(lambda x: np.sum(x.flatten() ** 2 * x.conj().flatten("F")),
+                               (x,), order=2)
+    z = (np.arange(6.0) + 1j).reshape(2, 3)
+    tp.testing.check_grads(lambda z: np.real(np.sum(z.conj() * z.flatten().reshape(2, 3))),
+                           (z,))
