@@ -225,3 +225,48 @@ def test_flatten_and_conj_gradients():
     z = (np.arange(6.0) + 1j).reshape(2, 3)
     tp.testing.check_grads(lambda z: np.real(np.sum(z.conj() * z.flatten().reshape(2, 3))),
                            (z,))
+
+
+# --- 6. attributes of the user's functions ------------------------------------------------
+
+def _scaled(x):
+    return x * _scaled.scale
+
+
+def _memo_table(x):
+    return x * _memo_table.cfg["s"]
+
+
+def test_attributes_of_the_function_and_its_helpers_are_guarded():
+    _scaled.scale = 2.0
+    _memo_table.cfg = {"s": 2.0}
+    direct = tp.jit(_scaled)
+    via_helper = tp.jit(lambda x: _scaled(x) + _memo_table(x))
+    partial = tp.jit(functools.partial(lambda x, a: _scaled(x) * a, a=3.0))
+    x = np.ones(2)
+
+    def check():
+        _same(direct(x), _scaled(x))
+        _same(via_helper(x), _scaled(x) + _memo_table(x))
+        _same(partial(x), _scaled(x) * 3.0)
+    check()
+    _scaled.scale = 5.0  # rebound
+    check()
+    _scaled.scale = np.array([1.0, 4.0])
+    check()
+    _scaled.scale[0] = 9.0  # changed in place
+    check()
+    _memo_table.cfg["s"] = 7.0  # a dict on the function, changed in place
+    check()
+
+
+def test_an_attribute_of_a_method_s_function_is_guarded():
+    class Net:
+        def f(self, x):
+            return x * Net.f.k
+    Net.f.k = 2.0
+    n = Net()
+    jf = tp.jit(n.f)
+    _same(jf(np.ones(2)), n.f(np.ones(2)))
+    Net.f.k = 4.0
+    _same(jf(np.ones(2)), n.f(np.ones(2)))

@@ -575,6 +575,7 @@ class _Walker:
             self.value(d, f"default argument {k} of {name}")
         if f.__kwdefaults__:  # a dict: f.__kwdefaults__["s"] = 4.0 changes it in place
             self.value(f.__kwdefaults__, f"keyword defaults of {name}")
+        self.function_attributes(f, name)
         g = f.__globals__
         # (a string constant, marked, is a name too where the code can read a
         # global by a name it computes: getattr(sys.modules[__name__], "W"),
@@ -594,6 +595,20 @@ class _Walker:
             for n, v in list(g.items()):
                 if n[:2] != "__":
                     self.bind("dict", g, n, v, f"global {n!r} of {module}")
+
+    def function_attributes(self, f, name):
+        """The attributes of a function of the user's that its code can
+        name (``f.scale``, a table kept on the function): state like an
+        object's, set and changed between calls."""
+        d = f.__dict__
+        if not d:
+            return
+        self.bind("attrs", d, None, len(d), f"len {name}.__dict__")
+        for n in self.attr_names(d, ()):
+            if n in d and n != "__wrapped__":  # (walked as the function it wraps)
+                v = d[n]
+                self.bind("dict", d, n, v, f"{name}.{n}")
+                self.value(v, f"{name}.{n}")
 
     def value(self, x, label):
         c = x.__class__
