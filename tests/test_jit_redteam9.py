@@ -270,3 +270,48 @@ def test_an_attribute_of_a_method_s_function_is_guarded():
     _same(jf(np.ones(2)), n.f(np.ones(2)))
     Net.f.k = 4.0
     _same(jf(np.ones(2)), n.f(np.ones(2)))
+
+
+# --- 7. state reached through C methods, class properties and the class itself --------
+
+def test_the_object_of_a_bound_c_method_is_guarded():
+    table, vals, w = {"s": 2.0}, [2.0], np.array([[1.0, 2.0], [3.0, 4.0]])
+    fns = [lambda x, get=table.get: x * get("s"),
+           lambda x, item=vals.__getitem__: x * item(0)]
+    lookup, mul, total = table.get, w.dot, w.sum
+    fns += [lambda x: x * lookup("s"), lambda x: mul(x), lambda x: x * total()]
+    jits = [tp.jit(f) for f in fns]
+    x = np.ones(2)
+
+    def check():
+        for f, jf in zip(fns, jits):
+            _same(jf(x), f(x))
+    check()
+    table["s"], vals[0] = 5.0, 7.0
+    w[0, 0] = 10.0
+    check()
+
+
+def test_a_property_rebound_on_the_class_and_a_swapped_class_are_seen():
+    class A:
+        @property
+        def k(self):
+            return 2.0
+
+        def m(self):
+            return 3.0
+
+    class B:
+        k = 4.0
+
+        def m(self):
+            return 5.0
+    a = A()
+    f = lambda x: x * a.k + a.m()  # noqa: E731
+    jf = tp.jit(f)
+    x = np.ones(2)
+    _same(jf(x), f(x))
+    A.k = property(lambda self: 6.0)
+    _same(jf(x), f(x))
+    a.__class__ = B
+    _same(jf(x), f(x))

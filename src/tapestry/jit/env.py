@@ -614,6 +614,13 @@ class _Walker:
         c = x.__class__
         if c in (Var, Batched, Unbatched, Staged):
             raise ReachesTraced(label)
+        if c is types.BuiltinMethodType or c is types.MethodWrapperType:
+            # a C method bound to an object (table.get, w.sum, vals.__getitem__):
+            # it reads its object, whose state is guarded as the object's
+            owner = getattr(x, "__self__", None)
+            if owner is not None and not isinstance(owner, types.ModuleType):
+                self.value(owner, f"{label}.__self__")
+            return
         if isinstance(x, _ATOMS):
             if isinstance(x, types.ModuleType) and not _library(x.__name__):
                 self.module(x, label)
@@ -756,6 +763,8 @@ class _Walker:
             # ds[i], len(ds), iter(net), np.asarray(w), s * x: Python calls
             # these without naming them, so the names they read count too
             self.function(special, f"{label}.{name}")
+        if _get(x, "__class__") is type(x):  # (obj.__class__ = Other: other methods)
+            self.bind("attr", x, "__class__", type(x), f"{label}.__class__")
         if d is not None:  # an attribute added (self.last = h): a change
             self.bind("attrs", d, None, len(d), f"len {label}.__dict__")
         for n in self.attr_names(d, type(x).__mro__, hook is not None):
@@ -769,7 +778,9 @@ class _Walker:
                         v = klass.__dict__[n]
                         if isinstance(v, (staticmethod, classmethod)):
                             v = v.__func__
-                        if isinstance(v, property):
+                        if isinstance(v, property):  # (C.k = property(...) rebinds it)
+                            self.bind("dict", klass.__dict__, n, klass.__dict__[n],
+                                      f"{klass.__name__}.{n}")
                             self.function(v.fget, f"{label}.{n}")
                             break
                         if isinstance(v, types.MemberDescriptorType):  # __slots__
