@@ -315,3 +315,57 @@ def test_a_property_rebound_on_the_class_and_a_swapped_class_are_seen():
     _same(jf(x), f(x))
     a.__class__ = B
     _same(jf(x), f(x))
+
+
+# --- 8. state read through the class hierarchy, NumPy's settings and a ContextVar -------
+
+def test_a_subclass_defining_a_base_attribute_later_is_seen():
+    class Base:
+        k = 2.0
+
+        def m(self):
+            return 3.0
+
+    class Sub(Base):
+        pass
+    obj = Sub()
+    fns = [lambda x: x * obj.k + obj.m(), lambda x: x * Sub.k]
+    jits = [tp.jit(f) for f in fns]
+    x = np.ones(2)
+    for change in (None, lambda: setattr(Sub, "k", 5.0), lambda: setattr(Sub, "m", lambda s: 7.0)):
+        if change is not None:
+            change()
+        for f, jf in zip(fns, jits):
+            _same(jf(x), f(x))
+
+
+def test_numpy_settings_the_function_reads_are_guarded():
+    def f(x):
+        return x * (1.0 if np.geterr()["divide"] == "warn" else 2.0) \
+            + np.get_printoptions()["precision"]
+    jf = tp.jit(f)
+    x = np.ones(2)
+    _same(jf(x), f(x))
+    with np.errstate(divide="ignore"):
+        _same(jf(x), f(x))
+    with np.printoptions(precision=3):
+        _same(jf(x), f(x))
+    _same(jf(x), f(x))
+
+
+_SCALE = __import__("contextvars").ContextVar("redteam9_scale", default=2.0)
+
+
+def test_a_context_variable_the_function_reads_is_guarded():
+    f = lambda x: x * _SCALE.get()  # noqa: E731
+    jf = tp.jit(f)
+    x = np.ones(2)
+    _same(jf(x), f(x))
+    token = _SCALE.set(5.0)
+    try:
+        _same(jf(x), f(x))
+        _SCALE.set(np.array([1.0, 3.0]))
+        _same(jf(x), f(x))
+    finally:
+        _SCALE.reset(token)
+    _same(jf(x), f(x))

@@ -453,6 +453,10 @@ class jit:
             return self._give_up(entry, str(e), args, kwargs,
                                  result=_deferred_or_inline(self, args, kwargs))
         rec = Recorder()
+        # (np.geterr() or np.get_printoptions() read by the code: their state is
+        # guarded, as where the function sets np.errstate or prints a value)
+        rec.err_entered = "errors" in env.state_read
+        rec.text_read = "print" in env.state_read
         rec.known = {i for a, *_ in env.arrays for i in (id(a), id(_root(a)))}
         rec.inline_sums = entry.inline_sums
         staged = list(leaves)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import contextvars
 import ctypes
 import functools
 import operator
@@ -106,6 +107,9 @@ class Environment:
         self.rngs: list = []       # generator objects reached
         self.functions: list = []  # user functions reached (for explain)
         self.keys: dict = {}       # id(namespace): its names at the walk (restore)
+        #: NumPy state the code reads by name (np.geterr(), np.get_printoptions()):
+        #: guarded by the trace as where the function sets or prints it
+        self.state_read: set = set()
 
     # --- checks ---------------------------------------------------------
     def changed(self, added=False):
@@ -283,6 +287,20 @@ def _restore_binding(kind, holder, key, obj, label):
     except Exception:  # (a class's namespace, a read-only buffer: cannot be set)
         return label
     return None
+
+
+class _ContextRead:
+    """A ``ContextVar``'s value in the current context, as an attribute (an
+    ``"eq"`` binding compares it at every call; it cannot be set back)."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var):
+        self.var = var
+
+    @property
+    def value(self):
+        return self.var.get(_MISSING)
 
 
 def _same_items(holder, items):
@@ -506,6 +524,10 @@ class _Walker:
             self.value(x, f"static argument {i}")
         if self.names & _ENVIRON_NAMES:  # os.environ["K"], os.getenv("K"): a library's state
             self.environ()
+        if "geterr" in self.names:
+            self.env.state_read.add("errors")
+        if "get_printoptions" in self.names:
+            self.env.state_read.add("print")
         return self.env
 
     def environ(self):
@@ -692,6 +714,12 @@ class _Walker:
                 self.bind("dict", x, k, v, f"{label}[{k!r}]")
                 self.value(v, f"{label}[{k!r}]")
             return
+        if c is contextvars.ContextVar:  # scale.get(): its value in the caller's context
+            read = _ContextRead(x)
+            self.bind("eq", read, "value", read.value, f"{label}.get()")
+            if read.value is not _MISSING:
+                self.value(read.value, f"{label}.get()")
+            return
         if isinstance(x, weakref.ref):
             target = x()
             self.bind("ref", x, None, target, f"{label}()")
@@ -720,6 +748,7 @@ class _Walker:
                     break
                 if n in base.__dict__:
                     v = base.__dict__[n]
+                    self.unshadowed(k, base, n)
                     self.bind("dict", base.__dict__, n, v, f"{k.__name__}.{n}")
                     if isinstance(v, (staticmethod, classmethod)):
                         v = v.__func__
@@ -775,6 +804,7 @@ class _Walker:
             else:
                 for klass in type(x).__mro__:
                     if n in klass.__dict__ and not _library(klass.__module__):
+                        self.unshadowed(type(x), klass, n)
                         v = klass.__dict__[n]
                         if isinstance(v, (staticmethod, classmethod)):
                             v = v.__func__
@@ -801,6 +831,16 @@ class _Walker:
                         self.value(v, f"{type(x).__name__}.{n}")
                         break
                 self.overridden(type(x), n)
+
+    def unshadowed(self, cls, found, n):
+        """``n`` is absent from the user's classes before ``found`` in
+        ``cls``'s MRO: a subclass that defines it later (``C.k = 5.0`` where
+        a base defines ``k``) hides ``found``'s, so each absence is bound."""
+        for klass in cls.__mro__:
+            if klass is found:
+                return
+            if klass is not object and not _library(klass.__module__):
+                self.bind("dict", klass.__dict__, n, _MISSING, f"{klass.__name__}.{n}")
 
     def overridden(self, cls, n):
         """The definitions of ``n`` in ``cls``'s bases that its own hides:
