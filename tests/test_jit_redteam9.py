@@ -369,3 +369,35 @@ def test_a_context_variable_the_function_reads_is_guarded():
     finally:
         _SCALE.reset(token)
     _same(jf(x), f(x))
+
+
+# --- 9. a module the function imports inside -------------------------------------------
+
+_IMPORTING = '''
+import numpy as np
+def by_statement(x):
+    import redteam9_settings as m
+    return x * m.SCALE
+def by_from(x):
+    from redteam9_settings import SCALE
+    return x * SCALE
+def by_dunder(x):
+    return x * __import__("redteam9_settings").SCALE
+'''
+
+
+def test_a_module_imported_inside_the_function_is_guarded(monkeypatch):
+    import sys
+    import types
+    settings = types.ModuleType("redteam9_settings")
+    settings.SCALE = 2.0
+    monkeypatch.setitem(sys.modules, "redteam9_settings", settings)
+    ns = {"__name__": "redteam9_user"}
+    exec(compile(_IMPORTING, "<redteam9_user>", "exec"), ns)  # (no global naming it)
+    fns = [ns["by_statement"], ns["by_from"], ns["by_dunder"]]
+    jits = [tp.jit(f) for f in fns]
+    x = np.ones(2)
+    for scale in (2.0, 5.0, np.array([1.0, 3.0])):
+        settings.SCALE = scale
+        for f, jf in zip(fns, jits):
+            _same(jf(x), f(x))

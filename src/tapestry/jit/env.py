@@ -27,6 +27,7 @@ import functools
 import operator
 import os
 import random
+import sys
 import threading
 import types
 import weakref
@@ -68,6 +69,9 @@ _ATTRS_BY_STRING = frozenset({"hasattr", "setattr", "delattr", "__getattribute__
 #: constants are then guarded as globals.
 _GLOBALS_BY_STRING = _DYNAMIC | _DYNAMIC_GLOBALS | frozenset(
     {"f_globals", "__globals__", "modules", "import_module"})
+#: Names in the code with which it imports a module named by a string
+#: constant (``__import__("cfg")``): those strings then name modules too.
+_IMPORTS_BY_STRING = frozenset({"__import__", "import_module"})
 #: Most checks :meth:`Environment.compiled_check` compiles into one function
 #: (twice as fast as the loop of ``changed``; compiling 256 takes ~3 ms).
 COMPILED_CHECKS = 256
@@ -524,11 +528,26 @@ class _Walker:
             self.value(x, f"static argument {i}")
         if self.names & _ENVIRON_NAMES:  # os.environ["K"], os.getenv("K"): a library's state
             self.environ()
+        self.imported()
         if "geterr" in self.names:
             self.env.state_read.add("errors")
         if "get_printoptions" in self.names:
             self.env.state_read.add("print")
         return self.env
+
+    def imported(self):
+        """The user's modules the code imports inside (``import cfg`` in the
+        body, ``__import__("cfg")``): not globals of its module, but read as
+        a global module is (``cfg.SCALE``)."""
+        by_string = not self.names.isdisjoint(_IMPORTS_BY_STRING)
+        for n in sorted(self.names):
+            if n[:1] == "'":
+                if not by_string:
+                    continue
+                n = n[1:]
+            m = sys.modules.get(n)
+            if isinstance(m, types.ModuleType) and not _library(m.__name__):
+                self.value(m, f"module {n}")
 
     def environ(self):
         """The process's environment variables, compared whole (``os`` is a
