@@ -401,3 +401,19 @@ def test_a_module_imported_inside_the_function_is_guarded(monkeypatch):
         settings.SCALE = scale
         for f, jf in zip(fns, jits):
             _same(jf(x), f(x))
+
+
+def test_a_class_attribute_served_by_a_user_metaclass_is_guarded():
+    class Meta(type):
+        scale = 2.0
+
+    class Config(metaclass=Meta):
+        pass
+    f = lambda x: x * Config.scale  # noqa: E731
+    jf = tp.jit(f)
+    x = np.ones(2)
+    _same(jf(x), f(x))
+    Meta.scale = 5.0
+    _same(jf(x), f(x))
+    Config.scale = 7.0  # the class's own now hides the metaclass's
+    _same(jf(x), f(x))

@@ -762,6 +762,7 @@ class _Walker:
             return
         self.seen.add(id(k))
         for n in self.attr_names(None, ()):
+            found = False
             for base in k.__mro__:
                 if base is object or _library(base.__module__):
                     break
@@ -773,8 +774,25 @@ class _Walker:
                         v = v.__func__
                     if not isinstance(v, property):
                         self.value(v, f"{k.__name__}.{n}")
+                    found = True
                     break
+            if not found:
+                self.from_metaclass(k, n)
             self.overridden(k, n)
+
+    def from_metaclass(self, k, n):
+        """``k.n`` served by a user metaclass (``class Meta(type): scale =
+        2.0``): bound there, and absent from ``k``'s own classes."""
+        for meta in type(k).__mro__:
+            if meta is type or meta is object or _library(meta.__module__):
+                return
+            if n in meta.__dict__:
+                self.unshadowed(k, None, n)
+                v = meta.__dict__[n]
+                self.bind("dict", meta.__dict__, n, v, f"{meta.__name__}.{n}")
+                if not isinstance(v, (property, staticmethod, classmethod)):
+                    self.value(v, f"{k.__name__}.{n}")
+                return
 
     def attr_names(self, d, classes, everything=False):
         """The attribute names to guard on an object (or module) with the
