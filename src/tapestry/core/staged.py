@@ -478,6 +478,21 @@ class Recorder:
         self.text_read = True
         return self.guard("pin", x, x._value)
 
+    def layout(self, x, v):
+        """``v`` (a copy of ``x``'s array value, pinned) laid out as the value
+        is, and a guard on that layout.  NumPy's conversions decide by the
+        layout whether to hand back the array or a copy
+        (``np.ascontiguousarray``, ``np.asarray(x, order="F")``,
+        ``np.require``): they must decide on the copy as on the value, and a
+        replay whose argument (or intermediate value) is laid out otherwise
+        traces again -- the plain call would copy where the trace handed the
+        argument back, or the reverse."""
+        a = x._value
+        if v.strides != a.strides:
+            v = _strided_copy(a, v)
+        self.guard("pin", self.call(_layout, (x,), None), _layout(a))
+        return v
+
     def guard(self, kind, x, value):
         """Write down that Python read ``value`` from ``x`` (``kind``, see
         :class:`Step`) and return it."""
@@ -490,6 +505,32 @@ class Recorder:
             value = np.array(value, copy=True)
         self.steps.append(Step(kind, None, (Slot(x._slot),), None, None, value, user_site()))
         return value
+
+
+def _layout(a):
+    """What NumPy's conversions read of an array's layout besides its shape
+    and dtype: its strides and its contiguity and alignment flags."""
+    f = a.flags
+    return np.array(a.strides + (f.c_contiguous, f.f_contiguous, f.aligned), np.int64)
+
+
+def _strided_copy(a, compact):
+    """A copy of ``a`` with ``a``'s strides (a buffer spanning its bytes,
+    viewed as ``a`` views its own), so that a conversion decides on it as on
+    ``a``; ``compact`` where that buffer would be much larger than ``a``."""
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # pragma: no cover - NumPy 1
+        byte_bounds = np.byte_bounds
+    lo, hi = byte_bounds(a)
+    if hi - lo > 4 * a.nbytes + 4096:
+        return compact
+    buf = np.empty(hi - lo + 64, np.uint8)
+    start = a.__array_interface__["data"][0]
+    shift = (-buf.ctypes.data + start) % 64  # the value's alignment, modulo 64
+    out = np.ndarray(a.shape, a.dtype, buffer=buf, offset=shift + start - lo, strides=a.strides)
+    out[...] = a
+    return out
 
 
 try:  # NumPy's error state: an object replaced by every np.errstate / np.seterr
@@ -817,20 +858,35 @@ class Staged(ArrayMethods):
         return hash(v)
 
     # --- reads by Python: guards --------------------------------------------
+    def _read(self, kind, convert):
+        """``convert(value)`` written down as a guard of ``kind``.  Where the
+        conversion raises (``int(inf)``, ``int(nan)``), the raise is a read of
+        the value too: a function that catches it (``try: k = int(s) except
+        OverflowError:``) takes another branch for another value, so the
+        value is pinned before the error goes on.  (A value of more than one
+        element raises for its shape alone, which is guarded already.)"""
+        try:
+            v = convert(self._value)
+        except Exception:
+            if np.size(self._value) == 1:
+                self._rec.guard("pin", self, self._value)
+            raise
+        return self._rec.guard(kind, self, v)
+
     def __bool__(self):
-        return self._rec.guard("bool", self, bool(self._value))
+        return self._read("bool", bool)
 
     def __int__(self):
-        return self._rec.guard("int", self, int(self._value))
+        return self._read("int", int)
 
     def __index__(self):
-        return self._rec.guard("index", self, operator.index(self._value))
+        return self._read("index", operator.index)
 
     def __float__(self):
-        return self._rec.guard("float", self, float(self._value))
+        return self._read("float", float)
 
     def __complex__(self):
-        return self._rec.guard("pin", self, complex(self._value)).item()
+        return self._read("pin", complex).item()
 
     def item(self, *args):
         self._rec.guard("pin", self, self._value)
@@ -853,14 +909,23 @@ class Staged(ArrayMethods):
             v = self._value
             return np.asarray(v, dtype=dtype) if copy is not True else np.array(v, dtype)
         v = self._rec.guard("pin", self, self._value)  # a copy
+        if self._value.__class__ is np.ndarray and self._value.ndim:
+            v = self._rec.layout(self, v)
         # (np.asarray of an array is the array itself; of a number, a new one)
         same = self._value.__class__ is np.ndarray and (dtype is None or
                                                         np.dtype(dtype) == v.dtype)
-        if dtype is not None:
+        if dtype is not None and np.dtype(dtype) != v.dtype:
             v = v.astype(dtype)
+        elif copy:  # a new array, laid out as NumPy's copy (not the pinned value)
+            v = np.array(v, copy=True)
         if not copy:
             v.flags.writeable = False
             self._rec.handed[id(v)] = (v, self if same else None)
+            root = v
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            if root is not v:  # (a strided copy views its buffer: a view of v views it too)
+                self._rec.handed[id(root)] = (root, None)
         return v
 
     def __iter__(self):

@@ -95,13 +95,18 @@ class ArrayMethods:
             axes = axes[0]
         return np.transpose(self, None if axes is None or len(axes) == 0 else axes)
     def ravel(self, *a, **k): return np.ravel(self, *a, **k)
-    def flatten(self, order="C"): return np.ravel(self, order=order)
+    def flatten(self, order="C"):
+        # (a copy, as ndarray.flatten: np.ravel alone may be a view, which under
+        # jit would hand the caller a view of its argument)
+        return np.copy(np.ravel(self, order=order))
     def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
     def swapaxes(self, a, b): return np.swapaxes(self, a, b)
     def diagonal(self, *a, **k): return np.diagonal(self, *a, **k)
     def trace(self, *a, **k): return np.trace(self, *a, **k)
     def take(self, *a, **k): return np.take(self, *a, **k)
-    def conj(self): return np.conjugate(self)
+    def conj(self):
+        # (ndarray.conj of a real array is the array itself, not a new one)
+        return np.conjugate(self) if np.iscomplexobj(self) else self
     conjugate = conj
     def round(self, *a, **k): return np.round(self, *a, **k)
     def argmax(self, *a, **k): return np.argmax(self, *a, **k)

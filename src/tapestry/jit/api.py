@@ -38,7 +38,7 @@ from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .containers import (_PLAIN_OUTPUTS, _containers_changed, _copied_containers, _mirror,
-                         fresh_aux_builder)
+                         fresh_aux_builder, returned_container)
 from .env import (EntropyWatch, ReachesTraced, environment, raw_rng_states, rng_changed,
                   rng_states)
 from .fuse import available as fuse_available
@@ -453,6 +453,10 @@ class jit:
             return self._give_up(entry, str(e), args, kwargs,
                                  result=_deferred_or_inline(self, args, kwargs))
         rec = Recorder()
+        # (np.geterr() or np.get_printoptions() read by the code: their state is
+        # guarded, as where the function sets np.errstate or prints a value)
+        rec.err_entered = "errors" in env.state_read
+        rec.text_read = "print" in env.state_read
         rec.known = {i for a, *_ in env.arrays for i in (id(a), id(_root(a)))}
         rec.inline_sums = entry.inline_sums
         staged = list(leaves)
@@ -587,6 +591,12 @@ class jit:
         outputs = []
         if handed_view is not None:
             return self._give_up(entry, handed_view, args, kwargs)
+        whose = returned_container(out, copies, env)
+        if whose is not None:
+            return self._give_up(entry, f"it returns a list, dict or dataclass object of "
+                                 f"{whose} (the same object in the plain call, which the "
+                                 "caller may change); a replay would return a new one",
+                                 args, kwargs)
         for v in out_leaves:
             if v.__class__ is Staged:
                 if v._rec is not rec:
@@ -884,11 +894,15 @@ def _handed_outputs(rec, out_leaves, concrete):
             continue
         got = rec.handed.get(id(v))
         if got is not None and got[0] is v:
+            if got[1] is not None and v.strides != got[1]._value.strides:
+                return ("it returns np.asarray(x) of a staged value laid out in memory "
+                        "as jit could not copy it (a view spanning much more memory than "
+                        "it holds), where the plain call returns x itself or a copy")
             if got[1] is not None:
                 out_leaves[k] = got[1]
                 concrete[k] = got[1]._value
             else:
-                concrete[k] = v.copy()
+                concrete[k] = v.copy(order="K")  # (laid out as NumPy made it)
         elif id(_root(v)) in rec.handed:
             return ("it returns a view of np.asarray(x) of a staged value (a view of x "
                     "itself in the plain call), which a replay would hand out as a copy")

@@ -174,3 +174,42 @@ def _gather(x, out, depth=0):
     elif isinstance(x, dict):
         for v in x.values():
             _gather(v, out, depth + 1)
+
+
+def returned_container(out, copies, env):
+    """Where the function returns a list, dict or dataclass object that it
+    was passed (``copies``: the trace's copies of the caller's) or that its
+    environment holds (``return self.params``): ``"an argument"`` or ``"its
+    environment"``, else ``None``.  The plain call hands back that very
+    object (an edit of the result changes the caller's argument or the
+    environment); a replay would build a new one."""
+    outside: dict = {}
+    for kind, holder, key, obj, label in env.bindings:
+        _gather(obj, outside)
+    return _find_container(out, copies, outside, set(), 0)
+
+
+def _find_container(x, copies, outside, seen, depth):
+    if depth > 64 or id(x) in seen or _frozen(x) or isinstance(x, np.ndarray):
+        return None
+    seen.add(id(x))
+    c = x.__class__
+    fields = getattr(c, "__dataclass_fields__", None)
+    if c is not tuple and isinstance(x, (list, dict)) or fields is not None:
+        if id(x) in copies:
+            return "an argument"
+        if id(x) in outside:
+            return "its environment"
+    if isinstance(x, (list, tuple)):
+        items = x
+    elif isinstance(x, dict):
+        items = x.values()
+    elif fields is not None:
+        items = [getattr(x, n, None) for n in fields]
+    else:
+        return None
+    for v in items:
+        got = _find_container(v, copies, outside, seen, depth + 1)
+        if got is not None:
+            return got
+    return None

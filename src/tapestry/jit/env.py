@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import contextvars
 import ctypes
 import functools
 import operator
 import os
 import random
+import sys
 import threading
 import types
 import weakref
@@ -67,6 +69,9 @@ _ATTRS_BY_STRING = frozenset({"hasattr", "setattr", "delattr", "__getattribute__
 #: constants are then guarded as globals.
 _GLOBALS_BY_STRING = _DYNAMIC | _DYNAMIC_GLOBALS | frozenset(
     {"f_globals", "__globals__", "modules", "import_module"})
+#: Names in the code with which it imports a module named by a string
+#: constant (``__import__("cfg")``): those strings then name modules too.
+_IMPORTS_BY_STRING = frozenset({"__import__", "import_module"})
 #: Most checks :meth:`Environment.compiled_check` compiles into one function
 #: (twice as fast as the loop of ``changed``; compiling 256 takes ~3 ms).
 COMPILED_CHECKS = 256
@@ -106,6 +111,9 @@ class Environment:
         self.rngs: list = []       # generator objects reached
         self.functions: list = []  # user functions reached (for explain)
         self.keys: dict = {}       # id(namespace): its names at the walk (restore)
+        #: NumPy state the code reads by name (np.geterr(), np.get_printoptions()):
+        #: guarded by the trace as where the function sets or prints it
+        self.state_read: set = set()
 
     # --- checks ---------------------------------------------------------
     def changed(self, added=False):
@@ -283,6 +291,20 @@ def _restore_binding(kind, holder, key, obj, label):
     except Exception:  # (a class's namespace, a read-only buffer: cannot be set)
         return label
     return None
+
+
+class _ContextRead:
+    """A ``ContextVar``'s value in the current context, as an attribute (an
+    ``"eq"`` binding compares it at every call; it cannot be set back)."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var):
+        self.var = var
+
+    @property
+    def value(self):
+        return self.var.get(_MISSING)
 
 
 def _same_items(holder, items):
@@ -506,7 +528,26 @@ class _Walker:
             self.value(x, f"static argument {i}")
         if self.names & _ENVIRON_NAMES:  # os.environ["K"], os.getenv("K"): a library's state
             self.environ()
+        self.imported()
+        if "geterr" in self.names:
+            self.env.state_read.add("errors")
+        if "get_printoptions" in self.names:
+            self.env.state_read.add("print")
         return self.env
+
+    def imported(self):
+        """The user's modules the code imports inside (``import cfg`` in the
+        body, ``__import__("cfg")``): not globals of its module, but read as
+        a global module is (``cfg.SCALE``)."""
+        by_string = not self.names.isdisjoint(_IMPORTS_BY_STRING)
+        for n in sorted(self.names):
+            if n[:1] == "'":
+                if not by_string:
+                    continue
+                n = n[1:]
+            m = sys.modules.get(n)
+            if isinstance(m, types.ModuleType) and not _library(m.__name__):
+                self.value(m, f"module {n}")
 
     def environ(self):
         """The process's environment variables, compared whole (``os`` is a
@@ -530,11 +571,14 @@ class _Walker:
             self.function(f.__func__, label)
             return
         if isinstance(f, functools.partial):
+            # (__setstate__ rebinds all three; the keywords are a dict the
+            # caller may change in place: p.keywords["s"] = 5.0)
+            for a in ("func", "args", "keywords"):
+                self.bind("attr", f, a, getattr(f, a), f"{label}.{a}")
             self.function(f.func, f"{label}.func")
             for k, a in enumerate(f.args):
                 self.value(a, f"{label}.args[{k}]")
-            for k, a in (f.keywords or {}).items():
-                self.value(a, f"{label}.keywords[{k!r}]")
+            self.value(f.keywords, f"{label}.keywords")
             return
         inner = _get(f, "__tapestry_jit_fun__")
         if inner is not None:
@@ -570,8 +614,9 @@ class _Walker:
             self.bind("attr", f, a, getattr(f, a), f"{name}.{a}")
         for k, d in enumerate(f.__defaults__ or ()):
             self.value(d, f"default argument {k} of {name}")
-        for k, d in (f.__kwdefaults__ or {}).items():
-            self.value(d, f"default argument {k!r} of {name}")
+        if f.__kwdefaults__:  # a dict: f.__kwdefaults__["s"] = 4.0 changes it in place
+            self.value(f.__kwdefaults__, f"keyword defaults of {name}")
+        self.function_attributes(f, name)
         g = f.__globals__
         # (a string constant, marked, is a name too where the code can read a
         # global by a name it computes: getattr(sys.modules[__name__], "W"),
@@ -592,10 +637,31 @@ class _Walker:
                 if n[:2] != "__":
                     self.bind("dict", g, n, v, f"global {n!r} of {module}")
 
+    def function_attributes(self, f, name):
+        """The attributes of a function of the user's that its code can
+        name (``f.scale``, a table kept on the function): state like an
+        object's, set and changed between calls."""
+        d = f.__dict__
+        if not d:
+            return
+        self.bind("attrs", d, None, len(d), f"len {name}.__dict__")
+        for n in self.attr_names(d, ()):
+            if n in d and n != "__wrapped__":  # (walked as the function it wraps)
+                v = d[n]
+                self.bind("dict", d, n, v, f"{name}.{n}")
+                self.value(v, f"{name}.{n}")
+
     def value(self, x, label):
         c = x.__class__
         if c in (Var, Batched, Unbatched, Staged):
             raise ReachesTraced(label)
+        if c is types.BuiltinMethodType or c is types.MethodWrapperType:
+            # a C method bound to an object (table.get, w.sum, vals.__getitem__):
+            # it reads its object, whose state is guarded as the object's
+            owner = getattr(x, "__self__", None)
+            if owner is not None and not isinstance(owner, types.ModuleType):
+                self.value(owner, f"{label}.__self__")
+            return
         if isinstance(x, _ATOMS):
             if isinstance(x, types.ModuleType) and not _library(x.__name__):
                 self.module(x, label)
@@ -667,6 +733,12 @@ class _Walker:
                 self.bind("dict", x, k, v, f"{label}[{k!r}]")
                 self.value(v, f"{label}[{k!r}]")
             return
+        if c is contextvars.ContextVar:  # scale.get(): its value in the caller's context
+            read = _ContextRead(x)
+            self.bind("eq", read, "value", read.value, f"{label}.get()")
+            if read.value is not _MISSING:
+                self.value(read.value, f"{label}.get()")
+            return
         if isinstance(x, weakref.ref):
             target = x()
             self.bind("ref", x, None, target, f"{label}()")
@@ -690,18 +762,37 @@ class _Walker:
             return
         self.seen.add(id(k))
         for n in self.attr_names(None, ()):
+            found = False
             for base in k.__mro__:
                 if base is object or _library(base.__module__):
                     break
                 if n in base.__dict__:
                     v = base.__dict__[n]
+                    self.unshadowed(k, base, n)
                     self.bind("dict", base.__dict__, n, v, f"{k.__name__}.{n}")
                     if isinstance(v, (staticmethod, classmethod)):
                         v = v.__func__
                     if not isinstance(v, property):
                         self.value(v, f"{k.__name__}.{n}")
+                    found = True
                     break
+            if not found:
+                self.from_metaclass(k, n)
             self.overridden(k, n)
+
+    def from_metaclass(self, k, n):
+        """``k.n`` served by a user metaclass (``class Meta(type): scale =
+        2.0``): bound there, and absent from ``k``'s own classes."""
+        for meta in type(k).__mro__:
+            if meta is type or meta is object or _library(meta.__module__):
+                return
+            if n in meta.__dict__:
+                self.unshadowed(k, None, n)
+                v = meta.__dict__[n]
+                self.bind("dict", meta.__dict__, n, v, f"{meta.__name__}.{n}")
+                if not isinstance(v, (property, staticmethod, classmethod)):
+                    self.value(v, f"{k.__name__}.{n}")
+                return
 
     def attr_names(self, d, classes, everything=False):
         """The attribute names to guard on an object (or module) with the
@@ -738,6 +829,8 @@ class _Walker:
             # ds[i], len(ds), iter(net), np.asarray(w), s * x: Python calls
             # these without naming them, so the names they read count too
             self.function(special, f"{label}.{name}")
+        if _get(x, "__class__") is type(x):  # (obj.__class__ = Other: other methods)
+            self.bind("attr", x, "__class__", type(x), f"{label}.__class__")
         if d is not None:  # an attribute added (self.last = h): a change
             self.bind("attrs", d, None, len(d), f"len {label}.__dict__")
         for n in self.attr_names(d, type(x).__mro__, hook is not None):
@@ -748,10 +841,13 @@ class _Walker:
             else:
                 for klass in type(x).__mro__:
                     if n in klass.__dict__ and not _library(klass.__module__):
+                        self.unshadowed(type(x), klass, n)
                         v = klass.__dict__[n]
                         if isinstance(v, (staticmethod, classmethod)):
                             v = v.__func__
-                        if isinstance(v, property):
+                        if isinstance(v, property):  # (C.k = property(...) rebinds it)
+                            self.bind("dict", klass.__dict__, n, klass.__dict__[n],
+                                      f"{klass.__name__}.{n}")
                             self.function(v.fget, f"{label}.{n}")
                             break
                         if isinstance(v, types.MemberDescriptorType):  # __slots__
@@ -772,6 +868,16 @@ class _Walker:
                         self.value(v, f"{type(x).__name__}.{n}")
                         break
                 self.overridden(type(x), n)
+
+    def unshadowed(self, cls, found, n):
+        """``n`` is absent from the user's classes before ``found`` in
+        ``cls``'s MRO: a subclass that defines it later (``C.k = 5.0`` where
+        a base defines ``k``) hides ``found``'s, so each absence is bound."""
+        for klass in cls.__mro__:
+            if klass is found:
+                return
+            if klass is not object and not _library(klass.__module__):
+                self.bind("dict", klass.__dict__, n, _MISSING, f"{klass.__name__}.{n}")
 
     def overridden(self, cls, n):
         """The definitions of ``n`` in ``cls``'s bases that its own hides:

@@ -209,9 +209,11 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         if o.__class__ is Slot:
             outs.append(f"v{o.i}")
         elif o.__class__ is np.ndarray:
-            outs.append(f"{const(o)}.copy()")  # a fresh array on every call
+            # a fresh array on every call, laid out as the constant (an F-order
+            # array the function made stays F-order, as the plain call's)
+            outs.append(f"{const(o)}.copy(order='K')")
         elif o.__class__ is Rebuild:
-            parts = [f"{const(p)}.copy()" if p.__class__ is np.ndarray else expr(p)
+            parts = [f"{const(p)}.copy(order='K')" if p.__class__ is np.ndarray else expr(p)
                      for p in o.parts]
             outs.append(f"{const(o.fn, copy=False)}({', '.join(parts)})")
         else:

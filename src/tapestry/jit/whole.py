@@ -1140,8 +1140,8 @@ def _wrapper(kern, sig, gen, fallback, name):
         if o.__class__ is not Slot:
             if o.__class__ is np.ndarray:
                 n = f"c{len(ns)}"
-                ns[n] = o.copy()
-                outs.append(f"{n}.copy()")
+                ns[n] = o.copy(order="K")
+                outs.append(f"{n}.copy(order='K')")  # (the constant's layout, as the program)
             else:
                 n = f"c{len(ns)}"
                 ns[n] = o
