@@ -315,3 +315,18 @@ def test_hessian_of_complex_intermediates_and_refusal_of_complex_inputs():
     np.testing.assert_allclose(tp.hessian_vector_product(f)(x, v), h @ v, rtol=1e-12)
     with pytest.raises(NotImplementedError, match="complex inputs"):
         tp.hessian(lambda z: np.sum(np.abs(z) ** 2))(np.array([1 + 1j]))
+
+
+@pytest.mark.parametrize("op", ["mul", "sub", "add", "div"])
+def test_a_python_complex_on_the_left_stays_weak_as_in_numpy(op):
+    """``1j * x`` of a float32 x is complex64 in NumPy (NEP 50: a Python
+    complex is weak); traced it was complex128 (the reflected operator made
+    the Python complex an np.complex128)."""
+    f = {"mul": lambda x: 1j * x, "sub": lambda x: 1j - x, "add": lambda x: (1 + 2j) + x,
+         "div": lambda x: (1 + 2j) / x}[op]
+    for x in (np.array([0.5, 2.0], np.float32), np.float32(0.5), np.array([0.5, 2.0])):
+        want = f(x)
+        got = tp.vjp(f, x)[0]
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        np.testing.assert_array_equal(got, want)
+        assert tp.jvp(f, (x,), (np.ones_like(x),))[1].dtype == np.asarray(want).dtype

@@ -12,22 +12,10 @@ from test_user_programs import EXPECTED_BROKEN, EXPECTED_REFUSED, REFUSED_BY_DES
 
 PROGRAMS = load()
 
-#: Reverse mode differentiates these; forward mode refuses complex values by
-#: name (core/forward.py ``_refuse_complex``), so jvp, jacfwd and
-#: tp.hessian (forward over reverse) of programs with complex intermediates
-#: are refused.
-FORWARD_REFUSES_COMPLEX = frozenset("""
-    amplitude_spectrum_of_zero_mean_signal eigvals_nonsymmetric_spectral_radius
-    fft_circular_convolution rfft_power_spectrum_lowpass rfft_irfft_smoothing fft2_image_highpass
-    phasor_sum_magnitude abs_of_complex_product abs_squared_of_imaginary real_imag_of_complex
-    angle_of_complex dft_matrix_by_hand complex_matmul_unitary_loss fft_frequency_weighted_loss
-    fft_axis0_zero_padded rfft_truncated_norm_forward irfft_odd_length_roundtrip
-    rfft2_irfft2_image_filter fftn_ifftn_axes_ortho fft_cross_correlation_lag spectrogram_frames_rfft
-    fft_of_real_then_ifft_real_part complex_division_log_sqrt complex_linear_solve
-    complex_vdot_norm_einsum complex_from_0d_angle astype_complex_then_abs eigvals_complex_pair
-    float32_fft_diff_interp complex_from_unpacked_params damped_complex_exponential
-    hessian_through_fft unwrap_phase_of_rotating_phasor
-""".split())
+#: Programs forward mode refuses where reverse mode differentiates them.
+#: Empty: complex values (FFTs, phasors, complex solves: 33 programs listed
+#: here before) are differentiated in forward mode as in reverse mode.
+FORWARD_REFUSES_COMPLEX = frozenset()
 
 
 @pytest.fixture(scope="module")

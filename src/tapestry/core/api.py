@@ -331,9 +331,10 @@ def _refuse_real_to_complex(records, values, opname):
 def hessian(f, argnums=0, has_aux=False):
     """The Hessian of scalar ``f``, forward over reverse (``jacfwd`` of
     ``jacrev``), with JAX's nesting: for a dict argument a dict of dicts,
-    for tuple ``argnums`` a tuple of tuples.  A function with complex
-    intermediates (an FFT, ``exp(1j x)``) takes reverse over reverse:
-    forward mode does not handle complex values yet."""
+    for tuple ``argnums`` a tuple of tuples.  Complex intermediates (an FFT,
+    ``exp(1j x)``) are differentiated in forward mode too; complex inputs are
+    refused (the second derivative of a real function of complex inputs is
+    no complex matrix)."""
     fwd = forward_jacobian(_jacrev(f, argnums, has_aux, "hessian"), argnums, has_aux,
                            "hessian")
     rev = _jacrev(_jacrev(f, argnums, has_aux, "hessian"), argnums, has_aux, "hessian")

@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from .forward import TangentRecorder, forward_sweep
+from .forward import ForwardComplexError, TangentRecorder, forward_sweep
 from .batched import Batched
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
 from .tracing import (assemble, jac_setup, lower, own_output, returned, split_argnums,
@@ -232,6 +232,22 @@ def jacfwd(f, argnums=0, has_aux=False):
     return forward_jacobian(f, argnums, has_aux, "jacfwd")
 
 
+def _refuse_complex_inputs(records, opname):
+    """A Jacobian by forward mode pushes one real unit tangent per input
+    element: for a complex input that is the derivative along the real axis
+    only, the whole derivative of a holomorphic function but half of any
+    other's (|z|², conj).  Refused, as JAX's jacfwd does without
+    ``holomorphic=True``."""
+    for _, rec in records:
+        for _, x in rec:
+            if np.result_type(unwrap_all(x)).kind == "c":
+                raise ForwardComplexError(
+                    f"tapestry.{opname}: complex inputs are not supported: forward mode "
+                    "pushes real unit tangents, which see the real axis only. Use "
+                    "tapestry.jacrev (tapestry.jacobian), tapestry.jvp with complex "
+                    "directions, or split the input into real and imaginary parts.")
+
+
 def forward_jacobian(f, argnums, has_aux, opname):
     """:func:`jacfwd` for the transform called ``opname`` (errors name it)."""
     split_argnums(argnums, opname)  # a bad argnums is refused here, not at the call
@@ -240,6 +256,7 @@ def forward_jacobian(f, argnums, has_aux, opname):
     def jacfwd_f(*args, **kwargs):
         single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, opname)
         tape, records, out_leaves, out_td, aux = trace(g, sel, opname, has_aux)
+        _refuse_complex_inputs(records, opname)
         lin = _Linearized(tape, records, out_leaves, out_td, opname)
         blocks = [dict() for _ in out_leaves]
         chunk = max(1, _BATCH_ELEMENTS // lin.largest())

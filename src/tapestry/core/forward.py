@@ -80,8 +80,12 @@ def _fast_tangent(prim, i, rule, t, ans, args, kwargs, batch):
     """The contribution of argument ``i``'s tangent ``t`` by a fast path, or
     ``NotImplemented`` when the node is outside what the paths cover."""
     if prim.elementwise and prim.n_outputs == 1:
-        if dtype_of(ans).kind != "f":
-            return NotImplemented  # complex rules conjugate: J^T is not J there
+        if dtype_of(ans).kind != "f" or dtype_of(t).kind == "c" or \
+                any(a.__class__ is complex or (hasattr(a, "dtype") and dtype_of(a).kind == "c")
+                    for a in args):
+            # a complex operand: the rule's Jacobian is real-linear, not
+            # symmetric (abs, sign), so the rule is no JVP: transposition
+            return NotImplemented
         shape = shape_of(ans)
         full = shape if batch is None else (batch,) + tuple(shape)
         bargs = [_broadcast(a, full) for a in args]
@@ -108,7 +112,12 @@ def _fit(t, ans, batch=None):
     if t is None or ans.__class__ is tuple:
         return t
     dt = dtype_of(ans)
-    if dt.kind == "f" and getattr(t, "dtype", dt) != dt:
+    if dt.kind == "f" and getattr(t, "dtype", dt).kind == "c":
+        # a real output reached from complex values: transposition treats
+        # the rule's real cotangent as a leaf whose own cotangent is complex;
+        # under the pairing Re(c * t) a real leaf's part is the real part
+        t = np.real(t)
+    if dt.kind in "fc" and getattr(t, "dtype", dt) != dt:
         t = t.astype(dt)
     shape = shape_of(ans)
     if batch is not None:
@@ -124,7 +133,6 @@ def node_tangent(node, ts, batch=None):
     every tangent has a leading axis of that length (many tangents at once,
     for ``jacfwd``); nodes without a batched path loop over it."""
     parents, rules, ans, args, kwargs, prim = node
-    _refuse_complex(ans, ts)
     if rules.__class__ is JointRule:
         custom = getattr(rules.fn, "custom_jvp", None)
         if batch is not None:  # a rule that says it takes batched tangents gets them
@@ -174,26 +182,8 @@ def node_tangent(node, ts, batch=None):
 
 
 class ForwardComplexError(NotImplementedError):
-    """Forward mode met a complex value (reverse mode handles them)."""
-
-
-def _refuse_complex(ans, ts):
-    """Complex values are refused: the fast paths take an elementwise VJP
-    rule as the JVP, which holds for holomorphic ops only (abs, angle, real,
-    imag are not), and their transposition is not yet tested under the
-    complex convention (docs/complex.md).  ``hessian`` and
-    ``hessian_vector_product`` fall back to reverse over reverse."""
-    for a in (ans if ans.__class__ is tuple else (ans,)):
-        if dtype_of(a).kind == "c":
-            break
-    else:
-        if not any(t is not None and t.__class__ is not list and dtype_of(t).kind == "c"
-                   for t in ts):
-            return
-    raise ForwardComplexError(
-        "tapestry forward mode (jvp, linearize, jacfwd, hessian) does not support "
-        "complex values yet. Split them into real and imaginary parts, or use "
-        "reverse mode (grad, vjp, jacrev).")
+    """A complex case forward mode refuses: the second derivative of a real
+    function of complex inputs (``hessian``), which is no complex matrix."""
 
 
 def _loop(node, ts, batch):

@@ -240,7 +240,10 @@ class Primitive:
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
-            if a.__class__ is complex:  # complex.__mul__(np.float64) gives a Python complex
+            if a.__class__ is complex and isinstance(b._value, (float, complex)):
+                # complex.__mul__(np.float64) gives a Python complex; with an
+                # array (float32 included) the Python complex stays weak, as
+                # in NumPy: 1j * float32 is complex64
                 a = np.complex128(a)
             ta, raw = b._tape, (a, b._value)
             if a.__class__ not in _SCALARS:
