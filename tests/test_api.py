@@ -1,6 +1,7 @@
 """The differential operators, pytrees, custom rules, nesting and errors."""
 import dataclasses
 import gc
+import re
 import threading
 import tracemalloc
 import weakref
@@ -291,6 +292,34 @@ def test_error_conversion_to_plain(convert):
 def test_error_conversion_to_plain_floats(convert):
     with pytest.raises(TypeError, match="stop_gradient"):
         tp.grad(lambda x: np.sum(x * convert(x)))(np.ones(3))
+
+
+def _scipy_calls():
+    """(function of a traced m calling a converting SciPy function, the
+    patterns its refusal must name)."""
+    import scipy.linalg
+    import scipy.special
+    import scipy.stats
+    return [
+        (lambda m: np.sum(scipy.stats.norm.logpdf(np.ones(3), m, 1.5)),
+         [r"scipy\.stats\.norm\.logpdf", r"tapestry\.autograd\.scipy\.stats"]),
+        (lambda m: np.sum(scipy.stats.poisson.logpmf(np.arange(3), m)),
+         [r"scipy\.stats\.poisson\.logpmf"]),
+        (lambda m: scipy.special.logsumexp(np.ones(3) * m),
+         [r"scipy\.special's logsumexp", r"tapestry\.scipy\.special"]),
+        (lambda m: np.sum(scipy.linalg.expm(np.eye(2) * m)),
+         [r"scipy\.linalg's expm", r"tapestry\.scipy\.linalg"]),
+    ]
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_a_library_that_converts_its_inputs_is_named_with_the_alternative(k):
+    pytest.importorskip("scipy")
+    call, patterns = _scipy_calls()[k]
+    with pytest.raises(TypeError) as info:
+        tp.grad(call)(0.7)
+    for pattern in patterns:
+        assert re.search(pattern, str(info.value)), str(info.value)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, bool])

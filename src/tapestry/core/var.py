@@ -27,6 +27,48 @@ def _called_by_numpy_full(frame):
         frame.f_globals.get("__name__", "").startswith("numpy")
 
 
+#: Libraries whose functions convert their inputs with np.asarray (NEP 18
+#: reaches NumPy's own functions only), and what tapestry offers instead.
+_CONVERTING_LIBRARIES = {
+    "scipy.stats": "tapestry.autograd.scipy.stats (norm, t, gamma, beta, chi2, poisson, "
+                   "dirichlet, multivariate_normal: SciPy's signatures, logpdf, pdf, cdf, "
+                   "...), or write the density with NumPy",
+    "scipy.special": "tapestry.scipy.special (logsumexp, softmax, log_softmax, polygamma, "
+                     "multigammaln, spherical_jn) or tapestry.numpy (tnp.logsumexp); "
+                     "scipy.special's ufuncs (gammaln, expit, erf, ...) need nothing",
+    "scipy.linalg": "tapestry.scipy.linalg (solve_triangular, cho_factor, cho_solve, expm, "
+                    "solve_sylvester, sqrtm, solve_banded) or numpy.linalg",
+    "scipy": "numpy's own functions, or tapestry.custom_vjp with the rule",
+    "sklearn": "numpy's own functions, or tapestry.custom_vjp with the rule",
+    "pandas": "numpy arrays and numpy's own functions",
+}
+
+
+def _converting_library_call(frame):
+    """``(name, advice)`` for the library function the user called that
+    converts a traced value (``scipy.stats.norm.logpdf``), or ``None``:
+    the outermost frame of the library, walking out from the conversion."""
+    found = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        lib = next((k for k in _CONVERTING_LIBRARIES
+                    if module == k or module.startswith(k + ".")), None)
+        if lib is None:
+            if found is not None or not module.startswith("numpy"):
+                break
+        else:
+            found = (frame, lib)
+        frame = frame.f_back
+    if found is None:
+        return None
+    frame, lib = found
+    name = frame.f_code.co_name
+    owner = frame.f_locals.get("self")
+    dist = getattr(owner, "name", None) if lib == "scipy.stats" else None
+    public = f"{lib}.{dist}.{name}" if isinstance(dist, str) else f"{lib}'s {name}"
+    return public, _CONVERTING_LIBRARIES[lib]
+
+
 _HELP_CONVERT = (
     "Converting it to a plain array would silently drop its gradient. "
     "Use tapestry.stop_gradient(x) if a constant is what you want.")
@@ -158,6 +200,13 @@ class Var(ArrayMethods):
                 "tapestry), which would drop its gradient. Write np.broadcast_to(v, shape) "
                 "(differentiable; a read-only view, np.copy of it if you write into it) or "
                 "tnp.full(shape, v) (import tapestry.numpy as tnp).")
+        lib = _converting_library_call(sys._getframe(1))
+        if lib is not None:
+            raise TypeError(
+                f"tapestry: {lib[0]} converts its inputs to plain NumPy arrays "
+                "(np.asarray), which would silently drop the gradient of a traced "
+                f"argument. Use {lib[1]}. Arguments that are constants can be passed "
+                "through tapestry.stop_gradient.")
         raise TypeError(f"tapestry: cannot convert a traced array to a NumPy "
                         f"array (np.asarray / np.array). {_HELP_CONVERT} "
                         "To build an array from traced values use np.stack "
