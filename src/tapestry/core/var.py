@@ -30,9 +30,9 @@ def _called_by_numpy_full(frame):
 #: Libraries whose functions convert their inputs with np.asarray (NEP 18
 #: reaches NumPy's own functions only), and what tapestry offers instead.
 _CONVERTING_LIBRARIES = {
-    "scipy.stats": "tapestry.autograd.scipy.stats (norm, t, gamma, beta, chi2, poisson, "
-                   "dirichlet, multivariate_normal: SciPy's signatures, logpdf, pdf, cdf, "
-                   "...), or write the density with NumPy",
+    "scipy.stats": "tapestry.scipy.stats (norm, t, gamma, beta, chi2, poisson, dirichlet, "
+                   "multivariate_normal: SciPy's signatures, logpdf, pdf, cdf, ...), or "
+                   "write the density with NumPy",
     "scipy.special": "tapestry.scipy.special (logsumexp, softmax, log_softmax, polygamma, "
                      "multigammaln, spherical_jn) or tapestry.numpy (tnp.logsumexp); "
                      "scipy.special's ufuncs (gammaln, expit, erf, ...) need nothing",

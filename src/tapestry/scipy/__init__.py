@@ -9,6 +9,7 @@ this namespace instead -- ``import tapestry.scipy.linalg as tsl`` -- whose
 functions run SciPy's own on plain arrays and tapestry's rules on traced
 ones.  The few scipy.special functions that are Python wrappers rather
 than ufuncs (``polygamma``, ``multigammaln``, ``spherical_jn``, ...) are
-in ``tapestry.scipy.special`` for the same reason.  Importing ``tapestry``
+in ``tapestry.scipy.special`` for the same reason, and ``scipy.stats``'s
+distributions (``norm.logpdf``, ...) in ``tapestry.scipy.stats``.  Importing ``tapestry``
 does not import this package (nor SciPy).
 """

@@ -1,4 +1,4 @@
-"""The beta distribution (``a``, ``b``)."""
+"""The beta distribution (``a``, ``b``, and SciPy's ``loc``, ``scale``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,18 +7,19 @@ import scipy.stats as _st
 
 
 
-def logpdf(x, a, b):
-    return ((a - 1) * np.log(x) + (b - 1) * np.log1p(-x)
-            - _sp.gammaln(a) - _sp.gammaln(b) + _sp.gammaln(a + b))
+def logpdf(x, a, b, loc=0.0, scale=1.0):
+    z = (x - loc) / scale
+    return ((a - 1) * np.log(z) + (b - 1) * np.log1p(-z)
+            - _sp.gammaln(a) - _sp.gammaln(b) + _sp.gammaln(a + b) - np.log(scale))
 
 
-def pdf(x, a, b):
-    return np.exp(logpdf(x, a, b))
+def pdf(x, a, b, loc=0.0, scale=1.0):
+    return np.exp(logpdf(x, a, b, loc, scale))
 
 
-def cdf(x, a, b):
-    """``betainc(a, b, x)``: scipy.special's rule (differentiable in ``x``)."""
-    return _sp.betainc(a, b, x)
+def cdf(x, a, b, loc=0.0, scale=1.0):
+    """``betainc(a, b, (x - loc) / scale)``: scipy.special's rule (differentiable in ``x``)."""
+    return _sp.betainc(a, b, (x - loc) / scale)
 
 
 rvs = _st.beta.rvs

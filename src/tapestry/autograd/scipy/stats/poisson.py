@@ -9,12 +9,13 @@ import scipy.stats as _st
 from ...core_bridge import Primitive, unbroadcast
 
 
-def logpmf(k, mu):
+def logpmf(k, mu, loc=0):
+    k = k - loc
     return _sp.xlogy(k, mu) - _sp.gammaln(k + 1) - mu
 
 
-def pmf(k, mu):
-    return np.exp(logpmf(k, mu))
+def pmf(k, mu, loc=0):
+    return np.exp(logpmf(k, mu, loc))
 
 
 def _dcdf_dmu(g, ans, k, mu):
@@ -26,8 +27,8 @@ _cdf = Primitive(_st.poisson.cdf, "scipy.stats.poisson.cdf",
                         vjps=(lambda g, ans, k, mu: None, _dcdf_dmu))
 
 
-def cdf(k, mu):
-    return _cdf(k, mu)
+def cdf(k, mu, loc=0):
+    return _cdf(k - loc, mu)
 
 
 rvs = _st.poisson.rvs
