@@ -1,6 +1,11 @@
-"""``autograd.scipy.stats``: log densities and distribution functions
-written with differentiable NumPy and ``scipy.special`` ufuncs, so they
-trace; the CDFs are scipy.special's distribution functions (stdtr,
-betainc, chdtr, gammainc, ndtr), whose rules are tapestry's."""
-from . import (beta, chi2, dirichlet, gamma, multivariate_normal, norm,  # noqa: F401
-               poisson, t)
+"""``autograd.scipy.stats`` is ``tapestry.scipy.stats``: this module puts
+that package and its submodules in its place, so ``import
+tapestry.autograd.scipy.stats.norm`` and ``tapestry.scipy.stats.norm`` are
+one module."""
+import sys
+
+import tapestry.scipy.stats as _stats
+
+for _name in _stats.__all__:
+    sys.modules[f"{__name__}.{_name}"] = getattr(_stats, _name)
+sys.modules[__name__] = _stats

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.special as _sp
 import scipy.stats as _st
 
-from ...core_bridge import Primitive, unbroadcast
+from ...core.primitive import Primitive, unbroadcast
 
 
 def logpmf(k, mu, loc=0):

@@ -6,12 +6,12 @@ distribution functions with ``scipy.stats``'s names and signatures
 Why a namespace: ``scipy.stats.norm.logpdf`` converts its arguments with
 ``np.asarray`` before anything else, which a traced array refuses (NEP 18
 reaches NumPy's own functions only).  These are written with NumPy and
-``scipy.special``'s ufuncs, so they trace; on plain arrays they give
-SciPy's values (to rounding).  They are the modules of
-``tapestry.autograd.scipy.stats`` (HIPS autograd's set), under this name
-for code that is not a port from autograd.
+``scipy.special``'s ufuncs, so they trace; the CDFs are scipy.special's
+distribution functions (stdtr, betainc, chdtr, gammainc, ndtr), whose rules
+are tapestry's.  On plain arrays they give SciPy's values (to rounding).
+``tapestry.autograd.scipy.stats`` (HIPS autograd's set) is this package.
 """
-from ..autograd.scipy.stats import (beta, chi2, dirichlet, gamma,  # noqa: F401
-                                    multivariate_normal, norm, poisson, t)
+from . import (beta, chi2, dirichlet, gamma, multivariate_normal, norm,  # noqa: F401
+               poisson, t)
 
 __all__ = ["beta", "chi2", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]

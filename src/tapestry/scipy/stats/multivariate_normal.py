@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.stats as _st
 
-from ....core.api import stop_gradient
+from ...core.api import stop_gradient
 
 
 def _logdet_and_quad(x, mean, cov):
