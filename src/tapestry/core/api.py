@@ -18,7 +18,7 @@ from .pytree import (TreeMismatch, leaf_paths, match_up_to, tree_flatten, tree_m
                      tree_structure)
 from .tape import open_tape
 from .tracing import (assemble, check_scalar_output, collect, jac_setup, lower,
-                      normalize_argnums, output_node, own_output, returned,
+                      normalize_argnums, output_node, own_output, require_complex, returned,
                       select_args, split_argnums, split_aux, tapes_of, trace,
                       trace_inputs)
 from .var import MASKED_HELP, Var, unwrap_all
@@ -39,12 +39,14 @@ def _constant(x):
     return x
 
 
-def _value_and_grad(f, argnums, has_aux, sparse, opname):
+def _value_and_grad(f, argnums, has_aux, sparse, opname, holomorphic=False):
     split_argnums(argnums, opname)  # a bad argnums is refused here, not at the call
 
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         single, nums = normalize_argnums(argnums, len(args), opname)
+        if holomorphic:
+            require_complex([args[a] for a in nums], opname, "inputs")
         with open_tape(close=False) as tape:  # closed after the sweep, below
             try:
                 targs, records = trace_inputs(tape, args, nums, opname)
@@ -53,7 +55,7 @@ def _value_and_grad(f, argnums, has_aux, sparse, opname):
                 tape.close(keep=False)
                 raise
         try:
-            value, aux, cts = _sweep_scalar(tape, out, has_aux, opname)
+            value, aux, cts = _sweep_scalar(tape, out, has_aux, opname, holomorphic)
         finally:
             tape.close(keep=False)
         grads = collect(records, cts, single, sparse, tape, opname)
@@ -61,11 +63,13 @@ def _value_and_grad(f, argnums, has_aux, sparse, opname):
     return value_and_grad_f
 
 
-def _sweep_scalar(tape, out, has_aux, opname):
+def _sweep_scalar(tape, out, has_aux, opname, holomorphic=False):
     """Check ``f``'s output (a scalar, or ``(scalar, aux)``) and sweep the
-    tape from it: ``(value, aux, cotangents by tape position)``."""
+    tape from it: ``(value, aux, cotangents by tape position)``.  With
+    ``holomorphic`` the output is complex and the seed 1: the cotangent of
+    an input is ``f'(z)`` (the pairing has no conjugation)."""
     out, aux = split_aux(out, tape, has_aux, opname, "scalar_output")
-    value, dtype = check_scalar_output(out, tape, opname)
+    value, dtype = check_scalar_output(out, tape, opname, holomorphic)
     returned(value, tape, opname)
     idx = output_node(out, tape)
     if idx is None:
@@ -74,7 +78,7 @@ def _sweep_scalar(tape, out, has_aux, opname):
     return value, aux, backward_sweep(tape, idx, seed, release=True)
 
 
-def value_and_grad(f, argnums=0, has_aux=False, sparse="auto"):
+def value_and_grad(f, argnums=0, has_aux=False, sparse="auto", holomorphic=False):
     """``f``'s value and its gradient with respect to ``argnums``.
 
     ``f`` must return a scalar, or any array of size 1 (or ``(scalar, aux)``
@@ -83,15 +87,17 @@ def value_and_grad(f, argnums=0, has_aux=False, sparse="auto"):
     a ``tp.AxisSparse`` gradient where that pays (``sparse="auto"``: a large
     array of which the gathers touched at most a quarter, see
     tapestry.sparse); ``sparse=True`` keeps every sparse gradient,
-    ``sparse=False`` returns dense arrays.
+    ``sparse=False`` returns dense arrays.  ``holomorphic=True`` (JAX's
+    flag): complex inputs and a complex output, and the gradient is the
+    complex derivative ``f'(z)`` (docs/complex.md).
     """
-    return _value_and_grad(f, argnums, has_aux, sparse, "value_and_grad")
+    return _value_and_grad(f, argnums, has_aux, sparse, "value_and_grad", holomorphic)
 
 
-def grad(f, argnums=0, has_aux=False, sparse="auto"):
+def grad(f, argnums=0, has_aux=False, sparse="auto", holomorphic=False):
     """The gradient of scalar-valued ``f`` with respect to ``argnums``
-    (``sparse``: see :func:`value_and_grad`)."""
-    vg = _value_and_grad(f, argnums, has_aux, sparse, "grad")
+    (``sparse``, ``holomorphic``: see :func:`value_and_grad`)."""
+    vg = _value_and_grad(f, argnums, has_aux, sparse, "grad", holomorphic)
 
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
@@ -274,23 +280,29 @@ def _basis(shape, dtype, j):
     return e.reshape(shape)
 
 
-def jacrev(f, argnums=0, has_aux=False):
+def jacrev(f, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian by reverse mode: one backward sweep per output element,
     so it is the cheaper one when outputs are fewer than inputs.  Same
-    structure as :func:`jacfwd`.  ``tapestry.jacobian`` is this function."""
-    return _jacrev(f, argnums, has_aux, "jacrev")
+    structure as :func:`jacfwd`.  ``tapestry.jacobian`` is this function.
+    ``holomorphic=True`` (JAX's flag) requires complex inputs and outputs:
+    the Jacobian is then ``f'(z)``."""
+    return _jacrev(f, argnums, has_aux, "jacrev", holomorphic)
 
 
-def _jacrev(f, argnums, has_aux, opname):
+def _jacrev(f, argnums, has_aux, opname, holomorphic=False):
     """:func:`jacrev` for the transform called ``opname`` (errors name it)."""
     split_argnums(argnums, opname)
 
     @functools.wraps(f)
     def jacrev_f(*args, **kwargs):
         single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, opname)
+        if holomorphic:
+            require_complex([args[a] for a in nums], opname, "inputs")
         tape, records, out_leaves, out_td, aux = trace(g, sel, opname, has_aux)
         pb = _Pullback(tape, records, out_leaves, out_td,
                        [lower(v, tape, opname) for v in out_leaves])
+        if holomorphic:
+            require_complex(pb.values, opname, "outputs")
         _refuse_real_to_complex(records, pb.values, opname)
         blocks = []
         for k, y in enumerate(pb.values):

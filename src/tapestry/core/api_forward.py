@@ -14,8 +14,8 @@ import numpy as np
 from .forward import ForwardComplexError, TangentRecorder, forward_sweep
 from .batched import Batched
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
-from .tracing import (assemble, jac_setup, lower, own_output, returned, split_argnums,
-                      tapes_of, trace, unshared)
+from .tracing import (assemble, jac_setup, lower, own_output, require_complex, returned,
+                      split_argnums, tapes_of, trace, unshared)
 from .var import MASKED_HELP, Var, unwrap_all
 
 
@@ -221,15 +221,18 @@ def _columns(lin, i, x, chunk):
     return cols
 
 
-def jacfwd(f, argnums=0, has_aux=False):
+def jacfwd(f, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian by forward mode: one tangent sweep per input element, so
     it is the cheaper one when inputs are fewer than outputs (JAX's jacfwd).
 
     Pytrees in and out: the result has the output's structure, each leaf
     holding the input's structure (a tuple of them for tuple ``argnums``)
     with blocks of shape ``out_leaf.shape + in_leaf.shape``.
+    ``holomorphic=True`` (JAX's flag) takes complex inputs (and requires
+    them, and complex outputs): for a holomorphic ``f`` a real unit
+    tangent's derivative is ``f'(z)``, the whole Jacobian.
     """
-    return forward_jacobian(f, argnums, has_aux, "jacfwd")
+    return forward_jacobian(f, argnums, has_aux, "jacfwd", holomorphic)
 
 
 def _refuse_complex_inputs(records, opname):
@@ -248,15 +251,20 @@ def _refuse_complex_inputs(records, opname):
                     "directions, or split the input into real and imaginary parts.")
 
 
-def forward_jacobian(f, argnums, has_aux, opname):
+def forward_jacobian(f, argnums, has_aux, opname, holomorphic=False):
     """:func:`jacfwd` for the transform called ``opname`` (errors name it)."""
     split_argnums(argnums, opname)  # a bad argnums is refused here, not at the call
 
     @functools.wraps(f)
     def jacfwd_f(*args, **kwargs):
         single, nums, uniq, g, sel = jac_setup(f, argnums, args, kwargs, opname)
+        if holomorphic:
+            require_complex([args[a] for a in nums], opname, "inputs")
         tape, records, out_leaves, out_td, aux = trace(g, sel, opname, has_aux)
-        _refuse_complex_inputs(records, opname)
+        if holomorphic:
+            require_complex([lower(v, tape, opname) for v in out_leaves], opname, "outputs")
+        else:
+            _refuse_complex_inputs(records, opname)
         lin = _Linearized(tape, records, out_leaves, out_td, opname)
         blocks = [dict() for _ in out_leaves]
         chunk = max(1, _BATCH_ELEMENTS // lin.largest())

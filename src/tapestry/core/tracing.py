@@ -241,7 +241,20 @@ def output_node(out, tape):
     return None
 
 
-def check_scalar_output(out, tape, opname):
+def require_complex(values, opname, what):
+    """``holomorphic=True`` (JAX's flag): every differentiated input (or
+    output) must be complex, as JAX requires; a real one is refused."""
+    for v in tree_flatten(values)[0]:
+        if np.result_type(unwrap_all(v)).kind != "c":
+            fix = ("cast them with x.astype(complex)" if what == "inputs" else
+                   "a holomorphic function returns complex values")
+            raise TypeError(
+                f"tapestry.{opname}(holomorphic=True) requires complex {what}, got "
+                f"dtype {np.result_type(unwrap_all(v))}: {fix}, or leave "
+                "holomorphic=False for a real function.")
+
+
+def check_scalar_output(out, tape, opname, holomorphic=False):
     """``out``'s value (one tracing level lowered) and dtype, after checking
     that it is a float with one element: a forgotten ``return`` (``None``)
     or a string must not become a zero gradient.  Any size-1 shape is
@@ -261,12 +274,15 @@ def check_scalar_output(out, tape, opname):
             "cotangent), tapestry.jacobian / jacfwd (all of them) or "
             "tapestry.elementwise_grad.")
     dtype = np.result_type(plain)
+    if holomorphic:
+        require_complex(plain, opname, "outputs")
+        return value, dtype
     if dtype.kind == "c":
         raise TypeError(
             f"tapestry.{opname}: the function returns a complex scalar; a gradient needs "
             "a real output. Return np.real(...), np.abs(...) ** 2 or similar, or use "
-            "tapestry.vjp for the derivative of a holomorphic function "
-            "(docs/complex.md).")
+            "holomorphic=True (or tapestry.vjp) for the derivative of a holomorphic "
+            "function (docs/complex.md).")
     if dtype.kind != "f":
         raise TypeError(f"tapestry.{opname}: the output must be a float scalar, got "
                         f"dtype {dtype}.")
