@@ -468,3 +468,20 @@ def test_autograd_linalg_helpers_T_and_dot():
     onp.testing.assert_allclose(np.linalg._dot(x, y), x @ y)
     check_grads(lambda m: np.linalg.pinv(np.linalg._dot(np.linalg.T(m), m)),
                 (r.normal(size=(5, 3)),))
+
+
+def test_submodules_load_under_autograd_s_name():
+    """With ``autograd`` aliased to ``tapestry.autograd`` in sys.modules (as a
+    port or autograd's own test runner does), a submodule imported first
+    under the alias (``autograd.misc.fixed_points``, autograd's
+    examples/fixed_points.py) loads: its imports of tapestry are absolute."""
+    import subprocess
+    import sys
+    code = ("import sys, tapestry.autograd, tapestry.autograd.misc\n"
+            "sys.modules['autograd'] = tapestry.autograd\n"
+            "sys.modules['autograd.misc'] = tapestry.autograd.misc\n"
+            "from autograd.misc.fixed_points import fixed_point\n"
+            "import autograd.scipy.integrate, autograd.scipy.signal, autograd.misc.flatten\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

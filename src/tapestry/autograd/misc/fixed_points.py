@@ -9,9 +9,9 @@ Because both the forward and the adjoint solve are this same
 as in autograd."""
 from __future__ import annotations
 
-from ...core.api import vjp
-from ...core.custom import custom_vjp
-from ...core.pytree import tree_map
+from tapestry.core.api import vjp
+from tapestry.core.custom import custom_vjp
+from tapestry.core.pytree import tree_map
 
 __all__ = ["fixed_point"]
 

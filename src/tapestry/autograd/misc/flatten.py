@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.var import unwrap_all
-from ...core.pytree import tree_flatten
+from tapestry.core.var import unwrap_all
+from tapestry.core.pytree import tree_flatten
 
 __all__ = ["flatten", "flatten_func"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import functools
 import types
 
-from ...core.pytree import tree_flatten
-from ...core.registry import FUNCTIONS
-from ...core.var import Var
+from tapestry.core.pytree import tree_flatten
+from tapestry.core.registry import FUNCTIONS
+from tapestry.core.var import Var
 
 
 def _traced(args, kwargs):

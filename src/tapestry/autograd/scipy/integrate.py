@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.integrate as _int
 
-from ...core.api import vjp
-from ...core.custom import custom_vjp
+from tapestry.core.api import vjp
+from tapestry.core.custom import custom_vjp
 from ..misc.flatten import flatten
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import scipy.linalg as _sla
 from scipy.linalg import *  # noqa: F401,F403
 
-from ...scipy import linalg as _rules
+from tapestry.scipy import linalg as _rules
 from ._route import route_module
 
 route_module(globals(), _sla, [n for n in dir(_sla) if not n.startswith("_")],

@@ -15,8 +15,8 @@ import string
 import numpy as np
 import scipy.signal as _sig
 
-from ...core.pytree import tree_flatten
-from ...core.var import Var
+from tapestry.core.pytree import tree_flatten
+from tapestry.core.var import Var
 
 
 def _shifted_index(na, nb):

@@ -7,6 +7,6 @@ from __future__ import annotations
 
 from scipy.special import *  # noqa: F401,F403
 
-from ...ops.reductions import logsumexp  # noqa: F401
+from tapestry.ops.reductions import logsumexp  # noqa: F401
 # SciPy's Python-level functions that convert their inputs, with tapestry's rules
-from ...scipy.special import log_softmax, multigammaln, polygamma, softmax  # noqa: F401
+from tapestry.scipy.special import log_softmax, multigammaln, polygamma, softmax  # noqa: F401
