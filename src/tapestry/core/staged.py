@@ -507,6 +507,22 @@ class Recorder:
         return value
 
 
+def _asks_writeable(a, frame):
+    """Whether NumPy's ``np.require`` (the caller's ``frame``) converts the
+    writeable array ``a`` requiring ``"W"``: it hands ``a`` back as it is, and
+    the read-only copy a conversion of a staged value hands over (so that a
+    write to it cannot go unrecorded) would make it copy instead."""
+    code = getattr(np.require, "__code__", None)
+    if frame is None or frame.f_code is not code or a.__class__ is not np.ndarray or \
+            not a.flags.writeable:
+        return False
+    req = frame.f_locals.get("requirements")
+    try:
+        return "W" in req or "WRITEABLE" in req
+    except TypeError:
+        return False
+
+
 def _layout(a):
     """What NumPy's conversions read of an array's layout besides its shape
     and dtype: its strides and its contiguity and alignment flags."""
@@ -908,6 +924,12 @@ class Staged(ArrayMethods):
         if self._rec.refused is not None and self._rec.open:  # as the plain call
             v = self._value
             return np.asarray(v, dtype=dtype) if copy is not True else np.array(v, dtype)
+        if not copy and _asks_writeable(self._value, sys._getframe(1)):
+            # (the array itself in the plain call, where a read-only pinned
+            # copy would make np.require copy: the rest runs as the plain call)
+            self._rec.refuse("np.require(x, requirements='W') of a writeable array "
+                             "hands back the array itself, which the function may write")
+            return np.asarray(self._value, dtype=dtype)
         v = self._rec.guard("pin", self, self._value)  # a copy
         if self._value.__class__ is np.ndarray and self._value.ndim:
             v = self._rec.layout(self, v)
