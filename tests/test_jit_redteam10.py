@@ -161,3 +161,79 @@ def test_require_writeable_of_a_read_only_argument_still_copies():
     for _ in range(2):
         _same(jf(x), f(x))
     assert jf.cache_info()["traces"] == 1
+
+
+# --- 4. a call whose result nothing reads still raises or warns as in the plain call ------
+
+def _check_positive_definite(a, x):
+    np.linalg.cholesky(a)  # called for its error only
+    return np.sum(np.sin(x) * 2.0)
+
+
+def _log_unused(x):
+    np.log(x)  # (a leftover of debugging: its value is not used)
+    return np.sum(x * 2.0)
+
+
+def _outcome(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except Exception as e:  # noqa: BLE001
+        return "raised", type(e)
+
+
+_TRANSFORMS = {
+    "jit": lambda f: tp.jit(f),
+    "jit(grad)": lambda f: tp.jit(tp.grad(f, argnums=1 if f is _check_positive_definite else 0)),
+    "grad(jit)": lambda f: tp.grad(tp.jit(f), argnums=1 if f is _check_positive_definite else 0),
+    "jit(value_and_grad)": lambda f: tp.jit(
+        tp.value_and_grad(f, argnums=1 if f is _check_positive_definite else 0)),
+    "jit fuse": lambda f: tp.jit(f, fuse=True),
+}
+
+
+@pytest.mark.parametrize("transform", list(_TRANSFORMS))
+def test_an_unused_validation_call_raises_on_a_later_call(transform):
+    if transform == "jit fuse":
+        pytest.importorskip("numba")
+    jf = _TRANSFORMS[transform](_check_positive_definite)
+    x = np.linspace(0.0, 1.0, 3)
+    for _ in range(2):
+        jf(np.eye(2), x)
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cholesky(-np.eye(2))
+    assert _outcome(_quiet, jf, -np.eye(2), x) == ("raised", np.linalg.LinAlgError)
+    assert _outcome(_quiet, jf, np.eye(2), x)[0] == "ok"
+
+
+@pytest.mark.parametrize("transform", list(_TRANSFORMS))
+def test_an_unused_value_raises_under_the_callers_error_state(transform):
+    if transform == "jit fuse":
+        pytest.importorskip("numba")
+    jf = _TRANSFORMS[transform](_log_unused)
+    plain = {"jit": _log_unused, "jit fuse": _log_unused}.get(
+        transform, tp.grad(_log_unused) if "value" not in transform
+        else tp.value_and_grad(_log_unused))
+    for _ in range(2):
+        jf(np.ones(3))
+    with np.errstate(divide="raise"):
+        assert _outcome(plain, np.zeros(3)) == ("raised", FloatingPointError)
+        assert _outcome(_quiet, jf, np.zeros(3)) == ("raised", FloatingPointError)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with np.errstate(divide="warn"):
+            _quiet(jf, np.zeros(3))
+    assert any("divide by zero encountered in log" in str(w.message) for w in caught)
+
+
+def test_an_unused_loss_value_under_jit_of_grad_warns_as_the_plain_grad():
+    """``jit(grad(f))`` does not return ``f``'s value, which the plain grad
+    computes: an overflow in it warns (or raises) all the same."""
+    def f(x):
+        return np.sum(np.log(x))  # its gradient, 1 / x, does not read the log
+
+    jg, g = tp.jit(tp.grad(f)), tp.grad(f)
+    jg(np.ones(2))
+    with np.errstate(invalid="raise"):
+        assert _outcome(g, -np.ones(2)) == ("raised", FloatingPointError)
+        assert _outcome(_quiet, jg, -np.ones(2)) == ("raised", FloatingPointError)
