@@ -237,3 +237,26 @@ def test_an_unused_loss_value_under_jit_of_grad_warns_as_the_plain_grad():
     with np.errstate(invalid="raise"):
         assert _outcome(g, -np.ones(2)) == ("raised", FloatingPointError)
         assert _outcome(_quiet, jg, -np.ones(2)) == ("raised", FloatingPointError)
+
+
+# --- 5. a view of an argument made through an object that is not an array --------------
+
+@pytest.mark.parametrize("make", [
+    lambda x: np.lib.stride_tricks.as_strided(x, (2,), (8,)),
+    lambda x: np.frombuffer(np.asarray(x).data, dtype=np.float64) if np.asarray(x).flags.c_contiguous
+    else np.asarray(x)[:2],
+], ids=["as_strided", "frombuffer"])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_a_view_through_an_interface_object_is_the_argument_s_memory(make, layout):
+    """``as_strided`` views its argument through an interface object, where
+    the chain of bases stops: the plain call's result is the caller's
+    memory (writable), not a read-only copy."""
+    jf = tp.jit(make)
+    for k in range(3):
+        x = np.arange(6.0) + k
+        if layout == "strided":
+            x = (np.arange(12.0) + k)[::2]
+        want, got = make(x), _quiet(jf, x)
+        assert np.shares_memory(got, x) == np.shares_memory(want, x)
+        assert got.flags.writeable == want.flags.writeable
+        _same(got, want)

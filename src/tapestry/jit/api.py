@@ -903,10 +903,18 @@ def _handed_outputs(rec, out_leaves, concrete):
                 concrete[k] = got[1]._value
             else:
                 concrete[k] = v.copy(order="K")  # (laid out as NumPy made it)
-        elif id(_root(v)) in rec.handed:
+        elif id(_root(v)) in rec.handed or _views_handed(v, rec.handed):
             return ("it returns a view of np.asarray(x) of a staged value (a view of x "
                     "itself in the plain call), which a replay would hand out as a copy")
     return None
+
+
+def _views_handed(v, handed):
+    """Whether ``v`` views the memory of an array a conversion handed out
+    through an object that is not an array (``as_strided``'s interface
+    object, ``np.frombuffer``'s buffer), where its chain of bases stops."""
+    return not isinstance(_root(v).base, type(None)) and any(
+        np.may_share_memory(v, a) for a, _ in handed.values())
 
 
 def _stage_repeats(staged, leaves, runtime):
