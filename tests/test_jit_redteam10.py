@@ -260,3 +260,29 @@ def test_a_view_through_an_interface_object_is_the_argument_s_memory(make, layou
         assert np.shares_memory(got, x) == np.shares_memory(want, x)
         assert got.flags.writeable == want.flags.writeable
         _same(got, want)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_an_unused_value_of_a_jitted_item_raises_in_parallel_sum(executor):
+    """The per-item programs of ``parallel_sum(jit(f), items)`` (compiled
+    whole where numba is there) replay the unused call too."""
+    def item(it, w):
+        np.log(it["x"])  # unused
+        return np.sum((w * it["x"] - it["y"]) ** 2)
+
+    jitem = tp.jit(item)
+    rng = np.random.default_rng(0)
+    items = [{"x": rng.uniform(1, 2, 4), "y": rng.normal(size=4)} for _ in range(16)]
+    w = np.ones(4)
+
+    def total(fn, its):
+        return tp.value_and_grad(
+            lambda w: tp.parallel_sum(fn, its, w, executor=executor, chunk_size=4))(w)
+
+    for _ in range(3):
+        _quiet(total, jitem, items)
+    items[5] = {"x": np.array([0.0, 1.0, 1.0, 1.0]), "y": np.zeros(4)}
+    with np.errstate(divide="raise"):
+        want = _outcome(total, item, items)
+        assert want[0] == "raised"
+        assert _outcome(_quiet, total, jitem, items) == want
