@@ -286,3 +286,28 @@ def test_an_unused_value_of_a_jitted_item_raises_in_parallel_sum(executor):
         want = _outcome(total, item, items)
         assert want[0] == "raised"
         assert _outcome(_quiet, total, jitem, items) == want
+
+
+# --- 6. the calling thread's decimal context ---------------------------------------------
+
+def test_numbers_rounded_by_the_decimal_context_follow_it():
+    import decimal
+
+    def f(x):
+        return x * float(decimal.Decimal(1) / decimal.Decimal(3))
+
+    jf = tp.jit(f)
+    x = np.ones(2)
+    _same(jf(x), f(x))
+    with decimal.localcontext() as ctx:
+        ctx.prec = 5
+        _same(jf(x), f(x))
+        ctx.rounding = decimal.ROUND_UP
+        _same(jf(x), f(x))
+
+    def other():
+        decimal.getcontext().prec = 3
+        return jf(x), f(x)
+    got, want = _in_thread(other)
+    _same(got, want)
+    _same(jf(x), f(x))

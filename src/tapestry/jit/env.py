@@ -23,6 +23,7 @@ import collections
 import collections.abc
 import contextvars
 import ctypes
+import decimal
 import functools
 import operator
 import os
@@ -56,6 +57,9 @@ MAX_VALUES = 20_000
 _DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "astuple"})
 #: Names in the code that read the process's environment variables.
 _ENVIRON_NAMES = frozenset({"environ", "getenv", "environb", "getenvb"})
+#: Names in the code that compute with ``decimal``, whose results follow the
+#: calling thread's decimal context (precision, rounding, traps).
+_DECIMAL_NAMES = frozenset({"decimal", "Decimal", "getcontext", "localcontext"})
 #: Names in the code that read globals by a computed name.
 _DYNAMIC_GLOBALS = frozenset({"globals", "eval", "exec"})
 #: Names in the code with which it may read an attribute whose name is a
@@ -318,6 +322,20 @@ class _ContextRead:
         return self.var.get(_MISSING)
 
 
+class _DecimalContext:
+    """The settings of the calling thread's ``decimal`` context, as an
+    attribute (an ``"eq"`` binding compares them at every call): the trace
+    pinned the numbers it rounded (``float(Decimal(1) / 3)``)."""
+
+    __slots__ = ()
+
+    @property
+    def value(self):
+        c = decimal.getcontext()
+        return (c.prec, c.rounding, c.Emin, c.Emax, c.capitals, c.clamp,
+                tuple(sorted(k.__name__ for k, on in c.traps.items() if on)))
+
+
 def _same_items(holder, items):
     return len(holder) == len(items) and all(a is b for a, b in zip(holder, items))
 
@@ -540,6 +558,10 @@ class _Walker:
         if self.names & _ENVIRON_NAMES:  # os.environ["K"], os.getenv("K"): a library's state
             self.environ()
         self.imported()
+        if self.names & _DECIMAL_NAMES:  # Decimal(1) / 3: a number the context rounds
+            read = _DecimalContext()
+            self.bind("eq", read, "value", read.value,
+                      "decimal's context (getcontext(): precision, rounding, traps)")
         if "geterr" in self.names:
             self.env.state_read.add("errors")
         if "get_printoptions" in self.names:
