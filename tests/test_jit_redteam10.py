@@ -311,3 +311,76 @@ def test_numbers_rounded_by_the_decimal_context_follow_it():
     got, want = _in_thread(other)
     _same(got, want)
     _same(jf(x), f(x))
+
+
+# --- 7. what NumPy's conversion hands out: flags as the value's, writes seen -----------
+
+def _layouts_with_flags():
+    base = np.arange(24.0).reshape(4, 6)
+    ro = np.arange(6.0)
+    ro.flags.writeable = False
+    return {"owner": np.arange(6.0), "view": base[1], "strided": base[:, 1],
+            "fortran": np.asfortranarray(base), "read_only": ro}
+
+
+@pytest.mark.parametrize("req", ["", "C", "F", "A", "W", "O", "E", "CW", "FO", "WO", "AWOE"])
+def test_require_decides_on_every_flag_as_the_plain_call(req):
+    def f(x):
+        return np.require(x, requirements=list(req) or None)
+
+    jf = tp.jit(f)
+    for name, x in _layouts_with_flags().items():
+        for _ in range(2):
+            want, got = f(x), _quiet(jf, x)
+            assert (got is x) == (want is x), name
+            assert got.flags.writeable == want.flags.writeable, name
+            assert got.flags.owndata == want.flags.owndata or got is not x, name
+            _same(got, want)
+
+
+def test_the_writeable_flag_of_a_conversion_is_the_values():
+    """Code may ask before it writes (``if not a.flags.writeable: a = a.copy()``)."""
+    def f(x):
+        a = np.asarray(x)
+        if not a.flags.writeable:
+            a = a.copy()
+        a[0] = 9.0
+        return x * 2.0, a.flags.writeable
+
+    jf = tp.jit(f)
+    for _ in range(2):
+        x1, x2 = np.ones(3), np.ones(3)
+        want, got = f(x1), _quiet(jf, x2)
+        _same(got[0], want[0])
+        assert got[1] == want[1]
+        _same(x2, x1)  # the write reached the caller's array
+
+
+@pytest.mark.parametrize("restore", [False, True])
+def test_a_write_into_a_conversion_read_back_through_the_value(restore):
+    def f(x):
+        y = x * 1.0
+        a = np.asarray(y)
+        a[0] = 5.0
+        z = y * 2.0  # the plain call reads 5 here
+        if restore:
+            a[0] = 1.0
+        return z
+
+    jf = tp.jit(f)
+    for _ in range(3):
+        _same(_quiet(jf, np.ones(3)), f(np.ones(3)))
+
+
+def test_a_write_into_a_conversion_after_an_effect_is_refused():
+    log = []
+
+    def f(x):
+        log.append(1)
+        np.asarray(x)[0] = 9.0
+        return x * 2.0
+
+    x = np.ones(3)
+    with pytest.raises(tp.JitError, match="writes into np.asarray"):
+        _quiet(tp.jit(f), x)
+    assert len(log) == 1
