@@ -384,3 +384,29 @@ def test_a_write_into_a_conversion_after_an_effect_is_refused():
     with pytest.raises(tp.JitError, match="writes into np.asarray"):
         _quiet(tp.jit(f), x)
     assert len(log) == 1
+
+
+# --- 8. a nan's bits where two contributions to one gradient meet ------------------------
+
+@pytest.mark.parametrize("form", ["neg_then_scaled", "scaled_then_neg", "both_negated",
+                                  "twice"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_contributions_add_in_the_plain_sweeps_operand_order(form, dtype):
+    """``x`` reaches the loss along two paths whose cotangents are both a
+    nan (``arctan2``'s at the origin): the sum keeps the first operand's
+    sign and payload, so jit's sweep adds in the order the plain one does."""
+    f = {
+        "neg_then_scaled": lambda x, s: np.sum(np.arctan2(-x, x * s)),
+        "scaled_then_neg": lambda x, s: np.sum(np.arctan2(x * s, -x)),
+        "both_negated": lambda x, s: np.sum(np.arctan2(-x, -(x * s))),
+        "twice": lambda x, s: np.sum(np.arctan2(x, x * s)),
+    }[form]
+    g = tp.grad(f)
+    jg = tp.jit(g)
+    x = np.array([-0.5, 0.0, 0.5], dtype)
+    with np.errstate(all="ignore"):
+        _quiet(jg, x + 1, -1.0)
+        for _ in range(2):
+            want, got = g(x, -1.0), _quiet(jg, x, -1.0)
+            _same(got, want)
+            assert got.tobytes() == want.tobytes()  # the nan's sign and payload
