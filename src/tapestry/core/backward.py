@@ -261,7 +261,10 @@ def accumulate(prev, c, p, owned):
         owned.add(p)
         if c.base is None and _refcount(c) == _FRESH_ARG and \
                 (prev.dtype == c.dtype or np.can_cast(prev.dtype, c.dtype, "safe")):
-            np.add(c, prev, out=c)  # ``c`` was just made by its rule: reuse it
+            # ``c`` was just made by its rule: reuse it (``prev`` first, as
+            # every other branch and jit's sweep add: a nan's sign and
+            # payload come from the first operand)
+            np.add(prev, c, out=c)
             return c
         return np.add(prev, c)
     if type(prev) is list:  # multi-output node: slot-wise

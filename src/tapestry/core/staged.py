@@ -164,7 +164,7 @@ class Recorder:
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
                  "warn", "refused", "ext", "err_entered", "printopts", "text_read",
                  "handed", "known", "consts", "end_checks", "inline_sums", "opaque",
-                 "stale", "input_arrays", "pristine")
+                 "stale", "input_arrays", "pristine", "converted")
 
     def __init__(self):
         self.steps: list = []
@@ -209,6 +209,10 @@ class Recorder:
         #: gets ``x``'s own array there (``None``: converted to another dtype,
         #: a new array), which jit returns in their place.
         self.handed: dict = {}
+        #: (array, its bits when handed) of the writable arrays NumPy's
+        #: conversion handed out where the plain call gets the (writable)
+        #: value itself: a write into one would have changed the value.
+        self.converted: list = []
         #: ids of the arrays the environment guards (jit sets them): a
         #: constant that is one of them, or a view of one, is not tracked by
         #: ``consts`` (a write into it during the trace changes the
@@ -263,6 +267,8 @@ class Recorder:
                 "it from the jitted function instead.")
         if self.refused is not None:
             return fn(*self._template(args)[1], **(self._template(kwargs)[1] if kwargs else {}))
+        if self.converted:
+            self.check_converted()
         if inplace is not None and inplace in self.external:
             return self.refuse(
                 f"{_name(fn)} writes into an argument of the jitted function, a "
@@ -295,6 +301,18 @@ class Recorder:
         if not _shape_safe(fn, args, kwargs):
             self._shape_guards(res)
         return res
+
+    def check_converted(self):
+        """Whether the function wrote into an array NumPy's conversion
+        handed out writable (:attr:`converted`), checked before each call:
+        the plain call wrote into the value itself, which the call may read
+        (a write the function undoes later is found too).  It marks the
+        entry (its copy ``None``): jit then runs the function uncompiled."""
+        for k, (a, snap) in enumerate(self.converted):
+            if snap is not None and not same_bits(a, snap):
+                self.converted[k] = (a, None)
+                return True
+        return False
 
     def refuse(self, why, fn=None, args=(), kwargs=None):
         """The trace cannot be replayed (``why``): record nothing more, and
@@ -509,9 +527,11 @@ class Recorder:
 
 def _layout(a):
     """What NumPy's conversions read of an array's layout besides its shape
-    and dtype: its strides and its contiguity and alignment flags."""
+    and dtype: its strides and its contiguity, alignment, ownership and
+    writability flags (``np.require``'s requirements)."""
     f = a.flags
-    return np.array(a.strides + (f.c_contiguous, f.f_contiguous, f.aligned), np.int64)
+    return np.array(a.strides + (f.c_contiguous, f.f_contiguous, f.aligned, f.owndata,
+                                 f.writeable), np.int64)
 
 
 def _strided_copy(a, compact):
@@ -903,12 +923,16 @@ class Staged(ArrayMethods):
 
     def __array__(self, dtype=None, copy=None):
         """NumPy converting the value (``np.asarray``, a library call): the
-        value is pinned (a guard), and handed over read-only unless a copy
-        was asked for, so that a write to it cannot go unrecorded."""
+        value is pinned (a guard), and a copy handed over with the value's
+        flags (writable, owning its memory or a view), as NumPy would hand
+        the value itself: code may read them (``np.require``,
+        ``a.flags.writeable``).  A write into it, which the plain call makes
+        into the value, is found (:meth:`Recorder.check_converted`, and at
+        the end of the trace): jit then runs the function uncompiled."""
         if self._rec.refused is not None and self._rec.open:  # as the plain call
             v = self._value
             return np.asarray(v, dtype=dtype) if copy is not True else np.array(v, dtype)
-        v = self._rec.guard("pin", self, self._value)  # a copy
+        pin = v = self._rec.guard("pin", self, self._value)  # a copy
         if self._value.__class__ is np.ndarray and self._value.ndim:
             v = self._rec.layout(self, v)
         # (np.asarray of an array is the array itself; of a number, a new one)
@@ -919,7 +943,16 @@ class Staged(ArrayMethods):
         elif copy:  # a new array, laid out as NumPy's copy (not the pinned value)
             v = np.array(v, copy=True)
         if not copy:
-            v.flags.writeable = False
+            if v is pin:  # (the guard's value stays as it was read)
+                v = pin.copy(order="K")
+            if same and not self._value.flags.owndata and v.flags.owndata:
+                v = v[...]  # (a view, as the value: np.require(x, "O") copies)
+            if same and not self._value.flags.writeable:
+                v.flags.writeable = False  # (as the value: np.require(x, "W") copies)
+            elif same:
+                # writable, as the value the plain call gets (code may ask:
+                # a.flags.writeable); a write into it is found at the end
+                self._rec.converted.append((v, v.copy()))
             self._rec.handed[id(v)] = (v, self if same else None)
             root = v
             while isinstance(root.base, np.ndarray):

@@ -35,6 +35,7 @@ import numpy as np
 from ..core.batched import Batched, Unbatched
 from ..core.pytree import aux_holding, map_aux, map_dict_keys, tree_flatten
 from ..core.staged import Recorder, Slot, Staged, Unstageable, state_guards
+from ..core.tape import same_bits
 from ..core.var import Var
 from ..sparse import AxisSparse
 from .containers import (_PLAIN_OUTPUTS, _containers_changed, _copied_containers, _mirror,
@@ -514,6 +515,20 @@ class jit:
             rec.open = False
             if env.changed() is not None:  # staged values it stored must not escape
                 env.unstage()
+        if _wrote_conversion(rec):
+            # the plain call wrote into the value itself (the caller's argument,
+            # an intermediate it reads again): the trace wrote into a copy
+            reason = ("it writes into np.asarray(x) of a staged value (x itself in the "
+                      "plain call)")
+            if rec.refused is not None or env.changed() is not None or \
+                    rng_changed(before, env) is not None or entropy.drew:
+                self._give_up(entry, reason, args, kwargs, result=None, whole=True)
+                raise JitError(f"tapestry.jit({self.__qualname__}): {reason}, and it changed "
+                               "its environment or arguments before: running it again would "
+                               "do that twice. Write into x itself, or copy it "
+                               "(np.array(x)), or call it without jit")
+            return self._give_up(entry, reason, args, kwargs,
+                                 result=self.fun(*args, **kwargs), whole=True)
         # a dict key made of a staged number ({k: x}): hashing it pinned it
         # (a guard), so the program rebuilds the dict with its value
         out_td = map_dict_keys(out_td, _holds_staged, _unstaged_key)
@@ -903,10 +918,26 @@ def _handed_outputs(rec, out_leaves, concrete):
                 concrete[k] = got[1]._value
             else:
                 concrete[k] = v.copy(order="K")  # (laid out as NumPy made it)
-        elif id(_root(v)) in rec.handed:
+        elif id(_root(v)) in rec.handed or _views_handed(v, rec.handed):
             return ("it returns a view of np.asarray(x) of a staged value (a view of x "
                     "itself in the plain call), which a replay would hand out as a copy")
     return None
+
+
+def _wrote_conversion(rec):
+    """Whether the trace wrote into an array NumPy's conversion of a staged
+    value handed out writable (see ``Recorder.converted``)."""
+    found = any(snap is None or not same_bits(a, snap) for a, snap in rec.converted)
+    rec.converted = []
+    return found
+
+
+def _views_handed(v, handed):
+    """Whether ``v`` views the memory of an array a conversion handed out
+    through an object that is not an array (``as_strided``'s interface
+    object, ``np.frombuffer``'s buffer), where its chain of bases stops."""
+    return not isinstance(_root(v).base, type(None)) and any(
+        np.may_share_memory(v, a) for a, _ in handed.values())
 
 
 def _stage_repeats(staged, leaves, runtime):

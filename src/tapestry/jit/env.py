@@ -23,6 +23,7 @@ import collections
 import collections.abc
 import contextvars
 import ctypes
+import decimal
 import functools
 import operator
 import os
@@ -56,6 +57,9 @@ MAX_VALUES = 20_000
 _DYNAMIC = frozenset({"getattr", "vars", "attrgetter", "__dict__", "asdict", "astuple"})
 #: Names in the code that read the process's environment variables.
 _ENVIRON_NAMES = frozenset({"environ", "getenv", "environb", "getenvb"})
+#: Names in the code that compute with ``decimal``, whose results follow the
+#: calling thread's decimal context (precision, rounding, traps).
+_DECIMAL_NAMES = frozenset({"decimal", "Decimal", "getcontext", "localcontext"})
 #: Names in the code that read globals by a computed name.
 _DYNAMIC_GLOBALS = frozenset({"globals", "eval", "exec"})
 #: Names in the code with which it may read an attribute whose name is a
@@ -88,6 +92,17 @@ class ReachesTraced(Exception):
 def _library(module_name):
     root = (module_name or "").partition(".")[0]
     return root in _LIBRARIES or root == "tapestry"
+
+
+def _trusted(v):
+    """Whether ``v``, found in a library module, is the library's own (a
+    function or object it defines, a ufunc, a number), which is not walked."""
+    if isinstance(v, _ATOMS):
+        return not isinstance(v, types.ModuleType)
+    owner = getattr(v, "__module__", None)
+    if not isinstance(owner, str):
+        owner = getattr(type(v), "__module__", None)
+    return _library(owner)
 
 
 def _code_names(code, names, seen):
@@ -305,6 +320,20 @@ class _ContextRead:
     @property
     def value(self):
         return self.var.get(_MISSING)
+
+
+class _DecimalContext:
+    """The settings of the calling thread's ``decimal`` context, as an
+    attribute (an ``"eq"`` binding compares them at every call): the trace
+    pinned the numbers it rounded (``float(Decimal(1) / 3)``)."""
+
+    __slots__ = ()
+
+    @property
+    def value(self):
+        c = decimal.getcontext()
+        return (c.prec, c.rounding, c.Emin, c.Emax, c.capitals, c.clamp,
+                tuple(sorted(k.__name__ for k, on in c.traps.items() if on)))
 
 
 def _same_items(holder, items):
@@ -529,6 +558,10 @@ class _Walker:
         if self.names & _ENVIRON_NAMES:  # os.environ["K"], os.getenv("K"): a library's state
             self.environ()
         self.imported()
+        if self.names & _DECIMAL_NAMES:  # Decimal(1) / 3: a number the context rounds
+            read = _DecimalContext()
+            self.bind("eq", read, "value", read.value,
+                      "decimal's context (getcontext(): precision, rounding, traps)")
         if "geterr" in self.names:
             self.env.state_read.add("errors")
         if "get_printoptions" in self.names:
@@ -663,8 +696,8 @@ class _Walker:
                 self.value(owner, f"{label}.__self__")
             return
         if isinstance(x, _ATOMS):
-            if isinstance(x, types.ModuleType) and not _library(x.__name__):
-                self.module(x, label)
+            if isinstance(x, types.ModuleType):
+                self.module(x, label)  # (a library's too: np.exp = custom rebinds it)
             elif isinstance(x, type) and not _library(x.__module__):
                 self.klass(x, label)  # Config.scale read through the class
             return
@@ -819,6 +852,9 @@ class _Walker:
 
     def obj(self, x, label):
         """A user object: the attributes its code can name."""
+        if isinstance(x, threading.local):
+            self.thread_local(x, label)
+            return
         d = _get(x, "__dict__")
         if _library(type(x).__module__) and d is None:
             return
@@ -869,6 +905,21 @@ class _Walker:
                         break
                 self.overridden(type(x), n)
 
+    def thread_local(self, x, label):
+        """A ``threading.local``: each thread sees its own attributes, so
+        they are bound by name (read in the calling thread at every check),
+        not through the namespace of the thread that traced."""
+        d = _get(x, "__dict__") or {}
+        for n in self.attr_names(d, type(x).__mro__, True):
+            if n.startswith("__"):
+                continue
+            v = _get(x, n, _MISSING)
+            if isinstance(v, types.MethodType) and v.__self__ is x:
+                continue  # (a method of a subclass: a new bound object on each read)
+            self.bind("attr", x, n, v, f"{label}.{n} (thread-local)")
+            if v is not _MISSING:
+                self.value(v, f"{label}.{n}")
+
     def unshadowed(self, cls, found, n):
         """``n`` is absent from the user's classes before ``found`` in
         ``cls``'s MRO: a subclass that defines it later (``C.k = 5.0`` where
@@ -898,15 +949,22 @@ class _Walker:
             found = True
 
     def module(self, m, label):
+        """The attributes of a module the code names.  A library's are
+        bound by identity and not walked (their values are trusted): a
+        user who rebinds one between calls (``np.exp = custom``, a
+        monkeypatched ``tp.nn.relu``) changes what a plain call runs, and
+        the trace ran the old one.  What the user put there is walked."""
         if id(m) in self.seen:
             return
         self.seen.add(id(m))
         d = m.__dict__
+        library = _library(getattr(m, "__name__", None))
         for n in self.attr_names(None, ()):
             if n in d:
                 v = d[n]
                 self.bind("dict", d, n, v, f"{m.__name__}.{n}")
-                self.value(v, f"{m.__name__}.{n}")
+                if not library or isinstance(v, types.ModuleType) or not _trusted(v):
+                    self.value(v, f"{m.__name__}.{n}")
 
 
 # --- bitwise comparison of an array with its snapshot ----------------------------

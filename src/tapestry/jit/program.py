@@ -643,11 +643,31 @@ def _ident(name):
     return name if name and not name[0].isdigit() else "f" + name
 
 
+#: Calls that cannot raise or warn on a value of the traced shape and dtype
+#: (views and fresh buffers): dropped where nothing reads them.
+_QUIET = frozenset({np.swapaxes, np.transpose, np.broadcast_to, np.reshape, np.expand_dims,
+                    np.squeeze, np.moveaxis, np.ravel, np.zeros, np.ones, np.empty,
+                    np.zeros_like, np.ones_like, np.empty_like, np.copy, np.shape,
+                    np.ndim, np.size})
+
+
+def _quiet(fn):
+    try:
+        return fn in _QUIET
+    except TypeError:  # (an unhashable callable object)
+        return False
+
+
 def _live_steps(steps, outputs):
     """Which steps the outputs or a guard need.  Guards and writes in place
     are always kept (a write into a view changes the array it views, which
-    a liveness by slot would not see); the rest by a backward pass over the
-    steps, repeated until nothing more is needed."""
+    a liveness by slot would not see), and so is every call that can raise
+    or warn on the values it gets: the plain call runs it, so its error is
+    the plain call's (``np.linalg.cholesky(a)`` called to check ``a``, a
+    ``log`` of a zero under ``np.errstate(divide="raise")``, the loss value
+    ``jit(grad(f))`` does not return).  The rest (items, views, fresh
+    buffers) by a backward pass over the steps, repeated until nothing more
+    is needed."""
     needed = output_slots(outputs)
     live = [False] * len(steps)
     changed = True
@@ -657,7 +677,7 @@ def _live_steps(steps, outputs):
             if live[k]:
                 continue
             s = steps[k]
-            if s.kind == "call" or s.kind == "item":
+            if s.kind == "item" or (s.kind == "call" and _quiet(s.fn)):
                 if s.out is not None and s.out not in needed:
                     continue
             live[k] = changed = True
