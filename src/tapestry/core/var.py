@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import weakref
 
 import numpy as np
 
@@ -163,7 +164,7 @@ class Var(ArrayMethods):
     """A traced array.  ``_value`` may itself be a ``Var`` of an outer tape
     (nested differentiation); ``_tape``/``_index`` locate its node."""
 
-    __slots__ = ("_value", "_tape", "_index", "__weakref__")
+    __slots__ = ("_value", "_tape", "_index", "_root", "__weakref__")
     __array_priority__ = 100.0
 
     def __init__(self, value, tape, index):
@@ -298,21 +299,67 @@ class Var(ArrayMethods):
     # Augmented assignment rebinds (``x += y`` is ``x = x + y``), as in HIPS
     # autograd and JAX: a traced value is never written in place, so another
     # name bound to the same array does not see the change (docs/guide.md).
-    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
-    __ipow__, __imatmul__ = __pow__, __matmul__
-    __ifloordiv__, __imod__ = ArrayMethods.__floordiv__, ArrayMethods.__mod__
+    # A view (``v = y[::2]``, ``y.reshape(...)``) of a traced array that is
+    # still alive refuses: NumPy writes through it into ``y``, and a rebound
+    # ``v`` would leave ``y`` unchanged, a silently different result.
+    __iadd__ = lambda self, o: unaliased(self, "+=").__add__(o)
+    __isub__ = lambda self, o: unaliased(self, "-=").__sub__(o)
+    __imul__ = lambda self, o: unaliased(self, "*=").__mul__(o)
+    __itruediv__ = lambda self, o: unaliased(self, "/=").__truediv__(o)
+    __ipow__ = lambda self, o: unaliased(self, "**=").__pow__(o)
+    __imatmul__ = lambda self, o: unaliased(self, "@=").__matmul__(o)
+    __ifloordiv__ = lambda self, o: ArrayMethods.__floordiv__(unaliased(self, "//="), o)
+    __imod__ = lambda self, o: ArrayMethods.__mod__(unaliased(self, "%="), o)
 
     def __getitem__(self, key):
-        return getitem(self, key)
+        return mark_view(getitem(self, key), self)
 
     # --- methods: those of ArrayMethods, and these -------------------------
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
-        return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
+        return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self)  # skips NumPy's dispatch
     def copy(self, order="K"): return self  # no value changes in place; order is a layout
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
+
+
+def _innermost(x):
+    """The plain value under every wrapper (traced, batched, staged) of ``x``."""
+    while not isinstance(x, np.ndarray) and hasattr(x, "_value"):
+        x = x._value
+    return x
+
+
+def mark_view(out, base):
+    """Remember on ``out`` (a traced or batched value) the traced array it is
+    a NumPy view of (the root of a chain of views), weakly: augmented
+    assignment into ``out`` refuses while that array is alive
+    (:func:`unaliased`)."""
+    if out.__class__ is not base.__class__ or not hasattr(type(out), "_root"):
+        return out
+    a = _innermost(out)
+    if isinstance(a, np.ndarray) and a.base is not None and np.may_share_memory(a, _innermost(base)):
+        ref = getattr(base, "_root", None)
+        root = ref() if ref is not None else None
+        out._root = weakref.ref(base if root is None else root)
+    return out
+
+
+def unaliased(x, op):
+    """``x`` for ``x op= v``, unless ``x`` is a view of a traced array that
+    is still alive: NumPy would write through the view into that array,
+    which tapestry cannot do (it rebinds ``x``), so refuse by name."""
+    ref = getattr(x, "_root", None)
+    if ref is not None and ref() is not None:
+        raise TypeError(
+            f"tapestry: augmented assignment (v {op} ...) into a view of a traced array "
+            "(v = y[...] or y.reshape(...)): NumPy writes through the view into y, but "
+            "a traced array cannot change in place, so y would keep its old value. "
+            "Build the new y instead (y = y + np.pad(...), np.where(mask, new, y), "
+            "np.concatenate), or copy first (v = y[...] * 1.0 is then a separate array "
+            "rebound by the update, with y unchanged).")
+    return x
 
 
 def unwrap_all(x):
