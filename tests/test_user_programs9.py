@@ -97,3 +97,46 @@ def test_updates_of_fresh_arrays_still_rebind(how):
         "hessian": lambda: tp.jacfwd(g)(_X),
     }[how]()
     np.testing.assert_allclose(_TRANSFORMS[how](f), want, rtol=1e-10, atol=1e-12)
+
+
+_VIEWS = {
+    "slice": lambda y: y[1::2],
+    "ellipsis": lambda y: y[...],
+    "newaxis": lambda y: y[None, :],
+    "reshape_method": lambda y: y.reshape(2, 3),
+    "transpose_of_reshape": lambda y: y.reshape(2, 3).T,
+    "ravel": np.ravel,
+    "squeeze": lambda y: np.squeeze(y[None]),
+    "expand_dims": lambda y: np.expand_dims(y, 0),
+    "swapaxes": lambda y: np.swapaxes(y.reshape(2, 3), 0, 1),
+    "moveaxis": lambda y: np.moveaxis(y.reshape(2, 3), 0, 1),
+    "atleast_2d": np.atleast_2d,
+}
+
+
+@pytest.mark.parametrize("how", ["grad", "vmap"])
+@pytest.mark.parametrize("view", sorted(_VIEWS))
+def test_every_kind_of_view_refuses(view, how):
+    def f(x):
+        y = x * 1.0
+        v = _VIEWS[view](y)
+        v *= 3.0
+        return np.sum(y ** 2)
+    with pytest.raises(TypeError, match="view of a traced array"):
+        _TRANSFORMS[how](f)
+
+
+@pytest.mark.parametrize("how", ["grad", "vmap"])
+def test_copies_made_by_indexing_still_rebind(how):
+    """Fancy and boolean indexing copy in NumPy too: the update rebinds."""
+    def f(x):
+        y = x * 1.0
+        v = y[[0, 2]]
+        v += 1.0
+        w = y[y > 0.2]
+        w *= 2.0
+        return np.sum(y ** 2) + np.sum(v ** 3) + np.sum(w)
+    want = {"grad": lambda: check_grads(f, (_X,)) or tp.grad(f)(_X),
+            "vmap": lambda: np.array([f(_X.copy()), f(2 * _X)])}[how]()
+    if how == "vmap":
+        np.testing.assert_allclose(_TRANSFORMS[how](f), want)

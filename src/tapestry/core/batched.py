@@ -32,7 +32,7 @@ from .batching import PerItemParameter, elementwise, expand_item, flat_items, sh
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
-                  mark_view, unaliased,
+                  VIEW_FUNCTIONS, mark_view, unaliased,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -280,6 +280,10 @@ class Batched(ArrayMethods):
         return batched_call(plain, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        out = self._array_function(func, args, kwargs)
+        return mark_view(out, args[0]) if func in VIEW_FUNCTIONS and args else out
+
+    def _array_function(self, func, args, kwargs):
         if not kwargs and len(args) == 1 and args[0] is self:
             # np.sum(x) of one batched value: its batching rule at once (the
             # entry point's argument handling and dispatch, ~10 us, skipped)

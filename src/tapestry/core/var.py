@@ -271,6 +271,8 @@ class Var(ArrayMethods):
         return dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func in VIEW_FUNCTIONS and args:
+            return mark_view(dispatch_function(func, args, kwargs), args[0])
         return dispatch_function(func, args, kwargs)
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
@@ -322,6 +324,16 @@ class Var(ArrayMethods):
     def copy(self, order="K"): return self  # no value changes in place; order is a layout
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
+
+
+#: NumPy functions that return a view of their first argument when they can
+#: (``y.T``, ``np.ravel``, ``np.squeeze``...): augmented assignment into their
+#: result writes through into the argument (:func:`mark_view`).
+VIEW_FUNCTIONS = frozenset(
+    getattr(np, n) for n in ("transpose", "swapaxes", "moveaxis", "rollaxis", "ravel",
+                             "squeeze", "expand_dims", "reshape", "atleast_1d", "atleast_2d",
+                             "atleast_3d", "permute_dims", "matrix_transpose")
+    if hasattr(np, n))
 
 
 def _innermost(x):
