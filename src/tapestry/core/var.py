@@ -326,6 +326,40 @@ class Var(ArrayMethods):
         return astype(self, dtype)
 
 
+#: ndarray methods that change the array in place, with the functional form
+#: to write instead: a traced or batched array refuses them by name (they
+#: were an AttributeError that named no fix).
+_IN_PLACE_METHODS = {
+    "sort": "y = np.sort(y, axis=...)",
+    "partition": "y = np.partition(y, kth)",
+    "fill": "y = np.full_like(y, value) or y * 0 + value",
+    "resize": "y = np.resize(y, shape) (repeats the values) or np.pad",
+    "put": "y = np.where(mask, values, y) or build the array with np.concatenate",
+    "setfield": "a new array",
+    "setflags": "nothing (a traced array has no flags to set)",
+}
+
+
+def _refusing_method(name, fix):
+    def method(self, *args, **kwargs):
+        raise TypeError(f"tapestry: y.{name}(...) changes the traced array y in place, "
+                        f"which cannot be differentiated; write {fix} instead.")
+    method.__name__ = name
+    return method
+
+
+def refuse_in_place_methods(cls):
+    """Give ``cls`` the in-place ndarray methods, each refusing by name."""
+    for name, fix in _IN_PLACE_METHODS.items():
+        setattr(cls, name, _refusing_method(name, fix))
+    cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
+    cls.searchsorted = lambda self, v, *a, **k: np.searchsorted(self, v, *a, **k)
+    cls.compress = lambda self, cond, axis=None: np.compress(cond, self, axis)
+    cls.itemsize = property(lambda self: self.dtype.itemsize)
+    cls.nbytes = property(lambda self: self.size * self.dtype.itemsize)
+    return cls
+
+
 #: NumPy functions that return a view of their first argument when they can
 #: (``y.T``, ``np.ravel``, ``np.squeeze``...): augmented assignment into their
 #: result writes through into the argument (:func:`mark_view`).
@@ -547,3 +581,6 @@ def astype(x, dtype):
     if dtype.kind in "fc":
         return FUNCTIONS["astype"](x, dtype)
     return unwrap_all(x).astype(dtype)
+
+
+refuse_in_place_methods(Var)
