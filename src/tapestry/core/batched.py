@@ -32,7 +32,7 @@ from .batching import PerItemParameter, elementwise, expand_item, flat_items, sh
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
-                  VIEW_FUNCTIONS, mark_view, refuse_in_place_methods, unaliased,
+                  VIEW_FUNCTIONS, mark_view, unaliased,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -372,9 +372,6 @@ class Batched(ArrayMethods):
         return mark_view(np.reshape(self, shape, **k), self)
 
 
-
-
-refuse_in_place_methods(Batched)
 
 
 def _conversion_of(x, err):

@@ -349,7 +349,8 @@ def _refusing_method(name, fix):
 
 
 def refuse_in_place_methods(cls):
-    """Give ``cls`` the in-place ndarray methods, each refusing by name."""
+    """Give ``cls`` (Var; Batched names them in its __getattr__) the
+    in-place ndarray methods, each refusing by name, and a few queries."""
     for name, fix in _IN_PLACE_METHODS.items():
         setattr(cls, name, _refusing_method(name, fix))
     cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
