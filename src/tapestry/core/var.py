@@ -385,8 +385,16 @@ def mark_view(out, base):
     (:func:`unaliased`)."""
     if out.__class__ is not base.__class__ or not hasattr(type(out), "_root"):
         return out
-    a = _innermost(out)
-    if isinstance(a, np.ndarray) and a.base is not None and np.may_share_memory(a, _innermost(base)):
+    a = out._value
+    if a.__class__ is not np.ndarray:
+        a = _innermost(a)
+    owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
+    if owner is None:
+        return out
+    b = base._value
+    if b.__class__ is not np.ndarray:
+        b = _innermost(b)
+    if owner is b or owner is getattr(b, "base", None):
         ref = getattr(base, "_root", None)
         root = ref() if ref is not None else None
         out._root = weakref.ref(base if root is None else root)
