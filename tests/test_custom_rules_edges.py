@@ -505,3 +505,52 @@ def test_checkpoint_reading_unchanged_state_is_not_refused():
     scale["s"] = 5.0  # changed between calls, not within one: each call is its own
     np.testing.assert_allclose(tp.grad(lambda x: tp.checkpoint(f)(x))(x), 5.0 * np.cos(x),
                                rtol=1e-14)
+
+
+def _activation_layer():
+    """A JAX-style custom_jvp with a static activation in nondiff_argnums."""
+    @functools.partial(tp.custom_jvp, nondiff_argnums=(1,))
+    def layer(p, act, scale=1.0):
+        z = scale * (p["W"] @ p["x"] + p["b"])
+        return np.tanh(z) if act == "tanh" else z
+
+    @layer.defjvp
+    def _(act, primals, tangents):
+        (p, scale), (t, t_scale) = primals, tangents
+        u = p["W"] @ p["x"] + p["b"]
+        du = t["W"] @ p["x"] + p["W"] @ t["x"] + t["b"]
+        z, dz = scale * u, scale * du + t_scale * u
+        if act == "tanh":
+            y = np.tanh(z)
+            return y, (1 - y ** 2) * dz
+        return z, dz
+    return layer
+
+
+def test_custom_jvp_nondiff_argnums_under_every_transform():
+    """Before: custom_jvp(nondiff_argnums=...) was a TypeError naming no
+    operation; JAX programs use it for activations, tolerances, callables."""
+    layer = _activation_layer()
+    rng = np.random.default_rng(0)
+    p = {"W": rng.standard_normal((3, 4)), "x": rng.standard_normal(4), "b": rng.standard_normal(3)}
+    for act in ("tanh", "linear"):
+        def loss(p, s):
+            return np.sum(layer(p, act, s) ** 2)
+        check_grads(loss, (p, 0.7), order=2)
+        g = tp.grad(loss)(p, 0.7)
+        jit_g = tp.jit(tp.grad(loss))(p, 0.7)
+        for k in p:
+            np.testing.assert_allclose(jit_g[k], g[k], rtol=1e-12)
+        xs = rng.standard_normal((5, 4))
+        per_item = np.stack([tp.grad(lambda x: loss({**p, "x": x}, 0.7))(x) for x in xs])
+        np.testing.assert_allclose(tp.vmap(tp.grad(lambda x: loss({**p, "x": x}, 0.7)))(xs), per_item,
+                                   rtol=1e-12)
+        y, ty = tp.jvp(lambda x: layer({**p, "x": x}, act=act, scale=0.7), (p["x"],), (np.ones(4),))
+        np.testing.assert_allclose(ty, tp.jacfwd(lambda x: layer({**p, "x": x}, act, 0.7))(p["x"]).sum(1))
+
+
+def test_custom_jvp_nondiff_argnum_traced_is_refused():
+    layer = _activation_layer()
+    p = {"W": np.ones((2, 2)), "x": np.ones(2), "b": np.zeros(2)}
+    with pytest.raises(TypeError, match="nondiff_argnums"):
+        tp.grad(lambda a: np.sum(layer(p, a)))(np.ones(2))

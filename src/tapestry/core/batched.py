@@ -32,6 +32,7 @@ from .batching import PerItemParameter, elementwise, expand_item, flat_items, sh
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
+                  VIEW_FUNCTIONS, mark_view, unaliased,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -99,7 +100,7 @@ class EscapedBatchError(RuntimeError):
 class Batched(ArrayMethods):
     """An array with a leading batch axis, seen by user code as one item."""
 
-    __slots__ = ("_value", "_trace")
+    __slots__ = ("_value", "_trace", "_root", "__weakref__")
     __array_priority__ = 100.0
 
     def __init__(self, value, trace):
@@ -279,6 +280,10 @@ class Batched(ArrayMethods):
         return batched_call(plain, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        out = self._array_function(func, args, kwargs)
+        return mark_view(out, args[0]) if func in VIEW_FUNCTIONS and args else out
+
+    def _array_function(self, func, args, kwargs):
         if not kwargs and len(args) == 1 and args[0] is self:
             # np.sum(x) of one batched value: its batching rule at once (the
             # entry point's argument handling and dispatch, ~10 us, skipped)
@@ -338,12 +343,17 @@ class Batched(ArrayMethods):
     def __rrshift__(self, o): return np.right_shift(o, self)
     def __invert__(self): return np.invert(self)
 
-    # As for traced arrays, augmented assignment rebinds.
-    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
-    __ipow__, __imatmul__ = __pow__, __matmul__
+    # As for traced arrays, augmented assignment rebinds; into a view of a
+    # live batched array it refuses (NumPy would write through the view).
+    __iadd__ = lambda self, o: unaliased(self, "+=").__add__(o)  # noqa: E731
+    __isub__ = lambda self, o: unaliased(self, "-=").__sub__(o)  # noqa: E731
+    __imul__ = lambda self, o: unaliased(self, "*=").__mul__(o)  # noqa: E731
+    __itruediv__ = lambda self, o: unaliased(self, "/=").__truediv__(o)  # noqa: E731
+    __ipow__ = lambda self, o: unaliased(self, "**=").__pow__(o)  # noqa: E731
+    __imatmul__ = lambda self, o: unaliased(self, "@=").__matmul__(o)  # noqa: E731
 
     def __getitem__(self, key):
-        return FUNCTIONS[operator.getitem](self, key)
+        return mark_view(FUNCTIONS[operator.getitem](self, key), self)
 
     def astype(self, dtype, *a, **k):
         dtype = np.dtype(dtype)
@@ -359,7 +369,7 @@ class Batched(ArrayMethods):
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
-        return np.reshape(self, shape, **k)
+        return mark_view(np.reshape(self, shape, **k), self)
 
 
 

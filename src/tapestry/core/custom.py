@@ -712,12 +712,28 @@ class custom_jvp:
     for ``custom_vjp``.  The function must not use a value being
     differentiated other than through its arguments (its rule could not
     give that value's derivative): that is an error.
+
+    ``nondiff_argnums`` (as for ``jax.custom_jvp``) names arguments that are
+    never differentiated (an activation's name, a tolerance, a callable):
+    the rule then takes them first, ``jvp(*nondiff, primals, tangents)``,
+    and ``primals``/``tangents`` hold the other arguments only.
     """
 
-    def __init__(self, fun):
+    def __new__(cls, fun=None, nondiff_argnums=()):
+        if fun is None:  # custom_jvp(nondiff_argnums=...) used as a decorator
+            return functools.partial(cls, nondiff_argnums=nondiff_argnums)
+        return super().__new__(cls)
+
+    def __getnewargs__(self):
+        """Unpickling calls ``__new__`` with these (see custom_vjp)."""
+        return (self.fun,)
+
+    def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.jvp = None
+        self.nondiff_argnums = tuple(sorted(set(
+            (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums)))
         self._signature = _signature(fun)
 
     def defjvp(self, jvp):
@@ -729,6 +745,8 @@ class custom_jvp:
 
     def __call__(self, *args, **kwargs):
         args = _positional("custom_jvp", self._name(), self._signature, args, kwargs)
+        if self.nondiff_argnums:
+            return self._with_nondiff(args)
         leaves, td = tree_flatten(list(args))
         trace = _batch_above_tapes(leaves)
         if trace is not None:
@@ -769,6 +787,37 @@ class custom_jvp:
                                (), {}, len(out_leaves)))
         return out_td.unflatten(outs)
 
+
+    def _with_nondiff(self, args):
+        """The call with ``nondiff_argnums``: a custom_jvp of the other
+        arguments whose function and rule see the nondiff ones as constants
+        (a traced one is refused: its derivative would be dropped)."""
+        bad = [i for i in self.nondiff_argnums if i >= len(args)]
+        if bad:
+            raise TypeError(f"tapestry.custom_jvp: {self._name()} has nondiff_argnums "
+                            f"{self.nondiff_argnums} but was called with {len(args)} "
+                            "argument(s).")
+        from .batched import Batched
+        for i in self.nondiff_argnums:
+            if any(x.__class__ in (Var, Batched) for x in tree_flatten(args[i])[0]):
+                raise TypeError(
+                    f"tapestry.custom_jvp: argument {i} of {self._name()} is in "
+                    "nondiff_argnums but is a traced (differentiated or vmapped) value; "
+                    "remove it from nondiff_argnums and give its tangent in the rule.")
+        nd = [args[i] for i in self.nondiff_argnums]
+        keep = [i for i in range(len(args)) if i not in self.nondiff_argnums]
+
+        def full(diff):
+            out = list(args)
+            for i, a in zip(keep, diff):
+                out[i] = a
+            return out
+
+        inner = custom_jvp(lambda *diff: self.fun(*full(diff)))
+        inner.__name__ = self._name()
+        if self.jvp is not None:
+            inner.defjvp(lambda primals, tangents: self.jvp(*nd, primals, tangents))
+        return inner(*[args[i] for i in keep])
 
     def _under_vmap(self, args, trace):
         """The call inside a ``vmap`` that runs inside the differentiation:

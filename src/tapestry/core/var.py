@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import weakref
 
 import numpy as np
 
@@ -163,7 +164,7 @@ class Var(ArrayMethods):
     """A traced array.  ``_value`` may itself be a ``Var`` of an outer tape
     (nested differentiation); ``_tape``/``_index`` locate its node."""
 
-    __slots__ = ("_value", "_tape", "_index", "__weakref__")
+    __slots__ = ("_value", "_tape", "_index", "_root", "__weakref__")
     __array_priority__ = 100.0
 
     def __init__(self, value, tape, index):
@@ -270,6 +271,8 @@ class Var(ArrayMethods):
         return dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func in VIEW_FUNCTIONS and args:
+            return mark_view(dispatch_function(func, args, kwargs), args[0])
         return dispatch_function(func, args, kwargs)
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
@@ -298,21 +301,120 @@ class Var(ArrayMethods):
     # Augmented assignment rebinds (``x += y`` is ``x = x + y``), as in HIPS
     # autograd and JAX: a traced value is never written in place, so another
     # name bound to the same array does not see the change (docs/guide.md).
-    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
-    __ipow__, __imatmul__ = __pow__, __matmul__
-    __ifloordiv__, __imod__ = ArrayMethods.__floordiv__, ArrayMethods.__mod__
+    # A view (``v = y[::2]``, ``y.reshape(...)``) of a traced array that is
+    # still alive refuses: NumPy writes through it into ``y``, and a rebound
+    # ``v`` would leave ``y`` unchanged, a silently different result.
+    __iadd__ = lambda self, o: unaliased(self, "+=").__add__(o)
+    __isub__ = lambda self, o: unaliased(self, "-=").__sub__(o)
+    __imul__ = lambda self, o: unaliased(self, "*=").__mul__(o)
+    __itruediv__ = lambda self, o: unaliased(self, "/=").__truediv__(o)
+    __ipow__ = lambda self, o: unaliased(self, "**=").__pow__(o)
+    __imatmul__ = lambda self, o: unaliased(self, "@=").__matmul__(o)
+    __ifloordiv__ = lambda self, o: ArrayMethods.__floordiv__(unaliased(self, "//="), o)
+    __imod__ = lambda self, o: ArrayMethods.__mod__(unaliased(self, "%="), o)
 
     def __getitem__(self, key):
-        return getitem(self, key)
+        return mark_view(getitem(self, key), self)
 
     # --- methods: those of ArrayMethods, and these -------------------------
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
-        return FUNCTIONS[np.reshape](self, shape, **k)  # skips NumPy's dispatch
+        return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self)  # skips NumPy's dispatch
     def copy(self, order="K"): return self  # no value changes in place; order is a layout
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
+
+
+#: ndarray methods that change the array in place, with the functional form
+#: to write instead: a traced or batched array refuses them by name (they
+#: were an AttributeError that named no fix).
+_IN_PLACE_METHODS = {
+    "sort": "y = np.sort(y, axis=...)",
+    "partition": "y = np.partition(y, kth)",
+    "fill": "y = np.full_like(y, value) or y * 0 + value",
+    "resize": "y = np.resize(y, shape) (repeats the values) or np.pad",
+    "put": "y = np.where(mask, values, y) or build the array with np.concatenate",
+    "setfield": "a new array",
+    "setflags": "nothing (a traced array has no flags to set)",
+}
+
+
+def _refusing_method(name, fix):
+    def method(self, *args, **kwargs):
+        raise TypeError(f"tapestry: y.{name}(...) changes the traced array y in place, "
+                        f"which cannot be differentiated; write {fix} instead.")
+    method.__name__ = name
+    return method
+
+
+def refuse_in_place_methods(cls):
+    """Give ``cls`` (Var; Batched names them in its __getattr__) the
+    in-place ndarray methods, each refusing by name, and a few queries."""
+    for name, fix in _IN_PLACE_METHODS.items():
+        setattr(cls, name, _refusing_method(name, fix))
+    cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
+    cls.searchsorted = lambda self, v, *a, **k: np.searchsorted(self, v, *a, **k)
+    cls.compress = lambda self, cond, axis=None: np.compress(cond, self, axis)
+    cls.itemsize = property(lambda self: self.dtype.itemsize)
+    cls.nbytes = property(lambda self: self.size * self.dtype.itemsize)
+    return cls
+
+
+#: NumPy functions that return a view of their first argument when they can
+#: (``y.T``, ``np.ravel``, ``np.squeeze``...): augmented assignment into their
+#: result writes through into the argument (:func:`mark_view`).
+VIEW_FUNCTIONS = frozenset(
+    getattr(np, n) for n in ("transpose", "swapaxes", "moveaxis", "rollaxis", "ravel",
+                             "squeeze", "expand_dims", "reshape", "atleast_1d", "atleast_2d",
+                             "atleast_3d", "permute_dims", "matrix_transpose")
+    if hasattr(np, n))
+
+
+def _innermost(x):
+    """The plain value under every wrapper (traced, batched, staged) of ``x``."""
+    while not isinstance(x, np.ndarray) and hasattr(x, "_value"):
+        x = x._value
+    return x
+
+
+def mark_view(out, base):
+    """Remember on ``out`` (a traced or batched value) the traced array it is
+    a NumPy view of (the root of a chain of views), weakly: augmented
+    assignment into ``out`` refuses while that array is alive
+    (:func:`unaliased`)."""
+    if out.__class__ is not base.__class__ or not hasattr(type(out), "_root"):
+        return out
+    a = out._value
+    if a.__class__ is not np.ndarray:
+        a = _innermost(a)
+    owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
+    if owner is None:
+        return out
+    b = base._value
+    if b.__class__ is not np.ndarray:
+        b = _innermost(b)
+    if owner is b or owner is getattr(b, "base", None):
+        ref = getattr(base, "_root", None)
+        root = ref() if ref is not None else None
+        out._root = weakref.ref(base if root is None else root)
+    return out
+
+
+def unaliased(x, op):
+    """``x`` for ``x op= v``, unless ``x`` is a view of a traced array that
+    is still alive: NumPy would write through the view into that array,
+    which tapestry cannot do (it rebinds ``x``), so refuse by name."""
+    ref = getattr(x, "_root", None)
+    if ref is not None and ref() is not None:
+        raise TypeError(
+            f"tapestry: augmented assignment (v {op} ...) into a view of a traced array "
+            "(v = y[...] or y.reshape(...)): NumPy writes through the view into y, but "
+            "a traced array cannot change in place, so y would keep its old value. "
+            "Build the new y instead (y = y + np.pad(...), np.where(mask, new, y), "
+            "np.concatenate), or copy first (v = y[...] * 1.0 is then a separate array "
+            "rebound by the update, with y unchanged).")
+    return x
 
 
 def unwrap_all(x):
@@ -488,3 +590,6 @@ def astype(x, dtype):
     if dtype.kind in "fc":
         return FUNCTIONS["astype"](x, dtype)
     return unwrap_all(x).astype(dtype)
+
+
+refuse_in_place_methods(Var)

@@ -135,11 +135,15 @@ class Optimizer:
         if g_td != p_td:  # None where params have a leaf: skip that parameter
             try:
                 g_leaves = flatten_up_to(p_td, grads)
-            except ValueError:
-                raise ValueError(f"tapestry.optim.{name}.update: grads have "
-                                 f"{len(g_leaves)} leaves but params have {len(p_leaves)}"
-                                 f" ({g_td} vs {p_td}); pass the gradient of the same "
-                                 "pytree, in the order update(params, grads).") from None
+            except ValueError as e:
+                # the structures differ (a list for a tuple, a missing key) even
+                # when the leaf counts agree: name where, from flatten_up_to
+                where = str(e).split(": ", 1)[-1]
+                raise ValueError(f"tapestry.optim.{name}.update: grads do not have the "
+                                 f"structure of params ({len(g_leaves)} leaves, {g_td}, vs "
+                                 f"{len(p_leaves)} leaves, {p_td}): {where} Pass the "
+                                 "gradient of the same pytree, in the order "
+                                 "update(params, grads).") from None
         for p, g in zip(p_leaves, g_leaves):
             if g is not None:
                 _check_param(p, g, name)
