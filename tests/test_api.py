@@ -309,10 +309,13 @@ def _scipy_calls():
          [r"scipy\.special's logsumexp", r"tapestry\.scipy\.special"]),
         (lambda m: np.sum(scipy.linalg.expm(np.eye(2) * m)),
          [r"scipy\.linalg's expm", r"tapestry\.scipy\.linalg"]),
+        # behind SciPy's batching decorator: the function it wraps is named
+        (lambda m: np.sum(scipy.linalg.solve_triangular(np.eye(2) * m, np.ones(2))),
+         [r"scipy\.linalg's solve_triangular", r"tapestry\.scipy\.linalg"]),
     ]
 
 
-@pytest.mark.parametrize("k", range(4))
+@pytest.mark.parametrize("k", range(5))
 def test_a_library_that_converts_its_inputs_is_named_with_the_alternative(k):
     pytest.importorskip("scipy")
     call, patterns = _scipy_calls()[k]

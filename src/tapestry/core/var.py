@@ -45,25 +45,42 @@ _CONVERTING_LIBRARIES = {
 }
 
 
+#: Names of decorators' inner functions: not the function the user called.
+_WRAPPER_NAMES = frozenset({"wrapper", "wrapped", "inner", "decorated", "_wrapper", "func",
+                            "wrapper_func", "new_func"})
+
+
 def _converting_library_call(frame):
     """``(name, advice)`` for the library function the user called that
     converts a traced value (``scipy.stats.norm.logpdf``), or ``None``:
-    the outermost frame of the library, walking out from the conversion."""
-    found = None
+    the outermost frame of the library, walking out from the conversion,
+    that is no decorator's wrapper (``solve_triangular`` under SciPy's
+    batching decorator)."""
+    frames = []
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         lib = next((k for k in _CONVERTING_LIBRARIES
                     if module == k or module.startswith(k + ".")), None)
         if lib is None:
-            if found is not None or not module.startswith("numpy"):
+            if frames or not module.startswith("numpy"):
                 break
         else:
-            found = (frame, lib)
+            frames.append((frame, lib))
         frame = frame.f_back
-    if found is None:
+    if not frames:
         return None
-    frame, lib = found
+    frame, lib = frames[-1]
     name = frame.f_code.co_name
+    if name in _WRAPPER_NAMES:  # the function it wraps, held in its closure
+        inner = next((v for v in frame.f_locals.values()
+                      if callable(v) and getattr(v, "__name__", "") not in _WRAPPER_NAMES
+                      and str(getattr(v, "__module__", "")).startswith(lib.split(".")[0])),
+                     None)
+        if inner is not None:
+            name = inner.__name__
+            module = inner.__module__
+            lib = next((k for k in _CONVERTING_LIBRARIES
+                        if module == k or module.startswith(k + ".")), lib)
     owner = frame.f_locals.get("self")
     dist = getattr(owner, "name", None) if lib == "scipy.stats" else None
     public = f"{lib}.{dist}.{name}" if isinstance(dist, str) else f"{lib}'s {name}"
