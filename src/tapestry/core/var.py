@@ -34,8 +34,8 @@ _CONVERTING_LIBRARIES = {
     "scipy.stats": "tapestry.scipy.stats (norm, t, gamma, beta, chi2, poisson, dirichlet, "
                    "multivariate_normal: SciPy's signatures, logpdf, pdf, cdf, ...), or "
                    "write the density with NumPy",
-    "scipy.special": "tapestry.scipy.special (logsumexp, softmax, log_softmax, polygamma, "
-                     "multigammaln, spherical_jn) or tapestry.numpy (tnp.logsumexp); "
+    "scipy.special": "tapestry.scipy.special (polygamma, multigammaln, logsumexp, softmax, "
+                     "log_softmax, spherical_jn) or tapestry.numpy (tnp.logsumexp); "
                      "scipy.special's ufuncs (gammaln, expit, erf, ...) need nothing",
     "scipy.linalg": "tapestry.scipy.linalg (solve_triangular, cho_factor, cho_solve, expm, "
                     "solve_sylvester, sqrtm, solve_banded) or numpy.linalg",
