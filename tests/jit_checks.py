@@ -15,3 +15,23 @@ def same(a, b):
         u, v = np.asarray(u), np.asarray(v)
         assert u.shape == v.shape and u.dtype == v.dtype, (u.shape, v.shape, u.dtype, v.dtype)
         assert u.tobytes() == v.tobytes(), (u, v)
+
+
+def quiet(fn, *a, **k):
+    """``fn(*a, **k)`` with tapestry.JitWarning (a give-up) silenced."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tp.JitWarning)
+        return fn(*a, **k)
+
+
+def same_object(got, want):
+    """One type; for arrays also one dtype, shape, layout (strides) and
+    values; otherwise equal."""
+    assert type(got) is type(want)
+    if isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.strides == want.strides  # the plain call's layout
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert got == want

@@ -11,20 +11,7 @@ import pytest
 import tapestry as tp
 
 
-def _quiet(fn, *a, **k):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tp.JitWarning)
-        return fn(*a, **k)
-
-
-def _same(got, want):
-    assert type(got) is type(want)
-    if isinstance(want, np.ndarray):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        assert got.strides == want.strides  # the plain call's layout
-        np.testing.assert_array_equal(got, want)
-    else:
-        assert got == want
+from jit_checks import quiet as _quiet, same_object as _same  # noqa: E402
 
 
 # --- 1. state a function reads through a dict held by a function object ---------------
