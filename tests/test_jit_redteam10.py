@@ -12,9 +12,7 @@ import pytest
 
 import tapestry as tp
 import tapestry.numpy as tnp
-
-
-from jit_checks import quiet as _quiet, same_object as _same  # noqa: E402
+from jit_checks import quiet as _quiet, same_object as _same
 
 
 def _in_thread(fn, *args):

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 import tapestry as tp
-
-
-from jit_checks import quiet as _quiet, same_object as _same  # noqa: E402
+from jit_checks import quiet as _quiet, same_object as _same
 
 
 # --- 1. state a function reads through a dict held by a function object ---------------
