@@ -349,23 +349,18 @@ def hessian(f, argnums=0, has_aux=False):
     no complex matrix)."""
     fwd = forward_jacobian(_jacrev(f, argnums, has_aux, "hessian"), argnums, has_aux,
                            "hessian")
-    rev = _jacrev(_jacrev(f, argnums, has_aux, "hessian"), argnums, has_aux, "hessian")
 
     @functools.wraps(f)
     def hessian_f(*args, **kwargs):
-        try:
-            return fwd(*args, **kwargs)
-        except ForwardComplexError:
-            _, nums = normalize_argnums(argnums, len(args), "hessian")
-            _require_real_inputs([args[a] for a in nums], "hessian")
-            return rev(*args, **kwargs)
+        _, nums = normalize_argnums(argnums, len(args), "hessian")
+        _require_real_inputs([args[a] for a in nums], "hessian")
+        return fwd(*args, **kwargs)
     return hessian_f
 
 
 def _require_real_inputs(primals, opname):
-    """Reverse over reverse stands in for forward over reverse only for real
-    inputs (complex intermediates): the Hessian of a real function of
-    complex inputs is not a complex matrix, so that case stays refused."""
+    """The Hessian of a real function of complex inputs is not a complex
+    matrix: refused by name (before jacfwd's own, more general refusal)."""
     if any(np.result_type(unwrap_all(x)).kind == "c" for x in tree_flatten(primals)[0]):
         raise ForwardComplexError(
             f"tapestry.{opname}: complex inputs are not supported (the second "
@@ -396,13 +391,7 @@ def hessian_vector_product(f, argnums=0):
         tangents = (v,) if single else _as_vectors(v, nums, name)
         primals = [args[a] for a in nums]
         labels = [f"v (for argument {a})" for a in nums]
-        try:
-            return forward_jvp(g, primals, tangents, False, name, labels)[1]
-        except ForwardComplexError:  # complex intermediates: reverse over reverse
-            _require_real_inputs(primals, name)
-            cts = _vjp(g, primals, False, name, keep=False)[1](
-                v if single else tuple(v))  # Hᵀv = Hv
-            return cts[0] if single else cts
+        return forward_jvp(g, primals, tangents, False, name, labels)[1]
     return hvp
 
 
