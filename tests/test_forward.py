@@ -503,3 +503,35 @@ def test_float32_tangents_stay_float32(op):
     assert y.dtype == np.float32 and t.dtype == np.float32, (y.dtype, t.dtype)
     assert tp.jacfwd(op)(x).dtype == np.float32
     assert tp.linearize(op, x)[1](x).dtype == np.float32
+
+
+def test_complex_jvp_and_holomorphic_grad_composed_both_ways():
+    """jvp of complex values and holomorphic grad inside and around jit and
+    vmap, complex64 under a nested transform, a float32 Hessian through an FFT."""
+    f = lambda z: np.log(z) * np.conj(z) + np.abs(z)  # noqa: E731
+    z, v = np.array([1 + 1j, 2 - 0.5j]), np.array([1j, 0.5 + 0j])
+    want = tp.jvp(f, (z,), (v,))[1]
+    zs, vs = np.stack([z, 2 * z]), np.stack([v, v])
+    np.testing.assert_allclose(tp.jvp(tp.jit(f), (z,), (v,))[1], want, rtol=1e-13)
+    np.testing.assert_allclose(tp.jit(lambda z, v: tp.jvp(f, (z,), (v,))[1])(z, v), want,
+                               rtol=1e-13)
+    np.testing.assert_allclose(tp.jvp(tp.vmap(f), (zs,), (vs,))[1][0], want, rtol=1e-13)
+    np.testing.assert_allclose(tp.vmap(lambda z, v: tp.jvp(f, (z,), (v,))[1])(zs, vs)[1],
+                               tp.jvp(f, (2 * z,), (v,))[1], rtol=1e-13)
+    got = tp.jvp(tp.jit(f), (z.astype(np.complex64),), (v.astype(np.complex64),))[1]
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    g = lambda z: np.sum(np.sin(z) * z)  # noqa: E731
+    gh = tp.grad(g, holomorphic=True)
+    np.testing.assert_allclose(tp.vmap(gh)(zs)[1], gh(2 * z), rtol=1e-13)
+    np.testing.assert_allclose(tp.jit(gh)(z), gh(z), rtol=1e-13)
+    np.testing.assert_allclose(tp.grad(tp.jit(g), holomorphic=True)(z), gh(z), rtol=1e-13)
+    np.testing.assert_allclose(tp.grad(lambda z: np.sum(tp.vmap(lambda w: np.sin(w) * w)(z)),
+                                       holomorphic=True)(z), gh(z), rtol=1e-13)
+    x = np.array([0.1, 0.5, -0.3, 0.8])
+    p = lambda x: np.sum(np.abs(np.fft.fft(x)) ** 2 * np.arange(4.0, dtype=x.dtype))  # noqa: E731
+    h32 = tp.hessian(p)(x.astype(np.float32))
+    assert h32.dtype == np.float32
+    np.testing.assert_allclose(h32, tp.hessian(p)(x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tp.hessian_vector_product(tp.jit(p))(x, np.ones(4)),
+                               tp.hessian(p)(x) @ np.ones(4), rtol=1e-12)
