@@ -139,6 +139,30 @@ def test_copies_made_by_indexing_still_rebind(how):
         np.testing.assert_allclose(_TRANSFORMS[how](f), want)
 
 
+@pytest.mark.parametrize("how", sorted(_TRANSFORMS))
+def test_a_copy_of_a_view_is_updated_as_numpy_updates_it(how):
+    """``v = y[::2].copy(); v += 1`` (and np.copy) is NumPy's own idiom for
+    updating a separate array: the copy rebinds, ``y`` is unchanged, under
+    every transform; the same code on plain arrays gives the reference."""
+    def f(x):
+        y = x * 2.0
+        v = y[::2].copy()
+        v += 1.0
+        w = np.copy(y[1::2].reshape(3, 1))
+        w *= 3.0
+        return np.sum(v * y[1::2]) + np.sum(w[:, 0] * y[::2] ** 2)
+    got = _TRANSFORMS[how](f)
+    if how == "grad":
+        check_grads(f, (_X,), order=2)
+    g = tp.grad(f)
+    want = {"grad": lambda: g(_X), "vmap": lambda: [f(_X), f(2 * _X)],
+            "vmap_grad": lambda: [g(_X), g(2 * _X)], "jit_grad": lambda: g(_X),
+            "grad_jit": lambda: g(_X), "jvp": lambda: np.sum(g(_X)),
+            "hessian": lambda: np.stack([(g(_X + 1e-6 * e) - g(_X - 1e-6 * e)) / 2e-6
+                                         for e in np.eye(6)], axis=1)}[how]()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
 @pytest.mark.parametrize("how", ["grad", "vmap"])
 @pytest.mark.parametrize("call", ["sort()", "partition(1)", "fill(2.0)", "resize((3,))", "put([0], 1.0)"])
 def test_in_place_methods_refused_by_name(call, how):

@@ -363,8 +363,12 @@ class Batched(ArrayMethods):
 
     def copy(self, order="K"):
         """``self``: values never change in place, so a copy is the value
-        itself; ``order`` (a memory layout) changes no value."""
-        return self
+        itself; ``order`` (a memory layout) changes no value.  A view of a
+        batched array gets an object of its own that is no view (``v =
+        y[0].copy(); v += 1`` then rebinds, as NumPy's copy is updated)."""
+        if getattr(self, "_root", None) is None:
+            return self
+        return Batched(self._value, self._trace)
 
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):

@@ -338,7 +338,13 @@ class Var(ArrayMethods):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
         return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self)  # skips NumPy's dispatch
-    def copy(self, order="K"): return self  # no value changes in place; order is a layout
+    def copy(self, order="K"):
+        # no value changes in place, so the value itself (order is a layout);
+        # a view of a traced array gets an object of its own that is no view,
+        # so ``v = y[::2].copy(); v += 1`` rebinds as NumPy's copy would update
+        if getattr(self, "_root", None) is None:
+            return self
+        return Var(self._value, self._tape, self._index)
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 
@@ -429,7 +435,7 @@ def unaliased(x, op):
             "(v = y[...] or y.reshape(...)): NumPy writes through the view into y, but "
             "a traced array cannot change in place, so y would keep its old value. "
             "Build the new y instead (y = y + np.pad(...), np.where(mask, new, y), "
-            "np.concatenate), or copy first (v = y[...] * 1.0 is then a separate array "
+            "np.concatenate), or copy first (v = y[...].copy() is then a separate array "
             "rebound by the update, with y unchanged).")
     return x
 
