@@ -32,7 +32,8 @@ from .batching import PerItemParameter, elementwise, expand_item, flat_items, sh
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
-                  VIEW_FUNCTIONS, mark_view, unaliased,
+                  VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view, rebind,
+                  unaliased,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -93,6 +94,19 @@ def handled(err):
         err, seen = err.__cause__ or err.__context__, seen + 1
 
 
+def _getitem(base, key):
+    return FUNCTIONS[operator.getitem](base, key)
+
+
+def _view_function(base, func, rest, kwargs):
+    """``func(base, *rest, **kwargs)`` for a batched ``base``, unmarked."""
+    return base._array_function(func, (base,) + rest, kwargs)
+
+
+def _reshape(base, shape, kwargs):
+    return base._array_function(np.reshape, (base, shape), kwargs)
+
+
 class EscapedBatchError(RuntimeError):
     """A batched value was used after the ``vmap`` call that made it returned."""
 
@@ -100,8 +114,9 @@ class EscapedBatchError(RuntimeError):
 class Batched(ArrayMethods):
     """An array with a leading batch axis, seen by user code as one item."""
 
-    __slots__ = ("_value", "_trace", "_root", "__weakref__")
+    __slots__ = ("_value", "_trace", "_root", "_views", "_derive", "__weakref__")
     __array_priority__ = 100.0
+    _state = ("_value", "_trace")  # what a view updated by rebind() takes
 
     def __init__(self, value, trace):
         self._value = value
@@ -281,7 +296,9 @@ class Batched(ArrayMethods):
 
     def __array_function__(self, func, types, args, kwargs):
         out = self._array_function(func, args, kwargs)
-        return mark_view(out, args[0]) if func in VIEW_FUNCTIONS and args else out
+        if func in VIEW_FUNCTIONS and args:
+            return mark_function_views(out, func, args, kwargs, _view_function)
+        return out
 
     def _array_function(self, func, args, kwargs):
         if not kwargs and len(args) == 1 and args[0] is self:
@@ -343,17 +360,20 @@ class Batched(ArrayMethods):
     def __rrshift__(self, o): return np.right_shift(o, self)
     def __invert__(self): return np.invert(self)
 
-    # As for traced arrays, augmented assignment rebinds; into a view of a
-    # live batched array it refuses (NumPy would write through the view).
-    __iadd__ = lambda self, o: unaliased(self, "+=").__add__(o)  # noqa: E731
-    __isub__ = lambda self, o: unaliased(self, "-=").__sub__(o)  # noqa: E731
-    __imul__ = lambda self, o: unaliased(self, "*=").__mul__(o)  # noqa: E731
-    __itruediv__ = lambda self, o: unaliased(self, "/=").__truediv__(o)  # noqa: E731
-    __ipow__ = lambda self, o: unaliased(self, "**=").__pow__(o)  # noqa: E731
-    __imatmul__ = lambda self, o: unaliased(self, "@=").__matmul__(o)  # noqa: E731
+    # As for traced arrays, augmented assignment rebinds, keeps an array's
+    # shape and dtype, and updates its live views (var.rebind); into a view
+    # of a live batched array it refuses (NumPy would write through the view).
+    __iadd__ = lambda self, o: rebind(self, unaliased(self, "+=").__add__(o), "+=")  # noqa: E731
+    __isub__ = lambda self, o: rebind(self, unaliased(self, "-=").__sub__(o), "-=")  # noqa: E731
+    __imul__ = lambda self, o: rebind(self, unaliased(self, "*=").__mul__(o), "*=")  # noqa: E731
+    __itruediv__ = lambda self, o: rebind(  # noqa: E731
+        self, unaliased(self, "/=").__truediv__(o), "/=")
+    __ipow__ = lambda self, o: rebind(self, unaliased(self, "**=").__pow__(o), "**=")  # noqa: E731
+    __imatmul__ = lambda self, o: rebind(  # noqa: E731
+        self, unaliased(self, "@=").__matmul__(o), "@=")
 
     def __getitem__(self, key):
-        return mark_view(FUNCTIONS[operator.getitem](self, key), self)
+        return mark_item_view(FUNCTIONS[operator.getitem](self, key), self, key, _getitem)
 
     def astype(self, dtype, *a, **k):
         dtype = np.dtype(dtype)
@@ -373,7 +393,7 @@ class Batched(ArrayMethods):
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
-        return mark_view(np.reshape(self, shape, **k), self)
+        return mark_view(_reshape(self, shape, k), self, _reshape, (shape, k))
 
 
 

@@ -181,8 +181,9 @@ class Var(ArrayMethods):
     """A traced array.  ``_value`` may itself be a ``Var`` of an outer tape
     (nested differentiation); ``_tape``/``_index`` locate its node."""
 
-    __slots__ = ("_value", "_tape", "_index", "_root", "__weakref__")
+    __slots__ = ("_value", "_tape", "_index", "_root", "_views", "_derive", "__weakref__")
     __array_priority__ = 100.0
+    _state = ("_value", "_tape", "_index")  # what a view updated by rebind() takes
 
     def __init__(self, value, tape, index):
         self._value = value
@@ -288,9 +289,10 @@ class Var(ArrayMethods):
         return dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        out = dispatch_function(func, args, kwargs)
         if func in VIEW_FUNCTIONS and args:
-            return mark_view(dispatch_function(func, args, kwargs), args[0])
-        return dispatch_function(func, args, kwargs)
+            return mark_function_views(out, func, args, kwargs, _view_function)
+        return out
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
     def __add__(self, o): return FAST_UFUNCS[np.add]._call2(self, o)
@@ -315,29 +317,33 @@ class Var(ArrayMethods):
         x = unwrap_all(self)
         return round(x) if ndigits is None else round(x, ndigits)
 
-    # Augmented assignment rebinds (``x += y`` is ``x = x + y``), as in HIPS
-    # autograd and JAX: a traced value is never written in place, so another
-    # name bound to the same array does not see the change (docs/guide.md).
-    # A view (``v = y[::2]``, ``y.reshape(...)``) of a traced array that is
-    # still alive refuses: NumPy writes through it into ``y``, and a rebound
-    # ``v`` would leave ``y`` unchanged, a silently different result.
-    __iadd__ = lambda self, o: unaliased(self, "+=").__add__(o)
-    __isub__ = lambda self, o: unaliased(self, "-=").__sub__(o)
-    __imul__ = lambda self, o: unaliased(self, "*=").__mul__(o)
-    __itruediv__ = lambda self, o: unaliased(self, "/=").__truediv__(o)
-    __ipow__ = lambda self, o: unaliased(self, "**=").__pow__(o)
-    __imatmul__ = lambda self, o: unaliased(self, "@=").__matmul__(o)
-    __ifloordiv__ = lambda self, o: ArrayMethods.__floordiv__(unaliased(self, "//="), o)
-    __imod__ = lambda self, o: ArrayMethods.__mod__(unaliased(self, "%="), o)
+    # Augmented assignment (``y += v``) works as NumPy's in-place operator
+    # would, seen from the values: ``y`` is rebound to the new array, in the
+    # dtype and shape NumPy keeps, and every live view taken from ``y``
+    # (``head = y[:3]``, ``y.T``, ``y.reshape``) now shows the new values
+    # (:func:`rebind`). Another *name* bound to the same array object
+    # (``z = y``) keeps the old value, as in HIPS autograd and JAX
+    # (docs/guide.md). Into a view of a live array it refuses: NumPy writes
+    # through the view into ``y`` (:func:`unaliased`).
+    __iadd__ = lambda self, o: rebind(self, unaliased(self, "+=").__add__(o), "+=")
+    __isub__ = lambda self, o: rebind(self, unaliased(self, "-=").__sub__(o), "-=")
+    __imul__ = lambda self, o: rebind(self, unaliased(self, "*=").__mul__(o), "*=")
+    __itruediv__ = lambda self, o: rebind(self, unaliased(self, "/=").__truediv__(o), "/=")
+    __ipow__ = lambda self, o: rebind(self, unaliased(self, "**=").__pow__(o), "**=")
+    __imatmul__ = lambda self, o: rebind(self, unaliased(self, "@=").__matmul__(o), "@=")
+    __ifloordiv__ = lambda self, o: rebind(
+        self, ArrayMethods.__floordiv__(unaliased(self, "//="), o), "//=")
+    __imod__ = lambda self, o: rebind(self, ArrayMethods.__mod__(unaliased(self, "%="), o), "%=")
 
     def __getitem__(self, key):
-        return mark_view(getitem(self, key), self)
+        return mark_item_view(getitem(self, key), self, key, getitem)
 
     # --- methods: those of ArrayMethods, and these -------------------------
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
             shape = shape[0]
-        return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self)  # skips NumPy's dispatch
+        # skips NumPy's dispatch
+        return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self, _reshape, (shape, k))
     def copy(self, order="K"):
         # no value changes in place, so the value itself (order is a layout);
         # a view of a traced array gets an object of its own that is no view,
@@ -390,8 +396,31 @@ def refuse_in_place_methods(cls):
 VIEW_FUNCTIONS = frozenset(
     getattr(np, n) for n in ("transpose", "swapaxes", "moveaxis", "rollaxis", "ravel",
                              "squeeze", "expand_dims", "reshape", "atleast_1d", "atleast_2d",
-                             "atleast_3d", "permute_dims", "matrix_transpose")
+                             "atleast_3d", "permute_dims", "matrix_transpose", "diagonal",
+                             "diag", "flip", "fliplr", "flipud", "rot90", "broadcast_to",
+                             "real", "imag", "split", "array_split", "hsplit", "vsplit",
+                             "dsplit", "unstack")
     if hasattr(np, n))
+
+
+def mark_function_views(out, func, args, kwargs, view_function):
+    """:func:`mark_view` for ``out = func(base, *rest)`` of ``VIEW_FUNCTIONS``;
+    a list of views (``np.split``) marks each. ``np.atleast_1d(y)`` of a
+    vector is ``y`` itself, in NumPy too: another name, no view."""
+    if out is args[0] and func in _SAME_OBJECT:
+        return out
+    if out.__class__ is list or out.__class__ is tuple:
+        return out.__class__(
+            mark_view(o, args[0], _item_of, (view_function, i, func, args[1:], kwargs))
+            for i, o in enumerate(out))
+    return mark_view(out, args[0], view_function, (func, args[1:], kwargs))
+
+
+_SAME_OBJECT = frozenset(getattr(np, n) for n in ("atleast_1d", "atleast_2d", "atleast_3d"))
+
+
+def _item_of(base, view_function, i, func, rest, kwargs):
+    return view_function(base, func, rest, kwargs)[i]
 
 
 def _innermost(x):
@@ -401,27 +430,165 @@ def _innermost(x):
     return x
 
 
-def mark_view(out, base):
-    """Remember on ``out`` (a traced or batched value) the traced array it is
-    a NumPy view of (the root of a chain of views), weakly: augmented
-    assignment into ``out`` refuses while that array is alive
-    (:func:`unaliased`)."""
+def mark_view(out, base, derive=None, args=()):
+    """Remember on ``out`` (a traced or batched value) that it is a NumPy
+    view of ``base``: weakly, the root of its chain of views, so that
+    augmented assignment into ``out`` refuses while that array lives
+    (:func:`unaliased`); and ``derive(base, *args)``, how it was taken, so
+    that augmented assignment into ``base`` shows ``out`` the new values, as
+    NumPy's shared memory would (:func:`rebind`)."""
     if out.__class__ is not base.__class__ or not hasattr(type(out), "_root"):
         return out
+    if out is base:  # y.real of a real y, np.squeeze(y) with nothing to squeeze
+        out = _twin(base)
     a = out._value
     if a.__class__ is not np.ndarray:
         a = _innermost(a)
-    owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
-    if owner is None:
-        return out
     b = base._value
     if b.__class__ is not np.ndarray:
         b = _innermost(b)
-    if owner is b or owner is getattr(b, "base", None):
+    owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
+    if a is b or (owner is not None and (owner is b or owner is getattr(b, "base", None))):
         ref = getattr(base, "_root", None)
         root = ref() if ref is not None else None
         out._root = weakref.ref(base if root is None else root)
+        if derive is not None:
+            # a view of a view holds its base (np.split(y.reshape(3, 2), 3):
+            # the reshaped array lives on in NumPy as the parts' memory), so
+            # an update of y reaches the parts; a root is held weakly
+            out._derive = (derive, args, base if root is not None else None)
+            _register_view(base, out)
     return out
+
+
+def _twin(x):
+    """A new object holding ``x``'s value (a view's own identity)."""
+    t = x.__class__.__new__(x.__class__)
+    for slot in x._state:
+        setattr(t, slot, getattr(x, slot))
+    return t
+
+
+def mark_item_view(out, base, key, derive):
+    """:func:`mark_view` for ``out = base[key]``: an item picked by integers
+    alone (``y[0]`` of a vector) is a NumPy scalar, a copy, not a view."""
+    if out.__class__ is not base.__class__ or (out.shape == () and not _has_ellipsis(key)):
+        return out
+    return mark_view(out, base, derive, (key,))
+
+
+def _has_ellipsis(key):
+    return key is Ellipsis or (key.__class__ is tuple and any(k is Ellipsis for k in key))
+
+
+def _register_view(base, view):
+    """Add ``view`` to ``base``'s weak list of views, dropping dead entries
+    whenever the list doubles (a loop of ``y[i]`` stays O(live views))."""
+    views = getattr(base, "_views", None)
+    if views is None:
+        base._views = [weakref.ref(view)]
+        return
+    views.append(weakref.ref(view))
+    n = len(views)
+    if n >= 16 and not n & (n - 1):
+        views[:] = [r for r in views if r() is not None]
+
+
+def _view_function(base, func, rest, kwargs):
+    """``func(base, *rest, **kwargs)`` for a traced ``base``, unmarked."""
+    return dispatch_function(func, (base,) + rest, kwargs)
+
+
+def _reshape(base, shape, kwargs):
+    return FUNCTIONS[np.reshape](base, shape, **kwargs)
+
+
+def rebind(old, new, op):
+    """``new`` for ``old op= v`` on a traced or batched array, made to read
+    as NumPy's in-place operator: an array (not a scalar) keeps its shape and
+    dtype, and every live view of ``old`` is updated in place to show the
+    new values, as NumPy's shared memory would (``head = y[:3]; y += 1``
+    leaves ``head`` equal to ``y[:3]``). Without this, ``head`` silently
+    kept the old values."""
+    views = getattr(old, "_views", None)
+    shape = old.shape
+    if shape or views:
+        new_shape = getattr(new, "shape", ())
+        if new_shape != shape:
+            raise ValueError(
+                f"tapestry: y {op} v: non-broadcastable output operand with shape {shape} "
+                f"doesn't match the broadcast shape {new_shape}. NumPy refuses this in-place "
+                f"update too; write y = y {op[:-1]} v for the broadcast array.")
+        new = _same_dtype(old, new, op)
+    if views:
+        old._views = None
+        _refresh(views, new, op)
+    return new
+
+
+def _same_dtype(old, new, op):
+    """``new`` cast to ``old``'s dtype, as NumPy's in-place operator casts
+    (``float32 += float64`` stays float32); refused where NumPy refuses."""
+    dt, nt = old.dtype, getattr(new, "dtype", None)
+    if nt is None or nt == dt:
+        return new
+    if not np.can_cast(nt, dt, "same_kind"):
+        raise TypeError(
+            f"tapestry: y {op} v: cannot cast the result from {nt} to y's dtype {dt} "
+            f"with casting rule 'same_kind', as NumPy refuses; write y = y {op[:-1]} v "
+            "for a new array of the wider dtype.")
+    return new.astype(dt)
+
+
+class StaleView:
+    """The value of a view whose array changed kind under it (see
+    :func:`_refresh`): every use raises the message, none is silent."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message):
+        self.message = message
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError(self.message)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__") and name not in ("__array__",):
+            raise AttributeError(name)
+        raise TypeError(self.message)
+
+    __array__ = __array_ufunc__ = __array_function__ = _refuse
+    __len__ = __iter__ = __getitem__ = __bool__ = __float__ = __int__ = __index__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _refuse
+    __neg__ = __abs__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+
+def _refresh(views, new, op):
+    """Give each live view in ``views`` the values it shows of ``new`` (the
+    array its base became), in place, and the same for views of views."""
+    for ref in views:
+        v = ref()
+        if v is None or getattr(v, "_derive", None) is None:
+            continue
+        derive, args, _ = v._derive
+        nv = derive(new, *args)
+        if nv.__class__ is not v.__class__:
+            # the view would have to change kind (a traced value made per-item
+            # by vmap): it can no longer show y's values, so any use refuses
+            v._value = StaleView(
+                f"tapestry: a view of y (v = y[...], y.T, y.reshape(...)) was used after "
+                f"y {op} ... made y a {type(new).__name__} value; NumPy would show the view "
+                f"the new values, which tapestry cannot do across kinds. Take the view "
+                "after the update, or copy it first (y[...].copy()) to keep the old values.")
+            continue
+        for slot in v._state:
+            setattr(v, slot, getattr(nv, slot))
+        children = getattr(v, "_views", None)
+        v._views = None
+        mark_view(v, new, derive, args)
+        if children:
+            _refresh(children, v, op)
 
 
 def unaliased(x, op):
