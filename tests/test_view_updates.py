@@ -220,3 +220,25 @@ def test_views_made_by_functions_follow_their_array(f):
     assert np.allclose(tp.vmap(f)(xs), [f(a.copy()) for a in xs])
     assert np.allclose(tp.jit(tp.grad(f))(X), tp.grad(f)(X))
     check_grads(f, (X,), order=2)
+
+
+def deep_copies(x):
+    import copy
+    y = x * 1.0
+    v = y[:2]
+    state = copy.deepcopy({"v": v, "y": y})   # independent arrays, as in NumPy
+    c = copy.copy(v)
+    c += 1
+    y += 10
+    return np.sum(c * state["v"]) + np.sum(state["y"] ** 2) + np.sum(v)
+
+
+def test_copy_and_deepcopy_of_traced_values_are_independent_arrays():
+    # deepcopy used to copy the tape: the result was refused as a leaked tracer
+    f = deep_copies
+    xs = np.stack([X, 2 * X])
+    assert np.allclose(tp.value_and_grad(f)(X)[0], f(X.copy()))
+    assert np.allclose(tp.vmap(f)(xs), [f(a.copy()) for a in xs])
+    assert np.allclose(tp.jit(tp.grad(f))(X), tp.grad(f)(X))
+    assert np.allclose(tp.jvp(f, (X,), (np.ones(6),))[1], tp.grad(f)(X).sum())
+    check_grads(f, (X,), order=2)

@@ -354,6 +354,16 @@ class Var(ArrayMethods):
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 
+    def __copy__(self):
+        """An independent array, as NumPy's copy: a new object on the same
+        node (its value never changes in place), no view of anything."""
+        return Var(self._value, self._tape, self._index)
+
+    def __deepcopy__(self, memo):
+        # copy.deepcopy(params) inside f: the same; deep-copying the tape
+        # gave a value on a tape nobody sweeps (refused as a leaked tracer)
+        return Var(self._value, self._tape, self._index)
+
 
 #: ndarray methods that change the array in place, with the functional form
 #: to write instead: a traced or batched array refuses them by name (they
