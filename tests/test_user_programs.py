@@ -38,7 +38,6 @@ REFUSED_BY_DESIGN = {
     "scipy_special_softmax": "scipy.special.softmax converts its input: tnp.softmax",
     "scipy_stats_norm_logpdf": "scipy.stats converts its inputs",
     "gp_scipy_linalg_cho_solve": "scipy.linalg converts its inputs: tapestry.scipy.linalg",
-    "fstring_progress_inside_loss": "f'{loss:.4f}' of a traced value is refused (issue 9, item 9)",
     "return_python_float": "float() of the traced result",
     "generator_permutation_of_traced": "np.random.Generator.permutation converts its input",
     "energy_returned_as_complex_dtype": "a complex-typed result (0j imaginary part) is refused, as in JAX",

@@ -243,9 +243,18 @@ class Var(ArrayMethods):
     def __format__(self, spec):
         if not spec:
             return repr(self)
+        v = self._value
+        while v.__class__ is Var:
+            v = v._value
+        if v.__class__ is np.ndarray or isinstance(v, np.generic):
+            # f"{loss:.4f}" inside f: a rounded text of the value, piecewise
+            # constant in it (derivative zero almost everywhere, as round())
+            return format(v[()] if v.__class__ is np.ndarray else v, spec)
+        if getattr(v, "_rec", None) is not None:
+            return format(v, spec)  # a jit-staged value: read as a guard
         raise TypeError(
-            f"tapestry: formatting a traced array with {spec!r}. Inside a function "
-            "being differentiated its number is not final; print "
+            f"tapestry: formatting a traced array with {spec!r}. Under jit or vmap "
+            "it has no one number yet (a staged or per-item value); print "
             "tapestry.stop_gradient(x) (a plain array), or return the value as an "
             "aux output (grad(..., has_aux=True)) or use value_and_grad.")
 
