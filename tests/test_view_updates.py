@@ -242,3 +242,26 @@ def test_copy_and_deepcopy_of_traced_values_are_independent_arrays():
     assert np.allclose(tp.jit(tp.grad(f))(X), tp.grad(f)(X))
     assert np.allclose(tp.jvp(f, (X,), (np.ones(6),))[1], tp.grad(f)(X).sum())
     check_grads(f, (X,), order=2)
+
+
+def test_view_method_follows_its_array_and_refuses_writes_through():
+    def f(x):
+        y = x * 1.0
+        v = y.view()
+        y *= 3.0
+        return np.sum(v * x)
+
+    xs = np.stack([X, 2 * X])
+    assert np.allclose(tp.value_and_grad(f)(X)[0], f(X.copy()))
+    assert np.allclose(tp.vmap(f)(xs), [f(a.copy()) for a in xs])
+    check_grads(f, (X,), order=2)
+
+    def g(x):
+        y = x * 1.0
+        v = y.view()
+        v += 1.0   # NumPy writes into y: refused while y lives (vmap rebound v silently)
+        return np.sum(y * y)
+
+    for transform in (tp.grad, tp.vmap):
+        with pytest.raises(TypeError, match="view of a traced array"):
+            transform(g)(X if transform is tp.grad else xs)

@@ -32,8 +32,8 @@ from .batching import PerItemParameter, elementwise, expand_item, flat_items, sh
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
-                  VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view, rebind,
-                  unaliased,
+                  VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view,
+                  plain_view, rebind, unaliased,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -175,13 +175,9 @@ class Batched(ArrayMethods):
     nbytes = property(lambda self: self.size * self._value.itemsize)
 
     def view(self, *a, **k):
-        """``x.view()`` (another name for the item); a view as another dtype
-        or class reinterprets the batch's memory, so it is refused."""
-        if a or k:
-            raise TypeError("tapestry.vmap: x.view(dtype) of a batched value (it "
-                            "reinterprets memory); use x.astype(dtype), or move the "
-                            "reinterpretation out of vmap.")
-        return self
+        """``x.view()``: a view of the item (var.plain_view); as another dtype
+        or class it would reinterpret the batch's memory: refused."""
+        return plain_view(self, a, k)
 
     def __getattr__(self, name):
         """ndarray attributes that a batched value lacks: an error naming

@@ -363,6 +363,9 @@ class Var(ArrayMethods):
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 
+    def view(self, *a, **k):
+        return plain_view(self, a, k)
+
     def __copy__(self):
         """An independent array, as NumPy's copy: a new object on the same
         node (its value never changes in place), no view of anything."""
@@ -498,6 +501,17 @@ def mark_item_view(out, base, key, derive):
 
 def _has_ellipsis(key):
     return key is Ellipsis or (key.__class__ is tuple and any(k is Ellipsis for k in key))
+
+
+def plain_view(x, a, k):
+    """``x.view()``: another array object on ``x``'s memory, so an update of
+    ``x`` shows in it (and ``v += 1`` into it refuses while ``x`` lives). A
+    view as another dtype or class reinterprets memory: refused."""
+    if a or k:
+        raise TypeError("tapestry: x.view(dtype) of a traced or batched value reinterprets "
+                        "its memory, which has no derivative; use x.astype(dtype), or "
+                        "stop_gradient(x).view(dtype) for the bits of a constant.")
+    return mark_view(_twin(x), x, _twin)
 
 
 def _register_view(base, view):
