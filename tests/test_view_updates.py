@@ -265,3 +265,16 @@ def test_view_method_follows_its_array_and_refuses_writes_through():
     for transform in (tp.grad, tp.vmap):
         with pytest.raises(TypeError, match="view of a traced array"):
             transform(g)(X if transform is tp.grad else xs)
+
+
+def test_sliding_windows_follow_their_array():
+    def f(x):
+        y = x * 1.0
+        w = np.lib.stride_tricks.sliding_window_view(y, 3)
+        y *= 2.0
+        return np.sum(w[:, 0] * w[:, 2])
+
+    xs = np.stack([X, 2 * X])
+    assert np.allclose(tp.value_and_grad(f)(X)[0], f(X.copy()))
+    assert np.allclose(tp.vmap(f)(xs), [f(a.copy()) for a in xs])
+    check_grads(f, (X,), order=2)

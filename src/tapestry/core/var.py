@@ -422,7 +422,7 @@ VIEW_FUNCTIONS = frozenset(
                              "diag", "flip", "fliplr", "flipud", "rot90", "broadcast_to",
                              "real", "imag", "split", "array_split", "hsplit", "vsplit",
                              "dsplit", "unstack")
-    if hasattr(np, n))
+    if hasattr(np, n)) | {np.lib.stride_tricks.sliding_window_view}
 
 
 def mark_function_views(out, func, args, kwargs, view_function):
