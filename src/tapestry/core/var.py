@@ -431,11 +431,23 @@ def mark_function_views(out, func, args, kwargs, view_function):
     vector is ``y`` itself, in NumPy too: another name, no view."""
     if out is args[0] and func in _SAME_OBJECT:
         return out
+    always = func in ALWAYS_VIEWS
     if out.__class__ is list or out.__class__ is tuple:
         return out.__class__(
-            mark_view(o, args[0], _item_of, (view_function, i, func, args[1:], kwargs))
+            mark_view(o, args[0], _item_of, (view_function, i, func, args[1:], kwargs), always)
             for i, o in enumerate(out))
-    return mark_view(out, args[0], view_function, (func, args[1:], kwargs))
+    return mark_view(out, args[0], view_function, (func, args[1:], kwargs), always)
+
+
+#: Of ``VIEW_FUNCTIONS``, those whose NumPy result is always a view, even
+#: where tapestry's rule computes a copy (``sliding_window_view`` gathers):
+#: no look at the result's memory decides it.
+ALWAYS_VIEWS = frozenset(
+    getattr(np, n) for n in ("transpose", "swapaxes", "moveaxis", "rollaxis", "squeeze",
+                             "expand_dims", "permute_dims", "matrix_transpose", "diagonal",
+                             "flip", "fliplr", "flipud", "rot90", "broadcast_to", "split",
+                             "array_split", "hsplit", "vsplit", "dsplit", "unstack")
+    if hasattr(np, n)) | {np.lib.stride_tricks.sliding_window_view}
 
 
 _SAME_OBJECT = frozenset(getattr(np, n) for n in ("atleast_1d", "atleast_2d", "atleast_3d"))
@@ -452,7 +464,7 @@ def _innermost(x):
     return x
 
 
-def mark_view(out, base, derive=None, args=()):
+def mark_view(out, base, derive=None, args=(), always=False):
     """Remember on ``out`` (a traced or batched value) that it is a NumPy
     view of ``base``: weakly, the root of its chain of views, so that
     augmented assignment into ``out`` refuses while that array lives
@@ -470,7 +482,8 @@ def mark_view(out, base, derive=None, args=()):
     if b.__class__ is not np.ndarray:
         b = _innermost(b)
     owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
-    if a is b or (owner is not None and (owner is b or owner is getattr(b, "base", None))):
+    if always or a is b or (owner is not None and
+                            (owner is b or owner is getattr(b, "base", None))):
         ref = getattr(base, "_root", None)
         root = ref() if ref is not None else None
         out._root = weakref.ref(base if root is None else root)
