@@ -25,6 +25,7 @@ import contextvars
 import ctypes
 import decimal
 import functools
+import gc
 import operator
 import os
 import random
@@ -159,6 +160,10 @@ class Environment:
             elif kind == "copy":  # a snapshot of a mapping (os.environ)
                 if holder != obj:
                     return f"{label} changed"
+                continue
+            elif kind == "cache":  # (a result cached the first time: added)
+                if not _same_cache(holder, obj, added):
+                    return f"{label} changed (a result cached or dropped)"
                 continue
             elif kind == "len" or kind == "attrs":
                 if kind == "attrs" and added and len(holder) > obj:
@@ -344,11 +349,56 @@ def _same_value(cur, obj):
     return type(cur) is type(obj) and _equal(cur, obj)
 
 
+#: The C type of ``functools.lru_cache``'s wrappers (``None`` where the
+#: pure-Python fallback is in use).
+_LRU_WRAPPER = getattr(functools, "_lru_cache_wrapper", None)
+if not isinstance(_LRU_WRAPPER, type):
+    _LRU_WRAPPER = None
+
+
+class _CachedResults:
+    """The results a ``functools.lru_cache`` wrapper holds, as a set of
+    identities (a ``"cache"`` binding compares them at every call).  The C
+    wrapper offers no way to read them but the garbage collector's view of
+    what it references: the cache dict's values (an unbounded cache), the
+    keys and results of its links (a bounded one).  A helper's cached result
+    is state like a memo dict's: the function may write into it
+    (``buf(3)[0] += 1``), and a replay would skip that."""
+
+    __slots__ = ("f", "kept")
+
+    def __init__(self, f):
+        self.f = f
+        self.kept = ()  # the results at the walk (alive: their ids stay theirs)
+
+    def objects(self):
+        f = self.f
+        skip = (id(_get(f, "__dict__")), id(_get(f, "__wrapped__")))
+        out = []
+        for r in gc.get_referents(f):
+            if id(r) in skip or isinstance(r, type):
+                continue
+            if r.__class__ is dict:  # the cache (an unbounded one holds the results)
+                out.extend(v for v in r.values() if type(v).__name__ != "_lru_list_elem")
+            else:
+                out.append(r)
+        return out
+
+    def ids(self):
+        return frozenset(map(id, self.objects()))
+
+
+def _same_cache(holder, ids, added=False):
+    now = holder.ids()
+    return now == ids or (added and now > ids)
+
+
 def _compile_check(bindings, arrays):
     """The source of :meth:`Environment.compiled_check`'s function, compiled:
     one test per binding and array, the objects bound as names."""
     ns = {"M": _MISSING, "len": len, "getattr": getattr, "_buffer": _buffer,
-          "_same_items": _same_items, "_same_value": _same_value}
+          "_same_items": _same_items, "_same_value": _same_value,
+          "_same_cache": _same_cache}
     tests = []
     for i, (kind, holder, key, obj, _) in enumerate(bindings):
         h, k, o = f"h{i}", f"k{i}", f"o{i}"
@@ -371,6 +421,8 @@ def _compile_check(bindings, arrays):
             tests.append(f"len({h}) == {o}")
         elif kind == "seq":
             tests.append(f"_same_items({h}, {o})")
+        elif kind == "cache":
+            tests.append(f"_same_cache({h}, {o})")
         else:  # a kind this does not know: changed() decides at every call
             tests.append("False")
     for i, (a, snap, same, _) in enumerate(arrays):
@@ -617,6 +669,9 @@ class _Walker:
         if inner is not None:
             self.function(inner, label)
             return
+        if _LRU_WRAPPER is not None and isinstance(f, _LRU_WRAPPER):
+            self.lru_cache(f, label)
+            return
         if not isinstance(f, types.FunctionType):
             if callable(f) and not isinstance(f, _ATOMS) and _get(f, "__dict__") is not None:
                 self.obj(f, label)  # a callable object: its state and its __call__
@@ -670,6 +725,24 @@ class _Walker:
                 if n[:2] != "__":
                     self.bind("dict", g, n, v, f"global {n!r} of {module}")
 
+    def lru_cache(self, f, label):
+        """A ``functools.lru_cache`` wrapper: the function it wraps, its
+        attributes, and the results it holds -- which results (a new one
+        cached during the trace traces again on the next call, which finds
+        it cached) and each one's contents, as a memo dict's values: a
+        function that writes into a cached array (``buf(3)[0] += 1``) runs
+        uncompiled."""
+        self.obj(f, label)
+        wrapped = _get(f, "__wrapped__")
+        if wrapped is not None:
+            self.function(wrapped, label)
+        held = _CachedResults(f)
+        objects = held.kept = held.objects()
+        self.bind("cache", held, None, frozenset(map(id, objects)),
+                  f"the results cached by {label}")
+        for k, v in enumerate(objects):
+            self.value(v, f"result {k} cached by {label}")
+
     def function_attributes(self, f, name):
         """The attributes of a function of the user's that its code can
         name (``f.scale``, a table kept on the function): state like an
@@ -702,7 +775,8 @@ class _Walker:
                 self.klass(x, label)  # Config.scale read through the class
             return
         if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or \
-                _get(x, "__tapestry_jit_fun__") is not None:
+                _get(x, "__tapestry_jit_fun__") is not None or \
+                (_LRU_WRAPPER is not None and c is _LRU_WRAPPER):
             self.function(x, label)  # marks it seen itself
             return
         if x is os.environ:

@@ -1,0 +1,117 @@
+"""Red-team round 11 of tapestry.jit: state held by a ``functools.lru_cache``
+that the function changes in place (a cached array it writes into, a cached
+dict or object whose counter it steps) -- the cache's results are part of
+what the function reads, guarded as a memo dict's values."""
+import functools
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+
+from jit_checks import same
+
+
+def _calls(fn, n, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tp.JitWarning)
+        return [fn(x) for _ in range(n)]
+
+
+def _write_array(cache):
+    def f(x):
+        b = cache()
+        b[0] += 1.0  # before any NumPy call reads it
+        return x * b
+    return f
+
+
+def _write_out(cache):
+    def f(x):
+        b = cache()
+        np.add(b, 1.0, out=b)
+        return x * b
+    return f
+
+
+def _step_counter(cache):
+    def f(x):
+        d = cache()
+        d["n"] += 1
+        return x * d["n"]
+    return f
+
+
+def _step_list(cache):
+    def f(x):
+        s = cache()
+        s[0] += 1.0
+        return x * s[0]
+    return f
+
+
+class _Counter:
+    def __init__(self):
+        self.n = 0
+
+
+def _step_attribute(cache):
+    def f(x):
+        o = cache()
+        o.n += 1
+        return x * o.n
+    return f
+
+
+_MAKERS = {_write_array: lambda: np.zeros(3), _write_out: lambda: np.zeros(3),
+           _step_counter: lambda: {"n": 0}, _step_list: lambda: [0.0],
+           _step_attribute: _Counter}
+
+
+@pytest.mark.parametrize("maxsize", [None, 4])
+@pytest.mark.parametrize("warm", [False, True])
+@pytest.mark.parametrize("body", list(_MAKERS), ids=lambda b: b.__name__)
+@pytest.mark.parametrize("transform", ["plain", "grad"])
+def test_state_held_by_an_lru_cache_changed_in_place(body, warm, maxsize, transform):
+    make = _MAKERS[body]
+    cache = functools.lru_cache(maxsize=maxsize)(lambda: make())
+    f = body(cache)
+    if transform == "grad":
+        f = tp.grad(lambda x, f=f: np.sum(f(x)))
+    x = np.ones(3)
+    if warm:
+        cache()
+    got = _calls(tp.jit(f), 4, x)
+    cache.cache_clear()
+    if warm:
+        cache()
+    want = [f(x) for _ in range(4)]
+    for g, w in zip(got, want):
+        same(g, w)
+
+
+def test_a_cached_table_read_only_still_compiles():
+    table = functools.lru_cache(maxsize=2)(lambda n: np.arange(float(n)))
+    jf = tp.jit(lambda x: x * table(3))
+    x = np.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tp.JitWarning)
+        outs = [jf(x) for _ in range(4)]
+    for o in outs:
+        same(o, x * np.arange(3.0))
+    info = jf.cache_info()
+    assert info["programs"] == 1 and info["traces"] <= 2  # (the first call may fill the cache)
+
+
+def test_a_cache_cleared_between_calls_is_seen():
+    k = {"v": 1.0}
+    tab = functools.cache(lambda n: np.full(n, k["v"]))
+    f = lambda x: x * tab(3)  # noqa: E731
+    jf = tp.jit(f)
+    x = np.ones(3)
+    same(jf(x), f(x))
+    same(jf(x), f(x))
+    k["v"] = 5.0
+    tab.cache_clear()
+    same(jf(x), np.full(3, 5.0))
