@@ -3,6 +3,7 @@ that the function changes in place (a cached array it writes into, a cached
 dict or object whose counter it steps) -- the cache's results are part of
 what the function reads, guarded as a memo dict's values."""
 import functools
+import types
 import warnings
 
 import numpy as np
@@ -115,3 +116,63 @@ def test_a_cache_cleared_between_calls_is_seen():
     k["v"] = 5.0
     tab.cache_clear()
     same(jf(x), np.full(3, 5.0))
+
+
+def _on_a_function():
+    def helper():
+        if not hasattr(helper, "c"):
+            helper.c = np.zeros(3)
+        return helper.c
+
+    def f(x):
+        c = helper()
+        c[2] += 1.0
+        return x * c
+    return f
+
+
+def _on_a_class():
+    class K:
+        pass
+
+    def f(x):
+        if not hasattr(K, "c"):
+            K.c = np.zeros(3)
+        K.c[2] += 1.0
+        return x * K.c
+    return f
+
+
+def _on_a_module():
+    m = types.ModuleType("scratch")
+
+    def f(x):
+        c = m.__dict__.setdefault("c", np.zeros(3))
+        c[2] += 1.0
+        return x * c
+    return f
+
+
+@pytest.mark.parametrize("make", [_on_a_function, _on_a_class, _on_a_module],
+                         ids=["function", "class", "module"])
+def test_a_buffer_kept_on_a_namespace_the_first_time_is_guarded(make):
+    # the first call adds the attribute during the trace (nothing to guard
+    # yet): the next call must not replay the write away
+    x = np.arange(3.0)
+    got = _calls(tp.jit(make()), 4, x)
+    plain = make()
+    want = [plain(x) for _ in range(4)]
+    for g, w in zip(got, want):
+        same(g, w)
+
+
+def test_an_attribute_kept_on_a_helper_read_only_still_compiles():
+    def helper():
+        if not hasattr(helper, "t"):
+            helper.t = np.arange(3.0)
+        return helper.t
+    jf = tp.jit(lambda x: x * helper())
+    x = np.ones(3)
+    for _ in range(4):
+        same(jf(x), x * np.arange(3.0))
+    assert jf.cache_info()["programs"] == 1

@@ -746,11 +746,14 @@ class _Walker:
     def function_attributes(self, f, name):
         """The attributes of a function of the user's that its code can
         name (``f.scale``, a table kept on the function): state like an
-        object's, set and changed between calls."""
+        object's, set and changed between calls.  Its count is guarded even
+        while it has none: a helper that keeps a buffer on itself the first
+        time (``helper.c = np.zeros(3)``) adds one during the trace, and the
+        next call traces again, guarding it."""
         d = f.__dict__
+        self.bind("attrs", d, None, len(d), f"len {name}.__dict__")
         if not d:
             return
-        self.bind("attrs", d, None, len(d), f"len {name}.__dict__")
         for n in self.attr_names(d, ()):
             if n in d and n != "__wrapped__":  # (walked as the function it wraps)
                 v = d[n]
@@ -886,6 +889,9 @@ class _Walker:
             if not found:
                 self.from_metaclass(k, n)
             self.overridden(k, n)
+        # (an attribute the function adds, K.c = np.zeros(3) the first time:
+        # the next call traces again, guarding it)
+        self.bind("attrs", k.__dict__, None, len(k.__dict__), f"len {k.__name__}.__dict__")
 
     def from_metaclass(self, k, n):
         """``k.n`` served by a user metaclass (``class Meta(type): scale =
@@ -1033,6 +1039,8 @@ class _Walker:
         self.seen.add(id(m))
         d = m.__dict__
         library = _library(getattr(m, "__name__", None))
+        if not library:  # (a user module the function adds to, mod.c = ...: as a class)
+            self.bind("attrs", d, None, len(d), f"len {m.__name__}.__dict__")
         for n in self.attr_names(None, ()):
             if n in d:
                 v = d[n]
