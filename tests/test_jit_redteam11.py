@@ -176,3 +176,67 @@ def test_an_attribute_kept_on_a_helper_read_only_still_compiles():
     for _ in range(4):
         same(jf(x), x * np.arange(3.0))
     assert jf.cache_info()["programs"] == 1
+
+
+def _outcomes(fn, inputs):
+    """Each call's result and the warnings it issued (tapestry's own aside)."""
+    got = []
+    for x in inputs:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r = fn(x)
+        got.append((r, [(x.category, str(x.message)) for x in w
+                        if not issubclass(x.category, tp.JitWarning)]))
+    return got
+
+
+def _warns_always(x):
+    warnings.warn("careful", UserWarning)
+    return x * 2
+
+
+def _warns_on_data(x):
+    if np.sum(x) > 2:
+        warnings.warn("large input", UserWarning)
+    return np.sum(np.sin(x))
+
+
+def _silenced_log(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        y = np.log(x - 1.0)
+    return np.sum(np.where(np.isfinite(y), y, 0.0) * x)
+
+
+def _silenced_by_message(x):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="divide by zero")
+        return np.log(x - 1.0) * np.sqrt(x - 2.0)  # (the sqrt's 'invalid' still shows)
+
+
+@pytest.mark.parametrize("fn", [_warns_always, _warns_on_data, _silenced_log, _silenced_by_message])
+@pytest.mark.parametrize("transform", ["plain", "grad"])
+def test_warnings_are_the_plain_calls_on_every_call(fn, transform):
+    if transform == "grad":
+        if fn is _warns_always or fn is _silenced_by_message:
+            pytest.skip("not a scalar function")
+        fn = tp.grad(fn)
+    inputs = [np.arange(1.0, 4.0), np.array([0.0, 0.5, 1.0]), np.arange(1.0, 4.0),
+              np.arange(1.0, 4.0)]
+    got = _outcomes(tp.jit(fn), inputs)
+    want = _outcomes(fn, inputs)
+    for (g, gw), (w, ww) in zip(got, want):
+        same(g, w)
+        assert gw == ww
+
+
+def test_a_silenced_call_still_compiles_and_follows_the_callers_filters():
+    jf = tp.jit(_silenced_by_message)
+    x = np.arange(1.0, 4.0)
+    for _ in range(3):
+        _outcomes(jf, [x])
+    assert jf.cache_info()["traces"] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the caller's, behind the function's
+        with pytest.raises(RuntimeWarning, match="invalid"):
+            jf(x)

@@ -32,6 +32,7 @@ import random
 import sys
 import threading
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -618,6 +619,8 @@ class _Walker:
             self.env.state_read.add("errors")
         if "get_printoptions" in self.names:
             self.env.state_read.add("print")
+        if "warn" in self.names or "warn_explicit" in self.names:
+            self.env.state_read.add("warn")  # (WarnWatch: does the trace call it?)
         return self.env
 
     def imported(self):
@@ -1222,3 +1225,44 @@ def rng_changed(before, env):
         if a != b:
             return f"the generator {type(g).__name__} it reads"
     return None
+
+
+#: Python's own warning functions: a warning a call of them issues comes
+#: from the function's code, not from a NumPy call the program replays.
+_WARN_FUNCTIONS = (warnings.warn, warnings.warn_explicit)
+
+
+class WarnWatch:
+    """Whether the function's code calls ``warnings.warn`` while a trace runs
+    (``if x.sum() > 2: warnings.warn("big")``): a replay issues the warnings
+    of the NumPy calls it makes, not those of the Python code around them,
+    so such a trace runs uncompiled.  Watched (through ``sys.setprofile``
+    on the tracing thread) only where the code names ``warn``: a profile
+    hook slows the trace.  Under another profiler the hook cannot be
+    chained: a call is assumed (the safe side)."""
+
+    def __init__(self, on):
+        self.on = on
+        self.called = False
+
+    def __enter__(self):
+        if not self.on:
+            return self
+        self.prev = sys.getprofile()
+        if self.prev is not None:
+            self.called = True
+            return self
+
+        def hook(frame, event, arg):
+            # (a library's own warning, np.mean of an empty slice, comes from
+            # inside a call the program makes again: its replay issues it)
+            if event == "c_call" and any(arg is w for w in _WARN_FUNCTIONS) and \
+                    not _library(frame.f_globals.get("__name__")):
+                self.called = True
+        sys.setprofile(hook)
+        return self
+
+    def __exit__(self, *exc):
+        if self.on and self.prev is None:
+            sys.setprofile(None)
+        return False
