@@ -240,3 +240,15 @@ def test_a_silenced_call_still_compiles_and_follows_the_callers_filters():
         warnings.simplefilter("error", RuntimeWarning)  # the caller's, behind the function's
         with pytest.raises(RuntimeWarning, match="invalid"):
             jf(x)
+
+
+@pytest.mark.parametrize("maxsize", [None, 8])
+def test_a_number_passed_to_a_cached_helper_does_not_poison_its_cache(maxsize):
+    double = functools.lru_cache(maxsize=maxsize)(lambda s: s * 2.0)
+    f = lambda x, s: x * double(s)  # noqa: E731
+    jf = tp.jit(f)
+    x = np.ones(2)
+    for s in (2.0, 3.0, 2.0, 3.0):
+        same(jf(x, s), x * (s * 2.0))
+    for s in (2.0, 3.0):  # plain calls after, of the values the traces saw
+        assert double(s) == s * 2.0 and type(double(s)) is float

@@ -254,6 +254,12 @@ class Environment:
                     setattr(holder, key, unstaged(v, seen))
             elif kind in ("seq", "len", "attrs"):
                 unstaged(holder, seen)
+            elif kind == "cache":
+                # a staged number passed to (or returned by) a cached helper:
+                # its entry cannot be rewritten, and would poison every later
+                # call, plain ones too -- the cache is emptied
+                if any(unstaged(o, seen) is not o for o in holder.objects()):
+                    holder.f.cache_clear()
 
     def add_arrays(self, arrays, label):
         """Guard ``arrays`` too (compared bitwise before every replay)."""
@@ -380,7 +386,10 @@ class _CachedResults:
             if id(r) in skip or isinstance(r, type):
                 continue
             if r.__class__ is dict:  # the cache (an unbounded one holds the results)
-                out.extend(v for v in r.values() if type(v).__name__ != "_lru_list_elem")
+                for k, v in list(r.items()):
+                    out.append(k)
+                    if type(v).__name__ != "_lru_list_elem":
+                        out.append(v)
             else:
                 out.append(r)
         return out
