@@ -1257,8 +1257,8 @@ class WarnWatch:
     def __enter__(self):
         if not self.on:
             return self
-        self.prev = sys.getprofile()
-        if self.prev is not None:
+        prev = self.prev = sys.getprofile()
+        if prev is not None and not getattr(prev, "tapestry_warn_watch", False):
             self.called = True
             return self
 
@@ -1268,10 +1268,14 @@ class WarnWatch:
             if event == "c_call" and any(arg is w for w in _WARN_FUNCTIONS) and \
                     not _library(frame.f_globals.get("__name__")):
                 self.called = True
+            if prev is not None:  # (the watch of a trace this one runs inside)
+                prev(frame, event, arg)
+        hook.tapestry_warn_watch = True
         sys.setprofile(hook)
+        self.installed = True
         return self
 
     def __exit__(self, *exc):
-        if self.on and self.prev is None:
-            sys.setprofile(None)
+        if self.on and getattr(self, "installed", False):
+            sys.setprofile(self.prev)
         return False
