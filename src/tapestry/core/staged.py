@@ -162,7 +162,7 @@ class Recorder:
     value of a finished recorder (kept in a global, say) raises when used."""
 
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
-                 "warn", "refused", "ext", "err_entered", "printopts", "text_read",
+                 "warn", "warn_entries", "refused", "ext", "err_entered", "printopts", "text_read",
                  "handed", "known", "consts", "end_checks", "inline_sums", "opaque",
                  "stale", "input_arrays", "pristine", "converted")
 
@@ -195,6 +195,7 @@ class Recorder:
         self.printopts = np.get_printoptions()
         self.text_read = False
         self.warn = _warning_state()
+        self.warn_entries = tuple(warnings.filters)  # (the caller's filters, by identity)
         #: Why the trace cannot be replayed (``None`` while it can): from
         #: then on the function runs on the concrete values, unrecorded.
         self.refused = None
@@ -330,17 +331,28 @@ class Recorder:
         if none).  Changed warning filters that turn a warning into an error,
         or a recording of warnings, cannot be replayed: the function may
         catch or read a warning that a replay would not raise."""
-        if _warning_state() != self.warn and _warnings_matter(self.warn):
-            return self.refuse(
-                f"{_name(fn)} runs under warning filters the function set "
-                "(warnings.catch_warnings with 'error' or record=True), which a replay "
-                "does not reproduce")
+        added = ()
+        if _warning_state() != self.warn:
+            if _warnings_matter(self.warn):
+                return self.refuse(
+                    f"{_name(fn)} runs under warning filters the function set "
+                    "(warnings.catch_warnings with 'error' or record=True), which a "
+                    "replay does not reproduce")
+            added = _added_filters(self.warn_entries)
+            if added is None:
+                return self.refuse(
+                    f"{_name(fn)} runs under warning filters the function changed "
+                    "otherwise than by adding some (warnings.resetwarnings, a filter "
+                    "removed), which a replay does not reproduce")
         if _extobj() is not self.ext:
             self.err_entered = True
         e = np.geterr()
-        if e == self.err:
-            return None
-        return {k: v for k, v in e.items() if v != self.err[k]}
+        err = {k: v for k, v in e.items() if v != self.err[k]}
+        if added:
+            # (warnings.simplefilter("ignore") around the call: the replay
+            # runs it under the same filters, ahead of the caller's then)
+            err["warning_filters"] = added
+        return err or None
 
     def _template(self, x):
         """``(template, concrete, may_alias)`` of an argument structure."""
@@ -700,6 +712,17 @@ def _warning_state():
     the functions that show it (replaced by ``record=True``)."""
     return (warnings.filters, len(warnings.filters), warnings.showwarning,
             getattr(warnings, "_showwarnmsg_impl", None))
+
+
+def _added_filters(entries):
+    """The warning filters the function put ahead of the caller's
+    ``entries`` (``catch_warnings`` + ``simplefilter("ignore")``), or
+    ``None`` where the list is not those entries after the caller's."""
+    cur = warnings.filters
+    k = len(cur) - len(entries)
+    if k < 0 or any(a is not b for a, b in zip(cur[k:], entries)):
+        return None
+    return tuple(cur[:k])
 
 
 def _warnings_matter(before):

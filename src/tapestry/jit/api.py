@@ -40,8 +40,8 @@ from ..core.var import Var
 from ..sparse import AxisSparse
 from .containers import (_PLAIN_OUTPUTS, _containers_changed, _copied_containers, _mirror,
                          fresh_aux_builder, returned_container)
-from .env import (EntropyWatch, ReachesTraced, environment, raw_rng_states, rng_changed,
-                  rng_states)
+from .env import (EntropyWatch, ReachesTraced, WarnWatch, environment, raw_rng_states,
+                  rng_changed, rng_states)
 from .fuse import available as fuse_available
 from .order import aux_key, call_key, input_order, typed
 from .program import GuardFailed, Rebuild, _root, held_constants, lower
@@ -476,8 +476,9 @@ class jit:
         _RAN_ONCE.tracing = (self, raw_rng_states(env), env, rec)
         copies = _copied_containers((args, kwargs), sdyn, {})
         entropy = EntropyWatch()
+        warned = WarnWatch("warn" in env.state_read)
         try:
-            with entropy:
+            with entropy, warned:
                 out = self.fun(*sargs, **skwargs)
                 # (while the trace is open: a dict key made of a staged number
                 # is hashed again here, a read of it)
@@ -574,6 +575,11 @@ class jit:
             return self._give_up(entry, f"it draws random numbers from {why}; a compiled "
                                  "replay would repeat the same draws. Pass the random "
                                  "values (or a seed) as arguments", args, kwargs,
+                                 result=out_td.unflatten(concrete), whole=True)
+        if warned.called:
+            return self._give_up(entry, "it calls warnings.warn, whose warning a replay "
+                                 "would not issue (it replays NumPy's calls, not the code "
+                                 "around them)", args, kwargs,
                                  result=out_td.unflatten(concrete), whole=True)
         changed = env.changed()
         why = changed or ("NumPy's error state (np.seterr)" if np.geterr() != rec.err

@@ -25,12 +25,14 @@ import contextvars
 import ctypes
 import decimal
 import functools
+import gc
 import operator
 import os
 import random
 import sys
 import threading
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -160,6 +162,10 @@ class Environment:
                 if holder != obj:
                     return f"{label} changed"
                 continue
+            elif kind == "cache":  # (a result cached the first time: added)
+                if not _same_cache(holder, obj, added):
+                    return f"{label} changed (a result cached or dropped)"
+                continue
             elif kind == "len" or kind == "attrs":
                 if kind == "attrs" and added and len(holder) > obj:
                     continue
@@ -248,6 +254,12 @@ class Environment:
                     setattr(holder, key, unstaged(v, seen))
             elif kind in ("seq", "len", "attrs"):
                 unstaged(holder, seen)
+            elif kind == "cache":
+                # a staged number passed to (or returned by) a cached helper:
+                # its entry cannot be rewritten, and would poison every later
+                # call, plain ones too -- the cache is emptied
+                if any(unstaged(o, seen) is not o for o in holder.objects()):
+                    holder.f.cache_clear()
 
     def add_arrays(self, arrays, label):
         """Guard ``arrays`` too (compared bitwise before every replay)."""
@@ -344,11 +356,59 @@ def _same_value(cur, obj):
     return type(cur) is type(obj) and _equal(cur, obj)
 
 
+#: The C type of ``functools.lru_cache``'s wrappers (``None`` where the
+#: pure-Python fallback is in use).
+_LRU_WRAPPER = getattr(functools, "_lru_cache_wrapper", None)
+if not isinstance(_LRU_WRAPPER, type):
+    _LRU_WRAPPER = None
+
+
+class _CachedResults:
+    """The results a ``functools.lru_cache`` wrapper holds, as a set of
+    identities (a ``"cache"`` binding compares them at every call).  The C
+    wrapper offers no way to read them but the garbage collector's view of
+    what it references: the cache dict's values (an unbounded cache), the
+    keys and results of its links (a bounded one).  A helper's cached result
+    is state like a memo dict's: the function may write into it
+    (``buf(3)[0] += 1``), and a replay would skip that."""
+
+    __slots__ = ("f", "kept")
+
+    def __init__(self, f):
+        self.f = f
+        self.kept = ()  # the results at the walk (alive: their ids stay theirs)
+
+    def objects(self):
+        f = self.f
+        skip = (id(_get(f, "__dict__")), id(_get(f, "__wrapped__")))
+        out = []
+        for r in gc.get_referents(f):
+            if id(r) in skip or isinstance(r, type):
+                continue
+            if r.__class__ is dict:  # the cache (an unbounded one holds the results)
+                for k, v in list(r.items()):
+                    out.append(k)
+                    if type(v).__name__ != "_lru_list_elem":
+                        out.append(v)
+            else:
+                out.append(r)
+        return out
+
+    def ids(self):
+        return frozenset(map(id, self.objects()))
+
+
+def _same_cache(holder, ids, added=False):
+    now = holder.ids()
+    return now == ids or (added and now > ids)
+
+
 def _compile_check(bindings, arrays):
     """The source of :meth:`Environment.compiled_check`'s function, compiled:
     one test per binding and array, the objects bound as names."""
     ns = {"M": _MISSING, "len": len, "getattr": getattr, "_buffer": _buffer,
-          "_same_items": _same_items, "_same_value": _same_value}
+          "_same_items": _same_items, "_same_value": _same_value,
+          "_same_cache": _same_cache}
     tests = []
     for i, (kind, holder, key, obj, _) in enumerate(bindings):
         h, k, o = f"h{i}", f"k{i}", f"o{i}"
@@ -371,6 +431,8 @@ def _compile_check(bindings, arrays):
             tests.append(f"len({h}) == {o}")
         elif kind == "seq":
             tests.append(f"_same_items({h}, {o})")
+        elif kind == "cache":
+            tests.append(f"_same_cache({h}, {o})")
         else:  # a kind this does not know: changed() decides at every call
             tests.append("False")
     for i, (a, snap, same, _) in enumerate(arrays):
@@ -566,6 +628,8 @@ class _Walker:
             self.env.state_read.add("errors")
         if "get_printoptions" in self.names:
             self.env.state_read.add("print")
+        if "warn" in self.names or "warn_explicit" in self.names:
+            self.env.state_read.add("warn")  # (WarnWatch: does the trace call it?)
         return self.env
 
     def imported(self):
@@ -616,6 +680,9 @@ class _Walker:
         inner = _get(f, "__tapestry_jit_fun__")
         if inner is not None:
             self.function(inner, label)
+            return
+        if _LRU_WRAPPER is not None and isinstance(f, _LRU_WRAPPER):
+            self.lru_cache(f, label)
             return
         if not isinstance(f, types.FunctionType):
             if callable(f) and not isinstance(f, _ATOMS) and _get(f, "__dict__") is not None:
@@ -670,14 +737,35 @@ class _Walker:
                 if n[:2] != "__":
                     self.bind("dict", g, n, v, f"global {n!r} of {module}")
 
+    def lru_cache(self, f, label):
+        """A ``functools.lru_cache`` wrapper: the function it wraps, its
+        attributes, and the results it holds -- which results (a new one
+        cached during the trace traces again on the next call, which finds
+        it cached) and each one's contents, as a memo dict's values: a
+        function that writes into a cached array (``buf(3)[0] += 1``) runs
+        uncompiled."""
+        self.obj(f, label)
+        wrapped = _get(f, "__wrapped__")
+        if wrapped is not None:
+            self.function(wrapped, label)
+        held = _CachedResults(f)
+        objects = held.kept = held.objects()
+        self.bind("cache", held, None, frozenset(map(id, objects)),
+                  f"the results cached by {label}")
+        for k, v in enumerate(objects):
+            self.value(v, f"result {k} cached by {label}")
+
     def function_attributes(self, f, name):
         """The attributes of a function of the user's that its code can
         name (``f.scale``, a table kept on the function): state like an
-        object's, set and changed between calls."""
+        object's, set and changed between calls.  Its count is guarded even
+        while it has none: a helper that keeps a buffer on itself the first
+        time (``helper.c = np.zeros(3)``) adds one during the trace, and the
+        next call traces again, guarding it."""
         d = f.__dict__
+        self.bind("attrs", d, None, len(d), f"len {name}.__dict__")
         if not d:
             return
-        self.bind("attrs", d, None, len(d), f"len {name}.__dict__")
         for n in self.attr_names(d, ()):
             if n in d and n != "__wrapped__":  # (walked as the function it wraps)
                 v = d[n]
@@ -702,7 +790,8 @@ class _Walker:
                 self.klass(x, label)  # Config.scale read through the class
             return
         if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or \
-                _get(x, "__tapestry_jit_fun__") is not None:
+                _get(x, "__tapestry_jit_fun__") is not None or \
+                (_LRU_WRAPPER is not None and c is _LRU_WRAPPER):
             self.function(x, label)  # marks it seen itself
             return
         if x is os.environ:
@@ -812,6 +901,9 @@ class _Walker:
             if not found:
                 self.from_metaclass(k, n)
             self.overridden(k, n)
+        # (an attribute the function adds, K.c = np.zeros(3) the first time:
+        # the next call traces again, guarding it)
+        self.bind("attrs", k.__dict__, None, len(k.__dict__), f"len {k.__name__}.__dict__")
 
     def from_metaclass(self, k, n):
         """``k.n`` served by a user metaclass (``class Meta(type): scale =
@@ -959,6 +1051,8 @@ class _Walker:
         self.seen.add(id(m))
         d = m.__dict__
         library = _library(getattr(m, "__name__", None))
+        if not library:  # (a user module the function adds to, mod.c = ...: as a class)
+            self.bind("attrs", d, None, len(d), f"len {m.__name__}.__dict__")
         for n in self.attr_names(None, ()):
             if n in d:
                 v = d[n]
@@ -1140,3 +1234,48 @@ def rng_changed(before, env):
         if a != b:
             return f"the generator {type(g).__name__} it reads"
     return None
+
+
+#: Python's own warning functions: a warning a call of them issues comes
+#: from the function's code, not from a NumPy call the program replays.
+_WARN_FUNCTIONS = (warnings.warn, warnings.warn_explicit)
+
+
+class WarnWatch:
+    """Whether the function's code calls ``warnings.warn`` while a trace runs
+    (``if x.sum() > 2: warnings.warn("big")``): a replay issues the warnings
+    of the NumPy calls it makes, not those of the Python code around them,
+    so such a trace runs uncompiled.  Watched (through ``sys.setprofile``
+    on the tracing thread) only where the code names ``warn``: a profile
+    hook slows the trace.  Under another profiler the hook cannot be
+    chained: a call is assumed (the safe side)."""
+
+    def __init__(self, on):
+        self.on = on
+        self.called = False
+
+    def __enter__(self):
+        if not self.on:
+            return self
+        prev = self.prev = sys.getprofile()
+        if prev is not None and not getattr(prev, "tapestry_warn_watch", False):
+            self.called = True
+            return self
+
+        def hook(frame, event, arg):
+            # (a library's own warning, np.mean of an empty slice, comes from
+            # inside a call the program makes again: its replay issues it)
+            if event == "c_call" and any(arg is w for w in _WARN_FUNCTIONS) and \
+                    not _library(frame.f_globals.get("__name__")):
+                self.called = True
+            if prev is not None:  # (the watch of a trace this one runs inside)
+                prev(frame, event, arg)
+        hook.tapestry_warn_watch = True
+        sys.setprofile(hook)
+        self.installed = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.on and getattr(self, "installed", False):
+            sys.setprofile(self.prev)
+        return False

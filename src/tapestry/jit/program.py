@@ -19,9 +19,11 @@ changes a later one.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import sys
+import warnings
 
 import numpy as np
 
@@ -87,7 +89,7 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
         steps, live, n_runs = fuse_runs(steps, live, outputs, rec.meta, rec.scalars)
     ns = {"GuardFailed": GuardFailed, "same_array": same_array, "same_float": same_float,
           "slice": slice, "Ellipsis": Ellipsis, "int": int, "float": float, "bool": bool,
-          "index": operator.index, "np": np, "c_ordered": c_ordered}
+          "index": operator.index, "np": np, "c_ordered": c_ordered, "filtered": filtered}
     names: dict = {}      # id(obj) -> name in ns
     keep: list = []       # constants, held alive
     env_ids = {id(a) for a in env_arrays}
@@ -159,8 +161,13 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             continue
         kind = step.kind
         pad = "    "
-        if step.err:  # the function's np.errstate around this call
-            lines.append(f"    with np.errstate(**{step.err!r}):")
+        if step.err:  # the function's np.errstate (and warning filters) around this call
+            err = dict(step.err)
+            added = err.pop("warning_filters", None)
+            ctx = [f"np.errstate(**{err!r})"] if err else []
+            if added:
+                ctx.append(f"filtered({const(added, copy=False)})")
+            lines.append(f"    with {', '.join(ctx)}:")
             pad = "        "
         if kind == "call":
             n_calls += 1
@@ -629,6 +636,17 @@ def held_constants(steps, outputs, known=()):
             r = _root(m)
             held[id(r)] = r
     return [a for k, a in held.items() if k not in known]
+
+
+@contextlib.contextmanager
+def filtered(added):
+    """The warning filters ``added`` (those the function put ahead of its
+    caller's around a call) ahead of the caller's filters now, as the plain
+    call's ``catch_warnings`` + ``simplefilter`` puts them."""
+    with warnings.catch_warnings():
+        warnings.filters[:0] = added
+        warnings._filters_mutated()
+        yield
 
 
 def _root(a):
