@@ -122,12 +122,16 @@ def test_interp(shape, ends):
         check(lambda x, fp: np.interp(x, XP, fp), x, fp)
 
 
-def test_interp_periodic_and_knot_refusal():
+def test_interp_periodic_and_knots():
+    """The knots are differentiable too (before: refused by name, though the
+    blend between two knots is smooth in them, as JAX differentiates it)."""
     x = rand((6,), seed=14) * 4
     check(lambda x, fp: np.interp(x, [0.5, 1.0, 2.0, 3.5], fp, period=np.pi), x,
           rand((4,), seed=15))
-    with pytest.raises(NotImplementedError, match="np.interp.*xp"):
-        tp.grad(lambda xp: np.interp(0.5, xp, [1.0, 2.0]))(np.array([0.0, 1.0]))
+    x = np.array([-2.0, -0.7, 0.1, 0.55, 1.3, 2.6])  # off the knots, outside them too
+    check(lambda xp, x, fp: np.interp(x, xp, fp), XP, x, rand((5,), seed=16))
+    check(lambda xp, fp: np.interp(x, xp, fp, left=-1.0, right=3.0), XP, rand((5,), seed=17))
+    check(lambda xp: np.interp(x, xp, np.sin(xp), period=4.5), XP)
 
 
 # --- convolve / correlate ----------------------------------------------------------------

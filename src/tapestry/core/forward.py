@@ -60,6 +60,8 @@ def _broadcast(x, shape):
     if x.__class__ is Var or x.__class__ is Batched or type(x) is np.ndarray \
             or isinstance(x, np.generic) or x.__class__ is Staged:
         return x if shape_of(x) == shape else np.broadcast_to(x, shape)
+    if hasattr(x, "todense"):  # a sparse cotangent the reverse pass recorded (a
+        return _broadcast(x.todense(), shape)  # gather's): its values, densified
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # the shape of an array not kept
         return _Meta(shape, x.dtype)
     return x  # a Python scalar: broadcasts by itself

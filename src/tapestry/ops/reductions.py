@@ -15,7 +15,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, declares_rules, implements, shape_of
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
-from ..core.batched import DIRECT, TRACED, Batched, all_items, constant_values
+from ..core.batched import DIRECT, NESTED, TRACED, Batched, all_items, constant_values
 from ..core.staged import Staged
 from .common import implements_if, plain_dtype, axis_index, is_one_axis
 from .elementwise import _over_nonzero
@@ -435,16 +435,34 @@ def _cumprod_vjp(g, ans, a, axis):
     Away from zeros that is ans_k / a_i, giving reverse_cumsum(g ans) / a.
     Entries after the first zero along the axis get 0; the first zero itself
     gets reverse_cumsum(g c) with c the cumprod of a with that zero set to 1.
-    Exact with zeros, O(n).  Second derivatives are exact where a slice holds
-    at most one zero (at a second zero the rule's 0 is taken as a constant)."""
+    Exact with zeros, O(n).  Where a slice holds two zeros or more and the
+    rule is itself differentiated, the 0 of the later entries is not a
+    constant (it moves with the first zero): :func:`_cumprod_vjp_exact`."""
     zero = unwrap_all(a) == 0
     safe = np.where(zero, 1.0, a)
     regular = _reverse_cumsum(g * ans, axis) / safe
     if not all_items(zero).any():  # any item's zeros: the general path is exact for all
         return regular
+    if a.__class__ in NESTED and np.count_nonzero(all_items(zero)) >= 2:
+        return _cumprod_vjp_exact(g, a, axis)
     first = zero & (np.cumsum(zero, axis=axis) == 1)
     at_first = _reverse_cumsum(g * np.cumprod(np.where(first, 1.0, a), axis=axis), axis)
     return np.where(zero, np.where(first, at_first, 0.0), regular)
+
+
+def _cumprod_vjp_exact(g, a, axis):
+    """The cumprod cotangent without division, exact to every order:
+    ``L_i R_i`` with ``L_i = prod_{j<i} a_j`` and the reverse recurrence
+    ``R_i = g_i + a_{i+1} R_{i+1}``.  One step per entry of the axis, so it
+    is kept for the rare slice with two zeros or more under a nested
+    derivative (the quotient form drops the second derivative there)."""
+    b, gb = np.moveaxis(a, axis, -1), np.moveaxis(g, axis, -1)
+    n = np.shape(b)[-1]
+    rs = [gb[..., n - 1]]
+    for i in range(n - 2, -1, -1):
+        rs.append(gb[..., i] + b[..., i + 1] * rs[-1])
+    out = _exclusive_cumprod(b) * np.stack(rs[::-1], axis=-1)
+    return np.moveaxis(out, -1, axis)
 
 
 _cumprod = Primitive(lambda a, axis: np.cumprod(a, axis=axis), "cumprod", batch=batch_scan,

@@ -55,15 +55,12 @@ def _as_knots(xp):
 @implements(np.interp)
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation, differentiable in ``x``, ``fp``,
-    ``left`` and ``right``; the knots ``xp`` must be constant (the result is
-    not differentiable where ``x`` crosses a knot anyway, and moving knots
-    is rarely what a model means)."""
-    if xp.__class__ in NESTED:  # staged knots (inside jit) are constants: as plain
-        raise NotImplementedError(
-            "tapestry: np.interp is not differentiable in xp (the knots); pass them "
-            "as a constant (tapestry.stop_gradient(xp)) or write the interpolation "
-            "with np.searchsorted and arithmetic.")
-    xp = _as_knots(xp)
+    ``left``, ``right`` and the knots ``xp`` (between knots the blend is a
+    smooth function of its two knots; where ``x`` sits on a knot, as where
+    it crosses one, the result has a kink)."""
+    # traced knots stay traced (the blend below is differentiable in them);
+    # staged knots (inside jit) are constants: as plain
+    xp = _as_double(xp) if xp.__class__ in NESTED else _as_knots(xp)
     x, fp = _as_double(x), _as_double(fp)  # NumPy computes in double precision
     if period is not None:
         x, xp, fp = _periodic(x, xp, fp, unwrap_all(period))
@@ -76,7 +73,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if len(xp) == 1:
         y = np.broadcast_to(fp[0], xv.shape) + 0.0 * x
     else:
-        j = np.clip(np.searchsorted(xp, xv, side="right") - 1, 0, len(xp) - 2)
+        j = np.clip(np.searchsorted(constant_values(xp, float), xv, side="right") - 1,
+                    0, len(xp) - 2)
         # the knots are a plain array: NumPy would index them itself, which it
         # cannot do with per-item positions j (x batched by a vmap)
         at = FUNCTIONS[operator.getitem]
@@ -84,8 +82,9 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         dxp = x1 - x0
         slope = (f1 - f0) / np.where(dxp == 0, 1.0, dxp)
         y = np.where(xv == x1, f1, f0 + slope * (x - x0))
-    y = np.where(xv < xp[0], fp[0] if left is None else left, y)
-    return np.where(xv > xp[-1], fp[-1] if right is None else right, y)
+    xpv = constant_values(xp, float)
+    y = np.where(xv < xpv[0], fp[0] if left is None else left, y)
+    return np.where(xv > xpv[-1], fp[-1] if right is None else right, y)
 
 
 # --- convolve / correlate ------------------------------------------------------------------
