@@ -200,3 +200,32 @@ def test_views_of_a_stale_view_refuse_too():
     assert np.allclose(tp.grad(loss)(w, False), 3.0)
     with pytest.raises(TypeError, match="view of y .* was used after"):
         tp.grad(loss)(w, True)
+
+
+def ravel_f_of_transpose(x):
+    # y.T is F-ordered, so its ravel(order="F") is a view of y in NumPy; the
+    # batch's ravel copies, so vmap decided by the batch's memory before
+    y = x.reshape(2, 3) * 1.0
+    v = y.T.ravel(order="F")
+    r = y.reshape(3, 2, order="F")  # a copy, per item too
+    y *= 2
+    return v + r.ravel()
+
+
+def conj_of_real(x):
+    y = x * 1.0
+    c = y.conj()  # NumPy: y itself, so it shows the update
+    y += 1
+    return c * y
+
+
+@pytest.mark.parametrize("f", [ravel_f_of_transpose, conj_of_real], ids=lambda f: f.__name__)
+def test_views_decided_per_item_and_conj_of_real_follow_updates(f):
+    xs = np.stack([X, X * 1.3 + 0.1])
+    ref = [f(a.copy()) for a in xs]
+    assert np.allclose(tp.vmap(f)(xs), ref)
+    assert np.allclose(tp.jvp(f, (X,), (np.ones(6),))[0], ref[0])
+    assert np.allclose(tp.jit(f)(X), ref[0])
+    loss = lambda x: np.sum(f(x) * np.cos(np.arange(6.0)))
+    check_grads(loss, (X,))
+    assert np.allclose(tp.vmap(tp.grad(loss))(xs)[0], tp.grad(loss)(X))

@@ -171,8 +171,11 @@ class ArrayMethods:
     def trace(self, *a, **k): return np.trace(self, *a, **k)
     def take(self, *a, **k): return np.take(self, *a, **k)
     def conj(self):
-        # (ndarray.conj of a real array is the array itself, not a new one)
-        return np.conjugate(self) if np.iscomplexobj(self) else self
+        # (ndarray.conj of a real array is the array itself, not a new one:
+        # a view here, so that ``c = y.conj(); y += 1`` shows c the update)
+        if np.iscomplexobj(self):
+            return np.conjugate(self)
+        return self.view() if hasattr(type(self), "_root") and self.shape else self
     conjugate = conj
     def round(self, *a, **k): return np.round(self, *a, **k)
     def argmax(self, *a, **k): return np.argmax(self, *a, **k)
@@ -496,6 +499,15 @@ def mark_view(out, base, derive=None, args=(), always=False):
     if a.__class__ is not np.ndarray:
         a = _innermost(a)
     owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
+    if not always and b.ndim > len(base.shape) and derive is not None:
+        # per item (vmap): the batch's layout is not the item's, so ask
+        # NumPy about one item (y.T.ravel(order="F") is a view of y, while
+        # the batch's ravel copies)
+        seen = _item_is_view(b[(0,) * (b.ndim - len(base.shape))], derive, args)
+        if seen is not None:
+            always, owner, a = seen, None, None
+            if not seen:
+                return out
     if always or a is b or (owner is not None and
                             (owner is b or owner is getattr(b, "base", None))):
         ref = getattr(base, "_root", None)
@@ -508,6 +520,21 @@ def mark_view(out, base, derive=None, args=(), always=False):
             out._derive = (derive, args, base if root is not None else None)
             _register_view(base, out)
     return out
+
+
+def _item_is_view(item, derive, args):
+    """Whether NumPy's ``derive`` of the plain array ``item`` is a view of it
+    (``None`` where ``derive`` is not a NumPy function or reshape)."""
+    name = getattr(derive, "__name__", "")
+    if name == "_reshape":
+        shape, kwargs = args
+        r = item.reshape(shape, **kwargs)
+    elif name == "_view_function":
+        func, rest, kwargs = args
+        r = func(item, *rest, **kwargs)
+    else:
+        return None
+    return r.__class__ is np.ndarray and np.may_share_memory(r, item)
 
 
 def _unknown_0d(base):
