@@ -499,11 +499,12 @@ def mark_view(out, base, derive=None, args=(), always=False):
     if a.__class__ is not np.ndarray:
         a = _innermost(a)
     owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
-    if not always and b.ndim > len(base.shape) and derive is not None:
+    lead = getattr(b, "ndim", 0) - len(base.shape)
+    if not always and lead > 0 and derive is not None and 0 not in b.shape[:lead]:
         # per item (vmap): the batch's layout is not the item's, so ask
         # NumPy about one item (y.T.ravel(order="F") is a view of y, while
         # the batch's ravel copies)
-        seen = _item_is_view(b[(0,) * (b.ndim - len(base.shape))], derive, args)
+        seen = _item_is_view(b[(0,) * lead], derive, args)
         if seen is not None:
             always, owner, a = seen, None, None
             if not seen:
@@ -526,13 +527,16 @@ def _item_is_view(item, derive, args):
     """Whether NumPy's ``derive`` of the plain array ``item`` is a view of it
     (``None`` where ``derive`` is not a NumPy function or reshape)."""
     name = getattr(derive, "__name__", "")
-    if name == "_reshape":
-        shape, kwargs = args
-        r = item.reshape(shape, **kwargs)
-    elif name == "_view_function":
-        func, rest, kwargs = args
-        r = func(item, *rest, **kwargs)
-    else:
+    try:
+        if name == "_reshape":
+            shape, kwargs = args
+            r = item.reshape(shape, **kwargs)
+        elif name == "_view_function":
+            func, rest, kwargs = args
+            r = func(item, *rest, **kwargs)
+        else:
+            return None
+    except Exception:  # (an argument NumPy cannot take plainly: the batch decides)
         return None
     return r.__class__ is np.ndarray and np.may_share_memory(r, item)
 
