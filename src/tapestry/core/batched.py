@@ -367,6 +367,18 @@ class Batched(ArrayMethods):
     __ipow__ = lambda self, o: rebind(self, unaliased(self, "**=").__pow__(o), "**=")  # noqa: E731
     __imatmul__ = lambda self, o: rebind(  # noqa: E731
         self, unaliased(self, "@=").__matmul__(o), "@=")
+    # (without these Python ran ``y = y // v``: the views kept the old values)
+    __ifloordiv__ = lambda self, o: rebind(  # noqa: E731
+        self, ArrayMethods.__floordiv__(unaliased(self, "//="), o), "//=")
+    __imod__ = lambda self, o: rebind(  # noqa: E731
+        self, ArrayMethods.__mod__(unaliased(self, "%="), o), "%=")
+    __iand__ = lambda self, o: rebind(self, unaliased(self, "&=").__and__(o), "&=")  # noqa: E731
+    __ior__ = lambda self, o: rebind(self, unaliased(self, "|=").__or__(o), "|=")  # noqa: E731
+    __ixor__ = lambda self, o: rebind(self, unaliased(self, "^=").__xor__(o), "^=")  # noqa: E731
+    __ilshift__ = lambda self, o: rebind(  # noqa: E731
+        self, unaliased(self, "<<=").__lshift__(o), "<<=")
+    __irshift__ = lambda self, o: rebind(  # noqa: E731
+        self, unaliased(self, ">>=").__rshift__(o), ">>=")
 
     def __getitem__(self, key):
         return mark_item_view(FUNCTIONS[operator.getitem](self, key), self, key, _getitem)
@@ -378,12 +390,11 @@ class Batched(ArrayMethods):
         return Batched(self._value.astype(dtype), self._trace)
 
     def copy(self, order="K"):
-        """``self``: values never change in place, so a copy is the value
-        itself; ``order`` (a memory layout) changes no value.  A view of a
-        batched array gets an object of its own that is no view (``v =
-        y[0].copy(); v += 1`` then rebinds, as NumPy's copy is updated)."""
-        if getattr(self, "_root", None) is None:
-            return self
+        """An object of its own on the same values (``order``, a memory
+        layout, changes no value): no view of anything and no other name of
+        ``self``, so an update of ``self`` leaves the copy and its views
+        alone, and ``v = y[0].copy(); v += 1`` rebinds, as NumPy's copy is
+        updated."""
         return Batched(self._value, self._trace)
 
     def reshape(self, *shape, **k):

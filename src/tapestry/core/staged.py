@@ -1100,6 +1100,15 @@ class Staged(ArrayMethods):
     def __imul__(self, o): return _inplace(operator.imul, operator.mul, self, o)
     def __itruediv__(self, o): return _inplace(operator.itruediv, operator.truediv, self, o)
     def __ipow__(self, o): return _inplace(operator.ipow, operator.pow, self, o)
+    # (without these Python ran ``y = y @ m``: a view of y kept the old values)
+    def __imatmul__(self, o): return _inplace(operator.imatmul, operator.matmul, self, o)
+    def __ifloordiv__(self, o): return _inplace(operator.ifloordiv, operator.floordiv, self, o)
+    def __imod__(self, o): return _inplace(operator.imod, operator.mod, self, o)
+    def __iand__(self, o): return _inplace(operator.iand, operator.and_, self, o)
+    def __ior__(self, o): return _inplace(operator.ior, operator.or_, self, o)
+    def __ixor__(self, o): return _inplace(operator.ixor, operator.xor, self, o)
+    def __ilshift__(self, o): return _inplace(operator.ilshift, operator.lshift, self, o)
+    def __irshift__(self, o): return _inplace(operator.irshift, operator.rshift, self, o)
 
     def __getitem__(self, key):
         if _foreign((key,) if key.__class__ is not tuple else key):

@@ -135,8 +135,14 @@ class ArrayMethods:
     def __ne__(self, o): return np.not_equal(self, o)
 
     def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
+        # rows of a view of self (y.view()), which follows every later
+        # ``y += ...``: NumPy's iterator reads the array it was given, so
+        # ``for r in y: y += 1`` sees each row updated; rows taken from the
+        # object y was bound to at the start kept the old values after the
+        # first update rebound y
+        src = self.view() if hasattr(type(self), "_root") and self.shape else self
+        for i in range(len(src)):
+            yield src[i]
 
     def sum(self, *a, **k): return np.sum(self, *a, **k)
     def mean(self, *a, **k): return np.mean(self, *a, **k)
@@ -165,8 +171,11 @@ class ArrayMethods:
     def trace(self, *a, **k): return np.trace(self, *a, **k)
     def take(self, *a, **k): return np.take(self, *a, **k)
     def conj(self):
-        # (ndarray.conj of a real array is the array itself, not a new one)
-        return np.conjugate(self) if np.iscomplexobj(self) else self
+        # (ndarray.conj of a real array is the array itself, not a new one:
+        # a view here, so that ``c = y.conj(); y += 1`` shows c the update)
+        if np.iscomplexobj(self):
+            return np.conjugate(self)
+        return self.view() if hasattr(type(self), "_root") and self.shape else self
     conjugate = conj
     def round(self, *a, **k): return np.round(self, *a, **k)
     def argmax(self, *a, **k): return np.argmax(self, *a, **k)
@@ -354,11 +363,11 @@ class Var(ArrayMethods):
         # skips NumPy's dispatch
         return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self, _reshape, (shape, k))
     def copy(self, order="K"):
-        # no value changes in place, so the value itself (order is a layout);
-        # a view of a traced array gets an object of its own that is no view,
-        # so ``v = y[::2].copy(); v += 1`` rebinds as NumPy's copy would update
-        if getattr(self, "_root", None) is None:
-            return self
+        # an object of its own on the same node (order is a layout): no view
+        # of anything, and no name of ``self`` either, so that ``c = y.copy();
+        # h = c[:2]; y += 1`` leaves ``h`` alone and ``v = y[::2].copy(); v +=
+        # 1`` rebinds, as NumPy's copy would (returning ``self`` made ``h`` a
+        # view of ``y``: it silently followed ``y``'s update)
         return Var(self._value, self._tape, self._index)
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
@@ -473,15 +482,33 @@ def mark_view(out, base, derive=None, args=(), always=False):
     NumPy's shared memory would (:func:`rebind`)."""
     if out.__class__ is not base.__class__ or not hasattr(type(out), "_root"):
         return out
+    b = base._value
+    if b.__class__ is not np.ndarray:
+        b = _innermost(b)
+    if base.shape == ():
+        if not isinstance(b, np.ndarray):
+            return out  # of a NumPy scalar (y = np.sum(x)): a copy, as NumPy's
+        if b.ndim and getattr(base, "_derive", None) is None:
+            # one 0-d value per item (vmap): NumPy's view of a 0-d array but
+            # its copy of a scalar (the usual 0-d value): the batch cannot
+            # tell, unless the value is itself a view (an array, then)
+            return _mark_unknown(out if out is not base else _twin(base), base)
     if out is base:  # y.real of a real y, np.squeeze(y) with nothing to squeeze
         out = _twin(base)
     a = out._value
     if a.__class__ is not np.ndarray:
         a = _innermost(a)
-    b = base._value
-    if b.__class__ is not np.ndarray:
-        b = _innermost(b)
     owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
+    lead = getattr(b, "ndim", 0) - len(base.shape)
+    if not always and lead > 0 and derive is not None and 0 not in b.shape[:lead]:
+        # per item (vmap): the batch's layout is not the item's, so ask
+        # NumPy about one item (y.T.ravel(order="F") is a view of y, while
+        # the batch's ravel copies)
+        seen = _item_is_view(b[(0,) * lead], derive, args)
+        if seen is not None:
+            always, owner, a = seen, None, None
+            if not seen:
+                return out
     if always or a is b or (owner is not None and
                             (owner is b or owner is getattr(b, "base", None))):
         ref = getattr(base, "_root", None)
@@ -493,6 +520,42 @@ def mark_view(out, base, derive=None, args=(), always=False):
             # an update of y reaches the parts; a root is held weakly
             out._derive = (derive, args, base if root is not None else None)
             _register_view(base, out)
+    return out
+
+
+def _item_is_view(item, derive, args):
+    """Whether NumPy's ``derive`` of the plain array ``item`` is a view of it
+    (``None`` where ``derive`` is not a NumPy function or reshape)."""
+    name = getattr(derive, "__name__", "")
+    try:
+        if name == "_reshape":
+            shape, kwargs = args
+            r = item.reshape(shape, **kwargs)
+        elif name == "_view_function":
+            func, rest, kwargs = args
+            r = func(item, *rest, **kwargs)
+        else:
+            return None
+    except Exception:  # (an argument NumPy cannot take plainly: the batch decides)
+        return None
+    return r.__class__ is np.ndarray and np.may_share_memory(r, item)
+
+
+def _unknown_0d(base):
+    """The ``derive`` of a view of a per-item 0-d value: never called
+    (:func:`_refresh` makes the view refuse to be used instead)."""
+    raise AssertionError("a view of a per-item 0-d value is not derived")
+
+
+def _mark_unknown(out, base):
+    """Mark ``out``, taken from the per-item 0-d ``base``, so that an update
+    of ``base`` makes it refuse to be used (a copy would keep the old value,
+    a view show the new one) and ``out op= v`` refuses as into a view."""
+    ref = getattr(base, "_root", None)
+    root = ref() if ref is not None else None
+    out._root = weakref.ref(base if root is None else root)
+    out._derive = (_unknown_0d, (), base if root is not None else None)
+    _register_view(base, out)
     return out
 
 
@@ -567,6 +630,8 @@ def rebind(old, new, op):
                 f"update too; write y = y {op[:-1]} v for the broadcast array.")
         new = _same_dtype(old, new, op)
     if views:
+        if old.__class__ is Var and new.__class__ is not Var:
+            new = _traced_constant(new, old)
         old._views = None
         _refresh(views, new, op)
     return new
@@ -618,15 +683,23 @@ def _refresh(views, new, op):
         if v is None or getattr(v, "_derive", None) is None:
             continue
         derive, args, _ = v._derive
+        if derive is _unknown_0d:
+            _stale(v, f"tapestry: v, taken from the 0-d value y inside vmap (v = y[...], "
+                      f"y.T, np.expand_dims(y, 0)...), was used after y {op} ...: NumPy's v "
+                      f"is a copy that keeps the old value if y is a NumPy scalar (y = "
+                      f"np.sum(x)), but a view that shows the new one if y is a 0-d array, "
+                      f"which tapestry cannot tell apart per item. Write v = y[...].copy() "
+                      f"for the old value, or take v after the update for the new one.")
+            continue
         nv = derive(new, *args)
         if nv.__class__ is not v.__class__:
             # the view would have to change kind (a traced value made per-item
             # by vmap): it can no longer show y's values, so any use refuses
-            v._value = StaleView(
-                f"tapestry: a view of y (v = y[...], y.T, y.reshape(...)) was used after "
-                f"y {op} ... made y a {type(new).__name__} value; NumPy would show the view "
-                f"the new values, which tapestry cannot do across kinds. Take the view "
-                "after the update, or copy it first (y[...].copy()) to keep the old values.")
+            _stale(v, f"tapestry: a view of y (v = y[...], y.T, y.reshape(...)) was used "
+                      f"after y {op} ... made y a {type(new).__name__} value; NumPy would show "
+                      f"the view the new values, which tapestry cannot do across kinds. Take "
+                      "the view after the update, or copy it first (y[...].copy()) to keep "
+                      "the old values.")
             continue
         for slot in v._state:
             setattr(v, slot, getattr(nv, slot))
@@ -635,6 +708,27 @@ def _refresh(views, new, op):
         mark_view(v, new, derive, args)
         if children:
             _refresh(children, v, op)
+
+
+def _traced_constant(c, v):
+    """The plain values ``c`` (the traced ``v`` made a constant: ``y //=
+    2``, whose derivative is zero) as a traced value with a zero derivative,
+    so that ``v``'s views, traced, can show them (one cannot become a plain
+    array in place) and follow its later updates (a plain ``y`` is updated
+    by NumPy itself, out of their reach)."""
+    return np.where(np.ones(c.shape, dtype=bool), c, v)
+
+
+def _stale(v, message):
+    """Make the view ``v``, and every live view taken from it, refuse any
+    use with ``message`` (a view of a stale view would keep old values)."""
+    v._value = StaleView(message)
+    children = getattr(v, "_views", None)
+    v._views = None
+    for ref in children or ():
+        c = ref()
+        if c is not None and getattr(c, "_derive", None) is not None:
+            _stale(c, message)
 
 
 def unaliased(x, op):
