@@ -554,3 +554,28 @@ def test_custom_jvp_nondiff_argnum_traced_is_refused():
     p = {"W": np.ones((2, 2)), "x": np.ones(2), "b": np.zeros(2)}
     with pytest.raises(TypeError, match="nondiff_argnums"):
         tp.grad(lambda a: np.sum(layer(p, a)))(np.ones(2))
+
+
+def test_checkpoint_of_an_in_place_update_of_its_argument_leaves_the_callers_array():
+    # its forward pass ran f on the caller's array, which x *= x changed; the
+    # recompute then differed (refused, naming random draws) and the caller's
+    # array stayed changed. Now f sees its arguments as the traced f does.
+    def f(x):
+        x *= x
+        return np.sum(x)
+
+    def g(x, out):
+        x += 1.0
+        out.append(x)
+        return x   # handed back: stays the caller's (writable) array when unchanged
+
+    for transform in (tp.grad, lambda h: (lambda x: tp.vjp(h, x)[0])):
+        x = np.arange(3.0)
+        r = transform(lambda x: tp.checkpoint(f)(x))(x)
+        assert np.array_equal(x, np.arange(3.0))
+        assert np.allclose(r, 2 * x if transform is tp.grad else np.sum(x * x))
+    x = np.arange(3.0)
+    assert np.allclose(tp.grad(lambda x: np.sum(tp.checkpoint(g)(x, []) ** 2))(x), 2 * (x + 1))
+    assert np.array_equal(x, np.arange(3.0))
+    y, _ = tp.vjp(tp.checkpoint(lambda x: x), x)
+    assert y.flags.writeable

@@ -616,7 +616,7 @@ def _checkpoint_call(f, leaves, td, top):
     watch = staged.watched_environment(f)  # ... from the same state
 
     f_raw = of_leaves(f, td, raw, live)
-    out = f_raw(*[raw[k] for k in live])
+    out = _forward_untouched(f_raw, [raw[k] for k in live])
     out_leaves, out_td = tree_flatten(out)
     if traced_from(out_leaves, top.level) is not None \
             or _batched_inside(out_leaves, top.level, raw):
@@ -646,6 +646,36 @@ def _checkpoint_call(f, leaves, td, top):
     else:
         outs = record(top, ans, parents, JointRule(checkpoint_pullback), (), {}, n_out)
     return out_td.unflatten(list(outs))
+
+
+def _forward_untouched(f_raw, values):
+    """``f_raw(*values)``, run so that it cannot write into the caller's
+    arrays: traced, ``x *= 2`` in ``f`` rebinds ``x``, while run on the plain
+    arrays it would change the caller's (and the recompute would then start
+    from other values). The arrays go in read-only; if ``f`` writes into one,
+    it runs again on copies of its own, which is what the traced ``f`` sees."""
+    shown = [_read_only(v) for v in values]
+    try:
+        out = f_raw(*shown)
+    except ValueError as e:
+        if "read-only" not in str(e):
+            raise
+        return f_raw(*[np.array(v, copy=True) if v.__class__ is np.ndarray else v
+                       for v in values])
+    # an argument handed back as it is stays the caller's array (writable)
+    back = {id(r): v for r, v in zip(shown, values) if r is not v}
+    if back:
+        out_leaves, out_td = tree_flatten(out)
+        out = out_td.unflatten([back.get(id(o), o) for o in out_leaves])
+    return out
+
+
+def _read_only(v):
+    if v.__class__ is not np.ndarray or not v.flags.writeable:
+        return v
+    r = v.view()
+    r.flags.writeable = False
+    return r
 
 
 def _check_same_state(watch, f):
