@@ -211,8 +211,13 @@ def tensordot(a, b, axes=2):
 @implements(np.dot)
 def dot(a, b, out=None):
     reject_out("dot", out)
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 0 or nb == 0:
         return a * b
+    if na <= 2 and nb <= 2:
+        # np.dot is np.matmul on vectors and matrices: its primitive is the
+        # fast one (a loop of np.dot(row, x) took 2x as long via tensordot)
+        return np.matmul(a, b)
     return _tensordot(a, b, ((np.ndim(a) - 1,), (max(np.ndim(b) - 2, 0),)))
 
 
