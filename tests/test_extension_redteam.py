@@ -79,3 +79,30 @@ def test_custom_vjp_pullback_runs_again_on_the_same_residuals():
     second = pullback(np.ones(4))[0]
     np.testing.assert_allclose(first, np.cos(x))
     np.testing.assert_allclose(second, np.cos(x))
+
+
+@tp.custom_jvp
+def cube_writing(x):
+    x *= 1.0  # writes into its argument (the caller's array under grad)
+    return x ** 3
+
+
+@cube_writing.defjvp
+def _cube_writing_jvp(primals, tangents):
+    x, = primals
+    x *= 3.0  # a rule writing into its primal
+    return (x / 3.0) ** 3, 3 * (x / 3.0) ** 2 * tangents[0]
+
+
+@pytest.mark.parametrize("transform", ["grad", "jvp", "hessian"])
+def test_custom_jvp_fun_and_rule_cannot_write_into_the_callers_array(transform):
+    x = np.array([0.5, -1.2, 2.0, 0.3])
+    x0 = x.copy()
+    if transform == "grad":
+        np.testing.assert_allclose(tp.grad(lambda x: np.sum(cube_writing(x)))(x), 3 * x0 ** 2)
+    elif transform == "jvp":
+        np.testing.assert_allclose(tp.jvp(cube_writing, (x,), (np.ones(4),))[1], 3 * x0 ** 2)
+    else:
+        np.testing.assert_allclose(tp.hessian(lambda x: np.sum(cube_writing(x)))(x),
+                                   np.diag(6 * x0))
+    np.testing.assert_array_equal(x, x0)

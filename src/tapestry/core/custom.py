@@ -838,7 +838,8 @@ class custom_jvp:
         straight-through ``np.round``)."""
         if any(x.__class__ is Var for x in tree_flatten(list(args))[0]):
             return self(*args)
-        return self.fun(*args)
+        leaves, td = tree_flatten(list(args))  # traced, fun's x *= 2 rebinds x
+        return _forward_untouched(lambda *r: self.fun(*td.unflatten(list(r))), leaves)
 
     def _with_nondiff(self, args):
         """The call with ``nondiff_argnums``: a custom_jvp of the other
@@ -919,9 +920,11 @@ class _CustomTangent:
         for k, t in zip(self.active, ts):
             if t is not None:
                 full[k] = t
-        primals = tuple(self.td.unflatten(self.raw))
-        pair = _mapped_rule(self.cj.jvp, "custom_jvp", self.cj._name(), "")(
-            primals, tuple(self.td.unflatten(full)))
+        rule = _mapped_rule(self.cj.jvp, "custom_jvp", self.cj._name(), "")
+        tangents = tuple(self.td.unflatten(full))
+        # the primals are the caller's arrays: a rule writing into one gets copies
+        pair = _forward_untouched(
+            lambda *r: rule(tuple(self.td.unflatten(list(r))), tangents), list(self.raw))
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
                             "a pair (primal_out, tangent_out), got "
