@@ -418,8 +418,9 @@ class custom_vjp:
                 g = [g]
             g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
                  else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
-            cts = _mapped_rule(self.bwd, "custom_vjp", self._name(), _VJP_FIX)(
-                *nondiff_vals, residuals, out_td.unflatten(g))
+            bwd = _mapped_rule(self.bwd, "custom_vjp", self._name(), _VJP_FIX)
+            cts = _residuals_untouched(
+                lambda res: bwd(*nondiff_vals, res, out_td.unflatten(g)), residuals)
             flat = self._check_cotangents(cts, primals, top.level, _tapes_of(g))
             if _batched_inside([c for c in flat if c is not None], top.level,
                                (g, residuals, nondiff_vals)):
@@ -670,6 +671,16 @@ def _forward_untouched(f_raw, values):
     return out
 
 
+def _residuals_untouched(rule, residuals):
+    """``rule(residuals)`` for a custom_vjp's bwd, run so that it cannot
+    write into them: a residual may be the caller's own array (``fwd``
+    returning ``x``), and the pullback of a ``vjp`` may run again on the same
+    residuals.  As for checkpoint's forward, a bwd that writes into one runs
+    again on copies of its own."""
+    leaves, td = tree_flatten(residuals)
+    return _forward_untouched(lambda *r: rule(td.unflatten(list(r))), leaves)
+
+
 def _read_only(v):
     if v.__class__ is not np.ndarray or not v.flags.writeable:
         return v
@@ -797,7 +808,7 @@ class custom_jvp:
         inner = _inner_trace(_closure_traces((self.fun, self.jvp)), top.level, raw)
         if inner is not None:
             raise _batched_closure_error("custom_jvp", self._name(), "", inner)
-        out = self.fun(*td.unflatten(raw))
+        out = self._primal(td.unflatten(raw))
         out_leaves, out_td = tree_flatten(out)
         if traced_from(out_leaves, top.level) is not None:
             raise _closure_error("custom_jvp", self._name())
@@ -817,6 +828,18 @@ class custom_jvp:
                                (), {}, len(out_leaves)))
         return out_td.unflatten(outs)
 
+
+    def _primal(self, args):
+        """The primal output for the innermost tape's plain values ``args``.
+        Where they are still traced by an outer differentiation (hessian,
+        grad of grad), it is this custom_jvp's call again, so the outer level
+        differentiates it with the rule too, as JAX does: ``self.fun`` there
+        would give the outer level ``fun``'s own derivative (0 for a
+        straight-through ``np.round``)."""
+        if any(x.__class__ is Var for x in tree_flatten(list(args))[0]):
+            return self(*args)
+        leaves, td = tree_flatten(list(args))  # traced, fun's x *= 2 rebinds x
+        return _forward_untouched(lambda *r: self.fun(*td.unflatten(list(r))), leaves)
 
     def _with_nondiff(self, args):
         """The call with ``nondiff_argnums``: a custom_jvp of the other
@@ -897,9 +920,11 @@ class _CustomTangent:
         for k, t in zip(self.active, ts):
             if t is not None:
                 full[k] = t
-        primals = tuple(self.td.unflatten(self.raw))
-        pair = _mapped_rule(self.cj.jvp, "custom_jvp", self.cj._name(), "")(
-            primals, tuple(self.td.unflatten(full)))
+        rule = _mapped_rule(self.cj.jvp, "custom_jvp", self.cj._name(), "")
+        tangents = tuple(self.td.unflatten(full))
+        # the primals are the caller's arrays: a rule writing into one gets copies
+        pair = _forward_untouched(
+            lambda *r: rule(tuple(self.td.unflatten(list(r))), tangents), list(self.raw))
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
                             "a pair (primal_out, tangent_out), got "
