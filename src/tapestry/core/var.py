@@ -375,15 +375,10 @@ class Var(ArrayMethods):
     def view(self, *a, **k):
         return plain_view(self, a, k)
 
-    def __copy__(self):
-        """An independent array, as NumPy's copy: a new object on the same
-        node (its value never changes in place), no view of anything."""
-        return Var(self._value, self._tape, self._index)
-
-    def __deepcopy__(self, memo):
-        # copy.deepcopy(params) inside f: the same; deep-copying the tape
-        # gave a value on a tape nobody sweeps (refused as a leaked tracer)
-        return Var(self._value, self._tape, self._index)
+    # copy.copy / copy.deepcopy (params inside f): the same as .copy();
+    # deep-copying the tape gave a value on a tape nobody sweeps
+    __copy__ = copy
+    __deepcopy__ = lambda self, memo: self.copy()  # noqa: E731
 
 
 #: ndarray methods that change the array in place, with the functional form
@@ -511,15 +506,23 @@ def mark_view(out, base, derive=None, args=(), always=False):
                 return out
     if always or a is b or (owner is not None and
                             (owner is b or owner is getattr(b, "base", None))):
-        ref = getattr(base, "_root", None)
-        root = ref() if ref is not None else None
-        out._root = weakref.ref(base if root is None else root)
-        if derive is not None:
-            # a view of a view holds its base (np.split(y.reshape(3, 2), 3):
-            # the reshaped array lives on in NumPy as the parts' memory), so
-            # an update of y reaches the parts; a root is held weakly
-            out._derive = (derive, args, base if root is not None else None)
-            _register_view(base, out)
+        _link(out, base, derive, args)
+    return out
+
+
+def _link(out, base, derive, args):
+    """Make ``out`` a view of ``base``: its root (weakly), how it was taken
+    (``derive(base, *args)``; none: only the refusal of ``out op= v``), and
+    its place in ``base``'s list of views. A view of a view holds its base
+    (np.split(y.reshape(3, 2), 3): the reshaped array lives on in NumPy as
+    the parts' memory), so an update of y reaches the parts; a root is held
+    weakly."""
+    ref = getattr(base, "_root", None)
+    root = ref() if ref is not None else None
+    out._root = weakref.ref(base if root is None else root)
+    if derive is not None:
+        out._derive = (derive, args, base if root is not None else None)
+        _register_view(base, out)
     return out
 
 
@@ -551,12 +554,7 @@ def _mark_unknown(out, base):
     """Mark ``out``, taken from the per-item 0-d ``base``, so that an update
     of ``base`` makes it refuse to be used (a copy would keep the old value,
     a view show the new one) and ``out op= v`` refuses as into a view."""
-    ref = getattr(base, "_root", None)
-    root = ref() if ref is not None else None
-    out._root = weakref.ref(base if root is None else root)
-    out._derive = (_unknown_0d, (), base if root is not None else None)
-    _register_view(base, out)
-    return out
+    return _link(out, base, _unknown_0d, ())
 
 
 def _twin(x):
@@ -664,7 +662,7 @@ class StaleView:
         raise TypeError(self.message)
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__") and name not in ("__array__",):
+        if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         raise TypeError(self.message)
 
