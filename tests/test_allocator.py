@@ -1,3 +1,4 @@
+import os
 import platform
 import subprocess
 import sys
@@ -11,9 +12,11 @@ from tapestry.core import allocator
 def test_malloc_is_tuned_on_import_and_can_be_disabled():
     assert allocator.tune_malloc() is True  # idempotent
     code = "import tapestry.core.allocator as a, tapestry; print(a._applied)"
+    # (PYTHONPATH kept: where tapestry runs from its source tree, not installed)
+    base = {"PATH": "", **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"TAPESTRY_TUNE_MALLOC": "0", "PATH": ""}, check=True)
+                         env={**base, "TAPESTRY_TUNE_MALLOC": "0"}, check=True)
     assert off.stdout.strip() == "False"
     on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                        env={"PATH": ""}, check=True)
+                        env=base, check=True)
     assert on.stdout.strip() == "True"

@@ -98,6 +98,12 @@ def test_trapezoid(shape, xkind):
 def test_cross(pair):
     a, b = rand(pair[0], seed=10), rand(pair[1], seed=11)
     axisa = 0 if pair[0] == (3, 2) else -1
+    try:
+        np.cross(a, b, axisa=axisa)
+    except ValueError:  # NumPy >= 2.5: 2-vectors refused, traced or not
+        with pytest.raises(ValueError, match="3-dimensional vectors"):
+            tp.grad(lambda a, b: np.sum(np.cross(a, b, axisa=axisa)))(a, b)
+        return
     check(lambda a, b: np.cross(a, b, axisa=axisa), a, b)
 
 

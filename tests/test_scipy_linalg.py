@@ -157,3 +157,29 @@ def test_plain_arrays_are_scipy_and_other_names_refuse_traced():
 def test_scipy_linalg_itself_points_to_the_namespace():
     with pytest.raises(TypeError, match=r"tapestry\.scipy\.linalg"):
         tp.grad(lambda a: np.sum(sla.expm(a)))(_hpd(2, 15))
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_cho_factor_other_triangle_follows_the_installed_scipy(monkeypatch, lower):
+    """SciPy 1.18 zeros the triangle cho_factor does not use (before, it held
+    ``a``'s entries): traced calls give what the installed SciPy gives, and
+    gradients that match finite differences of it, either way."""
+    import tapestry.scipy.linalg as mod
+    real = sla.cho_factor
+
+    def zeroing(a, lower=False, overwrite_a=False, check_finite=True):
+        c, low = real(a, lower, overwrite_a, check_finite)
+        return (np.tril(c) if low else np.triu(c)), low
+    a = _hpd(3, 9, False)
+    for plain in (real, zeroing):
+        monkeypatch.setattr(mod._sla, "cho_factor", plain)
+        monkeypatch.setattr(mod, "_KEEPS_A", [])
+        np.testing.assert_allclose(tp.vjp(lambda a: tsl.cho_factor(a, lower)[0], a)[0],
+                                   plain(a, lower)[0], rtol=1e-12)
+        check_cgrads(lambda a: tsl.cho_factor(a, lower)[0], (a,), order=2)
+        # overwrite_a=True: LAPACK's own output, a's entries kept
+        L = np.linalg.cholesky(a)
+        lapack = L + np.triu(a, 1) if lower else L.T + np.tril(a, -1)
+        np.testing.assert_allclose(
+            tp.vjp(lambda a: tsl.cho_factor(a, lower, overwrite_a=True)[0], a)[0],
+            lapack, rtol=1e-12)

@@ -363,9 +363,28 @@ def _rejected(trace, e):
     (``np.random.default_rng(seed)`` with a per-item seed: "SeedSequence
     expects int or sequence of ints for entropy not Batched(batch of 4, ...,
     level=3)").  Each item's own value is what the library takes, as in a
-    loop; an item that the library rejects too raises the loop's error."""
-    return e.__class__ is TypeError and f"level={trace.level})" in str(e) \
-        and "Batched(batch of " in str(e)
+    loop; an item that the library rejects too raises the loop's error.
+    NumPy 2.5's seeding rejects ``default_rng([seed, 7])`` without quoting
+    ("SeedSequence does not accept nested sequences"): a TypeError raised
+    inside ``numpy.random`` while this vmap ran counts too (a generator
+    cannot take a batch of seeds, so each item seeds its own)."""
+    if e.__class__ is not TypeError:
+        return False
+    if f"level={trace.level})" in str(e) and "Batched(batch of " in str(e):
+        return True
+    return _raised_in_numpy_random(e)
+
+
+def _raised_in_numpy_random(e):
+    """Whether ``e``'s innermost frame is NumPy's random module (its
+    Cython sources show as ``numpy/random/*.pyx``)."""
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+    return "numpy/random/" in name
 
 
 def _dtype(x):

@@ -150,6 +150,11 @@ def _norm_axes(axis, nd):
 
 
 # --- cross -------------------------------------------------------------------------------
+#: NumPy 2.5 removed 2-vectors from np.cross (deprecated since 2.0): traced
+#: calls refuse them there too, as the same code on plain arrays does.
+_NO_2D_CROSS = np.lib.NumpyVersion(np.__version__) >= "2.5.0"
+
+
 @implements(np.cross)
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """Cross product of 3- (or 2-) vectors, written with products of
@@ -162,6 +167,9 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if na not in (2, 3) or nb not in (2, 3):
         raise ValueError("incompatible dimensions for cross product\n"
                          "(dimension must be 2 or 3)")
+    if _NO_2D_CROSS and (na == 2 or nb == 2):
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but "
+                         f"they are {na} and {nb} dimensional instead.")
     a0, a1, b0, b1 = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
     z = a0 * b1 - a1 * b0
     if na == 2 and nb == 2:

@@ -112,14 +112,33 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False,
 # --- cho_factor / cho_solve --------------------------------------------------------------
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """(c, lower): the factor in the ``lower`` (or upper) triangle of ``c``,
-    ``a``'s own entries in the other, as SciPy returns it."""
+    and in the other what the installed SciPy puts there: ``a``'s own
+    entries (LAPACK leaves them; SciPy before 1.18, and ``overwrite_a=True``)
+    or zeros (SciPy 1.18 on, ``overwrite_a=False``)."""
     if not _traced(a):
         return plain_call(_sla.cho_factor, a, lower, overwrite_a, check_finite)
+    keep = overwrite_a or _cho_factor_keeps_a()
     if lower:
-        c = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1)
+        c = np.tril(np.linalg.cholesky(a))
+        c = c + np.triu(a, 1) if keep else c
     else:
-        c = np.triu(np.linalg.cholesky(a, upper=True)) + np.tril(a, -1)
+        c = np.triu(np.linalg.cholesky(a, upper=True))
+        c = c + np.tril(a, -1) if keep else c
     return c, bool(lower)
+
+
+_KEEPS_A = []
+
+
+def _cho_factor_keeps_a():
+    """Whether SciPy's ``cho_factor`` (``overwrite_a=False``) returns ``a``'s
+    entries in the unused triangle (before 1.18) rather than zeros: asked
+    of SciPy once, on a 2x2 matrix, so traced calls give the same values
+    as plain ones whichever SciPy is installed."""
+    if not _KEEPS_A:
+        c, _ = _sla.cho_factor(np.array([[4.0, 2.0], [2.0, 3.0]]), lower=True)
+        _KEEPS_A.append(bool(c[0, 1] == 2.0))
+    return _KEEPS_A[0]
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
