@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 
 import numpy as np
 
@@ -233,6 +234,92 @@ def _mapped_rule(rule, kind, name, fix, trace=None):
 _VJP_FIX = " (listed in nondiff_argnums if it is not differentiated)"
 
 
+#: rule -> its :class:`tapestry.jit.env.RuleWatch` (``False``: it cannot be
+#: walked), reused while the bindings its walk followed are unchanged.
+_WATCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _rule_watch(rule, also=()):
+    """What ``rule`` (a custom_vjp's bwd, a custom_jvp's rule) reads besides
+    its arguments, to check before the backward pass runs it (``empty``
+    where it reads nothing that can change), or ``None`` where it cannot be
+    walked.  The walk is cached per rule: a call costs an identity test per
+    binding it followed, and a copy of each array it reaches
+    (:meth:`RuleWatch.take`)."""
+    try:
+        got = _WATCHES.get(rule)
+    except TypeError:  # (a rule that cannot be weakly referenced: walked each call)
+        got = None
+    if got is False:
+        return None
+    if got is None or not got.still():
+        got = staged.rule_watch(rule, also)
+        try:
+            _WATCHES[rule] = False if got is None else got
+        except TypeError:
+            pass
+    return got or None
+
+
+class _Watched:
+    """One call's watch: what its rule read at the end of the forward pass."""
+
+    __slots__ = ("watch", "snaps")
+
+    def __init__(self, watch):
+        self.watch, self.snaps = watch, watch.take()
+
+    def run(self, rule, refusal):
+        """``rule()`` after checking that what it reads is as at the forward
+        (``refusal(why)`` is raised otherwise); what it writes into itself is
+        its workspace from then on."""
+        why = self.watch.changed(self.snaps)
+        if why is not None:
+            raise refusal(why)
+        out = rule()
+        self.watch.note_writes(self.snaps)
+        return out
+
+
+def _stale_rule_error(kind, name, rule, why, fix):
+    when = ("when the pullback is called" if kind == "custom_vjp" else
+            "when the backward pass transposes it or a linearized function calls it")
+    return RuntimeError(
+        f"tapestry.{kind}({name}): its rule {getattr(rule, '__qualname__', rule)!r} runs "
+        f"again after the forward pass ({when}) and reads state besides its arguments, "
+        f"but {why} since the forward pass (by the caller, or by a later call of the "
+        "function), so the rule would give the derivative at other values than the "
+        "forward used. Pass that "
+        f"state to {name} as an argument{fix}, or keep it unchanged until the backward "
+        "pass has run.")
+
+
+def _owned_tree(tree, top):
+    """``tree`` with its plain arrays replaced by ``top``'s copies in a kept
+    trace (``_own_constants``)."""
+    if top.owned is None:
+        return tree
+    leaves, td = tree_flatten(tree)
+    if not any(x.__class__ is np.ndarray for x in leaves):
+        return tree
+    _own_constants(leaves, top, ())
+    return td.unflatten(leaves)
+
+
+def _unaliased(residuals, watch):
+    """``residuals`` with the arrays the rules reach from their environment
+    (``fwd`` returning a closed-over ``W``) replaced by copies: the backward
+    pass then reads them as they were at the forward, whatever the caller
+    does to ``W`` meanwhile."""
+    if not watch.roots:
+        return residuals
+    leaves, td = tree_flatten(residuals)
+    if not any(x.__class__ is np.ndarray and watch.aliases(x) for x in leaves):
+        return residuals
+    return td.unflatten([x.copy() if x.__class__ is np.ndarray and watch.aliases(x) else x
+                         for x in leaves])
+
+
 def _tapes_of(tree):
     return {x._tape for x in tree_flatten(tree)[0] if x.__class__ is Var}
 
@@ -267,8 +354,16 @@ class custom_vjp:
     then an output read through gathers (``f(x)[0]``) may hand ``bwd`` a
     ``tapestry.AxisSparse``.  The function must not use a value being
     differentiated other than through its arguments (a closure over one is
-    an error: its rule could not give that value's gradient).
+    an error: its rule could not give that value's gradient).  What ``bwd``
+    reads besides its arguments (a closed-over array, a global, an
+    attribute) must be as it was at the forward when the pullback runs it
+    (checked, :func:`_rule_watch`: a change raises); array arguments and a
+    closed-over array returned as a residual are the trace's own copies.
     """
+
+    #: ``(fwd, bwd)`` whose environment a call watches where they are not
+    #: ``self.fwd``/``self.bwd`` (the user's, for a call mapped over a vmap)
+    _watched = None
 
     def __new__(cls, fun=None, nondiff_argnums=(), sparse_cotangents=False):
         if fun is None:  # custom_vjp(nondiff_argnums=...) used as a decorator
@@ -361,6 +456,7 @@ class custom_vjp:
         batched = custom_vjp(vmap(self.fun, in_axes=axes), nondiff_argnums=self.nondiff_argnums)
         batched.__name__ = self._name()
         batched.defvjp(vmap(fwd_items, in_axes=axes), bwd)
+        batched._watched = self._watched or (self.fwd, self.bwd)
         out = batched(*raw)
         if _holds_batched(out, trace):
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, trace)
@@ -392,6 +488,8 @@ class custom_vjp:
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
             full[i] = a
+        for i in self.nondiff_argnums:  # bwd reads them later too
+            full[i] = _owned_tree(args[i], top)
         inner = _inner_trace(_closure_traces((self.fun, self.fwd, self.bwd)), top.level, full)
         if inner is not None:
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, inner)
@@ -409,9 +507,14 @@ class custom_vjp:
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, _inner_trace(
                 _batch_traces(out_leaves + tree_flatten(residuals)[0]), top.level, full))
         n_out = len(out_leaves)
-        nondiff_vals = [args[i] for i in self.nondiff_argnums]
+        nondiff_vals = [full[i] for i in self.nondiff_argnums]
         primals = [(i, tree_flatten(full[i])) for i in diff]
         sparse_ok = self.sparse_cotangents
+        fwd_rule, bwd_rule = self._watched or (self.fwd, self.bwd)
+        watch = _rule_watch(bwd_rule, (fwd_rule,))
+        if watch is not None:
+            residuals = _unaliased(residuals, watch)
+        watched = None if watch is None or watch.empty else _Watched(watch)
 
         def custom_pullback(g, ans):
             if n_out == 1:
@@ -419,8 +522,11 @@ class custom_vjp:
             g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
                  else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
             bwd = _mapped_rule(self.bwd, "custom_vjp", self._name(), _VJP_FIX)
-            cts = _residuals_untouched(
+            run = lambda: _residuals_untouched(  # noqa: E731
                 lambda res: bwd(*nondiff_vals, res, out_td.unflatten(g)), residuals)
+            cts = run() if watched is None else watched.run(run, lambda why: _stale_rule_error(
+                "custom_vjp", self._name(), bwd_rule, why,
+                _VJP_FIX + " or return a copy of it from fwd as a residual"))
             flat = self._check_cotangents(cts, primals, top.level, _tapes_of(g))
             if _batched_inside([c for c in flat if c is not None], top.level,
                                (g, residuals, nondiff_vals)):
@@ -752,13 +858,20 @@ class custom_jvp:
     tangent ``None``.  Keyword arguments are bound to their positions, as
     for ``custom_vjp``.  The function must not use a value being
     differentiated other than through its arguments (its rule could not
-    give that value's derivative): that is an error.
+    give that value's derivative): that is an error.  The backward pass
+    (and a ``linearize`` function) runs the rule again later: what it reads
+    besides its arguments must be as it was at the forward (checked, as for
+    custom_vjp's ``bwd``).
 
     ``nondiff_argnums`` (as for ``jax.custom_jvp``) names arguments that are
     never differentiated (an activation's name, a tolerance, a callable):
     the rule then takes them first, ``jvp(*nondiff, primals, tangents)``,
     and ``primals``/``tangents`` hold the other arguments only.
     """
+
+    #: the rule whose environment a call watches where it is not ``self.jvp``
+    #: (the user's, for a call with nondiff_argnums or mapped over a vmap)
+    _watched = None
 
     def __new__(cls, fun=None, nondiff_argnums=()):
         if fun is None:  # custom_jvp(nondiff_argnums=...) used as a decorator
@@ -805,6 +918,7 @@ class custom_jvp:
         raw = list(leaves)
         for k in active:
             raw[k] = leaves[k]._value
+        _own_constants(raw, top, active)  # the transposed rule reads them later
         inner = _inner_trace(_closure_traces((self.fun, self.jvp)), top.level, raw)
         if inner is not None:
             raise _batched_closure_error("custom_jvp", self._name(), "", inner)
@@ -815,7 +929,10 @@ class custom_jvp:
         if _batched_inside(out_leaves, top.level, raw):
             raise _batched_closure_error("custom_jvp", self._name(), "", _inner_trace(
                 _batch_traces(out_leaves), top.level, raw))
-        tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level)
+        rule = self._watched or self.jvp
+        watch = _rule_watch(rule)
+        tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level,
+                                    None if watch is None or watch.empty else _Watched(watch))
 
         def custom_jvp_pullback(g, ans):
             return tangent_of.pullback(g, ans)
@@ -866,8 +983,12 @@ class custom_jvp:
                 out[i] = a
             return out
 
+        top = innermost_tape([x for i in keep for x in tree_flatten(args[i])[0]])
+        if top is not None:  # the transposed rule reads them later
+            nd = [_owned_tree(a, top) for a in nd]
         inner = custom_jvp(lambda *diff: self.fun(*full(diff)))
         inner.__name__ = self._name()
+        inner._watched = self._watched or self.jvp
         if self.jvp is not None:
             inner.defjvp(lambda primals, tangents: self.jvp(*nd, primals, tangents))
         return inner(*[args[i] for i in keep])
@@ -885,6 +1006,7 @@ class custom_jvp:
             raise _batched_closure_error("custom_jvp", self._name(), "", trace)
         batched = custom_jvp(vmap(self.fun, in_axes=axes))
         batched.__name__ = self._name()
+        batched._watched = self._watched or self.jvp
         batched.defjvp(_mapped_rule(vmap(self.jvp, in_axes=(axes, axes)), "custom_jvp",
                                     self._name(), "", trace))
         out = batched(*raw)
@@ -909,10 +1031,13 @@ def _zero_tangent(x):
 class _CustomTangent:
     """The rule of one custom_jvp call: its tangent map and the transpose."""
 
-    def __init__(self, cj, raw, td, active, out_leaves, out_td, level):
+    def __init__(self, cj, raw, td, active, out_leaves, out_td, level, watched=None):
         self.cj, self.raw, self.td, self.active = cj, raw, td, active
         self.out_leaves, self.out_td, self.n_out = out_leaves, out_td, len(out_leaves)
         self.level = level
+        #: what the rule reads besides its arguments, as at the forward
+        #: (:class:`_Watched`): the backward pass runs it later
+        self.watched = watched
 
     def tangent(self, ts):
         """Output tangent(s) for active-leaf tangents ``ts`` (None: zero)."""
@@ -923,8 +1048,11 @@ class _CustomTangent:
         rule = _mapped_rule(self.cj.jvp, "custom_jvp", self.cj._name(), "")
         tangents = tuple(self.td.unflatten(full))
         # the primals are the caller's arrays: a rule writing into one gets copies
-        pair = _forward_untouched(
+        run = lambda: _forward_untouched(  # noqa: E731
             lambda *r: rule(tuple(self.td.unflatten(list(r))), tangents), list(self.raw))
+        w = self.watched
+        pair = run() if w is None else w.run(run, lambda why: _stale_rule_error(
+            "custom_jvp", self.cj._name(), self.cj._watched or self.cj.jvp, why, ""))
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
                             "a pair (primal_out, tangent_out), got "

@@ -757,6 +757,14 @@ def watched_environment(fn):
     return None  # pragma: no cover  (tapestry imports jit)
 
 
+def rule_watch(rule, also=()):
+    """What a derivative rule run after its forward pass reads besides its
+    arguments, checked before it runs, or ``None``:
+    :func:`tapestry.jit.env.rule_watch`, installed here when tapestry.jit
+    is imported."""
+    return None  # pragma: no cover  (tapestry imports jit)
+
+
 def _described(x):
     """A function by its name, an object by its class."""
     if isinstance(x, np.ufunc):
