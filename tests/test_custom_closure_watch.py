@@ -9,8 +9,12 @@ function writing a cache): the rule is then refused, naming the function,
 the state and the fix, instead of giving the derivative at other values.
 Arrays handed to the rules as arguments, nondiff arguments and residuals
 are the trace's own copies where the trace is kept, so they need no check.
+
+Also: ``tp.checkpoint`` of a function that writes into its argument
+(``x *= 2``) under ``jit`` and nested in another checkpoint.
 """
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -430,3 +434,85 @@ def test_custom_jvp_array_arguments_keep_their_forward_value():
     y, pullback = tp.vjp(lambda x: k(x, c), X)
     c *= 10
     np.testing.assert_allclose(pullback(1.0)[0], [1.0, 2.0, 3.0])
+
+
+# --- checkpoint of a function writing into its argument, under jit -----------
+
+def _doubles(x):
+    x *= 2
+    return np.sum(np.sin(x) * x)
+
+
+def _doubles_then_adds(x):
+    x *= 2
+    y = tp.checkpoint(_doubles)(x)  # writes into x again: not seen by the rest
+    x += 1
+    return y + np.sum(x ** 2)
+
+
+def _jit_grad(g):
+    return tp.jit(tp.grad(g))
+
+
+def _jit_value_and_grad(g):
+    vg = tp.jit(tp.value_and_grad(g))
+    return lambda x: vg(x)[1]
+
+
+def _grad_jit(g):
+    return tp.grad(tp.jit(g))
+
+
+@pytest.mark.parametrize("nest", [1, 2])
+@pytest.mark.parametrize("transform", [_jit_grad, _jit_value_and_grad, _grad_jit])
+def test_checkpoint_writing_into_its_argument_under_jit(nest, transform):
+    g = _doubles
+    for _ in range(nest):
+        g = tp.checkpoint(g)
+    t = transform(g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (grad(jit(...)): a write runs uncompiled)
+        for x in (X, X + 0.25, X - 0.5):  # the first call traces, the next replay
+            want = tp.grad(_doubles)(x.copy())
+            xc = x.copy()
+            np.testing.assert_allclose(t(xc), want, rtol=1e-12)
+            np.testing.assert_array_equal(xc, x)  # the caller's array is not written
+            np.testing.assert_allclose(tp.grad(g)(x.copy()), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_checkpoint_writing_into_its_argument_matches_finite_differences(dtype):
+    g = tp.checkpoint(_doubles)
+    x = X.astype(dtype)
+    check_grads(g, (x,))
+    check_grads(g, (dtype(0.7),))
+    check_grads(lambda x: tp.jit(tp.value_and_grad(g))(x)[0], (x,))
+    np.testing.assert_allclose(tp.jit(tp.grad(g))(x.copy()), tp.grad(_doubles)(x.copy()),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("transform", [tp.grad, _jit_grad, _jit_value_and_grad])
+@pytest.mark.parametrize("nest", [1, 2])
+def test_checkpoint_inside_a_checkpoint_writing_into_a_shared_argument(transform, nest):
+    """The inner checkpoint writes into ``x``, which the outer function
+    reads afterwards: traced, the write rebinds the inner ``x`` only; the
+    outer forward, run on plain values, must compute the same (its
+    recompute is traced), not the plain NumPy aliasing."""
+    g = _doubles_then_adds
+    for _ in range(nest):
+        g = tp.checkpoint(g)
+    for x in (X, X + 0.25):
+        want = tp.grad(_doubles_then_adds)(x.copy())
+        xc = x.copy()
+        np.testing.assert_allclose(transform(g)(xc), want, rtol=1e-12)
+        np.testing.assert_array_equal(xc, x)
+
+
+def test_checkpoint_under_jit_compiles_the_write():
+    """The write goes into the forward's own copy: jit keeps a program."""
+    g = tp.checkpoint(_doubles)
+    t = tp.jit(tp.grad(g))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "runs uncompiled" warning
+        t(X.copy())
+        t(X + 1.0)

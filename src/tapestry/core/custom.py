@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import weakref
 
 import numpy as np
@@ -13,6 +14,7 @@ from .api import vjp
 from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
 from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
+from .staged import Staged
 from .tracing import of_leaves
 from .var import Var, innermost_tape, traced_from
 
@@ -661,7 +663,10 @@ def checkpoint(f):
     the arguments are replayed (:mod:`tapestry.core.rng`; a generator
     captured in a closure is not).  What ``f`` reads besides its arguments
     must be as it was at the forward when the backward pass runs it again
-    (checked: a changed global, closure or attribute raises)."""
+    (checked: a changed global, closure or attribute raises).  ``f`` may
+    write into its arguments (``x *= 2``): its forward runs on read-only
+    views (staged values under jit: read-only slots) and, if it writes, on
+    copies, as its traced recompute sees them."""
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, td = tree_flatten((args, kwargs))
@@ -678,9 +683,25 @@ def checkpoint(f):
             return _rebatch(out, trace)
         top = innermost_tape(leaves)
         if top is None:
+            if getattr(_IN_FORWARD, "depth", 0):  # inside an enclosing checkpoint's forward
+                return _forward_untouched(lambda *r: _called(f, td, r), leaves)
             return f(*args, **kwargs)
         return _checkpoint_call(f, leaves, td, top)
     return checkpointed
+
+
+#: ``depth``: how many checkpoints are running their function's forward on
+#: plain values in this thread (:func:`_checkpoint_call`).  A checkpoint
+#: called there gets plain values too, and runs its function as its traced
+#: call in the recompute will: unable to write into its arguments (traced,
+#: ``x *= 2`` rebinds ``x``), so the enclosing forward computes what the
+#: recompute does.
+_IN_FORWARD = threading.local()
+
+
+def _called(f, td, leaves):
+    a, kw = td.unflatten(list(leaves))
+    return f(*a, **kw)
 
 
 def _own_constants(raw, top, traced):
@@ -723,7 +744,11 @@ def _checkpoint_call(f, leaves, td, top):
     watch = staged.watched_environment(f)  # ... from the same state
 
     f_raw = of_leaves(f, td, raw, live)
-    out = _forward_untouched(f_raw, [raw[k] for k in live])
+    _IN_FORWARD.depth = getattr(_IN_FORWARD, "depth", 0) + 1
+    try:
+        out = _forward_untouched(f_raw, [raw[k] for k in live])
+    finally:
+        _IN_FORWARD.depth -= 1
     out_leaves, out_td = tree_flatten(out)
     if traced_from(out_leaves, top.level) is not None \
             or _batched_inside(out_leaves, top.level, raw):
@@ -762,13 +787,17 @@ def _forward_untouched(f_raw, values):
     from other values). The arrays go in read-only; if ``f`` writes into one,
     it runs again on copies of its own, which is what the traced ``f`` sees."""
     shown = [_read_only(v) for v in values]
+    in_jit = [v for v in shown if v.__class__ is Staged]
     try:
-        out = f_raw(*shown)
+        if in_jit:  # (jit's staged arrays: read-only slots)
+            with staged.read_only_slots(in_jit):
+                out = f_raw(*shown)
+        else:
+            out = f_raw(*shown)
     except ValueError as e:
         if "read-only" not in str(e):
             raise
-        return f_raw(*[np.array(v, copy=True) if v.__class__ is np.ndarray else v
-                       for v in values])
+        return f_raw(*[_copied(v) for v in values])
     # an argument handed back as it is stays the caller's array (writable)
     back = {id(r): v for r, v in zip(shown, values) if r is not v}
     if back:
@@ -788,11 +817,26 @@ def _residuals_untouched(rule, residuals):
 
 
 def _read_only(v):
+    """``v`` as its function may see it without writing into it: a plain
+    array as a read-only view; a value staged by a jit trace that gave up
+    recording (the function runs on the values) as its value's read-only
+    view; one being recorded as it is (:func:`staged.read_only_slots`)."""
+    if v.__class__ is Staged and v._rec.refused is not None:
+        v = v._value
     if v.__class__ is not np.ndarray or not v.flags.writeable:
         return v
     r = v.view()
     r.flags.writeable = False
     return r
+
+
+def _copied(v):
+    """A copy of an array (plain or staged) for a function that writes into it."""
+    if v.__class__ is np.ndarray:
+        return np.array(v, copy=True)
+    if v.__class__ is Staged and v._value.__class__ is np.ndarray:
+        return np.copy(v)
+    return v
 
 
 def _check_same_state(watch, f):
