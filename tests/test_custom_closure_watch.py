@@ -516,3 +516,43 @@ def test_checkpoint_under_jit_compiles_the_write():
         warnings.simplefilter("error")  # no "runs uncompiled" warning
         t(X.copy())
         t(X + 1.0)
+
+
+# --- checkpoint: its recompute reads closed-over arrays by content too --------
+
+def _masked_sum(mask):
+    """A function whose value does not depend on ``mask``, but whose
+    gradient does: the recompute's value check cannot see a change."""
+    return tp.checkpoint(lambda x: np.sum(np.where(mask > 0, x, tp.stop_gradient(x))))
+
+
+def test_checkpoint_closed_over_array_changed_in_place_is_refused():
+    mask = np.array([1.0, 0.0, 1.0])
+    g = _masked_sum(mask)
+    np.testing.assert_allclose(tp.grad(g)(X), mask)
+    y, pullback = tp.vjp(g, X)
+    mask[:] = [0.0, 1.0, 0.0]
+    with pytest.raises(RuntimeError, match=r"checkpoint\(.*'mask'.*modified in place"):
+        pullback(1.0)
+
+
+def test_checkpoint_closed_over_array_changed_later_in_the_forward_is_refused():
+    mask = np.array([1.0, 0.0, 1.0])
+    g = _masked_sum(mask)
+
+    def loss(x):
+        y = g(x)
+        mask[:] = 1.0 - mask
+        return y
+    with pytest.raises(RuntimeError, match=r"checkpoint\(.*'mask'.*modified in place"):
+        tp.grad(loss)(X)
+
+
+def test_checkpoint_closed_over_array_updated_between_calls():
+    mask = np.array([1.0, 0.0, 1.0])
+    g = _masked_sum(mask)
+    for _ in range(3):
+        np.testing.assert_allclose(tp.grad(g)(X), mask)
+        y, pullback = tp.vjp(g, X)
+        np.testing.assert_allclose(pullback(1.0)[0], mask)
+        mask[:] = 1.0 - mask

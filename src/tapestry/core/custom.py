@@ -742,6 +742,8 @@ def _checkpoint_call(f, leaves, td, top):
         return f(*a, **kw)
     snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
     watch = staged.watched_environment(f)  # ... from the same state
+    content = _rule_watch(f)  # (the arrays among it by content: W *= 2 is no rebinding)
+    content = None if content is None or not content.arrays else _Watched(content)
 
     f_raw = of_leaves(f, td, raw, live)
     _IN_FORWARD.depth = getattr(_IN_FORWARD, "depth", 0) + 1
@@ -762,7 +764,7 @@ def _checkpoint_call(f, leaves, td, top):
     def checkpoint_pullback(g, ans):
         if n_out == 1:
             g = [g]
-        _check_same_state(watch, f)
+        _check_same_state(watch, f, content)
         with rng.replay(snapshot, leaves):
             again, pullback = vjp(f_raw, *[raw[k] for k in live])
         _check_same_run(again, out_leaves, f)
@@ -839,7 +841,7 @@ def _copied(v):
     return v
 
 
-def _check_same_state(watch, f):
+def _check_same_state(watch, f, content=None):
     """Refuse a recompute that would start from other state than the
     forward did: ``f`` read something (a global, a closed-over counter or
     list, an object's attribute) that was rebound or changed since, by
@@ -848,6 +850,8 @@ def _check_same_state(watch, f):
     mask): the backward pass would differentiate another function than the
     one whose value was returned."""
     why = None if watch is None else watch.changed()
+    if why is None and content is not None:
+        why = content.watch.changed(content.snaps)
     if why is not None:
         raise RuntimeError(
             f"tapestry.checkpoint({getattr(f, '__qualname__', 'f')}): the backward pass runs "

@@ -762,7 +762,8 @@ def object_environment(x):
 def watched_environment(fn):
     """What ``fn`` reads besides its arguments, walked as jit walks it but
     with arrays watched by identity only (no copies: a checkpoint walks at
-    every call), or ``None`` where it cannot be walked:
+    every call; their contents are :func:`rule_watch`'s), or ``None`` where
+    it cannot be walked:
     :func:`tapestry.jit.env.watched_environment`, installed here when
     tapestry.jit is imported."""
     return None  # pragma: no cover  (tapestry imports jit)
