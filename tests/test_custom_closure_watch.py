@@ -265,6 +265,27 @@ def test_nondiff_array_argument_keeps_its_forward_value():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fwd_writing_into_its_argument_gets_a_copy(dtype):
+    """The guide's promise for fwd too: the caller's array, and the value the
+    rest of the function reads, stay as they were."""
+    @tp.custom_vjp
+    def f(x):
+        return np.sum(np.sin(2 * x))
+
+    def f_fwd(x):
+        x *= 2
+        return np.sum(np.sin(x)), x
+    f.defvjp(f_fwd, lambda x2, g: (2 * g * np.cos(x2),))
+    x = X.astype(dtype)
+    kept = x.copy()
+    got = tp.grad(lambda x: f(x) * np.sum(x))(x)
+    want = 2 * np.cos(2 * kept) * np.sum(kept) + np.sum(np.sin(2 * kept))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_array_equal(x, kept)
+    check_grads(lambda x: f(x) * np.sum(x), (x,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_watched_rule_is_exact_under_transforms(dtype):
     """Unchanged state: check_grads, jit(grad), grad of vmap, 0-d input."""
     W = np.array([1.0, 2.0, 3.0], dtype)

@@ -495,7 +495,10 @@ class custom_vjp:
         inner = _inner_trace(_closure_traces((self.fun, self.fwd, self.bwd)), top.level, full)
         if inner is not None:
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, inner)
-        pair = self.fwd(*full)
+        # fwd gets the caller's arrays (and the tape's values): one it writes
+        # into is a copy of its own, as the traced x *= 2 rebinds x
+        flat, ftd = tree_flatten(full)
+        pair = _forward_untouched(lambda *r: self.fwd(*ftd.unflatten(list(r))), flat)
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_vjp: the forward rule of {self._name()} must "
                             "return a pair (output, residuals), got "
