@@ -13,15 +13,20 @@ are the trace's own copies where the trace is kept, so they need no check.
 Also: ``tp.checkpoint`` of a function that writes into its argument
 (``x *= 2``) under ``jit`` and nested in another checkpoint.
 """
+import sys
 import types
 import warnings
 
+import cloudpickle
 import numpy as np
 import pytest
 
 import tapestry as tp
 from tapestry.core import custom, staged
 from tapestry.testing import check_grads
+
+# Worker processes cannot import this test module: ship its functions by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 X = np.array([0.5, -1.0, 2.0])
 
@@ -577,3 +582,59 @@ def test_checkpoint_closed_over_array_updated_between_calls():
         y, pullback = tp.vjp(g, X)
         np.testing.assert_allclose(pullback(1.0)[0], mask)
         mask[:] = 1.0 - mask
+
+
+# --- parallel_map: chunk pullbacks kept past the call, recomputed chunks -----
+
+PM_W = np.array([1.0, 2.0, 3.0])
+
+
+def _pm_item(x):
+    return np.sum(np.sin(x) * PM_W)
+
+
+def _pm_item_shared(x, c):
+    return np.sum(np.sin(x) * c)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_parallel_map_kept_chunks_keep_their_point(executor):
+    """Chunk tapes kept for the pullback read a closed-over array (or a
+    shared constant) as the forward did, as ordinary code under vjp does."""
+    global PM_W
+    saved = PM_W.copy()
+    xs = np.stack([X, 2 * X])
+    c = np.array([1.0, 2.0, 3.0])
+    try:
+        y, pullback = tp.vjp(lambda xs: np.sum(tp.parallel_map(_pm_item, xs,
+                                                                executor=executor)), xs)
+        PM_W *= 2
+        np.testing.assert_allclose(pullback(1.0)[0], np.cos(xs) * saved)
+        y, pullback = tp.vjp(lambda xs: np.sum(tp.parallel_map(_pm_item_shared, xs, c,
+                                                                executor=executor)), xs)
+        c *= 2
+        np.testing.assert_allclose(pullback(1.0)[0], np.cos(xs) * saved)
+    finally:
+        PM_W = saved
+
+
+def test_parallel_map_recomputed_chunks_refuse_a_changed_closure():
+    global PM_W
+    saved = PM_W.copy()
+    xs = np.stack([X, 2 * X])
+    c = np.array([1.0, 2.0, 3.0])
+
+    def loss(xs):
+        return np.sum(tp.parallel_map(_pm_item, xs, executor="processes", n_workers=2))
+    try:
+        y, pullback = tp.vjp(loss, xs)
+        np.testing.assert_allclose(pullback(1.0)[0], np.cos(xs) * PM_W)
+        PM_W *= 2
+        with pytest.raises(RuntimeError, match=r"parallel_map\(_pm_item\).*PM_W.*modified"):
+            pullback(1.0)
+    finally:
+        PM_W = saved
+    y, pullback = tp.vjp(lambda xs: np.sum(tp.parallel_map(
+        _pm_item_shared, xs, c, executor="processes", n_workers=2)), xs)
+    c *= 2  # a shared constant: the trace's copy is recomputed from
+    np.testing.assert_allclose(pullback(1.0)[0], np.cos(xs) * saved)

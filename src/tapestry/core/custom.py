@@ -744,9 +744,7 @@ def _checkpoint_call(f, leaves, td, top):
         a, kw = td.unflatten(leaves)
         return f(*a, **kw)
     snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
-    watch = staged.watched_environment(f)  # ... from the same state
-    content = _rule_watch(f)  # (the arrays among it by content: W *= 2 is no rebinding)
-    content = None if content is None or not content.arrays else _Watched(content)
+    state = state_watch(f)  # ... from the same state
 
     f_raw = of_leaves(f, td, raw, live)
     _IN_FORWARD.depth = getattr(_IN_FORWARD, "depth", 0) + 1
@@ -767,7 +765,7 @@ def _checkpoint_call(f, leaves, td, top):
     def checkpoint_pullback(g, ans):
         if n_out == 1:
             g = [g]
-        _check_same_state(watch, f, content)
+        check_same_state(state, f)
         with rng.replay(snapshot, leaves):
             again, pullback = vjp(f_raw, *[raw[k] for k in live])
         _check_same_run(again, out_leaves, f)
@@ -844,23 +842,41 @@ def _copied(v):
     return v
 
 
-def _check_same_state(watch, f, content=None):
+def state_watch(f):
+    """What ``f`` reads besides its arguments, at the forward of a function
+    that the backward pass runs again (checkpoint; parallel_map on
+    processes): the bindings it follows by identity, counters and lists
+    included, and the arrays it reaches by content (``W *= 2`` rebinds
+    nothing), one copy shared while they stay unchanged (:func:`_rule_watch`)."""
+    content = _rule_watch(f)
+    return (staged.watched_environment(f),
+            None if content is None or not content.arrays else _Watched(content))
+
+
+_AGAIN_FIX = {
+    "checkpoint": "or do not checkpoint it",
+    "parallel_map": "or use threads (executor='threads'), whose chunks keep their tapes",
+}
+
+
+def check_same_state(state, f, kind="checkpoint"):
     """Refuse a recompute that would start from other state than the
-    forward did: ``f`` read something (a global, a closed-over counter or
-    list, an object's attribute) that was rebound or changed since, by
-    ``f`` itself or by the caller.  Its value check cannot see a change
+    forward did: ``f`` read something (a global, a closed-over counter,
+    list or array, an object's attribute) that was rebound or changed since,
+    by ``f`` itself or by the caller.  Its value check cannot see a change
     that moves only the gradient (a counter choosing a straight-through
-    mask): the backward pass would differentiate another function than the
-    one whose value was returned."""
+    mask, an array of them): the backward pass would differentiate another
+    function than the one whose value was returned."""
+    watch, content = state
     why = None if watch is None else watch.changed()
     if why is None and content is not None:
         why = content.watch.changed(content.snaps)
     if why is not None:
         raise RuntimeError(
-            f"tapestry.checkpoint({getattr(f, '__qualname__', 'f')}): the backward pass runs "
+            f"tapestry.{kind}({getattr(f, '__qualname__', 'f')}): the backward pass runs "
             f"it again, but {why} since the forward pass, so the gradient would be another "
             "function's than the value's. Pass that state as an argument (or keep it "
-            "unchanged until the backward pass), or do not checkpoint it.")
+            f"unchanged until the backward pass), {_AGAIN_FIX[kind]}.")
 
 
 def _check_same_run(again, out_leaves, f):
