@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import tapestry as tp
-from tapestry.core import custom, staged
+from tapestry.core import staged
 from tapestry.testing import check_grads
 
 # Worker processes cannot import this test module: ship its functions by value.
@@ -382,13 +382,34 @@ def test_zero_dimensional_closure_and_argument():
         pullback(1.0)
 
 
+def test_the_walk_lives_with_the_function():
+    """A custom_vjp made per call (a closure) takes its walk with it."""
+    import gc
+    import weakref
+    W = np.array([1.0, 2.0, 3.0])
+    f = _closure_vjp(W)
+    tp.grad(f)(X)
+    dead = weakref.ref(f.bwd)
+    del f
+    gc.collect()
+    assert dead() is None
+    g = _global_f
+    tp.grad(g)(X)
+    assert g._rule_cache.watch is not None
+    g2 = cloudpickle.loads(cloudpickle.dumps(g))  # (to a worker: walked there anew)
+    c = cloudpickle.loads(cloudpickle.dumps(_masked_sum(np.ones(3))))
+    np.testing.assert_allclose(tp.grad(c)(X), np.ones(3))
+    assert "_rule_cache" not in g2.__dict__
+    np.testing.assert_allclose(tp.grad(g2)(X), GLOBAL_W)
+
+
 def test_rule_with_nothing_to_watch_keeps_no_copies():
     @tp.custom_vjp
     def f(x):
         return np.sin(x)
     f.defvjp(lambda x: (np.sin(x), x), lambda x, g: (g * np.cos(x),))
     tp.grad(lambda x: np.sum(f(x)))(X)
-    assert custom._WATCHES[f.bwd].empty
+    assert f._rule_cache.watch.empty
 
 
 # --- custom_jvp: its rule runs again in the backward pass ---------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import weakref
 
 import numpy as np
 
@@ -236,31 +235,52 @@ def _mapped_rule(rule, kind, name, fix, trace=None):
 _VJP_FIX = " (listed in nondiff_argnums if it is not differentiated)"
 
 
-#: rule -> its :class:`tapestry.jit.env.RuleWatch` (``False``: it cannot be
-#: walked), reused while the bindings its walk followed are unchanged.
-_WATCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _rule_watch(rule, also=()):
+def _rule_watch(rule, also=(), slot=None):
     """What ``rule`` (a custom_vjp's bwd, a custom_jvp's rule) reads besides
     its arguments, to check before the backward pass runs it (``empty``
     where it reads nothing that can change), or ``None`` where it cannot be
-    walked.  The walk is cached per rule: a call costs an identity test per
-    binding it followed, and a copy of each array it reaches
-    (:meth:`RuleWatch.take`)."""
-    try:
-        got = _WATCHES.get(rule)
-    except TypeError:  # (a rule that cannot be weakly referenced: walked each call)
-        got = None
-    if got is False:
-        return None
-    if got is None or not got.still():
-        got = staged.rule_watch(rule, also)
-        try:
-            _WATCHES[rule] = False if got is None else got
-        except TypeError:
-            pass
-    return got or None
+    walked.  The walk is kept in ``slot`` (a :class:`_WatchSlot` of the
+    custom_vjp, the custom_jvp, the checkpointed function: it lives as long
+    as the rule) and reused while the bindings it followed are unchanged: a
+    call costs an identity test per binding and a look at each array the
+    rule reaches (:meth:`RuleWatch.take`)."""
+    if slot is not None and slot.rule is rule and (slot.watch is False or slot.watch.still()):
+        return slot.watch or None
+    watch = staged.rule_watch(rule, also)
+    if slot is not None:
+        slot.rule, slot.watch = rule, False if watch is None else watch
+    return watch
+
+
+class _WatchSlot:
+    """Where a custom rule's walk is kept (:func:`_rule_watch`): one object
+    for the life of its owner, so the owner's attributes do not change
+    with it, and without a ``__dict__``, so jit's walk of the owner does
+    not look inside."""
+
+    __slots__ = ("rule", "watch")
+
+    def __init__(self):
+        self.rule = self.watch = None
+
+    def __reduce__(self):  # (pickled empty: the receiving process walks anew)
+        return _WatchSlot, ()
+
+
+def _slot_of(owner):
+    """``owner``'s :class:`_WatchSlot` (made once: an unpickled one has none)."""
+    slot = owner.__dict__.get("_rule_cache")
+    if slot is None:
+        slot = owner._rule_cache = _WatchSlot()
+    return slot
+
+
+def _without_rule_cache(obj):
+    """``obj.__dict__`` for pickling, without the walk kept on it (it holds
+    compiled checks, and the receiving process walks its own)."""
+    state = dict(obj.__dict__)
+    state.pop("_rule_cache", None)
+    return state
 
 
 class _Watched:
@@ -363,9 +383,13 @@ class custom_vjp:
     closed-over array returned as a residual are the trace's own copies.
     """
 
-    #: ``(fwd, bwd)`` whose environment a call watches where they are not
-    #: ``self.fwd``/``self.bwd`` (the user's, for a call mapped over a vmap)
+    #: the custom_vjp whose ``fwd``/``bwd`` a call watches where it is not
+    #: this one (the user's, for a call mapped over a vmap)
     _watched = None
+    _rule_cache = None  # (see _rule_watch)
+
+    def __getstate__(self):
+        return _without_rule_cache(self)
 
     def __new__(cls, fun=None, nondiff_argnums=(), sparse_cotangents=False):
         if fun is None:  # custom_vjp(nondiff_argnums=...) used as a decorator
@@ -388,6 +412,7 @@ class custom_vjp:
         self.nondiff_argnums = tuple(sorted(set(
             (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums)))
         self._signature = _signature(fun)
+        self._rule_cache = _WatchSlot()
 
     def defvjp(self, fwd, bwd):
         if not (callable(fwd) and callable(bwd)):
@@ -458,7 +483,7 @@ class custom_vjp:
         batched = custom_vjp(vmap(self.fun, in_axes=axes), nondiff_argnums=self.nondiff_argnums)
         batched.__name__ = self._name()
         batched.defvjp(vmap(fwd_items, in_axes=axes), bwd)
-        batched._watched = self._watched or (self.fwd, self.bwd)
+        batched._watched = self._watched or self
         out = batched(*raw)
         if _holds_batched(out, trace):
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, trace)
@@ -515,8 +540,9 @@ class custom_vjp:
         nondiff_vals = [full[i] for i in self.nondiff_argnums]
         primals = [(i, tree_flatten(full[i])) for i in diff]
         sparse_ok = self.sparse_cotangents
-        fwd_rule, bwd_rule = self._watched or (self.fwd, self.bwd)
-        watch = _rule_watch(bwd_rule, (fwd_rule,))
+        owner = self._watched or self
+        bwd_rule = owner.bwd
+        watch = _rule_watch(bwd_rule, (owner.fwd,), _slot_of(owner))
         if watch is not None:
             residuals = _unaliased(residuals, watch)
         watched = None if watch is None or watch.empty else _Watched(watch)
@@ -686,10 +712,11 @@ def checkpoint(f):
             return _rebatch(out, trace)
         top = innermost_tape(leaves)
         if top is None:
-            if getattr(_IN_FORWARD, "depth", 0):  # inside an enclosing checkpoint's forward
+            if _in_forward():  # inside an enclosing checkpoint's forward
                 return _forward_untouched(lambda *r: _called(f, td, r), leaves)
             return f(*args, **kwargs)
-        return _checkpoint_call(f, leaves, td, top)
+        return _checkpoint_call(f, leaves, td, top, slot)
+    slot = _WatchSlot()
     return checkpointed
 
 
@@ -700,6 +727,12 @@ def checkpoint(f):
 #: ``x *= 2`` rebinds ``x``), so the enclosing forward computes what the
 #: recompute does.
 _IN_FORWARD = threading.local()
+
+
+def _in_forward():
+    """Whether a checkpoint's forward runs in this thread (a function: the
+    checkpointed wrapper, shipped to workers by value, names no thread-local)."""
+    return getattr(_IN_FORWARD, "depth", 0) > 0
 
 
 def _called(f, td, leaves):
@@ -730,7 +763,7 @@ def _captures_traced(f, level):
         return False
 
 
-def _checkpoint_call(f, leaves, td, top):
+def _checkpoint_call(f, leaves, td, top, slot=None):
     """Run ``f`` on the plain values of ``top``'s leaves and record one node
     whose rule reruns it under ``vjp``; fall back to an ordinary traced call
     when the output shows that ``f`` read a traced value of ``top`` (or of an
@@ -744,7 +777,7 @@ def _checkpoint_call(f, leaves, td, top):
         a, kw = td.unflatten(leaves)
         return f(*a, **kw)
     snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
-    state = state_watch(f)  # ... from the same state
+    state = state_watch(f, slot)  # ... from the same state
 
     f_raw = of_leaves(f, td, raw, live)
     _IN_FORWARD.depth = getattr(_IN_FORWARD, "depth", 0) + 1
@@ -842,13 +875,13 @@ def _copied(v):
     return v
 
 
-def state_watch(f):
+def state_watch(f, slot=None):
     """What ``f`` reads besides its arguments, at the forward of a function
     that the backward pass runs again (checkpoint; parallel_map on
     processes): the bindings it follows by identity, counters and lists
     included, and the arrays it reaches by content (``W *= 2`` rebinds
     nothing), one copy shared while they stay unchanged (:func:`_rule_watch`)."""
-    content = _rule_watch(f)
+    content = _rule_watch(f, (), slot)
     return (staged.watched_environment(f),
             None if content is None or not content.arrays else _Watched(content))
 
@@ -936,9 +969,13 @@ class custom_jvp:
     and ``primals``/``tangents`` hold the other arguments only.
     """
 
-    #: the rule whose environment a call watches where it is not ``self.jvp``
+    #: the custom_jvp whose rule a call watches where it is not this one
     #: (the user's, for a call with nondiff_argnums or mapped over a vmap)
     _watched = None
+    _rule_cache = None  # (see _rule_watch)
+
+    def __getstate__(self):
+        return _without_rule_cache(self)
 
     def __new__(cls, fun=None, nondiff_argnums=()):
         if fun is None:  # custom_jvp(nondiff_argnums=...) used as a decorator
@@ -956,6 +993,7 @@ class custom_jvp:
         self.nondiff_argnums = tuple(sorted(set(
             (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums)))
         self._signature = _signature(fun)
+        self._rule_cache = _WatchSlot()
 
     def defjvp(self, jvp):
         self.jvp = jvp
@@ -996,8 +1034,8 @@ class custom_jvp:
         if _batched_inside(out_leaves, top.level, raw):
             raise _batched_closure_error("custom_jvp", self._name(), "", _inner_trace(
                 _batch_traces(out_leaves), top.level, raw))
-        rule = self._watched or self.jvp
-        watch = _rule_watch(rule)
+        owner = self._watched or self
+        watch = _rule_watch(owner.jvp, (), _slot_of(owner))
         tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level,
                                     None if watch is None or watch.empty else _Watched(watch))
 
@@ -1055,7 +1093,7 @@ class custom_jvp:
             nd = [_owned_tree(a, top) for a in nd]
         inner = custom_jvp(lambda *diff: self.fun(*full(diff)))
         inner.__name__ = self._name()
-        inner._watched = self._watched or self.jvp
+        inner._watched = self._watched or self
         if self.jvp is not None:
             inner.defjvp(lambda primals, tangents: self.jvp(*nd, primals, tangents))
         return inner(*[args[i] for i in keep])
@@ -1073,7 +1111,7 @@ class custom_jvp:
             raise _batched_closure_error("custom_jvp", self._name(), "", trace)
         batched = custom_jvp(vmap(self.fun, in_axes=axes))
         batched.__name__ = self._name()
-        batched._watched = self._watched or self.jvp
+        batched._watched = self._watched or self
         batched.defjvp(_mapped_rule(vmap(self.jvp, in_axes=(axes, axes)), "custom_jvp",
                                     self._name(), "", trace))
         out = batched(*raw)
@@ -1119,7 +1157,7 @@ class _CustomTangent:
             lambda *r: rule(tuple(self.td.unflatten(list(r))), tangents), list(self.raw))
         w = self.watched
         pair = run() if w is None else w.run(run, lambda why: _stale_rule_error(
-            "custom_jvp", self.cj._name(), self.cj._watched or self.cj.jvp, why, ""))
+            "custom_jvp", self.cj._name(), (self.cj._watched or self.cj).jvp, why, ""))
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
                             "a pair (primal_out, tangent_out), got "
