@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from .api import vjp
 from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
 from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
+from .staged import Staged
 from .tracing import of_leaves
 from .var import Var, innermost_tape, traced_from
 
@@ -233,6 +235,113 @@ def _mapped_rule(rule, kind, name, fix, trace=None):
 _VJP_FIX = " (listed in nondiff_argnums if it is not differentiated)"
 
 
+def _rule_watch(rule, also=(), slot=None):
+    """What ``rule`` (a custom_vjp's bwd, a custom_jvp's rule) reads besides
+    its arguments, to check before the backward pass runs it (``empty``
+    where it reads nothing that can change), or ``None`` where it cannot be
+    walked.  The walk is kept in ``slot`` (a :class:`_WatchSlot` of the
+    custom_vjp, the custom_jvp, the checkpointed function: it lives as long
+    as the rule) and reused while the bindings it followed are unchanged: a
+    call costs an identity test per binding and a look at each array the
+    rule reaches (:meth:`RuleWatch.take`)."""
+    if slot is not None and slot.rule is rule and (slot.watch is False or slot.watch.still()):
+        return slot.watch or None
+    watch = staged.rule_watch(rule, also)
+    if slot is not None:
+        slot.rule, slot.watch = rule, False if watch is None else watch
+    return watch
+
+
+class _WatchSlot:
+    """Where a custom rule's walk is kept (:func:`_rule_watch`): one object
+    for the life of its owner, so the owner's attributes do not change
+    with it, and without a ``__dict__``, so jit's walk of the owner does
+    not look inside."""
+
+    __slots__ = ("rule", "watch")
+
+    def __init__(self):
+        self.rule = self.watch = None
+
+    def __reduce__(self):  # (pickled empty: the receiving process walks anew)
+        return _WatchSlot, ()
+
+
+def _slot_of(owner):
+    """``owner``'s :class:`_WatchSlot` (made once: an unpickled one has none)."""
+    slot = owner.__dict__.get("_rule_cache")
+    if slot is None:
+        slot = owner._rule_cache = _WatchSlot()
+    return slot
+
+
+def _without_rule_cache(obj):
+    """``obj.__dict__`` for pickling, without the walk kept on it (it holds
+    compiled checks, and the receiving process walks its own)."""
+    state = dict(obj.__dict__)
+    state.pop("_rule_cache", None)
+    return state
+
+
+class _Watched:
+    """One call's watch: what its rule read at the end of the forward pass."""
+
+    __slots__ = ("watch", "snaps")
+
+    def __init__(self, watch):
+        self.watch, self.snaps = watch, watch.take()
+
+    def run(self, rule, refusal):
+        """``rule()`` after checking that what it reads is as at the forward
+        (``refusal(why)`` is raised otherwise); what it writes into itself is
+        its workspace from then on."""
+        why = self.watch.changed(self.snaps)
+        if why is not None:
+            raise refusal(why)
+        out = rule()
+        self.watch.note_writes(self.snaps)
+        return out
+
+
+def _stale_rule_error(kind, name, rule, why, fix):
+    when = ("when the pullback is called" if kind == "custom_vjp" else
+            "when the backward pass transposes it or a linearized function calls it")
+    return RuntimeError(
+        f"tapestry.{kind}({name}): its rule {getattr(rule, '__qualname__', rule)!r} runs "
+        f"again after the forward pass ({when}) and reads state besides its arguments, "
+        f"but {why} since the forward pass (by the caller, or by a later call of the "
+        "function), so the rule would give the derivative at other values than the "
+        "forward used. Pass that "
+        f"state to {name} as an argument{fix}, or keep it unchanged until the backward "
+        "pass has run.")
+
+
+def _owned_tree(tree, top):
+    """``tree`` with its plain arrays replaced by ``top``'s copies in a kept
+    trace (``_own_constants``)."""
+    if top.owned is None:
+        return tree
+    leaves, td = tree_flatten(tree)
+    if not any(x.__class__ is np.ndarray for x in leaves):
+        return tree
+    _own_constants(leaves, top, ())
+    return td.unflatten(leaves)
+
+
+def _unaliased(residuals, watch):
+    """``residuals`` with the arrays the rules reach from their environment
+    (``fwd`` returning a closed-over ``W``) replaced by copies: the backward
+    pass then reads them as they were at the forward, whatever the caller
+    does to ``W`` meanwhile."""
+    if not watch.roots:
+        return residuals
+    leaves, td = tree_flatten(residuals)
+    if not any(x.__class__ is np.ndarray and watch.aliases(x) for x in leaves):
+        return residuals
+    return td.unflatten([x.copy() if x.__class__ is np.ndarray and watch.aliases(x) else x
+                         for x in leaves])
+
+
 def _tapes_of(tree):
     return {x._tape for x in tree_flatten(tree)[0] if x.__class__ is Var}
 
@@ -267,8 +376,20 @@ class custom_vjp:
     then an output read through gathers (``f(x)[0]``) may hand ``bwd`` a
     ``tapestry.AxisSparse``.  The function must not use a value being
     differentiated other than through its arguments (a closure over one is
-    an error: its rule could not give that value's gradient).
+    an error: its rule could not give that value's gradient).  What ``bwd``
+    reads besides its arguments (a closed-over array, a global, an
+    attribute) must be as it was at the forward when the pullback runs it
+    (checked, :func:`_rule_watch`: a change raises); array arguments and a
+    closed-over array returned as a residual are the trace's own copies.
     """
+
+    #: the custom_vjp whose ``fwd``/``bwd`` a call watches where it is not
+    #: this one (the user's, for a call mapped over a vmap)
+    _watched = None
+    _rule_cache = None  # (see _rule_watch)
+
+    def __getstate__(self):
+        return _without_rule_cache(self)
 
     def __new__(cls, fun=None, nondiff_argnums=(), sparse_cotangents=False):
         if fun is None:  # custom_vjp(nondiff_argnums=...) used as a decorator
@@ -291,6 +412,7 @@ class custom_vjp:
         self.nondiff_argnums = tuple(sorted(set(
             (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums)))
         self._signature = _signature(fun)
+        self._rule_cache = _WatchSlot()
 
     def defvjp(self, fwd, bwd):
         if not (callable(fwd) and callable(bwd)):
@@ -361,6 +483,7 @@ class custom_vjp:
         batched = custom_vjp(vmap(self.fun, in_axes=axes), nondiff_argnums=self.nondiff_argnums)
         batched.__name__ = self._name()
         batched.defvjp(vmap(fwd_items, in_axes=axes), bwd)
+        batched._watched = self._watched or self
         out = batched(*raw)
         if _holds_batched(out, trace):
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, trace)
@@ -392,10 +515,15 @@ class custom_vjp:
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
             full[i] = a
+        for i in self.nondiff_argnums:  # bwd reads them later too
+            full[i] = _owned_tree(args[i], top)
         inner = _inner_trace(_closure_traces((self.fun, self.fwd, self.bwd)), top.level, full)
         if inner is not None:
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, inner)
-        pair = self.fwd(*full)
+        # fwd gets the caller's arrays (and the tape's values): one it writes
+        # into is a copy of its own, as the traced x *= 2 rebinds x
+        flat, ftd = tree_flatten(full)
+        pair = _forward_untouched(lambda *r: self.fwd(*ftd.unflatten(list(r))), flat)
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_vjp: the forward rule of {self._name()} must "
                             "return a pair (output, residuals), got "
@@ -409,9 +537,15 @@ class custom_vjp:
             raise _batched_closure_error("custom_vjp", self._name(), _VJP_FIX, _inner_trace(
                 _batch_traces(out_leaves + tree_flatten(residuals)[0]), top.level, full))
         n_out = len(out_leaves)
-        nondiff_vals = [args[i] for i in self.nondiff_argnums]
+        nondiff_vals = [full[i] for i in self.nondiff_argnums]
         primals = [(i, tree_flatten(full[i])) for i in diff]
         sparse_ok = self.sparse_cotangents
+        owner = self._watched or self
+        bwd_rule = owner.bwd
+        watch = _rule_watch(bwd_rule, (owner.fwd,), _slot_of(owner))
+        if watch is not None:
+            residuals = _unaliased(residuals, watch)
+        watched = None if watch is None or watch.empty else _Watched(watch)
 
         def custom_pullback(g, ans):
             if n_out == 1:
@@ -419,8 +553,11 @@ class custom_vjp:
             g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
                  else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
             bwd = _mapped_rule(self.bwd, "custom_vjp", self._name(), _VJP_FIX)
-            cts = _residuals_untouched(
+            run = lambda: _residuals_untouched(  # noqa: E731
                 lambda res: bwd(*nondiff_vals, res, out_td.unflatten(g)), residuals)
+            cts = run() if watched is None else watched.run(run, lambda why: _stale_rule_error(
+                "custom_vjp", self._name(), bwd_rule, why,
+                _VJP_FIX + " or return a copy of it from fwd as a residual"))
             flat = self._check_cotangents(cts, primals, top.level, _tapes_of(g))
             if _batched_inside([c for c in flat if c is not None], top.level,
                                (g, residuals, nondiff_vals)):
@@ -555,7 +692,10 @@ def checkpoint(f):
     the arguments are replayed (:mod:`tapestry.core.rng`; a generator
     captured in a closure is not).  What ``f`` reads besides its arguments
     must be as it was at the forward when the backward pass runs it again
-    (checked: a changed global, closure or attribute raises)."""
+    (checked: a changed global, closure or attribute raises).  ``f`` may
+    write into its arguments (``x *= 2``): its forward runs on read-only
+    views (staged values under jit: read-only slots) and, if it writes, on
+    copies, as its traced recompute sees them."""
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, td = tree_flatten((args, kwargs))
@@ -572,9 +712,32 @@ def checkpoint(f):
             return _rebatch(out, trace)
         top = innermost_tape(leaves)
         if top is None:
+            if _in_forward():  # inside an enclosing checkpoint's forward
+                return _forward_untouched(lambda *r: _called(f, td, r), leaves)
             return f(*args, **kwargs)
-        return _checkpoint_call(f, leaves, td, top)
+        return _checkpoint_call(f, leaves, td, top, slot)
+    slot = _WatchSlot()
     return checkpointed
+
+
+#: ``depth``: how many checkpoints are running their function's forward on
+#: plain values in this thread (:func:`_checkpoint_call`).  A checkpoint
+#: called there gets plain values too, and runs its function as its traced
+#: call in the recompute will: unable to write into its arguments (traced,
+#: ``x *= 2`` rebinds ``x``), so the enclosing forward computes what the
+#: recompute does.
+_IN_FORWARD = threading.local()
+
+
+def _in_forward():
+    """Whether a checkpoint's forward runs in this thread (a function: the
+    checkpointed wrapper, shipped to workers by value, names no thread-local)."""
+    return getattr(_IN_FORWARD, "depth", 0) > 0
+
+
+def _called(f, td, leaves):
+    a, kw = td.unflatten(list(leaves))
+    return f(*a, **kw)
 
 
 def _own_constants(raw, top, traced):
@@ -600,7 +763,7 @@ def _captures_traced(f, level):
         return False
 
 
-def _checkpoint_call(f, leaves, td, top):
+def _checkpoint_call(f, leaves, td, top, slot=None):
     """Run ``f`` on the plain values of ``top``'s leaves and record one node
     whose rule reruns it under ``vjp``; fall back to an ordinary traced call
     when the output shows that ``f`` read a traced value of ``top`` (or of an
@@ -614,10 +777,14 @@ def _checkpoint_call(f, leaves, td, top):
         a, kw = td.unflatten(leaves)
         return f(*a, **kw)
     snapshot = rng.capture(leaves)  # the recompute must draw the same numbers
-    watch = staged.watched_environment(f)  # ... from the same state
+    state = state_watch(f, slot)  # ... from the same state
 
     f_raw = of_leaves(f, td, raw, live)
-    out = _forward_untouched(f_raw, [raw[k] for k in live])
+    _IN_FORWARD.depth = getattr(_IN_FORWARD, "depth", 0) + 1
+    try:
+        out = _forward_untouched(f_raw, [raw[k] for k in live])
+    finally:
+        _IN_FORWARD.depth -= 1
     out_leaves, out_td = tree_flatten(out)
     if traced_from(out_leaves, top.level) is not None \
             or _batched_inside(out_leaves, top.level, raw):
@@ -631,7 +798,7 @@ def _checkpoint_call(f, leaves, td, top):
     def checkpoint_pullback(g, ans):
         if n_out == 1:
             g = [g]
-        _check_same_state(watch, f)
+        check_same_state(state, f)
         with rng.replay(snapshot, leaves):
             again, pullback = vjp(f_raw, *[raw[k] for k in live])
         _check_same_run(again, out_leaves, f)
@@ -656,13 +823,17 @@ def _forward_untouched(f_raw, values):
     from other values). The arrays go in read-only; if ``f`` writes into one,
     it runs again on copies of its own, which is what the traced ``f`` sees."""
     shown = [_read_only(v) for v in values]
+    in_jit = [v for v in shown if v.__class__ is Staged]
     try:
-        out = f_raw(*shown)
+        if in_jit:  # (jit's staged arrays: read-only slots)
+            with staged.read_only_slots(in_jit):
+                out = f_raw(*shown)
+        else:
+            out = f_raw(*shown)
     except ValueError as e:
         if "read-only" not in str(e):
             raise
-        return f_raw(*[np.array(v, copy=True) if v.__class__ is np.ndarray else v
-                       for v in values])
+        return f_raw(*[_copied(v) for v in values])
     # an argument handed back as it is stays the caller's array (writable)
     back = {id(r): v for r, v in zip(shown, values) if r is not v}
     if back:
@@ -682,6 +853,12 @@ def _residuals_untouched(rule, residuals):
 
 
 def _read_only(v):
+    """``v`` as its function may see it without writing into it: a plain
+    array as a read-only view; a value staged by a jit trace that gave up
+    recording (the function runs on the values) as its value's read-only
+    view; one being recorded as it is (:func:`staged.read_only_slots`)."""
+    if v.__class__ is Staged and v._rec.refused is not None:
+        v = v._value
     if v.__class__ is not np.ndarray or not v.flags.writeable:
         return v
     r = v.view()
@@ -689,21 +866,50 @@ def _read_only(v):
     return r
 
 
-def _check_same_state(watch, f):
+def _copied(v):
+    """A copy of an array (plain or staged) for a function that writes into it."""
+    if v.__class__ is np.ndarray:
+        return np.array(v, copy=True)
+    if v.__class__ is Staged and v._value.__class__ is np.ndarray:
+        return np.copy(v)
+    return v
+
+
+def state_watch(f, slot=None):
+    """What ``f`` reads besides its arguments, at the forward of a function
+    that the backward pass runs again (checkpoint; parallel_map on
+    processes): the bindings it follows by identity, counters and lists
+    included, and the arrays it reaches by content (``W *= 2`` rebinds
+    nothing), one copy shared while they stay unchanged (:func:`_rule_watch`)."""
+    content = _rule_watch(f, (), slot)
+    return (staged.watched_environment(f),
+            None if content is None or not content.arrays else _Watched(content))
+
+
+_AGAIN_FIX = {
+    "checkpoint": "or do not checkpoint it",
+    "parallel_map": "or use threads (executor='threads'), whose chunks keep their tapes",
+}
+
+
+def check_same_state(state, f, kind="checkpoint"):
     """Refuse a recompute that would start from other state than the
-    forward did: ``f`` read something (a global, a closed-over counter or
-    list, an object's attribute) that was rebound or changed since, by
-    ``f`` itself or by the caller.  Its value check cannot see a change
+    forward did: ``f`` read something (a global, a closed-over counter,
+    list or array, an object's attribute) that was rebound or changed since,
+    by ``f`` itself or by the caller.  Its value check cannot see a change
     that moves only the gradient (a counter choosing a straight-through
-    mask): the backward pass would differentiate another function than the
-    one whose value was returned."""
+    mask, an array of them): the backward pass would differentiate another
+    function than the one whose value was returned."""
+    watch, content = state
     why = None if watch is None else watch.changed()
+    if why is None and content is not None:
+        why = content.watch.changed(content.snaps)
     if why is not None:
         raise RuntimeError(
-            f"tapestry.checkpoint({getattr(f, '__qualname__', 'f')}): the backward pass runs "
+            f"tapestry.{kind}({getattr(f, '__qualname__', 'f')}): the backward pass runs "
             f"it again, but {why} since the forward pass, so the gradient would be another "
             "function's than the value's. Pass that state as an argument (or keep it "
-            "unchanged until the backward pass), or do not checkpoint it.")
+            f"unchanged until the backward pass), {_AGAIN_FIX[kind]}.")
 
 
 def _check_same_run(again, out_leaves, f):
@@ -752,13 +958,24 @@ class custom_jvp:
     tangent ``None``.  Keyword arguments are bound to their positions, as
     for ``custom_vjp``.  The function must not use a value being
     differentiated other than through its arguments (its rule could not
-    give that value's derivative): that is an error.
+    give that value's derivative): that is an error.  The backward pass
+    (and a ``linearize`` function) runs the rule again later: what it reads
+    besides its arguments must be as it was at the forward (checked, as for
+    custom_vjp's ``bwd``).
 
     ``nondiff_argnums`` (as for ``jax.custom_jvp``) names arguments that are
     never differentiated (an activation's name, a tolerance, a callable):
     the rule then takes them first, ``jvp(*nondiff, primals, tangents)``,
     and ``primals``/``tangents`` hold the other arguments only.
     """
+
+    #: the custom_jvp whose rule a call watches where it is not this one
+    #: (the user's, for a call with nondiff_argnums or mapped over a vmap)
+    _watched = None
+    _rule_cache = None  # (see _rule_watch)
+
+    def __getstate__(self):
+        return _without_rule_cache(self)
 
     def __new__(cls, fun=None, nondiff_argnums=()):
         if fun is None:  # custom_jvp(nondiff_argnums=...) used as a decorator
@@ -776,6 +993,7 @@ class custom_jvp:
         self.nondiff_argnums = tuple(sorted(set(
             (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums)))
         self._signature = _signature(fun)
+        self._rule_cache = _WatchSlot()
 
     def defjvp(self, jvp):
         self.jvp = jvp
@@ -805,6 +1023,7 @@ class custom_jvp:
         raw = list(leaves)
         for k in active:
             raw[k] = leaves[k]._value
+        _own_constants(raw, top, active)  # the transposed rule reads them later
         inner = _inner_trace(_closure_traces((self.fun, self.jvp)), top.level, raw)
         if inner is not None:
             raise _batched_closure_error("custom_jvp", self._name(), "", inner)
@@ -815,7 +1034,10 @@ class custom_jvp:
         if _batched_inside(out_leaves, top.level, raw):
             raise _batched_closure_error("custom_jvp", self._name(), "", _inner_trace(
                 _batch_traces(out_leaves), top.level, raw))
-        tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level)
+        owner = self._watched or self
+        watch = _rule_watch(owner.jvp, (), _slot_of(owner))
+        tangent_of = _CustomTangent(self, raw, td, active, out_leaves, out_td, top.level,
+                                    None if watch is None or watch.empty else _Watched(watch))
 
         def custom_jvp_pullback(g, ans):
             return tangent_of.pullback(g, ans)
@@ -866,8 +1088,12 @@ class custom_jvp:
                 out[i] = a
             return out
 
+        top = innermost_tape([x for i in keep for x in tree_flatten(args[i])[0]])
+        if top is not None:  # the transposed rule reads them later
+            nd = [_owned_tree(a, top) for a in nd]
         inner = custom_jvp(lambda *diff: self.fun(*full(diff)))
         inner.__name__ = self._name()
+        inner._watched = self._watched or self
         if self.jvp is not None:
             inner.defjvp(lambda primals, tangents: self.jvp(*nd, primals, tangents))
         return inner(*[args[i] for i in keep])
@@ -885,6 +1111,7 @@ class custom_jvp:
             raise _batched_closure_error("custom_jvp", self._name(), "", trace)
         batched = custom_jvp(vmap(self.fun, in_axes=axes))
         batched.__name__ = self._name()
+        batched._watched = self._watched or self
         batched.defjvp(_mapped_rule(vmap(self.jvp, in_axes=(axes, axes)), "custom_jvp",
                                     self._name(), "", trace))
         out = batched(*raw)
@@ -909,10 +1136,13 @@ def _zero_tangent(x):
 class _CustomTangent:
     """The rule of one custom_jvp call: its tangent map and the transpose."""
 
-    def __init__(self, cj, raw, td, active, out_leaves, out_td, level):
+    def __init__(self, cj, raw, td, active, out_leaves, out_td, level, watched=None):
         self.cj, self.raw, self.td, self.active = cj, raw, td, active
         self.out_leaves, self.out_td, self.n_out = out_leaves, out_td, len(out_leaves)
         self.level = level
+        #: what the rule reads besides its arguments, as at the forward
+        #: (:class:`_Watched`): the backward pass runs it later
+        self.watched = watched
 
     def tangent(self, ts):
         """Output tangent(s) for active-leaf tangents ``ts`` (None: zero)."""
@@ -923,8 +1153,11 @@ class _CustomTangent:
         rule = _mapped_rule(self.cj.jvp, "custom_jvp", self.cj._name(), "")
         tangents = tuple(self.td.unflatten(full))
         # the primals are the caller's arrays: a rule writing into one gets copies
-        pair = _forward_untouched(
+        run = lambda: _forward_untouched(  # noqa: E731
             lambda *r: rule(tuple(self.td.unflatten(list(r))), tangents), list(self.raw))
+        w = self.watched
+        pair = run() if w is None else w.run(run, lambda why: _stale_rule_error(
+            "custom_jvp", self.cj._name(), (self.cj._watched or self.cj).jvp, why, ""))
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"tapestry.custom_jvp: the rule of {self.cj._name()} must return "
                             "a pair (primal_out, tangent_out), got "

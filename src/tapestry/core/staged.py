@@ -27,6 +27,7 @@ on the staged value one level down.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import sys
@@ -164,7 +165,7 @@ class Recorder:
     __slots__ = ("steps", "n", "open", "external", "thread", "meta", "scalars", "err",
                  "warn", "warn_entries", "refused", "ext", "err_entered", "printopts", "text_read",
                  "handed", "known", "consts", "end_checks", "inline_sums", "opaque",
-                 "stale", "input_arrays", "pristine", "converted")
+                 "stale", "input_arrays", "pristine", "converted", "read_only")
 
     def __init__(self):
         self.steps: list = []
@@ -238,6 +239,11 @@ class Recorder:
         #: why a step would read such an object otherwise at replay than it
         #: did in the trace (``None``: it would not)
         self.stale = None
+        #: slots that may not be written into (a write raises ValueError, as
+        #: NumPy's read-only arrays do), and the slots that may be views of
+        #: them: the arguments of a checkpointed function while its forward
+        #: runs (:func:`read_only_slots`), which reruns on copies if it writes
+        self.read_only: set = set()
 
     def slot(self):
         self.n += 1
@@ -298,6 +304,9 @@ class Recorder:
         self.steps.append(Step("call", fn, targs, tkw, s, err=err))
         if (ext or extk) and not _fresh(fn):  # may be a view of the caller's memory
             self.external.add(s)
+        if self.read_only and not _fresh(fn) and any(
+                x._slot in self.read_only for x in instances_in((args, kwargs), Staged, [])):
+            self.read_only.add(s)  # may be a view of a read-only value
         res = self._wrap(out, s, fn)
         if not _shape_safe(fn, args, kwargs):
             self._shape_guards(res)
@@ -480,6 +489,8 @@ class Recorder:
                 self.steps.append(Step("item", None, (Slot(s), k), None, e))
                 if s in self.external:
                     self.external.add(e)
+                if s in self.read_only:
+                    self.read_only.add(e)
                 items.append(self._wrap(v, e, fn))
             if c is tuple or c is list:
                 return c(items)
@@ -751,9 +762,18 @@ def object_environment(x):
 def watched_environment(fn):
     """What ``fn`` reads besides its arguments, walked as jit walks it but
     with arrays watched by identity only (no copies: a checkpoint walks at
-    every call), or ``None`` where it cannot be walked:
+    every call; their contents are :func:`rule_watch`'s), or ``None`` where
+    it cannot be walked:
     :func:`tapestry.jit.env.watched_environment`, installed here when
     tapestry.jit is imported."""
+    return None  # pragma: no cover  (tapestry imports jit)
+
+
+def rule_watch(rule, also=()):
+    """What a derivative rule run after its forward pass reads besides its
+    arguments, checked before it runs, or ``None``:
+    :func:`tapestry.jit.env.rule_watch`, installed here when tapestry.jit
+    is imported."""
     return None  # pragma: no cover  (tapestry imports jit)
 
 
@@ -970,7 +990,7 @@ class Staged(ArrayMethods):
                 v = pin.copy(order="K")
             if same and not self._value.flags.owndata and v.flags.owndata:
                 v = v[...]  # (a view, as the value: np.require(x, "O") copies)
-            if same and not self._value.flags.writeable:
+            if same and (not self._value.flags.writeable or self._slot in self._rec.read_only):
                 v.flags.writeable = False  # (as the value: np.require(x, "W") copies)
             elif same:
                 # writable, as the value the plain call gets (code may ask:
@@ -1202,13 +1222,36 @@ def _copies(args, kwargs):
 
 
 def _write(rec, fn, args, kwargs, target, returns=None):
-    """Record ``fn`` writing into ``target``; a plain array target refuses."""
+    """Record ``fn`` writing into ``target``; a plain array target refuses,
+    a read-only one (:func:`read_only_slots`) raises as NumPy does."""
+    if rec.read_only and target.__class__ is Staged and target._slot in rec.read_only:
+        raise ValueError(f"tapestry.jit: {_name(fn)}: assignment destination is read-only "
+                         "(an argument of a checkpointed function, or a view of one)")
     if target.__class__ is not Staged:
         rec.refuse(f"{_name(fn)} writes a staged value into a plain array in place",
                    fn, args, kwargs)
         return returns
     rec.call(fn, args, kwargs, inplace=target._slot)
     return returns
+
+
+@contextlib.contextmanager
+def read_only_slots(values):
+    """While the block runs, the staged arrays among ``values`` (and the
+    views made of them) are read-only: a write into one raises ValueError,
+    as for a read-only NumPy array (``tapestry.checkpoint``'s forward: its
+    function writing into an argument must not change the value its
+    recompute starts from; it reruns on copies instead)."""
+    slots = [(v._rec, v._slot) for v in values
+             if v.__class__ is Staged and v._value.__class__ is np.ndarray]
+    before = [(rec, set(rec.read_only)) for rec in {rec for rec, _ in slots}]
+    for rec, s in slots:
+        rec.read_only.add(s)
+    try:
+        yield
+    finally:
+        for rec, kept in before:
+            rec.read_only = kept
 
 
 def staged_recorder(args, kwargs=None):

@@ -38,7 +38,7 @@ import weakref
 import numpy as np
 
 from ..core.batched import Batched, Unbatched
-from ..core.staged import Staged, Unstageable
+from ..core.staged import SNAPSHOT_BYTES, Digest, Staged, Unstageable, _same_bits, _snapshot
 from ..core.var import Var
 
 #: Modules whose functions and data are trusted not to change between calls.
@@ -577,6 +577,115 @@ def watched_environment(fn):
         return None
 
 
+#: Bindings a rule's watch leaves out: a dict's or object's length (an
+#: entry the rule adds), results a helper caches, the process's environment.
+_UNWATCHED_KINDS = frozenset({"len", "attrs", "cache", "copy"})
+
+
+class RuleWatch:
+    """What a derivative rule that runs after its forward pass reads besides
+    its arguments (custom_vjp's ``bwd``, custom_jvp's rule transposed by the
+    backward pass): the arrays it reaches, compared by content, and the
+    bindings that hold values, by identity.  The caller may change them in
+    place between ``tp.vjp`` and the pullback (``W -= lr * g``), or a later
+    call of the function may (``cache["x"] = x`` in ``fwd``): the rule would
+    then compute its derivative at other values than the forward used.
+
+    Left out, so that bookkeeping is no change: ints and bools (a counter
+    the rule steps), lengths (an entry it adds), the items a list gains (a
+    log it appends to), and arrays the rule writes into itself (its
+    workspace: :meth:`note_writes`).  Walked once per rule and reused while
+    every binding the walk followed is as it was (:attr:`still`, identity
+    tests only); ``also`` (``fwd``) is walked for :meth:`aliases` only:
+    its arrays returned as residuals are copied, not watched."""
+
+    def __init__(self, rule, also=()):
+        env = environment(rule)
+        followed = list(env.bindings)
+        roots = set()
+        for fn in also:
+            other = environment(fn)
+            followed += other.bindings
+            roots.update(id(_root(a)) for a, *_ in other.arrays)
+        self.still = _compile_check(followed, [])
+        kept = [b for b in env.bindings if b[0] not in _UNWATCHED_KINDS
+                and not isinstance(b[3], (int, np.integer, np.bool_))]
+        self._same = Environment()
+        self._same.bindings = [b for b in kept if b[0] != "seq"]
+        self._unchanged = _compile_check(self._same.bindings, [])
+        self._grown = [(holder, obj, label) for kind, holder, _, obj, label in kept
+                       if kind == "seq"]
+        self.arrays = [(a, same, label) for a, _, same, label in env.arrays]
+        self.roots = roots | {id(_root(a)) for a, *_ in self.arrays}
+        self.scratch: set = set()
+        self._last = None
+        # (nothing to check where it reads no array and no number: a module,
+        # a function, a string are not rebound between forward and pullback)
+        self.empty = not self.arrays and not any(
+            isinstance(b[3], (float, complex, np.inexact)) for b in kept)
+
+    def take(self):
+        """The arrays' contents now: copies (a digest of a large one),
+        shared with the last call's where the arrays have not changed since
+        (one copy for many calls of the function: a compare, no memory)."""
+        last = self._last
+        if last is not None and all(s is None or _same_content(a, same, s)
+                                    for (a, same, _), s in zip(self.arrays, last)):
+            return last
+        self._last = [None if id(a) in self.scratch else
+                      a.copy() if a.nbytes <= SNAPSHOT_BYTES else _snapshot(a)
+                      for a, _, _ in self.arrays]
+        return self._last
+
+    def changed(self, snaps):
+        """``None`` if what the rule reads is as when ``snaps`` was taken,
+        else a sentence saying what changed."""
+        if not self._unchanged():
+            why = self._same.changed()
+            if why is not None:
+                return why
+        for holder, obj, label in self._grown:
+            if len(holder) < len(obj) or any(a is not b for a, b in zip(holder, obj)):
+                return f"{label} was modified"
+        for (a, same, label), snap in zip(self.arrays, snaps):
+            if snap is not None and not _same_content(a, same, snap) \
+                    and id(a) not in self.scratch:
+                return f"{label} was modified in place"
+        return None
+
+    def note_writes(self, snaps):
+        """After the rule ran: the arrays it wrote into are its workspace,
+        watched no more (their contents before it ran are not what it reads)."""
+        for (a, same, _), snap in zip(self.arrays, snaps):
+            if snap is not None and not _same_content(a, same, snap):
+                self.scratch.add(id(a))
+
+    def aliases(self, x):
+        """Whether the array ``x`` is (a view of) an array the rules reach."""
+        return id(_root(x)) in self.roots
+
+
+def _same_content(a, same, snap):
+    return _same_bits(a, snap) if snap.__class__ is Digest else same(a, snap)
+
+
+def _root(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def rule_watch(rule, also=()):
+    """A :class:`RuleWatch` of ``rule``, or ``None`` where it cannot be
+    walked (a traced value, an iterator, too much to guard)."""
+    try:
+        return RuleWatch(rule, also)
+    except (ReachesTraced, Unstageable):
+        return None
+    except Exception:  # noqa: BLE001  (an object the walk cannot read: no check)
+        return None
+
+
 def object_environment(x):
     """:func:`environment` of a function or object of the user's that a
     recorded call holds (``Recorder._opaque``): the function's, or that of
@@ -595,6 +704,7 @@ def _install():
     from ..core import staged
     staged.object_environment = object_environment
     staged.watched_environment = watched_environment
+    staged.rule_watch = rule_watch
 
 
 _install()

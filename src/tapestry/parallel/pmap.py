@@ -22,7 +22,8 @@ from ..core.var import Var
 from .chunks import Plan, chunk_bounds
 from .executors import SerialExecutor, check_options, get_executor, in_worker
 from .runner import in_process, run_chunks
-from .work import map_chunk_jvp, map_chunk_keep, map_chunk_pullback, map_chunk_values
+from .work import (map_chunk_jvp, map_chunk_keep, map_chunk_keep_owning, map_chunk_pullback,
+                   map_chunk_values)
 from .vectorized import vectorized
 
 
@@ -57,7 +58,8 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     keep = differentiate and in_process(ex)
     tasks = plan.tasks(f, bounds, differentiate, stack_items=False)
     if keep:
-        results = run_chunks(ex, map_chunk_keep, tasks, "parallel_map", progress, timeout)
+        work = map_chunk_keep_owning if plan.top.owned is not None else map_chunk_keep
+        results = run_chunks(ex, work, tasks, "parallel_map", progress, timeout)
         outs, kept = [r[0] for r in results], [r[1] for r in results]
     else:
         outs = run_chunks(ex, map_chunk_values, tasks, "parallel_map", progress, timeout)
@@ -67,7 +69,7 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     layout = _Layout(plan, bounds, outs)
     if not differentiate:
         return layout.result
-    return _record(plan, bounds, layout, ex, tasks, kept, keep, timeout)
+    return _record(plan, bounds, layout, ex, tasks, kept, keep, timeout, f)
 
 
 class _Layout:
@@ -210,12 +212,25 @@ def _slot_rule(k, n):
     return select_pullback
 
 
-def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
+def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout, f):
     """One node for the map on the caller's tape (its rule sweeps the kept
     chunk tapes, or recomputes chunks with their saved random ``kept``
-    states), and one selecting node per output leaf."""
+    states), and one selecting node per output leaf.  A recompute must
+    start from what the forward read: the caller's arrays among the tasks
+    are the trace's copies where it is kept, and what ``f`` reads besides
+    its arguments is checked (as for ``checkpoint``)."""
     tape = plan.top
     leaves = layout.leaves()
+    state = None
+    if not keep:
+        from ..core.custom import check_same_state, state_watch
+        state = state_watch(f)
+        if tape.owned is not None:
+            _own_task_constants(tasks, tape)
+
+    def same_state():
+        if state is not None:
+            check_same_state(state, f, "parallel_map")
 
     def parallel_map_pullback(g, ans):
         flat_g = [None] * len(leaves)
@@ -229,6 +244,7 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
             jobs = [(kept[k], per_chunk[k]) for k in todo]
             grads = run_chunks(run_ex, _kept_pullback, jobs, "parallel_map", timeout=timeout)
         else:
+            same_state()
             jobs = [(tasks[k], per_chunk[k], kept[k]) for k in todo]
             grads = run_chunks(run_ex, map_chunk_pullback, jobs, "parallel_map",
                                timeout=timeout)
@@ -250,6 +266,7 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
             jobs = [(kept[k], per_chunk[k], batch) for k in todo]
             outs = run_chunks(run_ex, _kept_push, jobs, "parallel_map", timeout=timeout)
         else:
+            same_state()
             jobs = [(tasks[k], per_chunk[k], kept[k], batch) for k in todo]
             outs = run_chunks(run_ex, map_chunk_jvp, jobs, "parallel_map", timeout=timeout)
         chunk_ts = [None] * len(bounds)
@@ -263,6 +280,21 @@ def _record(plan, bounds, layout, ex, tasks, kept, keep, timeout):
     outs = record(tape, tuple(leaves), plan.parents(), JointRule(parallel_map_pullback),
                   (), {}, len(leaves), select_rule=_slot_rule)
     return tree_flatten(layout.result)[1].unflatten(list(outs))
+
+
+def _own_task_constants(tasks, top):
+    """The caller's plain arrays among the tasks' items and shared
+    arguments (those not differentiated) replaced by the kept trace's
+    copies (``Tape.own_constant``: one per array): the recompute reads
+    them when the pullback runs, after the caller may have updated them."""
+    for t in tasks:
+        leaves, td = tree_flatten((t.chunk, t.shared))
+        active = set(t.active)
+        own = [k for k, x in enumerate(leaves) if k not in active and x.__class__ is np.ndarray]
+        if own:
+            for k in own:
+                leaves[k] = top.own_constant(leaves[k])
+            t.chunk, t.shared = td.unflatten(leaves)
 
 
 def _kept_pullback(job):

@@ -335,10 +335,16 @@ class KeptChunk:
         return [None if i is None else ts[i] for i in self.outputs]
 
 
-def map_chunk_keep(task):
+def map_chunk_keep(task, own=False):
     """Outputs of the chunk traced on a child tape that is kept:
-    ``(output pytrees (plain), KeptChunk)``."""
+    ``(output pytrees (plain), KeptChunk)``.  ``own``: the enclosing trace
+    outlives its call (``tp.vjp``), so the chunk's tape copies the caller's
+    arrays its rules read (``Tape.own_constant``), as that trace does: a
+    closed-over ``W`` updated in place before the pullback must not move
+    the chunk's point."""
     with open_tape() as tape:
+        if own:
+            tape.owned = {}
         chunk, shared, positions, values = _trace(task, tape)
         try:
             outs = _calls(task, chunk, shared)
@@ -353,6 +359,11 @@ def map_chunk_keep(task):
     plain = [tree_flatten(o)[1].unflatten([_lower(x, tape) for x in tree_flatten(o)[0]])
              for o in outs]
     return plain, kept
+
+
+def map_chunk_keep_owning(task):
+    """:func:`map_chunk_keep` for an enclosing trace that is kept."""
+    return map_chunk_keep(task, own=True)
 
 
 def _join(tape, outs):
