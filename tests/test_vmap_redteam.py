@@ -255,8 +255,9 @@ def _plain_fill(x):
 
 
 IN_PLACE = {
-    "x[0] = 1": (_set, (X,), TypeError, "in-place assignment into a batched value.*np.where"),
-    "x[mask] = 0": (_set_mask, (X,), TypeError, "in-place assignment.*np.where"),
+    # (into vmap's argument: NumPy's loop would write into the caller's array)
+    "x[0] = 1": (_set, (X,), TypeError, r"item assignment.*argument.*x = x.copy\(\)"),
+    "x[mask] = 0": (_set_mask, (X,), TypeError, r"item assignment.*argument.*x = x.copy\(\)"),
     "x.sort()": (_sort_method, (X,), AttributeError, r"x.sort\(\) changes a batched value in place.*np.sort"),
     "x.fill()": (_fill_method, (X,), AttributeError, r"x.fill\(\).*np.full_like"),
 }

@@ -33,7 +33,7 @@ from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
                   VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view,
-                  plain_view, rebind, unaliased,
+                  assign_item, in_place, plain_view,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -114,7 +114,7 @@ class EscapedBatchError(RuntimeError):
 class Batched(ArrayMethods):
     """An array with a leading batch axis, seen by user code as one item."""
 
-    __slots__ = ("_value", "_trace", "_root", "_views", "_derive", "__weakref__")
+    __slots__ = ("_value", "_trace", "_root", "_views", "_derive", "_input", "__weakref__")
     __array_priority__ = 100.0
     _state = ("_value", "_trace")  # what a view updated by rebind() takes
 
@@ -250,9 +250,9 @@ class Batched(ArrayMethods):
         return out
 
     def __setitem__(self, key, value):
-        raise TypeError("tapestry.vmap: in-place assignment into a batched value "
-                        "(x[...] = v). Build a new array instead (np.where, "
-                        "np.concatenate, x + np.pad(...)).")
+        # as for a traced array (var.assign_item): the object takes the new
+        # values, and so do its views and the array it views
+        assign_item(self, key, value)
 
     # --- NumPy dispatch -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -357,28 +357,23 @@ class Batched(ArrayMethods):
     def __invert__(self): return np.invert(self)
 
     # As for traced arrays, augmented assignment rebinds, keeps an array's
-    # shape and dtype, and updates its live views (var.rebind); into a view
-    # of a live batched array it refuses (NumPy would write through the view).
-    __iadd__ = lambda self, o: rebind(self, unaliased(self, "+=").__add__(o), "+=")  # noqa: E731
-    __isub__ = lambda self, o: rebind(self, unaliased(self, "-=").__sub__(o), "-=")  # noqa: E731
-    __imul__ = lambda self, o: rebind(self, unaliased(self, "*=").__mul__(o), "*=")  # noqa: E731
-    __itruediv__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, "/=").__truediv__(o), "/=")
-    __ipow__ = lambda self, o: rebind(self, unaliased(self, "**=").__pow__(o), "**=")  # noqa: E731
-    __imatmul__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, "@=").__matmul__(o), "@=")
+    # shape and dtype, and updates its live views; into a view of a live
+    # batched array it writes through into that array (var.in_place).
+    __iadd__ = lambda self, o: in_place(self, self.__add__(o), "+=")  # noqa: E731
+    __isub__ = lambda self, o: in_place(self, self.__sub__(o), "-=")  # noqa: E731
+    __imul__ = lambda self, o: in_place(self, self.__mul__(o), "*=")  # noqa: E731
+    __itruediv__ = lambda self, o: in_place(self, self.__truediv__(o), "/=")  # noqa: E731
+    __ipow__ = lambda self, o: in_place(self, self.__pow__(o), "**=")  # noqa: E731
+    __imatmul__ = lambda self, o: in_place(self, self.__matmul__(o), "@=")  # noqa: E731
     # (without these Python ran ``y = y // v``: the views kept the old values)
-    __ifloordiv__ = lambda self, o: rebind(  # noqa: E731
-        self, ArrayMethods.__floordiv__(unaliased(self, "//="), o), "//=")
-    __imod__ = lambda self, o: rebind(  # noqa: E731
-        self, ArrayMethods.__mod__(unaliased(self, "%="), o), "%=")
-    __iand__ = lambda self, o: rebind(self, unaliased(self, "&=").__and__(o), "&=")  # noqa: E731
-    __ior__ = lambda self, o: rebind(self, unaliased(self, "|=").__or__(o), "|=")  # noqa: E731
-    __ixor__ = lambda self, o: rebind(self, unaliased(self, "^=").__xor__(o), "^=")  # noqa: E731
-    __ilshift__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, "<<=").__lshift__(o), "<<=")
-    __irshift__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, ">>=").__rshift__(o), ">>=")
+    __ifloordiv__ = lambda self, o: in_place(  # noqa: E731
+        self, ArrayMethods.__floordiv__(self, o), "//=")
+    __imod__ = lambda self, o: in_place(self, ArrayMethods.__mod__(self, o), "%=")  # noqa: E731
+    __iand__ = lambda self, o: in_place(self, self.__and__(o), "&=")  # noqa: E731
+    __ior__ = lambda self, o: in_place(self, self.__or__(o), "|=")  # noqa: E731
+    __ixor__ = lambda self, o: in_place(self, self.__xor__(o), "^=")  # noqa: E731
+    __ilshift__ = lambda self, o: in_place(self, self.__lshift__(o), "<<=")  # noqa: E731
+    __irshift__ = lambda self, o: in_place(self, self.__rshift__(o), ">>=")  # noqa: E731
 
     def __getitem__(self, key):
         return mark_item_view(FUNCTIONS[operator.getitem](self, key), self, key, _getitem)

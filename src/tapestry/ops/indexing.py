@@ -24,7 +24,8 @@ import operator
 import numpy as np
 
 from ..core import batching
-from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
+from ..core.primitive import (KEEP_SHAPES, Primitive, dtype_of, implements, shape_of,
+                              unbroadcast)
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from ..core.staged import Staged
 from ..core.batched import (NESTED, TRACED, Batched, Unbatched, batched_above, batched_call,
@@ -473,3 +474,117 @@ def where(condition, x=None, y=None):
     if x is None and y is None:
         return np.where(condition)
     return where_(condition, x, y)
+
+
+# --- y[key] = v: the array with v written at key --------------------------------
+def _set_item(y, v, key):
+    """NumPy's ``y[key] = v`` on a copy of ``y``: the traced array never
+    changes in place (``Var.__setitem__`` moves the result into ``y``'s
+    object, :func:`tapestry.core.var.assign_item`). A 0-d value is written
+    as the 0-d array it may stand for (a traced 0-d input is one)."""
+    out = np.array(y)
+    out[key] = v
+    return out
+
+
+def _integer_arrays(key):
+    """Whether ``key`` holds an integer index array: only then can two
+    writes land on one element (slices, integers and masks never repeat)."""
+    return any(getattr(k, "dtype", None) is not None and k.dtype.kind in "iu"
+               and len(getattr(k, "shape", ())) for k in key)
+
+
+def _last_writes(key, shape):
+    """Over ``y[key]``'s shape: True for each write NumPy keeps where
+    integer arrays repeat an element (``y[[0, 0]] = v``: the last), found by
+    letting NumPy itself do the writes of their numbers; ``None`` where every
+    write is kept. Only the kept ones reach ``y``, so only they get a
+    gradient."""
+    if not _integer_arrays(key):
+        return None
+    owner = np.full(shape, -1, dtype=np.intp)
+    sel = owner[key].shape
+    ids = np.arange(int(np.prod(sel)), dtype=np.intp).reshape(sel)
+    owner[key] = ids
+    kept = owner[key] == ids
+    return None if kept.all() else kept
+
+
+def _set_item_vjp_y(g, ans, y, v, key):
+    """ȳ = ḡ with the written elements zeroed: their old values are gone."""
+    return set_item(densify(g, "setitem"), 0.0, key)
+
+
+def _set_item_vjp_v(g, ans, y, v, key):
+    """v̄ = ḡ read back at ``key``, summed over the axes v was broadcast
+    along; a write that a later repeat of its element overwrote gets none."""
+    gk = getitem(densify(g, "setitem"), key)
+    kept = _last_writes(key, tuple(shape_of(y)))
+    if kept is not None:
+        gk = np.where(kept, gk, 0.0)
+    return unbroadcast(gk, tuple(shape_of(v)))
+
+
+def _batch_set_item(prim, args, batched, kwargs):
+    """``y[key] = v`` per item, one write on the batch: the key gains a
+    leading ``:`` and a batched ``v`` 1-axes after its batch axis, so that
+    it broadcasts per item as NumPy broadcasts it against ``y[key]``."""
+    y, v, key = args
+    if batched[2] or not _advanced_adjacent(key) or \
+            any(isinstance(k, (bool, np.bool_)) for k in key):
+        return NotImplemented
+    n = shape_of(y)[0] if batched[0] else shape_of(v)[0]
+    if not batched[0]:
+        y = np.broadcast_to(y, (n,) + tuple(shape_of(y)))
+    full = (slice(None),) + key
+    if batched[1]:
+        sel = len(_selected_shape(shape_of(y)[1:], key))
+        vs = tuple(shape_of(v)[1:])
+        if len(vs) > sel:
+            return NotImplemented
+        v = np.reshape(v, (n,) + (1,) * (sel - len(vs)) + vs)
+    return prim(y, v, full)
+
+
+_batch_set_item.takes_batched_keys = True
+
+
+def _selected_shape(shape, key):
+    """``y[key].shape`` for a ``y`` of ``shape`` (NumPy works it out on a
+    stand-in that takes no memory)."""
+    return np.broadcast_to(np.zeros((), np.int8), tuple(shape))[key].shape
+
+
+set_item = Primitive(_set_item, "setitem", keep=KEEP_SHAPES, batch=_batch_set_item,
+                     vjps=(_set_item_vjp_y, _set_item_vjp_v))
+
+
+def _plain_key(key):
+    """``key`` as :func:`_key_tuple` gives it, with traced index entries
+    used by value (an index has no derivative)."""
+    return tuple(unwrap_all(k) if k.__class__ is Var else k for k in _key_tuple(key))
+
+
+@implements("setitem")
+def set_item_entry(y, key, v):
+    """The array ``y[key] = v`` makes, as a new value: ``v`` broadcast to
+    ``y[key]``'s shape and cast to ``y``'s dtype, as NumPy writes it."""
+    key = _plain_key(key)
+    if isinstance(v, (list, tuple)):
+        if any(e.__class__ is not float and e.__class__ is not int and
+               not isinstance(e, (np.generic, bool)) for e in v):
+            raise TypeError(
+                "tapestry: y[...] = [a, b, ...] with arrays or traced values in the list: "
+                "NumPy converts the list with np.asarray, which cannot keep a gradient. "
+                "Write y[...] = np.stack([a, b, ...]).")
+        v = np.asarray(v)
+    dt, vt = dtype_of(y), dtype_of(v)
+    if vt.kind == "c" and dt.kind != "c":
+        raise TypeError(
+            f"tapestry: y[...] = v with a complex v into a real y ({dt}): NumPy would drop "
+            "the imaginary part (ComplexWarning), which has no derivative. Write "
+            "y[...] = np.real(v) (or make y complex).")
+    if vt != dt:
+        v = _var_astype(v, dt) if v.__class__ is Var else \
+            (v.astype(dt) if hasattr(v, "astype") else np.asarray(v, dtype=dt))
+    return set_item(y, v, key)

@@ -1,0 +1,328 @@
+"""Item assignment into a traced array (``y[key] = v``, and so ``y[key] op= v``):
+NumPy's values, the gradient in both ``y`` and ``v`` (checked against finite
+differences), the objects that see the write (another name, the views, the
+array a view views), the refusals that name what to write instead, and the
+transformations' compositions."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from tapestry.testing import check_grads
+
+W = np.array([0.5, -1.5, 2.0, 1.25, -0.75, 3.0])
+
+
+def _loss(y):
+    """A nonlinear reading of every element (a gradient that tells them apart)."""
+    w = np.resize(W, y.shape).astype(y.dtype) if y.shape else W[0]
+    return np.sum(w * y * y + np.sin(y))
+
+
+# key, y's shape, v's shape: every kind of key NumPy takes, v broadcast
+KEYS = {
+    "int": (2, (6,), ()),
+    "negative_int": (-1, (6,), ()),
+    "slice": (slice(1, 4), (6,), (3,)),
+    "step_slice_broadcast_v": (slice(None, None, 2), (6,), ()),
+    "negative_step": (slice(None, None, -2), (6,), (3,)),
+    "ellipsis": (Ellipsis, (2, 3), (3,)),
+    "none": ((None, 1), (2, 3), (1, 3)),
+    "row": (1, (2, 3), (3,)),
+    "column_broadcast": ((slice(None), 2), (2, 3), (1,)),
+    "mixed_int_slice": ((0, slice(1, 3)), (2, 3), (2,)),
+    "mask": (np.array([True, False, True, False, False, True]), (6,), (3,)),
+    "mask_scalar_v": (np.array([True, False, True, False, False, True]), (6,), ()),
+    "mask_2d": (np.array([[True, False, True], [False, True, False]]), (2, 3), (3,)),
+    "fancy_list": ([4, 0, 2], (6,), (3,)),
+    "fancy_negative": (np.array([-1, -3]), (6,), (2,)),
+    "fancy_2d_rows": (np.array([1, 0]), (2, 3), (2, 3)),
+    "fancy_pair": ((np.array([0, 1]), np.array([2, 0])), (2, 3), (2,)),
+    "fancy_and_slice": ((slice(None), np.array([2, 0])), (2, 3), (2,)),
+    "zero_d_empty_tuple": ((), (), ()),
+    "zero_d_ellipsis": (Ellipsis, (), ()),
+    "empty_slice": (slice(2, 2), (6,), ()),
+    "empty_mask": (np.zeros(6, bool), (6,), (0,)),
+    "empty_fancy": (np.array([], dtype=int), (6,), ()),
+}
+
+
+def _write(y0, v, key):
+    y = (y0 * 1.0)[...]  # (0-d: an array, not a NumPy scalar, which refuses writes)
+    y[key] = v * 2.0
+    return _loss(y) + _loss(v)
+
+
+def _inputs(yshape, vshape, dtype):
+    rng = np.random.default_rng(len(yshape) * 7 + len(vshape))
+    return (rng.standard_normal(yshape).astype(dtype),
+            rng.standard_normal(vshape).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_value_and_gradient_match_numpy(name, dtype):
+    key, yshape, vshape = KEYS[name]
+    y0, v = _inputs(yshape, vshape, dtype)
+    want = _write(y0.copy(), v.copy(), key)
+    got, g = tp.value_and_grad(_write, argnums=(0, 1))(y0, v, key)
+    assert np.allclose(got, want, rtol=1e-6)
+    assert g[0].dtype == dtype and g[1].dtype == dtype
+    assert g[0].shape == y0.shape and g[1].shape == v.shape
+    check_grads(lambda a, b: _write(a, b, key), (y0, v))
+
+
+@pytest.mark.parametrize("name", ["slice", "fancy_pair", "mask", "int"])
+def test_second_order_and_forward_mode(name):
+    key, yshape, vshape = KEYS[name]
+    y0, v = _inputs(yshape, vshape, np.float64)
+    f = lambda a, b: _write(a, b, key)  # noqa: E731
+    check_grads(f, (y0, v), order=2)
+    tangents = (np.ones_like(y0), np.ones_like(v))
+    _, t = tp.jvp(f, (y0, v), tangents)
+    g = tp.grad(f, argnums=(0, 1))(y0, v)
+    assert np.isclose(t, np.sum(g[0]) + np.sum(g[1]))
+    h = tp.hessian(lambda a: f(a, v))(y0)
+    assert np.allclose(h, tp.jacfwd(tp.grad(lambda a: f(a, v)))(y0))
+
+
+def test_repeated_fancy_index_last_write_wins_and_alone_gets_gradient():
+    def f(x):
+        y = x * 1.0
+        y[[0, 2, 0, 0]] = x[2:] * np.array([1.0, 2.0, 3.0, 4.0])
+        return _loss(y)
+
+    x = np.linspace(-1.0, 1.5, 6)
+    y = x.copy()
+    y[[0, 2, 0, 0]] = x[2:] * np.array([1.0, 2.0, 3.0, 4.0])  # NumPy: y[0] = 4 * x[5]
+    assert np.isclose(tp.value_and_grad(f)(x)[0], _loss(y))
+    check_grads(f, (x,))
+    g = tp.grad(lambda v: _with_repeats(v))(np.array([1.0, 2.0, 3.0]))
+    assert np.array_equal(g, [0.0, 0.0, 1.0])  # the overwritten writes get nothing
+
+
+def _with_repeats(v):
+    y = np.zeros(2) + v[0] * 0.0
+    y[[1, 1, 1]] = v
+    return y[1]
+
+
+def test_complex_value_into_real_array_refused_and_casts_kept():
+    def f(x):
+        y = x * 1.0
+        y[0] = x[1] * 1j
+        return np.sum(y)
+    with pytest.raises(TypeError, match="complex v into a real y.*np.real"):
+        tp.grad(f)(np.ones(3))
+
+    def g(x):  # float64 written into float32: y stays float32, as NumPy keeps it
+        y = x * np.float32(1.0)
+        y[1:] = x[:2].astype(np.float64) * 3.0
+        return y
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    assert tp.jvp(g, (x,), (x,))[0].dtype == np.float32 == g(x.copy()).dtype
+    check_grads(lambda x: np.sum(g(x) ** 2), (x,))
+
+    def h(x):  # a real value into a complex array: the imaginary part stays
+        y = x * (1.0 + 1j)
+        y[0] = x[1]
+        return np.sum(np.abs(y) ** 2)
+    check_grads(h, (np.array([1.0, 2.0, 3.0]),))
+
+
+def test_the_object_itself_takes_the_write_and_recorded_values_do_not():
+    def f(x):
+        y = x * 1.0
+        z = y               # another name: NumPy shows it the write
+        a = y * 2.0         # computed before: keeps the old values
+        head = y[:2]        # a view: shows the write
+        y[0] = 100.0 * x[1]
+        assert z is y and np.allclose(tp.stop_gradient(z)[0], tp.stop_gradient(y)[0])
+        return np.sum(a * x) + np.sum(head ** 2) + np.sum(z ** 3)
+
+    x = np.array([0.5, -1.0, 2.0])
+    y = x * 1.0
+    z, a, head = y, y * 2.0, y[:2]
+    y[0] = 100.0 * x[1]
+    want = np.sum(a * x) + np.sum(head ** 2) + np.sum(z ** 3)
+    assert np.isclose(tp.value_and_grad(f)(x)[0], want)
+    check_grads(f, (x,), order=2)
+
+
+def test_write_through_views_reaches_the_array_and_its_other_views():
+    def f(x):
+        y = x * 1.0
+        tail = y[1:]
+        even = y[::2]
+        tail[0] = 3.0 * x[0] ** 2   # y[1]
+        g = y.reshape(2, 3)
+        g[1, 2] = x[3]             # y[5]
+        t = g.T
+        t[0, 1] = -x[4]            # y[3]
+        r = np.ravel(g)
+        r[2] *= 5.0                # y[2]
+        return _loss(y) + np.sum(even * W[:3]) + _loss(tail)
+
+    x = np.linspace(-1.0, 1.5, 6)
+    assert np.isclose(tp.value_and_grad(f)(x)[0], f(x.copy()))
+    check_grads(f, (x,), order=2)
+
+
+def test_augmented_assignment_into_views():
+    def f(x):
+        y = x.copy()
+        y[1:] *= 2.0
+        y[::2] += x[:3] ** 2
+        v = y[:2]
+        v -= 1.0
+        return _loss(y)
+
+    x = np.linspace(-1.0, 1.5, 6)
+    assert np.isclose(tp.value_and_grad(f)(x)[0], f(x.copy()))
+    check_grads(f, (x,))
+
+
+def test_read_only_views_refused_as_numpy_refuses():
+    def diag(x):
+        y = np.outer(x, x)
+        np.diagonal(y)[0] = 1.0
+        return np.sum(y)
+
+    def bcast(x):
+        y = np.broadcast_to(x * 1.0, (2, 3))
+        y[0, 0] = 1.0
+        return np.sum(y)
+    for f in (diag, bcast):
+        with pytest.raises(ValueError, match="read-only"):
+            np.seterr(all="ignore")
+            f(np.ones(3))  # NumPy itself
+        with pytest.raises(ValueError, match="read-only"):
+            tp.grad(f)(np.ones(3))
+
+
+def test_write_into_an_argument_refused_with_the_fix():
+    def f(x):
+        x[0] = 5.0
+        return np.sum(x)
+
+    def through_view(x):
+        v = x[1:]
+        v[0] = 5.0
+        return np.sum(x)
+
+    def copied(x):
+        x = x.copy()
+        x[0] = 5.0
+        return np.sum(x ** 2)
+
+    for g in (f, through_view):
+        for transform in (tp.grad, tp.vmap, lambda f: tp.jit(tp.grad(f))):
+            with pytest.raises(TypeError, match="argument.*x = x.copy()"):
+                transform(g)(np.ones((2, 3)) if transform is tp.vmap else np.ones(3))
+    assert np.allclose(tp.grad(copied)(np.ones(3)), [0.0, 2.0, 2.0])
+
+
+def test_traced_value_into_a_plain_array_still_refused():
+    def f(x):
+        out = np.zeros(3)
+        out[1] = x[0]
+        return np.sum(out)
+    with pytest.raises(TypeError, match="plain"):
+        tp.grad(f)(np.ones(3))
+
+
+def test_inner_differentiation_writing_into_an_outer_array():
+    """Refused where the outer array cannot hold the inner value; where it
+    can, what the inner tape recorded keeps the values it read."""
+    def refused(x):
+        y = x * 1.0
+
+        def g(z):
+            y[0] = z
+            return np.sum(y)
+        return tp.grad(g)(2.0)
+    with pytest.raises(TypeError, match="inner differentiation or vmap"):
+        tp.grad(refused)(np.ones(3))
+
+    @tp.custom_vjp
+    def mul(a, b):
+        return a * b
+    mul.defvjp(lambda a, b: (a * b, (a, b)), lambda res, g: (g * res[1], np.sum(g * res[0])))
+
+    def kept(x):
+        y = x * 1.0
+
+        def g(z):
+            a = y * z
+            b = np.stack([y, y * z])
+            c = mul(y, z)
+            d = tp.checkpoint(lambda q, w: q * w)(y, z)
+            y[0] = 100.0   # after the reads: they keep y's old values
+            return np.sum(a) + np.sum(b) + np.sum(c) + np.sum(d)
+        return tp.grad(g)(2.0)
+    x = np.array([1.0, 2.0, 3.0])
+    value, grad = tp.value_and_grad(kept)(x)
+    assert np.isclose(value, 4 * np.sum(x)) and np.allclose(grad, 4.0)
+
+
+def _program(x):
+    y = x * 1.0
+    y[0] = 5.0
+    y[1:] = y[:-1] * x[1:]
+    y[[0, 0, 2]] = x[3:] * np.array([1.0, 2.0, 3.0])
+    v = y[::2]
+    v += 1.0
+    return np.sum(y ** 2)
+
+
+_X = np.linspace(-1.0, 1.5, 6)
+_XS = np.stack([_X, 2 * _X])
+
+
+@pytest.mark.parametrize("how", ["jit_grad", "grad_jit", "vmap_grad", "grad_vmap", "vmap",
+                                 "jit", "jit_vmap", "jvp", "hessian"])
+def test_under_every_transformation(how):
+    f, g = _program, tp.grad(_program)
+    run, want = {
+        "jit_grad": (lambda: tp.jit(g)(_X), lambda: g(_X)),
+        "grad_jit": (lambda: tp.grad(tp.jit(f))(_X), lambda: g(_X)),
+        "vmap_grad": (lambda: tp.vmap(g)(_XS), lambda: np.stack([g(_X), g(2 * _X)])),
+        "grad_vmap": (lambda: tp.grad(lambda xs: np.sum(tp.vmap(f)(xs)))(_XS),
+                      lambda: np.stack([g(_X), g(2 * _X)])),
+        "vmap": (lambda: tp.vmap(f)(_XS), lambda: np.array([f(_X.copy()), f(2 * _X)])),
+        "jit": (lambda: tp.jit(f)(_X), lambda: f(_X.copy())),
+        "jit_vmap": (lambda: tp.jit(tp.vmap(f))(_XS), lambda: np.array([f(_X.copy()), f(2 * _X)])),
+        "jvp": (lambda: tp.jvp(f, (_X,), (np.ones(6),))[1], lambda: np.sum(g(_X))),
+        "hessian": (lambda: tp.hessian(f)(_X), lambda: tp.jacfwd(g)(_X)),
+    }[how]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no item-by-item fallback
+        got = run()
+    np.testing.assert_allclose(got, want(), rtol=1e-10, atol=1e-12)
+    if how == "jit_grad":
+        np.testing.assert_allclose(tp.jit(g)(2 * _X), g(2 * _X), rtol=1e-10)  # the replay
+
+
+def test_vmap_per_item_value_and_index():
+    def f(x, i):
+        y = x * 1.0
+        y[i] = x[0] ** 2
+        return np.sum(y ** 2)
+    idx = np.array([1, 3])
+    got = tp.vmap(tp.grad(f))(_XS, idx)
+    want = np.stack([tp.grad(f)(_XS[k], idx[k]) for k in range(2)])
+    assert np.allclose(got, want)
+    assert np.allclose(tp.vmap(f)(_XS, idx), [f(_XS[k].copy(), idx[k]) for k in range(2)])
+
+
+def test_vmap_value_into_a_shared_traced_array_refused():
+    def f(x):
+        y = x[0] * 1.0   # not per item
+
+        def item(r):
+            y[0] = r[0]
+            return np.sum(y)
+        return np.sum(tp.vmap(item)(x))
+    with pytest.raises(TypeError, match="inner differentiation or vmap|vmap"):
+        tp.grad(f)(np.ones((2, 3)))
