@@ -326,3 +326,68 @@ def test_vmap_value_into_a_shared_traced_array_refused():
         return np.sum(tp.vmap(item)(x))
     with pytest.raises(TypeError, match="inner differentiation or vmap|vmap"):
         tp.grad(f)(np.ones((2, 3)))
+
+
+def _dep_index(x):
+    y = x * 1.0
+    y[np.argsort(x)[:3]] = x[:3] ** 2               # an index computed from x
+    y[np.array([0, 0, 1]) + (np.argmax(x) > 100)] = x[3:] * 2.0   # repeats, staged under jit
+    return np.sum(y ** 2)
+
+
+def _rows_and_chains(x):
+    y = (x * 1.0).reshape(2, 3)
+    for r in y:                  # rows: views of y
+        r[0] = r[1] * r[2]
+    a = y.reshape(3, 2)[1:].T    # a view of a view of a view
+    a[1, 0] = x[0] * 10.0
+    np.flip(y)[0, 0] = 0.5 * x[1]
+    np.split(y, 3, axis=1)[1][0] *= 4.0
+    y[0] += y[1]
+    y[:, 1] -= 1.0
+    return np.sum(y ** 3)
+
+
+_X6 = np.array([0.3, -1.2, 2.0, 0.7, -0.4, 1.1])
+
+
+@pytest.mark.parametrize("f", [_dep_index, _rows_and_chains], ids=["dep_index", "views"])
+@pytest.mark.parametrize("how", ["grad", "jit_grad", "grad_jit", "vmap_grad", "grad_vmap"])
+def test_data_dependent_indices_and_views_of_views(f, how):
+    g = tp.grad(f)
+    if how == "grad":
+        assert np.isclose(tp.value_and_grad(f)(_X6)[0], f(_X6.copy()))
+        check_grads(f, (_X6,))
+        return
+    xs = np.stack([_X6, 1.5 * _X6])
+    run = {"jit_grad": lambda: np.stack([tp.jit(g)(a) for a in xs]),  # traced, then replayed
+           "grad_jit": lambda: np.stack([tp.grad(tp.jit(f))(a) for a in xs]),
+           "vmap_grad": lambda: tp.vmap(g)(xs),
+           "grad_vmap": lambda: tp.grad(lambda b: np.sum(tp.vmap(f)(b)))(xs)}[how]
+    np.testing.assert_allclose(run(), np.stack([g(a) for a in xs]), rtol=1e-10)
+
+
+def test_vmap_copy_of_the_argument_and_views_see_the_write():
+    def f(x):
+        y = x.copy()
+        head, z = y[:2], y
+        y[1] = y[0] * y[2]
+        return head, z
+
+    xs = np.array([[0.3, -1.2, 2.0], [0.7, -0.4, 1.1]])
+    got = tp.vmap(f)(xs)
+    want = [f(a.copy()) for a in xs]
+    for k in range(2):
+        np.testing.assert_allclose(got[k], np.stack([w[k] for w in want]))
+
+
+def test_write_into_a_view_of_a_per_item_0d_value_refused():
+    def f(x):
+        s = np.sum(x)
+        y = s[...]  # NumPy: a copy of a scalar, a view of a 0-d array; vmap cannot tell
+        y[...] = s ** 2
+        return y * x[0]
+    assert np.isclose(tp.value_and_grad(f)(_X6)[0], f(_X6.copy()))  # one value: NumPy's copy
+    check_grads(f, (_X6,))
+    with pytest.raises(TypeError, match=r"0-d value y inside vmap.*y\[\.\.\.\]\.copy\(\)"):
+        tp.vmap(f)(np.stack([_X6, _X6]))

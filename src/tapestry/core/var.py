@@ -797,6 +797,13 @@ def _view_chain(v):
         base = d[2] if d[2] is not None else root
         if base is None:  # the array it viewed is gone: the write stays in v
             return chain
+        if d[0] is _unknown_0d:
+            raise TypeError(
+                "tapestry: v[...] = ... into v taken from the 0-d value y inside vmap (v = "
+                "y[...], np.expand_dims(y, 0)...): NumPy's v is a copy if y is a NumPy scalar "
+                "(y = np.sum(x)) but a view that writes into y if y is a 0-d array, which "
+                "tapestry cannot tell apart per item. Write v = y[...].copy() for a copy, or "
+                "write into y itself.")
         chain.append((v, base))
         v = base
 
