@@ -391,3 +391,25 @@ def test_write_into_a_view_of_a_per_item_0d_value_refused():
     check_grads(f, (_X6,))
     with pytest.raises(TypeError, match=r"0-d value y inside vmap.*y\[\.\.\.\]\.copy\(\)"):
         tp.vmap(f)(np.stack([_X6, _X6]))
+
+
+def test_custom_rule_sees_one_object_for_an_outer_array_passed_twice():
+    """The objects an inner custom_vjp's rules get for an enclosing level's
+    array are their own (a later write cannot reach them), one per array."""
+    seen = []
+
+    @tp.custom_vjp
+    def f3(a, b, c):
+        return a * b * c
+
+    def fwd(a, b, c):
+        seen.append(a is b)
+        return a * b * c, (a, b, c)
+    f3.defvjp(fwd, lambda res, g: (g * res[1] * res[2], g * res[0] * res[2],
+                                   np.sum(g * res[0] * res[1])))
+
+    def outer(x):
+        y = x * 1.0
+        return tp.grad(lambda z: np.sum(f3(y, y, z)))(2.0)
+    x = np.array([1.0, 2.0])
+    assert np.allclose(tp.grad(outer)(x), 2 * x) and seen == [True]

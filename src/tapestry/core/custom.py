@@ -13,7 +13,7 @@ from .backward import JointRule
 from .primitive import dtype_of, record, shape_of
 from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
 from .tracing import of_leaves
-from .var import Var, held, innermost_tape, traced_from
+from .var import Var, held_each, innermost_tape, traced_from
 
 
 def _signature(fun):
@@ -387,7 +387,8 @@ class custom_vjp:
     def _record(self, args, diff, leaves, td, top):
         """Run ``fwd`` on the plain values and record one node whose rule is ``bwd``."""
         active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
-        raw = [x._value if x.__class__ is Var and x._tape is top else held(x) for x in leaves]
+        raw = [x._value if x.__class__ is Var and x._tape is top else x
+               for x in held_each(leaves, top)]
         _own_constants(raw, top, active)
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
@@ -606,7 +607,7 @@ def _checkpoint_call(f, leaves, td, top):
     when the output shows that ``f`` read a traced value of ``top`` (or of an
     inner tape) other than through its arguments."""
     live = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
-    raw = [held(x) for x in leaves]
+    raw = held_each(leaves, top)
     for k in live:
         raw[k] = leaves[k]._value
     _own_constants(raw, top, live)

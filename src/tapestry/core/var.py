@@ -941,6 +941,22 @@ def held(x):
     return Var(x._value, x._tape, x._index) if x.__class__ is Var else x
 
 
+def held_each(xs, top):
+    """:func:`held` for each of ``xs`` not traced on ``top`` (a list), one
+    object for each object (the function run on them sees ``a is b`` where
+    its caller passed one array twice)."""
+    memo = {}
+    out = []
+    for x in xs:
+        if x.__class__ is Var and x._tape is not top:
+            k = id(x)
+            if k not in memo:
+                memo[k] = held(x)
+            x = memo[k]
+        out.append(x)
+    return out
+
+
 def new_leaf(tape, value):
     """Append an input position to ``tape`` and return ``value`` traced
     there, marked as an input: ``x[i] = v`` into it refuses (NumPy would
