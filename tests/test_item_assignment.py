@@ -11,6 +11,9 @@ import pytest
 import tapestry as tp
 from tapestry.testing import check_grads
 
+#: The rules these finite-difference checks cover (tests/test_op_coverage.py).
+SWEPT = {"setitem", np.put, np.putmask, np.place, np.put_along_axis, np.fill_diagonal, np.copyto}
+
 W = np.array([0.5, -1.5, 2.0, 1.25, -0.75, 3.0])
 
 
@@ -413,3 +416,60 @@ def test_custom_rule_sees_one_object_for_an_outer_array_passed_twice():
         return tp.grad(lambda z: np.sum(f3(y, y, z)))(2.0)
     x = np.array([1.0, 2.0])
     assert np.allclose(tp.grad(outer)(x), 2 * x) and seen == [True]
+
+
+#: NumPy's other writes into an array, now item assignment at NumPy's positions
+#: (each was refused by name before).
+_X9 = np.array([0.3, -1.2, 2.0, 0.7, -0.4, 1.1, 0.9, -2.0, 0.45])
+WRITES = {
+    "put_repeats": lambda y, x: np.put(y, [0, -1, 0], x[2:4] * 3),
+    "put_wrap": lambda y, x: np.put(y, [10, 2], x[0] ** 2, mode="wrap"),
+    "put_clip": lambda y, x: np.put(y, [100, -5], x[:2], mode="clip"),
+    "put_method": lambda y, x: y.put([1, 2], x[:2] * 2),
+    "putmask": lambda y, x: np.putmask(y, np.arange(9) % 3 == 0, x[:4] * 2),
+    "place": lambda y, x: np.place(y, np.arange(9) % 3 == 1, x[:2] * 2),
+    "put_along_axis": lambda y, x: np.put_along_axis(y.reshape(3, 3), np.array([[0], [2], [1]]),
+                                                     x[:3, None] * 5, axis=1),
+    "put_along_none": lambda y, x: np.put_along_axis(y, np.array([4, 0]), x[1] * 2, axis=None),
+    "fill_diagonal": lambda y, x: np.fill_diagonal(y.reshape(3, 3), x[:2] * 4),
+    "fill_diagonal_wrap": lambda y, x: np.fill_diagonal(y.reshape(9, 1), x[3], wrap=True),
+    "copyto": lambda y, x: np.copyto(y.reshape(3, 3), x[:3] * 2),
+    "copyto_where": lambda y, x: np.copyto(y, x[::-1], where=np.arange(9) > 4),
+    "fill": lambda y, x: y[:4].fill(x[0] * 3),
+}
+
+
+def _writes(name):
+    def f(x):
+        y = x * 1.0
+        WRITES[name](y, x)
+        return np.sum(y ** 2 * np.arange(1.0, 10.0))
+    return f
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_numpy_in_place_functions(name, dtype):
+    f, x = _writes(name), _X9.astype(dtype)
+    assert np.isclose(tp.value_and_grad(f)(x)[0], f(x.copy()), rtol=1e-6)
+    check_grads(f, (x,))
+    if dtype is np.float64:
+        g, xs = tp.grad(f), np.stack([x, 2 * x])
+        np.testing.assert_allclose(tp.jit(g)(1.5 * x), g(1.5 * x), rtol=1e-12)
+        np.testing.assert_allclose(tp.vmap(f)(xs), [f(a.copy()) for a in xs], rtol=1e-12)
+        np.testing.assert_allclose(tp.vmap(g)(xs), np.stack([g(a) for a in xs]), rtol=1e-12)
+
+
+def test_numpy_in_place_functions_refusals():
+    with pytest.raises(TypeError, match="np.put would write a traced value into a plain"):
+        tp.grad(lambda x: np.sum(np.put(np.zeros(3), [0], x) or x))(np.ones(1))
+    with pytest.raises(TypeError, match="np.copyto would write a traced value into a plain"):
+        tp.grad(lambda x: np.sum(np.copyto(np.zeros(3), x) or x))(np.ones(3))
+    with pytest.raises(TypeError, match="Cannot cast.*same_kind"):
+        tp.grad(lambda x: np.copyto(x * 1.0, x * 1j) or np.sum(x))(np.ones(3))
+    with pytest.raises(IndexError, match="out of bounds"):
+        tp.grad(lambda x: np.put(x * 1.0, [7], 1.0) or np.sum(x))(np.ones(3))
+    with pytest.raises(ValueError, match="takes one value"):
+        tp.grad(lambda x: (x * 1.0).fill(x[:2]) or np.sum(x))(np.ones(3))
+    with pytest.raises(TypeError, match="per item.*np.where"):  # a per-item mask
+        tp.vmap(lambda x: np.putmask(x * 1.0, x > 0, 0.0) or x)(np.ones((2, 3)))

@@ -47,8 +47,8 @@ _HELP_CONTROL = ("Inside tapestry.vmap each item has its own value, so Python ca
                  "(both branches are computed), or move the loop over items out of vmap.")
 
 #: ndarray's methods that change the array in place, with what to write instead.
-_IN_PLACE = {"sort": "y = np.sort(x, axis=...)", "fill": "y = np.full_like(x, value)",
-             "partition": "y = np.partition(x, k)", "put": "np.where or np.concatenate",
+_IN_PLACE = {"sort": "y = np.sort(x, axis=...)",
+             "partition": "y = np.partition(x, k)",
              "resize": "y = np.resize(x, shape)", "itemset": "np.where or np.concatenate",
              "setfield": "np.where or np.concatenate", "setflags": "a copy (x + 0)",
              "byteswap": "y = x.astype(x.dtype.newbyteorder())"}
@@ -179,6 +179,8 @@ class Batched(ArrayMethods):
         or class it would reinterpret the batch's memory: refused."""
         return plain_view(self, a, k)
 
+    fill, put = Var.fill, Var.put  # item assignment, as for a traced array
+
     def __getattr__(self, name):
         """ndarray attributes that a batched value lacks: an error naming
         the method and the NumPy function to call instead (only reached
@@ -307,7 +309,7 @@ class Batched(ArrayMethods):
         if _var_on_top(args, kwargs):
             return dispatch_function(func, args, kwargs)
         if func in _WRITES_FIRST:
-            _write_into(func, args, kwargs)
+            return _write_into(func, args, kwargs)
         query = _QUERIES.get(func) or _REDUCTIONS.get(func)
         if query is not None:
             return query(func, args, kwargs)
@@ -410,23 +412,18 @@ def _conversion_of(x, err):
 
 
 #: NumPy functions that write into their first argument.
-_WRITES_FIRST = {np.put: "np.where(np.isin(np.arange(x.size), idx), v, x)",
-                 np.putmask: "np.where(mask, v, x)", np.place: "np.where(mask, v, x)",
-                 np.put_along_axis: "np.where or a one-hot sum",
-                 np.fill_diagonal: "np.where(np.eye(n, dtype=bool), v, x)"}
+_WRITES_FIRST = frozenset({np.put, np.putmask, np.place, np.put_along_axis, np.fill_diagonal})
 
 
 def _write_into(func, args, kwargs):
     """``np.put(x, i, v)`` and its kin, with a batched value among the
-    arguments: into a batched ``x`` refused (it cannot change in place, and
-    its items may be views of the caller's array); into a plain ``x``, the
-    mapped function runs once per item (one plain array cannot take every
-    item's write at once)."""
+    arguments: into a batched ``x``, item assignment at NumPy's positions
+    (ops/indexing.py); into a plain ``x``, the mapped function runs once per
+    item (one plain array cannot take every item's write at once)."""
     target = args[0] if args else kwargs.get("a", kwargs.get("arr"))
     name = f"np.{func.__name__}"
-    if target.__class__ is Batched:
-        raise TypeError(f"tapestry.vmap: {name} writes into a batched value, which cannot "
-                        f"change in place; build a new array: {_WRITES_FIRST[func]}.")
+    if target.__class__ is Batched:  # item assignment at NumPy's positions (ops/indexing.py)
+        return FUNCTIONS[func](*args, **kwargs)
     raise item_by_item(TypeError(f"tapestry.vmap: {name} writes a per-item value or "
                                  "position into a plain array"), (args, kwargs))
 

@@ -375,6 +375,16 @@ class Var(ArrayMethods):
     def view(self, *a, **k):
         return plain_view(self, a, k)
 
+    # in-place writes, as item assignment (:func:`assign_item`; Batched's too)
+    def fill(self, value):
+        if getattr(value, "shape", ()) != ():
+            raise ValueError("tapestry: y.fill(v) takes one value (NumPy converts v to a "
+                             "scalar); write y[...] = v to write an array.")
+        self[...] = value
+
+    def put(self, indices, values, mode="raise"):
+        np.put(self, indices, values, mode=mode)
+
     # copy.copy / copy.deepcopy (params inside f): the same as .copy();
     # deep-copying the tape gave a value on a tape nobody sweeps
     __copy__ = copy
@@ -387,9 +397,7 @@ class Var(ArrayMethods):
 _IN_PLACE_METHODS = {
     "sort": "y = np.sort(y, axis=...)",
     "partition": "y = np.partition(y, kth)",
-    "fill": "y = np.full_like(y, value) or y * 0 + value",
     "resize": "y = np.resize(y, shape) (repeats the values) or np.pad",
-    "put": "y = np.where(mask, values, y) or build the array with np.concatenate",
     "setfield": "a new array",
     "setflags": "nothing (a traced array has no flags to set)",
 }

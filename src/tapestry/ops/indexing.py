@@ -588,3 +588,121 @@ def set_item_entry(y, key, v):
         v = _var_astype(v, dt) if v.__class__ is Var else \
             (v.astype(dt) if hasattr(v, "astype") else np.asarray(v, dtype=dt))
     return set_item(y, v, key)
+
+
+# --- NumPy's other writes into an array: item assignment at NumPy's positions ----
+def _writable(a, name):
+    """Whether ``a`` is a traced or batched array, which NumPy's ``name``
+    writes into by item assignment (``a[key] = values``: var.assign_item);
+    a plain ``a`` written with traced values keeps its refusal."""
+    if a.__class__ in NESTED:
+        return True
+    raise TypeError(
+        f"tapestry: np.{name} would write a traced value into a plain array, which "
+        "cannot hold one. Make the array traced first (a = x * 0.0 + a, or a copy of "
+        "a traced array), or build a new array (np.where, np.stack).")
+
+
+def _plain_positions(p, name):
+    """A position argument (indices, a mask) as a plain array: per-item
+    positions (a vmap's batched ones) cannot be written at once."""
+    if p.__class__ is Batched:
+        raise TypeError(
+            f"tapestry.vmap: np.{name} with positions that differ per item: write "
+            "y[idx] = v (item assignment takes per-item indices and masks) or "
+            "np.where(mask, v, y) instead.")
+    return np.asarray(unwrap_all(p))
+
+
+def _cycled(v, n, name):
+    """``v``'s elements, flattened and repeated to ``n`` (NumPy's put,
+    putmask, place and fill_diagonal repeat a short ``v``)."""
+    size = int(np.prod(shape_of(v)))
+    if size == n:
+        return np.reshape(v, (n,))
+    if size == 0:
+        if n == 0:
+            return np.reshape(v, (0,))
+        raise ValueError(f"tapestry: np.{name}: cannot write from an empty array "
+                         "(NumPy refuses it too).")
+    flat = np.reshape(v, (size,))
+    return flat[np.arange(n) % size]
+
+
+def _write_flat(a, pos, values):
+    """``a.flat[pos] = values`` as item assignment (the last of repeated
+    positions wins, as NumPy's sequential writes)."""
+    a[np.unravel_index(pos, a.shape) if a.shape else ()] = values
+
+
+@implements(np.put)
+def put(a, ind, v, mode="raise"):
+    """``np.put(a, ind, v)``: ``a.flat[ind] = v``, ``v`` repeated."""
+    _writable(a, "put")
+    ind = _plain_positions(ind, "put").ravel().astype(np.intp)
+    n = int(np.prod(a.shape))
+    if mode == "wrap" and n:
+        ind = ind % n
+    elif mode == "clip":
+        ind = np.clip(ind, 0, max(n - 1, 0))
+    elif ind.size and (ind.max() >= n or ind.min() < -n):
+        bad = ind[(ind >= n) | (ind < -n)][0]
+        raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
+    _write_flat(a, np.where(ind < 0, ind + n, ind), _cycled(v, ind.size, "put"))
+
+
+@implements(np.putmask)
+def putmask(a, mask, values):
+    """``np.putmask(a, mask, values)``: where ``mask``, the value at the same
+    flat position of ``values`` repeated to ``a``'s size."""
+    _writable(a, "putmask")
+    mask = _plain_positions(mask, "putmask").astype(bool)
+    if mask.shape != tuple(a.shape):
+        raise ValueError("putmask: mask and data must be the same size")
+    n = int(np.prod(a.shape))
+    pos = np.flatnonzero(mask)
+    _write_flat(a, pos, _cycled(values, n, "putmask")[pos] if pos.size else
+                _cycled(values, 0, "putmask"))
+
+
+@implements(np.place)
+def place(arr, mask, vals):
+    """``np.place(arr, mask, vals)``: the True positions of ``mask`` get
+    ``vals`` in order, repeated."""
+    _writable(arr, "place")
+    mask = _plain_positions(mask, "place").astype(bool)
+    pos = np.flatnonzero(mask)
+    _write_flat(arr, pos, _cycled(vals, pos.size, "place"))
+
+
+@implements(np.put_along_axis)
+def put_along_axis(arr, indices, values, axis):
+    """``np.put_along_axis``: the positions NumPy's take_along_axis reads,
+    written with ``values`` broadcast to them."""
+    _writable(arr, "put_along_axis")
+    indices = _plain_positions(indices, "put_along_axis")
+    if axis is None:
+        if indices.ndim != 1:
+            raise ValueError("when axis=None, `indices` must have a single dimension.")
+        n = int(np.prod(arr.shape))
+        ind = np.where(indices < 0, indices + n, indices)
+        _write_flat(arr, ind, np.broadcast_to(values, ind.shape) if shape_of(values) != ind.shape
+                    else values)
+        return
+    numbers = np.arange(int(np.prod(arr.shape))).reshape(arr.shape)
+    np.take_along_axis(numbers, indices, axis)  # NumPy's own checks of the arguments
+    key = tuple(indices if d == axis % arr.ndim else
+                np.arange(n).reshape([-1 if k == d else 1 for k in range(arr.ndim)])
+                for d, n in enumerate(arr.shape))
+    arr[key] = values
+
+
+@implements(np.fill_diagonal)
+def fill_diagonal(a, val, wrap=False):
+    """``np.fill_diagonal(a, val, wrap)``: the positions NumPy fills,
+    found by letting it fill a mask, written with ``val`` repeated."""
+    _writable(a, "fill_diagonal")
+    mask = np.zeros(a.shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)  # NumPy's checks of a's shape
+    pos = np.flatnonzero(mask)
+    _write_flat(a, pos, _cycled(val, pos.size, "fill_diagonal"))
