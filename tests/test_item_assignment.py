@@ -307,16 +307,32 @@ def test_under_every_transformation(how):
         np.testing.assert_allclose(tp.jit(g)(2 * _X), g(2 * _X), rtol=1e-10)  # the replay
 
 
-def test_vmap_per_item_value_and_index():
-    def f(x, i):
-        y = x * 1.0
-        y[i] = x[0] ** 2
-        return np.sum(y ** 2)
-    idx = np.array([1, 3])
-    got = tp.vmap(tp.grad(f))(_XS, idx)
-    want = np.stack([tp.grad(f)(_XS[k], idx[k]) for k in range(2)])
-    assert np.allclose(got, want)
-    assert np.allclose(tp.vmap(f)(_XS, idx), [f(_XS[k].copy(), idx[k]) for k in range(2)])
+def _per_item_index(x, i):
+    y = x * 1.0
+    y[i] = x[0] ** 2
+    return np.sum(y ** 2 * np.arange(6.0))
+
+
+def _per_item_rows(x, i):
+    y = (x * 1.0).reshape(3, 2)
+    y[i] = x[:2] * 3          # a row per item, the value per item
+    y[i, 1 - i % 2] += 1.0
+    y[np.stack([i, i])] = x[4:] * 5   # a repeated per-item index: the last write
+    return np.sum(y ** 3)
+
+
+@pytest.mark.parametrize("f", [_per_item_index, _per_item_rows], ids=["index", "rows"])
+def test_vmap_per_item_value_and_index_in_one_write(f):
+    idx = np.array([1, 2])
+    want_g = np.stack([tp.grad(f)(_XS[k], idx[k]) for k in range(2)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one write for the batch, no item-by-item fallback
+        got_v = tp.vmap(f)(_XS, idx)
+        got_g = tp.vmap(tp.grad(f))(_XS, idx)
+        got_gv = tp.grad(lambda xs: np.sum(tp.vmap(f)(xs, idx)))(_XS)
+    assert np.allclose(got_v, [f(_XS[k].copy(), idx[k]) for k in range(2)])
+    assert np.allclose(got_g, want_g) and np.allclose(got_gv, want_g)
+    check_grads(lambda x: f(x, 1), (_X,))
 
 
 def test_vmap_value_into_a_shared_traced_array_refused():

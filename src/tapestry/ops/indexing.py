@@ -530,20 +530,40 @@ def _batch_set_item(prim, args, batched, kwargs):
     leading ``:`` and a batched ``v`` 1-axes after its batch axis, so that
     it broadcasts per item as NumPy broadcasts it against ``y[key]``."""
     y, v, key = args
-    if batched[2] or not _advanced_adjacent(key) or \
-            any(isinstance(k, (bool, np.bool_)) for k in key):
+    if any(isinstance(k, (bool, np.bool_)) for k in key):
         return NotImplemented
-    n = shape_of(y)[0] if batched[0] else shape_of(v)[0]
+    if batched[2]:
+        full = _batched_write_key(key)
+        if full is None:
+            return NotImplemented
+        n = full[0].shape[0]
+    elif _advanced_adjacent(key):
+        n = shape_of(y)[0] if batched[0] else shape_of(v)[0]
+        full = (slice(None),) + key
+    else:
+        return NotImplemented
     if not batched[0]:
         y = np.broadcast_to(y, (n,) + tuple(shape_of(y)))
-    full = (slice(None),) + key
     if batched[1]:
-        sel = len(_selected_shape(shape_of(y)[1:], key))
+        sel = len(_selected_shape(shape_of(y), full)) - 1
         vs = tuple(shape_of(v)[1:])
         if len(vs) > sel:
             return NotImplemented
         v = np.reshape(v, (n,) + (1,) * (sel - len(vs)) + vs)
     return prim(y, v, full)
+
+
+def _batched_write_key(key):
+    """The batch's key for ``y[key] = v`` with per-item index arrays: the item
+    numbers paired with the indices (as :func:`_batch_gather` reads them),
+    where the advanced block comes first (else NumPy would lay the written
+    elements out in another order than each item's), or ``None``."""
+    found = _batched_index_block(key)
+    if found is None or found[0] != 0:
+        return None
+    _, k, adv = found
+    n = next(shape_of(a._value)[0] for a in key if a.__class__ is Batched)
+    return (np.arange(n).reshape((n,) + (1,) * k),) + adv + key[len(adv):]
 
 
 _batch_set_item.takes_batched_keys = True
