@@ -31,7 +31,6 @@ REFUSED_BY_DESIGN = {
     "euler_writes_into_buffer": "writing a traced value into a plain np.zeros buffer",
     "zeros_then_fill_rows": "writing a traced value into a plain np.zeros buffer",
     "numpy_zeros_accumulator_iadd": "acc = np.zeros(3); acc += traced writes into the plain array",
-    "setitem_on_traced_copy": "in-place assignment into a traced array (JAX and autograd refuse too)",
     "full_like_traced_fill": "np.full_like(plain, traced) writes through np.copyto",
     "math_module_on_elements": "math.exp/float() of a traced value",
     "gmm_scipy_logsumexp": "scipy.special.logsumexp converts its input: tnp.logsumexp",

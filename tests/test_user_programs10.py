@@ -27,9 +27,6 @@ REFUSED_BY_DESIGN = {
     "euler_sir_epidemic_preallocated", "quantile_loss_masked_by_boolean", "gram_schmidt_loop",
     "fem_1d_stiffness_assembly", "integer_index_repeated_scatter_add",
     "masked_array_filled_where_out",
-    # in-place assignment into a traced array
-    "attention_masked_fill_large_negative", "put_along_and_scatter_assign",
-    "diag_indices_assign", "fill_diagonal_in_copy",
     # scipy.linalg converts its inputs: tapestry.scipy.linalg
     "triangular_solve_inverse_flow",
 }

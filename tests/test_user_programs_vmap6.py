@@ -23,10 +23,10 @@ from test_user_programs_vmap import _theirs as _save_theirs  # noqa: E402
 from test_user_programs_vmap import loop_of, ours_of  # noqa: E402
 from test_user_programs_vmap import run_program as _run_program  # noqa: E402
 
-#: A write into a copy of a batched value: refused by name (docs/vmap.md).
-REFUSED = {
-    "triu_indices_gather_and_with_row": "in-place assignment into a batched value",
-}
+#: Refused by name (docs/vmap.md): none now (a write into a copy of a
+#: batched value, triu_indices_gather_and_with_row, was refused before item
+#: assignment was supported).
+REFUSED: dict = {}
 
 #: Programs whose results differ from JAX's by a documented convention, not
 #: by vmap: never compared with JAX (the loop comparison covers them).

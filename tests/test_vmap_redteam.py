@@ -255,10 +255,11 @@ def _plain_fill(x):
 
 
 IN_PLACE = {
-    "x[0] = 1": (_set, (X,), TypeError, "in-place assignment into a batched value.*np.where"),
-    "x[mask] = 0": (_set_mask, (X,), TypeError, "in-place assignment.*np.where"),
+    # (into vmap's argument: NumPy's loop would write into the caller's array)
+    "x[0] = 1": (_set, (X,), TypeError, r"item assignment.*argument.*x = x.copy\(\)"),
+    "x[mask] = 0": (_set_mask, (X,), TypeError, r"item assignment.*argument.*x = x.copy\(\)"),
     "x.sort()": (_sort_method, (X,), AttributeError, r"x.sort\(\) changes a batched value in place.*np.sort"),
-    "x.fill()": (_fill_method, (X,), AttributeError, r"x.fill\(\).*np.full_like"),
+    "x.fill()": (_fill_method, (X,), TypeError, r"item assignment.*argument.*x = x.copy\(\)"),
 }
 
 
@@ -833,10 +834,20 @@ def test_in_place_functions_write_each_item_into_a_plain_array(name):
 
 
 @pytest.mark.parametrize("name", list(_PUTS))
-def test_in_place_functions_on_a_batched_value_are_refused(name):
-    """Written into a batched value, they wrote into the caller's array."""
+def test_in_place_functions_on_a_batched_value(name):
+    """Written into vmap's argument, they wrote into the caller's array (then
+    they were refused for every batched value): into the argument refused,
+    into a copy of it NumPy's values, as a loop gives them."""
     put, before = _PUTS[name], X.copy()
-    refused(lambda x: put(x, x[::-1] * 1.0) or x, X, match=f"{name}.*batched value.*in place")
+    refused(lambda x: put(x, x[::-1] * 1.0) or x, X,
+            match=r"item assignment.*argument.*x = x.copy\(\)")
+    np.testing.assert_array_equal(X, before)
+
+    def f(x):
+        y = x.copy()
+        put(y, x[::-1] * 2.0)
+        return y
+    agree(f, X)
     np.testing.assert_array_equal(X, before)
 
 

@@ -1,6 +1,6 @@
 """Programs that update a view of a traced array with augmented assignment
-(``v = y[::2]; v += 1``): NumPy writes through the view into ``y``.  A traced
-array cannot change in place, so these must be refused by name, never run
+(``v = y[::2]; v += 1``): NumPy writes through the view into ``y``, and so
+must tapestry (the view's new values written into ``y``'s object), never run
 with ``y`` silently unchanged (tests/test_user_programs9.py)."""
 import numpy as np
 

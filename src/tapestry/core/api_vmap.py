@@ -171,7 +171,9 @@ def _to_front(x, ax, trace):
     x = x if keep else np.asarray(x)
     if ax != 0:
         x = np.moveaxis(x, ax, 0)
-    return Batched(x, trace)
+    b = Batched(x, trace)
+    b._input = True  # x[i] = v into it refuses: NumPy's loop writes into the caller's array
+    return b
 
 
 def _from_front(y, ax, trace, where):

@@ -33,7 +33,7 @@ from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
                   VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view,
-                  plain_view, rebind, unaliased,
+                  assign_item, in_place, plain_view,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -47,8 +47,8 @@ _HELP_CONTROL = ("Inside tapestry.vmap each item has its own value, so Python ca
                  "(both branches are computed), or move the loop over items out of vmap.")
 
 #: ndarray's methods that change the array in place, with what to write instead.
-_IN_PLACE = {"sort": "y = np.sort(x, axis=...)", "fill": "y = np.full_like(x, value)",
-             "partition": "y = np.partition(x, k)", "put": "np.where or np.concatenate",
+_IN_PLACE = {"sort": "y = np.sort(x, axis=...)",
+             "partition": "y = np.partition(x, k)",
              "resize": "y = np.resize(x, shape)", "itemset": "np.where or np.concatenate",
              "setfield": "np.where or np.concatenate", "setflags": "a copy (x + 0)",
              "byteswap": "y = x.astype(x.dtype.newbyteorder())"}
@@ -114,7 +114,7 @@ class EscapedBatchError(RuntimeError):
 class Batched(ArrayMethods):
     """An array with a leading batch axis, seen by user code as one item."""
 
-    __slots__ = ("_value", "_trace", "_root", "_views", "_derive", "__weakref__")
+    __slots__ = ("_value", "_trace", "_root", "_views", "_derive", "_input", "__weakref__")
     __array_priority__ = 100.0
     _state = ("_value", "_trace")  # what a view updated by rebind() takes
 
@@ -178,6 +178,8 @@ class Batched(ArrayMethods):
         """``x.view()``: a view of the item (var.plain_view); as another dtype
         or class it would reinterpret the batch's memory: refused."""
         return plain_view(self, a, k)
+
+    fill, put = Var.fill, Var.put  # item assignment, as for a traced array
 
     def __getattr__(self, name):
         """ndarray attributes that a batched value lacks: an error naming
@@ -250,9 +252,9 @@ class Batched(ArrayMethods):
         return out
 
     def __setitem__(self, key, value):
-        raise TypeError("tapestry.vmap: in-place assignment into a batched value "
-                        "(x[...] = v). Build a new array instead (np.where, "
-                        "np.concatenate, x + np.pad(...)).")
+        # as for a traced array (var.assign_item): the object takes the new
+        # values, and so do its views and the array it views
+        assign_item(self, key, value)
 
     # --- NumPy dispatch -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -307,7 +309,7 @@ class Batched(ArrayMethods):
         if _var_on_top(args, kwargs):
             return dispatch_function(func, args, kwargs)
         if func in _WRITES_FIRST:
-            _write_into(func, args, kwargs)
+            return _write_into(func, args, kwargs)
         query = _QUERIES.get(func) or _REDUCTIONS.get(func)
         if query is not None:
             return query(func, args, kwargs)
@@ -357,28 +359,23 @@ class Batched(ArrayMethods):
     def __invert__(self): return np.invert(self)
 
     # As for traced arrays, augmented assignment rebinds, keeps an array's
-    # shape and dtype, and updates its live views (var.rebind); into a view
-    # of a live batched array it refuses (NumPy would write through the view).
-    __iadd__ = lambda self, o: rebind(self, unaliased(self, "+=").__add__(o), "+=")  # noqa: E731
-    __isub__ = lambda self, o: rebind(self, unaliased(self, "-=").__sub__(o), "-=")  # noqa: E731
-    __imul__ = lambda self, o: rebind(self, unaliased(self, "*=").__mul__(o), "*=")  # noqa: E731
-    __itruediv__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, "/=").__truediv__(o), "/=")
-    __ipow__ = lambda self, o: rebind(self, unaliased(self, "**=").__pow__(o), "**=")  # noqa: E731
-    __imatmul__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, "@=").__matmul__(o), "@=")
+    # shape and dtype, and updates its live views; into a view of a live
+    # batched array it writes through into that array (var.in_place).
+    __iadd__ = lambda self, o: in_place(self, self.__add__(o), "+=")  # noqa: E731
+    __isub__ = lambda self, o: in_place(self, self.__sub__(o), "-=")  # noqa: E731
+    __imul__ = lambda self, o: in_place(self, self.__mul__(o), "*=")  # noqa: E731
+    __itruediv__ = lambda self, o: in_place(self, self.__truediv__(o), "/=")  # noqa: E731
+    __ipow__ = lambda self, o: in_place(self, self.__pow__(o), "**=")  # noqa: E731
+    __imatmul__ = lambda self, o: in_place(self, self.__matmul__(o), "@=")  # noqa: E731
     # (without these Python ran ``y = y // v``: the views kept the old values)
-    __ifloordiv__ = lambda self, o: rebind(  # noqa: E731
-        self, ArrayMethods.__floordiv__(unaliased(self, "//="), o), "//=")
-    __imod__ = lambda self, o: rebind(  # noqa: E731
-        self, ArrayMethods.__mod__(unaliased(self, "%="), o), "%=")
-    __iand__ = lambda self, o: rebind(self, unaliased(self, "&=").__and__(o), "&=")  # noqa: E731
-    __ior__ = lambda self, o: rebind(self, unaliased(self, "|=").__or__(o), "|=")  # noqa: E731
-    __ixor__ = lambda self, o: rebind(self, unaliased(self, "^=").__xor__(o), "^=")  # noqa: E731
-    __ilshift__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, "<<=").__lshift__(o), "<<=")
-    __irshift__ = lambda self, o: rebind(  # noqa: E731
-        self, unaliased(self, ">>=").__rshift__(o), ">>=")
+    __ifloordiv__ = lambda self, o: in_place(  # noqa: E731
+        self, ArrayMethods.__floordiv__(self, o), "//=")
+    __imod__ = lambda self, o: in_place(self, ArrayMethods.__mod__(self, o), "%=")  # noqa: E731
+    __iand__ = lambda self, o: in_place(self, self.__and__(o), "&=")  # noqa: E731
+    __ior__ = lambda self, o: in_place(self, self.__or__(o), "|=")  # noqa: E731
+    __ixor__ = lambda self, o: in_place(self, self.__xor__(o), "^=")  # noqa: E731
+    __ilshift__ = lambda self, o: in_place(self, self.__lshift__(o), "<<=")  # noqa: E731
+    __irshift__ = lambda self, o: in_place(self, self.__rshift__(o), ">>=")  # noqa: E731
 
     def __getitem__(self, key):
         return mark_item_view(FUNCTIONS[operator.getitem](self, key), self, key, _getitem)
@@ -415,23 +412,18 @@ def _conversion_of(x, err):
 
 
 #: NumPy functions that write into their first argument.
-_WRITES_FIRST = {np.put: "np.where(np.isin(np.arange(x.size), idx), v, x)",
-                 np.putmask: "np.where(mask, v, x)", np.place: "np.where(mask, v, x)",
-                 np.put_along_axis: "np.where or a one-hot sum",
-                 np.fill_diagonal: "np.where(np.eye(n, dtype=bool), v, x)"}
+_WRITES_FIRST = frozenset({np.put, np.putmask, np.place, np.put_along_axis, np.fill_diagonal})
 
 
 def _write_into(func, args, kwargs):
     """``np.put(x, i, v)`` and its kin, with a batched value among the
-    arguments: into a batched ``x`` refused (it cannot change in place, and
-    its items may be views of the caller's array); into a plain ``x``, the
-    mapped function runs once per item (one plain array cannot take every
-    item's write at once)."""
+    arguments: into a batched ``x``, item assignment at NumPy's positions
+    (ops/indexing.py); into a plain ``x``, the mapped function runs once per
+    item (one plain array cannot take every item's write at once)."""
     target = args[0] if args else kwargs.get("a", kwargs.get("arr"))
     name = f"np.{func.__name__}"
-    if target.__class__ is Batched:
-        raise TypeError(f"tapestry.vmap: {name} writes into a batched value, which cannot "
-                        f"change in place; build a new array: {_WRITES_FIRST[func]}.")
+    if target.__class__ is Batched:  # item assignment at NumPy's positions (ops/indexing.py)
+        return FUNCTIONS[func](*args, **kwargs)
     raise item_by_item(TypeError(f"tapestry.vmap: {name} writes a per-item value or "
                                  "position into a plain array"), (args, kwargs))
 

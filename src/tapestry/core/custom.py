@@ -15,7 +15,7 @@ from .primitive import dtype_of, record, shape_of
 from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
 from .staged import Staged
 from .tracing import of_leaves
-from .var import Var, innermost_tape, traced_from
+from .var import Var, held_each, innermost_tape, traced_from
 
 
 def _signature(fun):
@@ -510,7 +510,8 @@ class custom_vjp:
     def _record(self, args, diff, leaves, td, top):
         """Run ``fwd`` on the plain values and record one node whose rule is ``bwd``."""
         active = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
-        raw = [x._value if x.__class__ is Var and x._tape is top else x for x in leaves]
+        raw = [x._value if x.__class__ is Var and x._tape is top else x
+               for x in held_each(leaves, top)]
         _own_constants(raw, top, active)
         full = list(args)
         for i, a in zip(diff, td.unflatten(raw)):
@@ -769,7 +770,7 @@ def _checkpoint_call(f, leaves, td, top, slot=None):
     when the output shows that ``f`` read a traced value of ``top`` (or of an
     inner tape) other than through its arguments."""
     live = [k for k, x in enumerate(leaves) if x.__class__ is Var and x._tape is top]
-    raw = list(leaves)
+    raw = held_each(leaves, top)
     for k in live:
         raw[k] = leaves[k]._value
     _own_constants(raw, top, live)

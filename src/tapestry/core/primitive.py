@@ -24,7 +24,7 @@ from .backward import Negated, passed_on
 from .batched import Batched, batched_above, batched_call, top_batch
 from .registry import FAST_UFUNCS, FUNCTIONS, UFUNCS, register, register_nondiff
 from .staged import Staged, staged_recorder
-from .var import Var, innermost_tape, refuse_masked
+from .var import Var, held, innermost_tape, refuse_masked
 
 
 
@@ -308,10 +308,13 @@ class Primitive:
         raw = list(args)
         parents, active = [], []
         for i, a in enumerate(args):
-            if a.__class__ is Var and a._tape is top:
-                raw[i] = a._value
-                parents.append(a._index)
-                active.append(i)
+            if a.__class__ is Var:
+                if a._tape is top:
+                    raw[i] = a._value
+                    parents.append(a._index)
+                    active.append(i)
+                else:  # a constant here, traced by an enclosing level (var.held)
+                    raw[i] = held(a)
             elif isinstance(a, _MASKED):
                 refuse_masked(a, self.name)
             elif top.owned is not None and a.__class__ is np.ndarray:

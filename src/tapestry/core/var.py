@@ -6,8 +6,8 @@ protocols (NEP 13 ``__array_ufunc__``, NEP 18 ``__array_function__``), so
 plain NumPy code -- ``np.sin(x)``, ``x @ W``, ``np.concatenate([x, y])`` --
 runs unchanged on traced inputs: each call is looked up in
 :mod:`tapestry.core.registry` and handed to the primitive found there.  What
-would silently drop a gradient (``np.asarray(v)``, ``float(v)``,
-``v[i] = ...``) raises instead, and so does a function without a rule.
+would silently drop a gradient (``np.asarray(v)``, ``float(v)``) raises
+instead, and so does a function without a rule.
 """
 from __future__ import annotations
 
@@ -190,7 +190,8 @@ class Var(ArrayMethods):
     """A traced array.  ``_value`` may itself be a ``Var`` of an outer tape
     (nested differentiation); ``_tape``/``_index`` locate its node."""
 
-    __slots__ = ("_value", "_tape", "_index", "_root", "_views", "_derive", "__weakref__")
+    __slots__ = ("_value", "_tape", "_index", "_root", "_views", "_derive", "_input",
+                 "__weakref__")
     __array_priority__ = 100.0
     _state = ("_value", "_tape", "_index")  # what a view updated by rebind() takes
 
@@ -289,10 +290,10 @@ class Var(ArrayMethods):
         return bool(unwrap_all(self))
 
     def __setitem__(self, key, value):
-        raise TypeError(
-            "tapestry: in-place assignment into a traced array (x[...] = v) is "
-            "not differentiable. Build a new array instead, e.g. with "
-            "np.where(mask, v, x), np.concatenate, or x + np.pad(...).")
+        # NumPy's write into y's memory, seen from the values: y's object
+        # takes the new array (so z = y sees it too), and so do its views
+        # and, through a view, the array it views (:func:`assign_item`)
+        assign_item(self, key, value)
 
 
     # --- NumPy dispatch ----------------------------------------------------
@@ -341,17 +342,16 @@ class Var(ArrayMethods):
     # (``head = y[:3]``, ``y.T``, ``y.reshape``) now shows the new values
     # (:func:`rebind`). Another *name* bound to the same array object
     # (``z = y``) keeps the old value, as in HIPS autograd and JAX
-    # (docs/guide.md). Into a view of a live array it refuses: NumPy writes
-    # through the view into ``y`` (:func:`unaliased`).
-    __iadd__ = lambda self, o: rebind(self, unaliased(self, "+=").__add__(o), "+=")
-    __isub__ = lambda self, o: rebind(self, unaliased(self, "-=").__sub__(o), "-=")
-    __imul__ = lambda self, o: rebind(self, unaliased(self, "*=").__mul__(o), "*=")
-    __itruediv__ = lambda self, o: rebind(self, unaliased(self, "/=").__truediv__(o), "/=")
-    __ipow__ = lambda self, o: rebind(self, unaliased(self, "**=").__pow__(o), "**=")
-    __imatmul__ = lambda self, o: rebind(self, unaliased(self, "@=").__matmul__(o), "@=")
-    __ifloordiv__ = lambda self, o: rebind(
-        self, ArrayMethods.__floordiv__(unaliased(self, "//="), o), "//=")
-    __imod__ = lambda self, o: rebind(self, ArrayMethods.__mod__(unaliased(self, "%="), o), "%=")
+    # (docs/guide.md). Into a view of a live array it writes through into
+    # that array, as NumPy's shared memory does (:func:`in_place`).
+    __iadd__ = lambda self, o: in_place(self, self.__add__(o), "+=")
+    __isub__ = lambda self, o: in_place(self, self.__sub__(o), "-=")
+    __imul__ = lambda self, o: in_place(self, self.__mul__(o), "*=")
+    __itruediv__ = lambda self, o: in_place(self, self.__truediv__(o), "/=")
+    __ipow__ = lambda self, o: in_place(self, self.__pow__(o), "**=")
+    __imatmul__ = lambda self, o: in_place(self, self.__matmul__(o), "@=")
+    __ifloordiv__ = lambda self, o: in_place(self, ArrayMethods.__floordiv__(self, o), "//=")
+    __imod__ = lambda self, o: in_place(self, ArrayMethods.__mod__(self, o), "%=")
 
     def __getitem__(self, key):
         return mark_item_view(getitem(self, key), self, key, getitem)
@@ -375,6 +375,16 @@ class Var(ArrayMethods):
     def view(self, *a, **k):
         return plain_view(self, a, k)
 
+    # in-place writes, as item assignment (:func:`assign_item`; Batched's too)
+    def fill(self, value):
+        if getattr(value, "shape", ()) != ():
+            raise ValueError("tapestry: y.fill(v) takes one value (NumPy converts v to a "
+                             "scalar); write y[...] = v to write an array.")
+        self[...] = value
+
+    def put(self, indices, values, mode="raise"):
+        np.put(self, indices, values, mode=mode)
+
     # copy.copy / copy.deepcopy (params inside f): the same as .copy();
     # deep-copying the tape gave a value on a tape nobody sweeps
     __copy__ = copy
@@ -387,9 +397,7 @@ class Var(ArrayMethods):
 _IN_PLACE_METHODS = {
     "sort": "y = np.sort(y, axis=...)",
     "partition": "y = np.partition(y, kth)",
-    "fill": "y = np.full_like(y, value) or y * 0 + value",
     "resize": "y = np.resize(y, shape) (repeats the values) or np.pad",
-    "put": "y = np.where(mask, values, y) or build the array with np.concatenate",
     "setfield": "a new array",
     "setflags": "nothing (a traced array has no flags to set)",
 }
@@ -470,9 +478,9 @@ def _innermost(x):
 
 def mark_view(out, base, derive=None, args=(), always=False):
     """Remember on ``out`` (a traced or batched value) that it is a NumPy
-    view of ``base``: weakly, the root of its chain of views, so that
-    augmented assignment into ``out`` refuses while that array lives
-    (:func:`unaliased`); and ``derive(base, *args)``, how it was taken, so
+    view of ``base``: weakly, the root of its chain of views, so that a
+    write into ``out`` goes through into that array while it lives
+    (:func:`assign_item`); and ``derive(base, *args)``, how it was taken, so
     that augmented assignment into ``base`` shows ``out`` the new values, as
     NumPy's shared memory would (:func:`rebind`)."""
     if out.__class__ is not base.__class__ or not hasattr(type(out), "_root"):
@@ -618,21 +626,39 @@ def rebind(old, new, op):
     leaves ``head`` equal to ``y[:3]``). Without this, ``head`` silently
     kept the old values."""
     views = getattr(old, "_views", None)
-    shape = old.shape
-    if shape or views:
-        new_shape = getattr(new, "shape", ())
-        if new_shape != shape:
-            raise ValueError(
-                f"tapestry: y {op} v: non-broadcastable output operand with shape {shape} "
-                f"doesn't match the broadcast shape {new_shape}. NumPy refuses this in-place "
-                f"update too; write y = y {op[:-1]} v for the broadcast array.")
-        new = _same_dtype(old, new, op)
+    if old.shape or views:
+        new = _same_shape_dtype(old, new, op)
     if views:
         if old.__class__ is Var and new.__class__ is not Var:
             new = _traced_constant(new, old)
         old._views = None
         _refresh(views, new, op)
     return new
+
+
+def _same_shape_dtype(old, new, op):
+    """``new`` for ``old op= v`` in ``old``'s shape and dtype, as NumPy's
+    in-place operator writes it; refused where NumPy refuses."""
+    shape, new_shape = old.shape, getattr(new, "shape", ())
+    if new_shape != shape:
+        raise ValueError(
+            f"tapestry: y {op} v: non-broadcastable output operand with shape {shape} "
+            f"doesn't match the broadcast shape {new_shape}. NumPy refuses this in-place "
+            f"update too; write y = y {op[:-1]} v for the broadcast array.")
+    return _same_dtype(old, new, op)
+
+
+def in_place(x, new, op):
+    """The object ``x op= v`` binds, ``new`` being ``x op v``: ``new`` made
+    to read as NumPy's in-place result (:func:`rebind`), or, where ``x`` is
+    a view of a live array (``y[1:] *= 2``, ``v = y[::2]; v += 1``), ``x``
+    itself with the values written through into that array, as NumPy
+    writes through the view's memory (:func:`assign_item`)."""
+    ref = getattr(x, "_root", None)
+    if ref is None or ref() is None:
+        return rebind(x, new, op)
+    assign_item(x, Ellipsis, _same_shape_dtype(x, new, op))
+    return x
 
 
 def _same_dtype(old, new, op):
@@ -729,20 +755,163 @@ def _stale(v, message):
             _stale(c, message)
 
 
-def unaliased(x, op):
-    """``x`` for ``x op= v``, unless ``x`` is a view of a traced array that
-    is still alive: NumPy would write through the view into that array,
-    which tapestry cannot do (it rebinds ``x``), so refuse by name."""
-    ref = getattr(x, "_root", None)
-    if ref is not None and ref() is not None:
+def assign_item(y, key, value):
+    """``y[key] = value`` on a traced array ``y``, as NumPy's write into its
+    memory looks from the values: ``y``'s own object takes the new array
+    (another name bound to it sees the write, as in NumPy), every live view
+    of it shows the new values (:func:`_refresh`), and where ``y`` is itself
+    a view (``v = y[1:]; v[0] = 3``), the write goes through into the array
+    it views, and from there to all of that array's views. Nothing recorded
+    changes: the tape holds values and positions, never these objects, and
+    the write makes a new node (``setitem``, ops/indexing.py)."""
+    chain = _view_chain(y)
+    top = chain[-1][1] if chain else y
+    if getattr(top, "_input", False):
+        _refuse_input_write(y is not top)
+    new = FUNCTIONS["setitem"](y, key, value)
+    _check_written(y, new)
+    for view, base in chain:
+        new = _write_back(view, base, new)
+        _check_written(base, new)
+    views = getattr(top, "_views", None)
+    for slot in top._state:
+        setattr(top, slot, getattr(new, slot))
+    if views:
+        top._views = None
+        _refresh(views, top, "[...] =")
+
+
+def _view_chain(v):
+    """``[(view, base), ...]`` from ``v`` up through the arrays it views
+    (empty if ``v`` views none that is still alive)."""
+    chain = []
+    while True:
+        ref = getattr(v, "_root", None)
+        root = ref() if ref is not None else None
+        d = getattr(v, "_derive", None)
+        if d is not None and _view_func(getattr(d[0], "__name__", ""), d[1]) in _READ_ONLY_VIEWS:
+            raise ValueError(
+                f"tapestry: y[...] = v into a view made by {_view_name(d[0].__name__, d[1])}: "
+                "assignment destination is read-only (NumPy refuses it too); write into "
+                "a copy (np.copy(...)).")
+        if d is None:
+            if root is not None:
+                raise TypeError(
+                    "tapestry: y[...] = v into a view whose derivation is not known "
+                    "(a view of a per-item value inside vmap): NumPy would write through "
+                    "into the array it views. Write into that array itself, or copy the "
+                    "view first (v = v.copy()).")
+            return chain
+        base = d[2] if d[2] is not None else root
+        if base is None:  # the array it viewed is gone: the write stays in v
+            return chain
+        if d[0] is _unknown_0d:
+            raise TypeError(
+                "tapestry: v[...] = ... into v taken from the 0-d value y inside vmap (v = "
+                "y[...], np.expand_dims(y, 0)...): NumPy's v is a copy if y is a NumPy scalar "
+                "(y = np.sum(x)) but a view that writes into y if y is a 0-d array, which "
+                "tapestry cannot tell apart per item. Write v = y[...].copy() for a copy, or "
+                "write into y itself.")
+        chain.append((v, base))
+        v = base
+
+
+def _refuse_input_write(through_view):
+    how = "through a view of it (v = x[...], x.reshape(...)) " if through_view else ""
+    raise TypeError(
+        f"tapestry: item assignment (x[...] = v) {how}into an argument of the function "
+        "being transformed (grad, jvp, vmap...): NumPy would change the caller's array, "
+        "which tapestry does not do (the caller's array stays as it was). Copy it "
+        "first: x = x.copy(), then write into the copy.")
+
+
+def _check_written(y, new):
+    """Refuse a write whose result ``y``'s object cannot take: a value of
+    another kind (per item, inside vmap) or of an inner differentiation."""
+    if new.__class__ is not y.__class__:
         raise TypeError(
-            f"tapestry: augmented assignment (v {op} ...) into a view of a traced array "
-            "(v = y[...] or y.reshape(...)): NumPy writes through the view into y, but "
-            "a traced array cannot change in place, so y would keep its old value. "
-            "Build the new y instead (y = y + np.pad(...), np.where(mask, new, y), "
-            "np.concatenate), or copy first (v = y[...].copy() is then a separate array "
-            "rebound by the update, with y unchanged).")
-    return x
+            f"tapestry: y[...] = v made y a {type(new).__name__} value (v or the index "
+            "depends on vmap's mapped input, y does not): y's object cannot change kind "
+            "in place. Build y from the mapped input (y = x * 0 + y), or use "
+            "np.where(mask, v, y) for a new array.")
+    if getattr(new, "_tape", None) is not getattr(y, "_tape", None) or \
+            getattr(new, "_trace", None) is not getattr(y, "_trace", None):
+        raise TypeError(
+            "tapestry: y[...] = v writes a value of an inner differentiation or vmap "
+            "(grad or vmap inside another: v depends on the inner function's argument) "
+            "into an array y of the enclosing one, which y's object cannot hold. Copy y "
+            "inside the inner function first (y = y.copy()), or use np.where(mask, v, y).")
+
+
+def _write_back(view, base, new):
+    """``base`` with ``new`` (the view's values after a write into it) put
+    back where the view reads them from: ``base[key] = new`` for ``y[key]``;
+    for a reshape, transpose, flip, ravel... the positions in ``base`` of the
+    view's elements, found by taking the same view of their numbers."""
+    derive, args, _ = view._derive
+    name = getattr(derive, "__name__", "")
+    if name == "_twin":  # y.view(): the same elements
+        return new
+    if name in ("getitem", "_getitem"):
+        return FUNCTIONS["setitem"](base, args[0], new)
+    shape = tuple(base.shape)
+    func = _view_func(name, args)
+    if name not in ("_reshape", "_view_function", "_item_of") or \
+            func in (np.real, np.imag) and (func is np.imag or base.dtype.kind == "c"):
+        raise TypeError(
+            f"tapestry: y[...] = v into a view made by {_view_name(name, args)}: writing "
+            "through it into the array it views is not supported. Write into that array "
+            "itself (y[...] = ..., np.where(mask, new, y)), or copy the view first "
+            "(v = v.copy()).")
+    pos = _positions(name, args, np.arange(_size(shape)).reshape(shape))
+    if np.unique(pos).size != pos.size:  # (NumPy's views that repeat elements are read-only)
+        raise ValueError(f"tapestry: y[...] = v into the view {_view_name(name, args)}: "
+                         "assignment destination is read-only (NumPy refuses it too).")
+    if not shape:
+        return FUNCTIONS["setitem"](base, (), np.reshape(new, ()))
+    return FUNCTIONS["setitem"](base, np.unravel_index(pos, shape), new)
+
+
+def _positions(name, args, idx):
+    """The view of the element numbers ``idx`` taken as the view was taken
+    (plain NumPy: the numbers are constants)."""
+    if name == "_reshape":
+        shape, kwargs = args
+        return idx.reshape(shape, **kwargs)
+    if name == "_view_function":
+        func, rest, kwargs = args
+        return np.asarray(func(idx, *rest, **kwargs))
+    _, i, func, rest, kwargs = args
+    return np.asarray(func(idx, *rest, **kwargs)[i])
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+#: View functions whose views NumPy makes read-only: writing into them raises.
+_READ_ONLY_VIEWS = frozenset(
+    getattr(np, n) for n in ("diagonal", "diag", "broadcast_to") if hasattr(np, n)) | \
+    {np.lib.stride_tricks.sliding_window_view}
+
+
+def _view_func(name, args):
+    """The NumPy function a view was taken with (``None`` for a reshape)."""
+    if name == "_view_function":
+        return args[0]
+    if name == "_item_of":
+        return args[2]
+    return None
+
+
+def _view_name(name, args):
+    func = _view_func(name, args)
+    if func is not None:
+        return f"np.{getattr(func, '__name__', func)}"
+    return "y.reshape(...)" if name == "_reshape" else name or "a view"
 
 
 def unwrap_all(x):
@@ -772,11 +941,39 @@ def values_of(x, cls):
     return x
 
 
+def held(x):
+    """``x`` as a recorded node may hold it: a value traced by an enclosing
+    level (a constant at this one) as an object of its own, so that a later
+    ``x[i] = v`` (which gives the caller's object another value,
+    :func:`assign_item`) leaves what was recorded as it was."""
+    return Var(x._value, x._tape, x._index) if x.__class__ is Var else x
+
+
+def held_each(xs, top):
+    """:func:`held` for each of ``xs`` not traced on ``top`` (a list), one
+    object for each object (the function run on them sees ``a is b`` where
+    its caller passed one array twice)."""
+    memo = {}
+    out = []
+    for x in xs:
+        if x.__class__ is Var and x._tape is not top:
+            k = id(x)
+            if k not in memo:
+                memo[k] = held(x)
+            x = memo[k]
+        out.append(x)
+    return out
+
+
 def new_leaf(tape, value):
-    """Append an input position to ``tape`` and return ``value`` traced there."""
+    """Append an input position to ``tape`` and return ``value`` traced
+    there, marked as an input: ``x[i] = v`` into it refuses (NumPy would
+    write into the caller's array, :func:`assign_item`)."""
     nodes = tape.nodes
     nodes.append(LEAF)
-    return Var(value, tape, len(nodes) - 1)
+    v = Var(value, tape, len(nodes) - 1)
+    v._input = True
+    return v
 
 
 def traced_from(xs, level, allowed=()):

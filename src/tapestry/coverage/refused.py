@@ -38,13 +38,8 @@ NUMPY = {
     "np.apply_along_axis": "calls a Python function per slice and fills a preallocated array; "
                            "loop and np.stack the results",
     "np.apply_over_axes": "calls a Python function per axis; call it in a loop",
-    "np.fill_diagonal": _INPLACE,
     "np.ix_": "builds index arrays; index with integer arrays instead of traced values",
     "np.nextafter": "no rule (the result moves with x by one ulp)",
-    "np.place": _INPLACE,
-    "np.put": _INPLACE,
-    "np.put_along_axis": _INPLACE,
-    "np.putmask": _INPLACE + " (np.where)",
 }
 
 if importlib.util.find_spec("scipy") is None:  # i0's rule needs scipy.special.i1

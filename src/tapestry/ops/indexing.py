@@ -24,7 +24,8 @@ import operator
 import numpy as np
 
 from ..core import batching
-from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
+from ..core.primitive import (KEEP_SHAPES, Primitive, dtype_of, implements, shape_of,
+                              unbroadcast)
 from ..core.var import Var, astype as _var_astype, reject_out, unwrap_all
 from ..core.staged import Staged
 from ..core.batched import (NESTED, TRACED, Batched, Unbatched, batched_above, batched_call,
@@ -473,3 +474,255 @@ def where(condition, x=None, y=None):
     if x is None and y is None:
         return np.where(condition)
     return where_(condition, x, y)
+
+
+# --- y[key] = v: the array with v written at key --------------------------------
+def _set_item(y, v, key):
+    """NumPy's ``y[key] = v`` on a copy of ``y``: the traced array never
+    changes in place (``Var.__setitem__`` moves the result into ``y``'s
+    object, :func:`tapestry.core.var.assign_item`). A 0-d value is written
+    as the 0-d array it may stand for (a traced 0-d input is one)."""
+    out = np.array(y)
+    out[key] = v
+    return out
+
+
+def _integer_arrays(key):
+    """Whether ``key`` holds an integer index array: only then can two
+    writes land on one element (slices, integers and masks never repeat)."""
+    return any(getattr(k, "dtype", None) is not None and k.dtype.kind in "iu"
+               and len(getattr(k, "shape", ())) for k in key)
+
+
+def _last_writes(key, shape):
+    """Over ``y[key]``'s shape: True for each write NumPy keeps where
+    integer arrays repeat an element (``y[[0, 0]] = v``: the last), found by
+    letting NumPy itself do the writes of their numbers; ``None`` where every
+    write is kept. Only the kept ones reach ``y``, so only they get a
+    gradient."""
+    if not _integer_arrays(key):
+        return None
+    owner = np.full(shape, -1, dtype=np.intp)
+    sel = owner[key].shape
+    ids = np.arange(int(np.prod(sel)), dtype=np.intp).reshape(sel)
+    owner[key] = ids
+    kept = owner[key] == ids
+    return None if kept.all() else kept
+
+
+def _set_item_vjp_y(g, ans, y, v, key):
+    """ȳ = ḡ with the written elements zeroed: their old values are gone."""
+    return set_item(densify(g, "setitem"), 0.0, key)
+
+
+def _set_item_vjp_v(g, ans, y, v, key):
+    """v̄ = ḡ read back at ``key``, summed over the axes v was broadcast
+    along; a write that a later repeat of its element overwrote gets none."""
+    gk = getitem(densify(g, "setitem"), key)
+    kept = _last_writes(key, tuple(shape_of(y)))
+    if kept is not None:
+        gk = np.where(kept, gk, 0.0)
+    return unbroadcast(gk, tuple(shape_of(v)))
+
+
+def _batch_set_item(prim, args, batched, kwargs):
+    """``y[key] = v`` per item, one write on the batch: the key gains a
+    leading ``:`` and a batched ``v`` 1-axes after its batch axis, so that
+    it broadcasts per item as NumPy broadcasts it against ``y[key]``."""
+    y, v, key = args
+    if any(isinstance(k, (bool, np.bool_)) for k in key):
+        return NotImplemented
+    if batched[2]:
+        full = _batched_write_key(key)
+        if full is None:
+            return NotImplemented
+        n = full[0].shape[0]
+    elif _advanced_adjacent(key):
+        n = shape_of(y)[0] if batched[0] else shape_of(v)[0]
+        full = (slice(None),) + key
+    else:
+        return NotImplemented
+    if not batched[0]:
+        y = np.broadcast_to(y, (n,) + tuple(shape_of(y)))
+    if batched[1]:
+        sel = len(_selected_shape(shape_of(y), full)) - 1
+        vs = tuple(shape_of(v)[1:])
+        if len(vs) > sel:
+            return NotImplemented
+        v = np.reshape(v, (n,) + (1,) * (sel - len(vs)) + vs)
+    return prim(y, v, full)
+
+
+def _batched_write_key(key):
+    """The batch's key for ``y[key] = v`` with per-item index arrays: the item
+    numbers paired with the indices (as :func:`_batch_gather` reads them),
+    where the advanced block comes first (else NumPy would lay the written
+    elements out in another order than each item's), or ``None``."""
+    found = _batched_index_block(key)
+    if found is None or found[0] != 0:
+        return None
+    _, k, adv = found
+    n = next(shape_of(a._value)[0] for a in key if a.__class__ is Batched)
+    return (np.arange(n).reshape((n,) + (1,) * k),) + adv + key[len(adv):]
+
+
+_batch_set_item.takes_batched_keys = True
+
+
+def _selected_shape(shape, key):
+    """``y[key].shape`` for a ``y`` of ``shape`` (NumPy works it out on a
+    stand-in that takes no memory)."""
+    return np.broadcast_to(np.zeros((), np.int8), tuple(shape))[key].shape
+
+
+set_item = Primitive(_set_item, "setitem", keep=KEEP_SHAPES, batch=_batch_set_item,
+                     vjps=(_set_item_vjp_y, _set_item_vjp_v))
+
+
+def _plain_key(key):
+    """``key`` as :func:`_key_tuple` gives it, with traced index entries
+    used by value (an index has no derivative)."""
+    return tuple(unwrap_all(k) if k.__class__ is Var else k for k in _key_tuple(key))
+
+
+@implements("setitem")
+def set_item_entry(y, key, v):
+    """The array ``y[key] = v`` makes, as a new value: ``v`` broadcast to
+    ``y[key]``'s shape and cast to ``y``'s dtype, as NumPy writes it."""
+    key = _plain_key(key)
+    if isinstance(v, (list, tuple)):
+        if any(e.__class__ is not float and e.__class__ is not int and
+               not isinstance(e, (np.generic, bool)) for e in v):
+            raise TypeError(
+                "tapestry: y[...] = [a, b, ...] with arrays or traced values in the list: "
+                "NumPy converts the list with np.asarray, which cannot keep a gradient. "
+                "Write y[...] = np.stack([a, b, ...]).")
+        v = np.asarray(v)
+    dt, vt = dtype_of(y), dtype_of(v)
+    if vt.kind == "c" and dt.kind != "c":
+        raise TypeError(
+            f"tapestry: y[...] = v with a complex v into a real y ({dt}): NumPy would drop "
+            "the imaginary part (ComplexWarning), which has no derivative. Write "
+            "y[...] = np.real(v) (or make y complex).")
+    if vt != dt:
+        v = _var_astype(v, dt) if v.__class__ is Var else \
+            (v.astype(dt) if hasattr(v, "astype") else np.asarray(v, dtype=dt))
+    return set_item(y, v, key)
+
+
+# --- NumPy's other writes into an array: item assignment at NumPy's positions ----
+def _writable(a, name):
+    """Whether ``a`` is a traced or batched array, which NumPy's ``name``
+    writes into by item assignment (``a[key] = values``: var.assign_item);
+    a plain ``a`` written with traced values keeps its refusal."""
+    if a.__class__ in NESTED:
+        return True
+    raise TypeError(
+        f"tapestry: np.{name} would write a traced value into a plain array, which "
+        "cannot hold one. Make the array traced first (a = x * 0.0 + a, or a copy of "
+        "a traced array), or build a new array (np.where, np.stack).")
+
+
+def _plain_positions(p, name):
+    """A position argument (indices, a mask) as a plain array: per-item
+    positions (a vmap's batched ones) cannot be written at once."""
+    if p.__class__ is Batched:
+        raise TypeError(
+            f"tapestry.vmap: np.{name} with positions that differ per item: write "
+            "y[idx] = v (item assignment takes per-item indices and masks) or "
+            "np.where(mask, v, y) instead.")
+    return np.asarray(unwrap_all(p))
+
+
+def _cycled(v, n, name):
+    """``v``'s elements, flattened and repeated to ``n`` (NumPy's put,
+    putmask, place and fill_diagonal repeat a short ``v``)."""
+    size = int(np.prod(shape_of(v)))
+    if size == n:
+        return np.reshape(v, (n,))
+    if size == 0:
+        if n == 0:
+            return np.reshape(v, (0,))
+        raise ValueError(f"tapestry: np.{name}: cannot write from an empty array "
+                         "(NumPy refuses it too).")
+    flat = np.reshape(v, (size,))
+    return flat[np.arange(n) % size]
+
+
+def _write_flat(a, pos, values):
+    """``a.flat[pos] = values`` as item assignment (the last of repeated
+    positions wins, as NumPy's sequential writes)."""
+    a[np.unravel_index(pos, a.shape) if a.shape else ()] = values
+
+
+@implements(np.put)
+def put(a, ind, v, mode="raise"):
+    """``np.put(a, ind, v)``: ``a.flat[ind] = v``, ``v`` repeated."""
+    _writable(a, "put")
+    ind = _plain_positions(ind, "put").ravel().astype(np.intp)
+    n = int(np.prod(a.shape))
+    if mode == "wrap" and n:
+        ind = ind % n
+    elif mode == "clip":
+        ind = np.clip(ind, 0, max(n - 1, 0))
+    elif ind.size and (ind.max() >= n or ind.min() < -n):
+        bad = ind[(ind >= n) | (ind < -n)][0]
+        raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
+    _write_flat(a, np.where(ind < 0, ind + n, ind), _cycled(v, ind.size, "put"))
+
+
+@implements(np.putmask)
+def putmask(a, mask, values):
+    """``np.putmask(a, mask, values)``: where ``mask``, the value at the same
+    flat position of ``values`` repeated to ``a``'s size."""
+    _writable(a, "putmask")
+    mask = _plain_positions(mask, "putmask").astype(bool)
+    if mask.shape != tuple(a.shape):
+        raise ValueError("putmask: mask and data must be the same size")
+    n = int(np.prod(a.shape))
+    pos = np.flatnonzero(mask)
+    _write_flat(a, pos, _cycled(values, n, "putmask")[pos] if pos.size else
+                _cycled(values, 0, "putmask"))
+
+
+@implements(np.place)
+def place(arr, mask, vals):
+    """``np.place(arr, mask, vals)``: the True positions of ``mask`` get
+    ``vals`` in order, repeated."""
+    _writable(arr, "place")
+    mask = _plain_positions(mask, "place").astype(bool)
+    pos = np.flatnonzero(mask)
+    _write_flat(arr, pos, _cycled(vals, pos.size, "place"))
+
+
+@implements(np.put_along_axis)
+def put_along_axis(arr, indices, values, axis):
+    """``np.put_along_axis``: the positions NumPy's take_along_axis reads,
+    written with ``values`` broadcast to them."""
+    _writable(arr, "put_along_axis")
+    indices = _plain_positions(indices, "put_along_axis")
+    if axis is None:
+        if indices.ndim != 1:
+            raise ValueError("when axis=None, `indices` must have a single dimension.")
+        n = int(np.prod(arr.shape))
+        ind = np.where(indices < 0, indices + n, indices)
+        _write_flat(arr, ind, np.broadcast_to(values, ind.shape) if shape_of(values) != ind.shape
+                    else values)
+        return
+    numbers = np.arange(int(np.prod(arr.shape))).reshape(arr.shape)
+    np.take_along_axis(numbers, indices, axis)  # NumPy's own checks of the arguments
+    key = tuple(indices if d == axis % arr.ndim else
+                np.arange(n).reshape([-1 if k == d else 1 for k in range(arr.ndim)])
+                for d, n in enumerate(arr.shape))
+    arr[key] = values
+
+
+@implements(np.fill_diagonal)
+def fill_diagonal(a, val, wrap=False):
+    """``np.fill_diagonal(a, val, wrap)``: the positions NumPy fills,
+    found by letting it fill a mask, written with ``val`` repeated."""
+    _writable(a, "fill_diagonal")
+    mask = np.zeros(a.shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)  # NumPy's checks of a's shape
+    pos = np.flatnonzero(mask)
+    _write_flat(a, pos, _cycled(val, pos.size, "fill_diagonal"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import Primitive, implements
+from ..core.primitive import Primitive, dtype_of, implements
 from ..core.var import Var, unwrap_all
 from ..core.batched import TRACED, Batched, item_by_item
 from .indexing import dense_scatter
@@ -208,9 +208,12 @@ def copyto(dst, src, casting="same_kind", where=True):
     """``np.copyto`` writes in place: refused for traced values.  NumPy's
     ``full``/``full_like`` call it with their fill value, so a traced fill
     into a plain array lands here."""
+    if dst.__class__ is Var or dst.__class__ is Batched:
+        return _copy_into(dst, src, casting, where)
     if dst.__class__ in TRACED:
-        raise TypeError("tapestry: np.copyto writes into a traced array, which cannot "
-                        "change in place; build a new array (np.where(mask, src, dst)).")
+        raise TypeError("tapestry: np.copyto writes a traced value into an array inside "
+                        "jit, which cannot hold one; build a new array "
+                        "(np.where(mask, src, dst)).")
     if src.__class__ not in TRACED:  # a traced mask is used by value (it is boolean)
         return np.copyto(dst, src, casting=casting, where=unwrap_all(where))
     raise item_by_item(TypeError(
@@ -220,8 +223,26 @@ def copyto(dst, src, casting="same_kind", where=True):
         "np.full_like(a, v) with a traced a."), (src,))
 
 
+def _copy_into(dst, src, casting, where):
+    """``np.copyto`` into a traced or batched ``dst``: item assignment
+    (``dst[...] = src``, or at ``where``), after NumPy's casting check."""
+    st = dtype_of(src)
+    if not np.can_cast(st, dst.dtype, casting):
+        raise TypeError(f"Cannot cast array data from {st!r} to {dst.dtype!r} according "
+                        f"to the rule {casting!r}")
+    where = unwrap_all(where)
+    if where is True:
+        dst[...] = src
+        return
+    if where.__class__ in TRACED:
+        raise TypeError("tapestry.vmap: np.copyto(dst, src, where=mask) with a mask that "
+                        "differs per item: write np.where(mask, src, dst) instead.")
+    w = np.broadcast_to(np.asarray(where, dtype=bool), dst.shape)
+    dst[w] = np.broadcast_to(src, dst.shape)[w]
+
+
 # Registered only to refuse with a precise message: no rule to sweep.
-ufunc_at.refuses = copyto.refuses = True
+ufunc_at.refuses = True
 
 implements("ufunc.reduce")(ufunc_reduce)
 implements("ufunc.accumulate")(ufunc_accumulate)
