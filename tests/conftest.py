@@ -42,3 +42,14 @@ def pytest_runtest_call(item):
         if m is None:
             raise
         pytest.skip(f"needs the optional extra tapestry[{m.group(2)}] ({m.group(1)})")
+
+
+@pytest.fixture(autouse=True)
+def _numpy_error_mode_restored():
+    """Every test starts with the error mode the last one started with: a
+    test that calls ``np.seterr`` must not silence warnings that later
+    tests (jit's floating-point replay) check for."""
+    import numpy as np
+    old = np.geterr()
+    yield
+    np.seterr(**old)
