@@ -12,7 +12,8 @@ import tapestry as tp
 from tapestry.testing import check_grads
 
 #: The rules these finite-difference checks cover (tests/test_op_coverage.py).
-SWEPT = {"setitem", np.put, np.putmask, np.place, np.put_along_axis, np.fill_diagonal, np.copyto}
+SWEPT = {"setitem", np.put, np.putmask, np.place, np.put_along_axis, np.fill_diagonal, np.copyto,
+         "ufunc.at"}
 
 W = np.array([0.5, -1.5, 2.0, 1.25, -0.75, 3.0])
 
@@ -488,3 +489,77 @@ def test_numpy_in_place_functions_refusals():
         tp.grad(lambda x: (x * 1.0).fill(x[:2]) or np.sum(x))(np.ones(3))
     with pytest.raises(TypeError, match="per item.*np.where"):  # a per-item mask
         tp.vmap(lambda x: np.putmask(x * 1.0, x > 0, 0.0) or x)(np.ones((2, 3)))
+
+
+# --- ufunc.at into a traced array ---------------------------------------------------------
+AT_CASES = {
+    "add, repeated": (np.add, [0, 0, 2]),
+    "subtract, repeated": (np.subtract, [1, 1, 1]),
+    "add, one index": (np.add, 2),
+    "multiply, unique": (np.multiply, [0, 1, 4]),
+    "maximum, unique": (np.maximum, [0, 2]),
+    "negative (unary), unique": (np.negative, [0, 4]),
+}
+
+
+def _at_program(ufunc, idx):
+    n = np.size(idx)
+
+    def f(x):
+        y = x * 1.5
+        if ufunc.nin == 1:
+            ufunc.at(y, idx)
+        else:
+            ufunc.at(y, idx, (x[3:3 + n] if np.ndim(idx) else x[5]) ** 2)
+        return y
+    return f
+
+
+@pytest.mark.parametrize("name", sorted(AT_CASES))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ufunc_at_writes_into_a_traced_array(name, dtype):
+    """``np.add.at(y, idx, v)`` and the other ufuncs' ``at`` on a traced ``y``:
+    NumPy's values (repeats accumulate for add/subtract), exact gradients."""
+    ufunc, idx = AT_CASES[name]
+    f = _at_program(ufunc, idx)
+    x = np.linspace(-1.2, 1.1, 6).astype(dtype)
+    np.testing.assert_allclose(tp.vjp(f, x)[0], f(x), rtol=1e-6)
+    assert tp.vjp(f, x)[0].dtype == dtype
+    check_grads(lambda x: np.sum(np.sin(f(x))), (x,), order=2)
+    g = tp.grad(lambda x: np.sum(np.sin(f(x))))
+    np.testing.assert_allclose(tp.jit(g)(x), g(x), rtol=1e-6)
+    np.testing.assert_allclose(tp.grad(tp.jit(lambda x: np.sum(np.sin(f(x)))))(x), g(x),
+                               rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        xs = np.stack([x, -x])
+        np.testing.assert_allclose(tp.vmap(g)(xs), np.stack([g(x), g(-x)]), rtol=1e-6)
+
+
+def test_ufunc_at_repeats_of_other_ufuncs_and_inputs_refused_by_name():
+    def mul_rep(x):
+        y = x * 1.0
+        np.multiply.at(y, [0, 0], 2.0)
+        return np.sum(y)
+    with pytest.raises(TypeError, match=r"np\.multiply\.at.*repeated indices"):
+        tp.grad(mul_rep)(np.ones(3))
+
+    def into_input(x):
+        np.add.at(x, [0], 1.0)
+        return np.sum(x)
+    with pytest.raises(TypeError, match="argument of the function being transformed"):
+        tp.grad(into_input)(np.ones(3))
+
+
+def test_ufunc_at_updates_aliases_and_views_as_numpy_does():
+    def f(x):
+        y = x * 1.0
+        z, head = y, y[:2]
+        np.add.at(y, [0, 0], x[2])
+        return z[0] + head[0] * 10.0
+    x = np.array([1.0, 2.0, 3.0])
+    y = x * 1.0
+    z, head = y, y[:2]
+    np.add.at(y, [0, 0], x[2])
+    assert tp.vjp(f, x)[0] == z[0] + head[0] * 10.0
+    np.testing.assert_allclose(tp.grad(f)(x), [11.0, 0.0, 22.0])

@@ -5,8 +5,9 @@
 (``np.sum``, ``np.prod``, ``np.max``, ...); the other differentiable binary
 ufuncs (``subtract``, ``divide``, ``power``, ``logaddexp``, ``hypot``, ...)
 reduce as a left fold of the ufunc itself, so every ufunc with a rule has
-methods with rules.  ``ufunc.at`` writes in place: it is refused, and
-:func:`add_at` is its functional form (``a.at[idx].add(v)`` in JAX).
+methods with rules.  ``ufunc.at`` writes in place: into a traced array it
+is item assignment; :func:`add_at` is its functional form (``a.at[idx].add(v)``
+in JAX).
 
 :func:`tapestry.core.var.dispatch_ufunc` reaches these through the
 ``"ufunc.<method>"`` entries of the function registry.
@@ -192,7 +193,12 @@ def _in_place_help(ufunc):
 
 
 def ufunc_at(ufunc, inputs, kwargs):
-    """``ufunc.at`` writes into its first argument: refused, with the way out."""
+    """``ufunc.at`` writes into its first argument.  Into a traced (or
+    batched) array it is item assignment (:func:`_at_into`); a traced value
+    into a plain array, or into a staged value under ``jit``, is refused with
+    the way out."""
+    if inputs[0].__class__ is Var or inputs[0].__class__ is Batched:
+        return _at_into(ufunc, inputs[0], inputs[1], inputs[2:])
     if inputs[0].__class__ in TRACED:
         what = "into its first argument, a traced array, which cannot change in place"
     else:
@@ -201,6 +207,32 @@ def ufunc_at(ufunc, inputs, kwargs):
     err = TypeError(f"tapestry: {_name(ufunc, 'at')} writes {what}; "
                     f"{_in_place_help(ufunc)}.")
     raise err if inputs[0].__class__ in TRACED else item_by_item(err, inputs)
+
+
+def _at_into(ufunc, a, indices, values):
+    """``ufunc.at(a, indices, *values)`` on a traced ``a``, as the item
+    assignment NumPy's unbuffered loop amounts to: ``add``/``subtract``
+    accumulate repeated indices (``a[...] = add_at(a, indices, +-v)``);
+    any other ufunc writes ``a[key] = ufunc(a[key], *values)``, exact when
+    no element is written twice (repeats are refused: NumPy would apply the
+    ufunc once per repeat, in order)."""
+    if len(values) != ufunc.nin - 1:
+        raise TypeError(f"tapestry: {_name(ufunc, 'at')} takes {ufunc.nin - 1} value "
+                        f"argument(s) after the indices, got {len(values)}.")
+    if ufunc is np.add or ufunc is np.subtract:
+        v = values[0] if ufunc is np.add else np.negative(values[0])
+        a[...] = add_at(a, indices, v)
+        return None
+    key = tuple(np.asarray(unwrap_all(k)) if k.__class__ in TRACED or isinstance(k, list)
+                else k for k in _key(indices))
+    written = np.arange(int(np.prod(np.shape(a))), dtype=np.intp).reshape(np.shape(a))[key]
+    if np.unique(written).size != np.size(written):
+        raise TypeError(f"tapestry: {_name(ufunc, 'at')} on a traced array with repeated "
+                        "indices (NumPy applies it once per repeat, in order) is not "
+                        "supported; use unique indices, or np.add.at / np.subtract.at, "
+                        "which accumulate repeats.")
+    a[key] = ufunc(a[key], *values)
+    return None
 
 
 @implements(np.copyto)
@@ -240,9 +272,6 @@ def _copy_into(dst, src, casting, where):
     w = np.broadcast_to(np.asarray(where, dtype=bool), dst.shape)
     dst[w] = np.broadcast_to(src, dst.shape)[w]
 
-
-# Registered only to refuse with a precise message: no rule to sweep.
-ufunc_at.refuses = True
 
 implements("ufunc.reduce")(ufunc_reduce)
 implements("ufunc.accumulate")(ufunc_accumulate)
