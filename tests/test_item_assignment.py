@@ -563,3 +563,56 @@ def test_ufunc_at_updates_aliases_and_views_as_numpy_does():
     np.add.at(y, [0, 0], x[2])
     assert tp.vjp(f, x)[0] == z[0] + head[0] * 10.0
     np.testing.assert_allclose(tp.grad(f)(x), [11.0, 0.0, 22.0])
+
+
+# --- augmented assignment in place: another name sees it, as in NumPy --------------------
+def _alias_program(x):
+    y = x * 1.5
+    z, head = y, y[:2]
+    y += x ** 2
+    y *= x
+    s = np.sum(x)          # 0-d: rebound (NumPy's scalars rebind too)
+    t = s
+    s += 1.0
+    return np.sum(z * x) + np.sum(head) * t + s
+
+
+def test_augmented_assignment_updates_other_names_as_numpy_does():
+    x = np.array([0.5, -1.0, 2.0])
+    assert np.isclose(tp.vjp(_alias_program, x)[0], _alias_program(x))
+    for dtype in (np.float64, np.float32):
+        check_grads(_alias_program, (x.astype(dtype),), order=2)
+    g = tp.grad(_alias_program)
+    np.testing.assert_allclose(tp.jit(g)(x), g(x))
+    np.testing.assert_allclose(tp.grad(tp.jit(_alias_program))(x), g(x))
+    xs = np.stack([x, -x, 2 * x])
+    np.testing.assert_allclose(tp.vmap(_alias_program)(xs), [_alias_program(r) for r in xs])
+    np.testing.assert_allclose(tp.vmap(g)(xs), np.stack([g(r) for r in xs]))
+    np.testing.assert_allclose(tp.grad(lambda xs: np.sum(tp.vmap(_alias_program)(xs)))(xs),
+                               np.stack([g(r) for r in xs]))
+    np.testing.assert_allclose(tp.hessian(_alias_program)(x),
+                               tp.jacobian(g)(x), rtol=1e-10)
+
+
+def test_augmented_assignment_on_an_argument_or_an_inner_value_rebinds():
+    def on_argument(x):
+        z = x
+        x += 1.0            # rebound: the caller's array and z unchanged
+        return np.sum(x * z)
+    a = np.ones(2)
+    np.testing.assert_allclose(tp.grad(on_argument)(a), 2 * a + 1.0)
+    np.testing.assert_array_equal(a, np.ones(2))
+
+    def outer(w):
+        y = w * 1.0
+        z = y
+
+        def inner(v):
+            u = y           # the enclosing level's array
+            u += v          # inner value: u is rebound, y keeps its values
+            return np.sum(u ** 2)
+        return np.sum(tp.grad(inner)(w)) + np.sum(z)
+    w = np.array([0.3, 0.7])
+    value, grad = tp.value_and_grad(outer)(w)   # inner grad: 2 (y + v) = 4 w
+    np.testing.assert_allclose(value, 5 * np.sum(w))
+    np.testing.assert_allclose(grad, [5.0, 5.0])

@@ -656,9 +656,33 @@ def in_place(x, new, op):
     writes through the view's memory (:func:`assign_item`)."""
     ref = getattr(x, "_root", None)
     if ref is None or ref() is None:
-        return rebind(x, new, op)
+        if not _updates_in_place(x, new):
+            return rebind(x, new, op)
+        if not getattr(x, "_views", None):  # nothing views x: its object takes it
+            new = _same_shape_dtype(x, new, op)
+            for slot in x._state:
+                setattr(x, slot, getattr(new, slot))
+            return x
     assign_item(x, Ellipsis, _same_shape_dtype(x, new, op))
     return x
+
+
+def _updates_in_place(x, new):
+    """Whether ``x op= v`` changes ``x``'s own object, as NumPy's in-place
+    operator changes the array (``z = y; y += 1`` shows in ``z``): for a
+    traced array of one or more dimensions whose result is of its own
+    level. Rebound instead (a new object, the old one unchanged): a 0-d
+    value (it stands for NumPy's scalars too, ``s = np.sum(x)``, which
+    ``s += 1`` rebinds), an argument of the transformed function (writing
+    into it would change the caller's array in NumPy; ``x += 1`` has always
+    rebound it here, documented), and a result of an inner differentiation
+    or vmap (``x``'s object cannot hold it)."""
+    c = x.__class__
+    if new.__class__ is not c or x.shape == () or getattr(x, "_input", False):
+        return False
+    if c is Var:
+        return new._tape is x._tape
+    return c.__name__ == "Batched" and new._trace is x._trace
 
 
 def _same_dtype(old, new, op):

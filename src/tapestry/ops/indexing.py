@@ -607,6 +607,9 @@ def set_item_entry(y, key, v):
     if vt != dt:
         v = _var_astype(v, dt) if v.__class__ is Var else \
             (v.astype(dt) if hasattr(v, "astype") else np.asarray(v, dtype=dt))
+    if len(key) == 1 and key[0] is Ellipsis and v.__class__ is Var and y.__class__ is Var and \
+            v._tape is y._tape and v.shape == y.shape:
+        return v  # y[...] = v of y's shape (y += 1): the new array is v, no node
     return set_item(y, v, key)
 
 
