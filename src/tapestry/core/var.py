@@ -568,9 +568,16 @@ def _mark_unknown(out, base):
 def _twin(x):
     """A new object holding ``x``'s value (a view's own identity)."""
     t = x.__class__.__new__(x.__class__)
-    for slot in x._state:
-        setattr(t, slot, getattr(x, slot))
+    _take_value(t, x)
     return t
+
+
+def _take_value(obj, new):
+    """``obj``'s own object takes ``new``'s value (its node on the tape, or
+    its batch), as NumPy's write into an array's memory changes what every
+    name bound to it reads."""
+    for slot in obj._state:
+        setattr(obj, slot, getattr(new, slot))
 
 
 def mark_item_view(out, base, key, derive):
@@ -659,9 +666,7 @@ def in_place(x, new, op):
         if not _updates_in_place(x, new):
             return rebind(x, new, op)
         if not getattr(x, "_views", None):  # nothing views x: its object takes it
-            new = _same_shape_dtype(x, new, op)
-            for slot in x._state:
-                setattr(x, slot, getattr(new, slot))
+            _take_value(x, _same_shape_dtype(x, new, op))
             return x
     assign_item(x, Ellipsis, _same_shape_dtype(x, new, op))
     return x
@@ -749,8 +754,7 @@ def _refresh(views, new, op):
                       "the view after the update, or copy it first (y[...].copy()) to keep "
                       "the old values.")
             continue
-        for slot in v._state:
-            setattr(v, slot, getattr(nv, slot))
+        _take_value(v, nv)
         children = getattr(v, "_views", None)
         v._views = None
         mark_view(v, new, derive, args)
@@ -798,8 +802,7 @@ def assign_item(y, key, value):
         new = _write_back(view, base, new)
         _check_written(base, new)
     views = getattr(top, "_views", None)
-    for slot in top._state:
-        setattr(top, slot, getattr(new, slot))
+    _take_value(top, new)
     if views:
         top._views = None
         _refresh(views, top, "[...] =")

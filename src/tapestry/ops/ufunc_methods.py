@@ -159,6 +159,13 @@ def _key(indices):
     return indices if isinstance(indices, tuple) else (indices,)
 
 
+def _plain_at_key(indices):
+    """``ufunc.at``'s ``indices`` as an indexing key: a tuple whose lists and
+    traced entries are plain index arrays (an index has no derivative)."""
+    return tuple(np.asarray(unwrap_all(k)) if k.__class__ in TRACED or isinstance(k, list)
+                 else k for k in _key(indices))
+
+
 def _scatter_fwd(v, key, shape):
     """Zeros of ``shape`` with ``v`` added at ``key``; a value traced on an
     enclosing tape (nested differentiation) is scattered on that tape."""
@@ -176,8 +183,7 @@ def add_at(a, indices, values):
     ``values`` added at ``indices`` (repeated indices accumulate), like
     JAX's ``a.at[indices].add(values)``.  Differentiable in ``a`` and
     ``values``."""
-    key = tuple(np.asarray(unwrap_all(k)) if k.__class__ in TRACED or isinstance(k, list)
-                else k for k in _key(indices))
+    key = _plain_at_key(indices)
     target = np.shape(np.empty(np.shape(a), bool)[key])
     v = values if np.shape(values) == target else np.broadcast_to(values, target)
     return a + _scatter(v, key, np.shape(a))
@@ -223,8 +229,7 @@ def _at_into(ufunc, a, indices, values):
         v = values[0] if ufunc is np.add else np.negative(values[0])
         a[...] = add_at(a, indices, v)
         return None
-    key = tuple(np.asarray(unwrap_all(k)) if k.__class__ in TRACED or isinstance(k, list)
-                else k for k in _key(indices))
+    key = _plain_at_key(indices)
     written = np.arange(int(np.prod(np.shape(a))), dtype=np.intp).reshape(np.shape(a))[key]
     if np.unique(written).size != np.size(written):
         raise TypeError(f"tapestry: {_name(ufunc, 'at')} on a traced array with repeated "
