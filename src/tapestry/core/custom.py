@@ -317,10 +317,8 @@ def _stale_rule_error(kind, name, rule, why, fix):
 
 
 def _owned_tree(tree, top):
-    """``tree`` with its plain arrays replaced by ``top``'s copies in a kept
-    trace (``_own_constants``)."""
-    if top.owned is None:
-        return tree
+    """``tree`` with its plain arrays replaced by ``top``'s copies
+    (``_own_constants``)."""
     leaves, td = tree_flatten(tree)
     if not any(x.__class__ is np.ndarray for x in leaves):
         return tree
@@ -742,15 +740,14 @@ def _called(f, td, leaves):
 
 
 def _own_constants(raw, top, traced):
-    """In a kept trace (vjp, linearize), the caller's plain arrays among
-    ``raw`` (other than the ``traced`` positions) replaced by the trace's
-    copies (``Tape.own_constant``): the rules (a checkpoint's recompute,
-    bwd's residuals) read them when the pullback runs, after the caller may
-    have updated them in place."""
-    if top.owned is not None:
-        for k, x in enumerate(raw):
-            if x.__class__ is np.ndarray and k not in traced:
-                raw[k] = top.own_constant(x)
+    """The caller's plain arrays among ``raw`` (other than the ``traced``
+    positions) replaced by the tape's copies (``Tape.own_constant``): the
+    rules (a checkpoint's recompute, bwd's residuals) read them at the
+    backward sweep, after the function (``c[:] = 0`` after the call) or,
+    for a kept trace (vjp), the caller may have written into them."""
+    for k, x in enumerate(raw):
+        if x.__class__ is np.ndarray and k not in traced:
+            raw[k] = top.own_constant(x)
 
 
 def _captures_traced(f, level):

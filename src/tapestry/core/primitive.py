@@ -112,7 +112,7 @@ class Primitive:
     """
 
     __slots__ = ("fun", "call_positional", "name", "vjps", "vjp_argnum", "n_outputs",
-                 "keep", "linear_in", "batch", "elementwise", "module", "line",
+                 "keep", "reads_values", "linear_in", "batch", "elementwise", "module", "line",
                  "_rules0", "_rules1", "_rules01", "_rule_sets", "_positions")
 
     def __init__(self, fun, name=None, *, vjps=(), vjp_argnum=None, n_outputs=1,
@@ -133,6 +133,9 @@ class Primitive:
         # What the node must hold for its rules (see ``KEEP_*``): dropping
         # the arrays the rules never read lets them be freed during forward.
         self.keep = keep
+        #: Whether the rules may read a constant argument's values (not only
+        #: its shape): the node then keeps a copy of a plain array argument.
+        self.reads_values = keep not in (KEEP_SHAPES, KEEP_ANS)
         self.name = name or getattr(fun, "__name__", repr(fun))
         self.vjps = dict((i, r) for i, r in enumerate(vjps) if r is not None) \
             if not isinstance(vjps, dict) else dict(vjps)
@@ -231,12 +234,14 @@ class Primitive:
                 raw = (a._value, b._value)
                 parents, active = (a._index, b._index), (0, 1)
                 rules = self._rules01 or self._rules_of(active)
+                const = None
             else:
-                ta, raw = a._tape, (a._value, b)
+                ta, raw, const = a._tape, (a._value, b), None
                 if b.__class__ not in _SCALARS:  # one test on the hot path (x * 2.0)
                     raw = self._other_operand(ta, raw, 1)
                     if raw is None:
                         return self._with_batched(a, b, 1)
+                    const = 1
                 parents, active = (a._index,), (0,)
                 rules = self._rules0 or self._rules_of(active)
         elif b.__class__ is Var:
@@ -245,11 +250,12 @@ class Primitive:
                 # array (float32 included) the Python complex stays weak, as
                 # in NumPy: 1j * float32 is complex64
                 a = np.complex128(a)
-            ta, raw = b._tape, (a, b._value)
+            ta, raw, const = b._tape, (a, b._value), None
             if a.__class__ not in _SCALARS:
                 raw = self._other_operand(ta, raw, 0)
                 if raw is None:
                     return self._with_batched(a, b, 0)
+                const = 0
             parents, active = (b._index,), (1,)
             rules = self._rules1 or self._rules_of(active)
         elif a.__class__ is Batched or b.__class__ is Batched or \
@@ -264,6 +270,10 @@ class Primitive:
         kept = ans
         if type(ans) is np.ndarray and self.keep and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
+        if const is not None:
+            c = raw[const].__class__
+            if c is np.ndarray and self.reads_values or c is tuple or c is list:
+                raw = _kept_constant(ta, raw, const)
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None, self))
         return Var(ans, ta, len(nodes) - 1)
@@ -284,9 +294,10 @@ class Primitive:
 
     def _other_operand(self, tape, raw, k):
         """The checks ``_call2`` makes on the untraced operand ``raw[k]`` when
-        it is not a plain scalar: a masked array is refused, a constant array
-        kept past the call (``vjp``) is owned by the tape, and ``None`` says a
-        batched value above the tape must handle the call (vmap)."""
+        it is not a plain scalar: a masked array is refused, and ``None`` says
+        a batched value above the tape must handle the call (vmap).  (The
+        node keeps its own copy of a plain array, once the forward ran:
+        ``_kept_constant``.)"""
         c = raw[k]
         if c.__class__ is Batched:
             return None if c._trace.level > tape.level else raw
@@ -294,8 +305,6 @@ class Primitive:
             return None  # an index key holding a per-item index (np.take's a[:, i])
         if c.__class__ not in _UNMASKED and isinstance(c, _MASKED):
             refuse_masked(c, self.name)
-        if tape.owned is not None and c.__class__ is np.ndarray:
-            raw = (tape.own_constant(c), raw[1]) if k == 0 else (raw[0], tape.own_constant(c))
         return raw
 
     def _call(self, args, kwargs):
@@ -317,8 +326,6 @@ class Primitive:
                     raw[i] = held(a)
             elif isinstance(a, _MASKED):
                 refuse_masked(a, self.name)
-            elif top.owned is not None and a.__class__ is np.ndarray:
-                raw[i] = top.own_constant(a)
         rules = self._rules_of(active)
         for k, v in kwargs.items():
             if v.__class__ is Var:
@@ -332,13 +339,57 @@ class Primitive:
         if isinstance(ans, _MASKED):  # a masked constant inside a list argument
             refuse_masked(ans, self.name)
         if self.n_outputs != 1:
-            return record(top, ans, parents, rules, raw, kwargs, self.n_outputs, prim=self)
+            return record(top, ans, parents, rules, _kept_constants(top, raw, args, self),
+                          _kept_keywords(top, kwargs) if kwargs else kwargs,
+                          self.n_outputs, prim=self)
         kept = ans
         if self.keep and type(ans) is np.ndarray and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
-        return record(top, kept, parents, rules, raw, kwargs, value=ans, prim=self)
+        if kwargs:
+            kwargs = _kept_keywords(top, kwargs)
+        return record(top, kept, parents, rules, _kept_constants(top, raw, args, self),
+                      kwargs, value=ans, prim=self)
 
 
+def _kept_constant(tape, raw, k):
+    """``raw`` (a node's two arguments) with the plain array ``raw[k]``, or
+    the arrays in the index key ``raw[k]``, replaced by the tape's copies
+    (``Tape.own_constant``): the node's rules read them at the backward
+    sweep, after the function may have written into them (``buf[:] = 7``
+    after ``x * buf``; ``idx[:] = 0`` after ``x[idx]``)."""
+    c = _own(tape, raw[k])
+    return (c, raw[1]) if k == 0 else (raw[0], c)
+
+
+def _own(tape, c):
+    if c.__class__ is np.ndarray:
+        return tape.own_constant(c)
+    for a in c:  # a key: (idx, 0), (mask,), [rows, cols]
+        if a.__class__ is np.ndarray:
+            return c.__class__(tape.own_constant(a) if a.__class__ is np.ndarray else a
+                               for a in c)
+    return c
+
+
+def _kept_constants(tape, raw, args, prim):
+    """:func:`_kept_constant` for every argument of a general call that is
+    the caller's own plain array or key (``args[i]`` itself: a traced
+    argument's value, or a stand-in of ``KEEP_*``, is not copied; nor is an
+    array whose values the rules never read, ``Primitive.reads_values``)."""
+    for i, a in enumerate(raw):
+        c = a.__class__
+        if (c is np.ndarray and prim.reads_values or c is tuple or c is list) \
+                and a is args[i]:
+            raw[i] = _own(tape, a)
+    return raw
+
+
+def _kept_keywords(tape, kwargs):
+    """``kwargs`` with each plain array (``where=mask``) the tape's copy."""
+    if not any(v.__class__ is np.ndarray for v in kwargs.values()):
+        return kwargs
+    return {k: tape.own_constant(v) if v.__class__ is np.ndarray else v
+            for k, v in kwargs.items()}
 _NO_KWARGS = {}
 #: Masked arrays: values that skip masked entries, derivatives that would not.
 _MASKED = np.ma.MaskedArray

@@ -61,30 +61,44 @@ class Tape:
     is what orders them.
     """
 
-    __slots__ = ("nodes", "level", "owned", "__weakref__")
+    __slots__ = ("nodes", "level", "owned", "copies", "__weakref__")
 
     def __init__(self):
         self.nodes: list = []
         self.level = next(_levels)
-        #: For a trace that outlives its call (vjp, linearize): the copies of
-        #: the caller's arrays met as constants, by id (see ``own_constant``).
+        #: ``{}`` for a trace that outlives its call (vjp, linearize): its
+        #: pullback may run later, and more than once.
         self.owned = None
+        #: The copies of plain arrays the nodes keep, by id (``own_constant``).
+        self.copies = None
 
     def own_constant(self, x):
-        """The copy a kept trace records for the plain array ``x`` that an
-        operation met beside a traced value (a closed-over weight): rules
-        read their constants later, so ``W -= lr * g`` between ``vjp`` and
-        its pullback would move the point, as for the inputs themselves
-        (``own_input``).  One copy per array per trace and value: where the
-        function writes into ``x`` after an operation read it (``c[0] = 5``
-        in the forward), the next operation gets a new copy (it read the
-        first copy, a stale value, before)."""
+        """The copy a node keeps of the plain array ``x`` that an operation
+        met beside a traced value (a closed-over weight, a scratch buffer):
+        rules read their constants at the backward sweep, after the rest of
+        the function (and, for a kept trace, the caller) ran.  A write into
+        ``x`` in between (``buf[:] = 7`` after ``a = x * buf``; ``W -= lr * g``
+        between ``vjp`` and its pullback) would otherwise move the gradient
+        to the new values without a word.  One copy per array and value: a
+        later operation on ``x`` compares it with the copy (``memcmp``) and
+        shares it when equal, and gets a copy of its own when ``x`` was
+        written in between.  Read-only memory of its own is kept as is."""
         if not (x.flags.writeable or x.base is not None):
             return x  # read-only memory of its own: nothing can change it
-        got = self.owned.get(id(x))
-        if got is None or not same_bits(x, got[1]):
-            got = self.owned[id(x)] = (x, x.copy())  # x held: its id stays unique
-        return got[1]
+        n = x.nbytes
+        if n <= COPY_ALWAYS:
+            return x.copy()  # cheaper than finding the copy of an earlier use
+        copies = self.copies
+        if copies is None:
+            copies = self.copies = {}
+        got = copies.get(id(x))
+        if got is not None:
+            copy = got[1]
+            if copy.shape == x.shape and copy.dtype == x.dtype and got[2](n):
+                return copy
+        copy = x.copy()
+        copies[id(x)] = (x, copy, _unchanged(x, copy))  # x held: its id stays unique
+        return copy
 
     def __len__(self):
         return len(self.nodes)
@@ -98,6 +112,24 @@ class Tape:
 
     def __repr__(self):
         return f"<Tape level={self.level} nodes={len(self.nodes)}>"
+
+
+#: Arrays up to this many bytes are copied at every use: a copy costs less
+#: than looking up and comparing the copy an earlier use made.
+COPY_ALWAYS = 4096
+
+
+def _unchanged(x, copy):
+    """A test ``unchanged(nbytes)``: whether ``x`` still holds the bits of
+    ``copy`` (made from it).  The buffers' addresses are read once here
+    (``x.ctypes.data`` costs a microsecond); ``x`` keeps its buffer while it
+    is held (NumPy refuses to resize a referenced array), and its shape and
+    dtype are compared by the caller."""
+    cmp = _memcmp()
+    if cmp and x.flags.c_contiguous and copy.flags.c_contiguous and not x.dtype.hasobject:
+        pa, pb = x.ctypes.data, copy.ctypes.data
+        return lambda n: cmp(pa, pb, n) == 0
+    return lambda n: same_bits(x, copy)
 
 
 def same_bits(a, copy):
