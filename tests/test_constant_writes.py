@@ -218,3 +218,14 @@ def test_checkpoint_closure_written_after_use_is_refused_by_name():
         return s
     with pytest.raises(Exception, match="checkpoint"):
         tp.grad(f)(np.array([0.3, 0.7, 1.1]))
+
+
+def test_memmap_written_after_use(tmp_path):
+    def f(x):
+        m = np.memmap(tmp_path / "m.dat", dtype=np.float64, mode="w+", shape=(3,))
+        m[:] = [1.0, 2.0, 3.0]
+        s = np.sum(x * m) + np.sum(np.multiply(m, x ** 2))
+        m[:] = 0.0
+        return s
+    x = np.array([0.3, 0.7, 1.1])
+    np.testing.assert_allclose(tp.grad(f)(x), [1.0, 2.0, 3.0] * (1 + 2 * x))

@@ -272,7 +272,10 @@ class Primitive:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
         if const is not None:
             c = raw[const].__class__
-            if c is np.ndarray and self.reads_values or c is tuple or c is list:
+            if c is np.ndarray:
+                if self.reads_values:
+                    raw = _kept_constant(ta, raw, const)
+            elif c is tuple or c is list or issubclass(c, np.ndarray):  # np.memmap
                 raw = _kept_constant(ta, raw, const)
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None, self))
@@ -362,11 +365,11 @@ def _kept_constant(tape, raw, k):
 
 
 def _own(tape, c):
-    if c.__class__ is np.ndarray:
+    if isinstance(c, np.ndarray):
         return tape.own_constant(c)
     for a in c:  # a key: (idx, 0), (mask,), [rows, cols]
-        if a.__class__ is np.ndarray:
-            return c.__class__(tape.own_constant(a) if a.__class__ is np.ndarray else a
+        if isinstance(a, np.ndarray):
+            return c.__class__(tape.own_constant(a) if isinstance(a, np.ndarray) else a
                                for a in c)
     return c
 
@@ -378,17 +381,17 @@ def _kept_constants(tape, raw, args, prim):
     array whose values the rules never read, ``Primitive.reads_values``)."""
     for i, a in enumerate(raw):
         c = a.__class__
-        if (c is np.ndarray and prim.reads_values or c is tuple or c is list) \
-                and a is args[i]:
+        if (c is np.ndarray and prim.reads_values or c is tuple or c is list
+                or c is not np.ndarray and isinstance(a, np.ndarray)) and a is args[i]:
             raw[i] = _own(tape, a)
     return raw
 
 
 def _kept_keywords(tape, kwargs):
     """``kwargs`` with each plain array (``where=mask``) the tape's copy."""
-    if not any(v.__class__ is np.ndarray for v in kwargs.values()):
+    if not any(isinstance(v, np.ndarray) for v in kwargs.values()):
         return kwargs
-    return {k: tape.own_constant(v) if v.__class__ is np.ndarray else v
+    return {k: tape.own_constant(v) if isinstance(v, np.ndarray) else v
             for k, v in kwargs.items()}
 _NO_KWARGS = {}
 #: Masked arrays: values that skip masked entries, derivatives that would not.
