@@ -229,3 +229,17 @@ def test_memmap_written_after_use(tmp_path):
         return s
     x = np.array([0.3, 0.7, 1.1])
     np.testing.assert_allclose(tp.grad(f)(x), [1.0, 2.0, 3.0] * (1 + 2 * x))
+
+
+def test_a_fresh_array_per_step_is_not_kept_alive_by_the_tape():
+    """The tape holds its copy, not the caller's array (a loop making a new
+    constant each step keeps one array per step, not two)."""
+    import weakref
+    t = Tape()
+    a = np.arange(float(COPY_ALWAYS))
+    ref = weakref.ref(a)
+    c = t.own_constant(a)
+    del a
+    assert ref() is None
+    b = np.arange(float(COPY_ALWAYS)) + 1.0  # may reuse a's id: gets its own copy
+    assert t.own_constant(b)[0] == 1.0 and c[0] == 0.0

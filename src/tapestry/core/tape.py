@@ -16,6 +16,7 @@ makes higher derivatives work (the lineage is HIPS autograd's trace ids).
 from __future__ import annotations
 
 import itertools
+import weakref
 
 # ``next()`` on an itertools.count is atomic under the GIL and uses an
 # internal lock on free-threaded builds, so levels are unique across threads.
@@ -92,12 +93,14 @@ class Tape:
         if copies is None:
             copies = self.copies = {}
         got = copies.get(id(x))
-        if got is not None:
+        if got is not None and got[0]() is x:  # (another array may have x's old id)
             copy = got[1]
-            if copy.shape == x.shape and copy.dtype == x.dtype and got[2](n):
+            if copy.shape == x.shape and copy.dtype == x.dtype and got[2](x, n):
                 return copy
         copy = x.copy()
-        copies[id(x)] = (x, copy, _unchanged(x, copy))  # x held: its id stays unique
+        # x by weak reference: the node holds the copy, and x is freed when
+        # the function drops it (a fresh array per loop step keeps one copy)
+        copies[id(x)] = (weakref.ref(x), copy, _unchanged(x, copy))
         return copy
 
     def __len__(self):
@@ -120,16 +123,15 @@ COPY_ALWAYS = 4096
 
 
 def _unchanged(x, copy):
-    """A test ``unchanged(nbytes)``: whether ``x`` still holds the bits of
-    ``copy`` (made from it).  The buffers' addresses are read once here
-    (``x.ctypes.data`` costs a microsecond); ``x`` keeps its buffer while it
-    is held (NumPy refuses to resize a referenced array), and its shape and
-    dtype are compared by the caller."""
+    """A test ``unchanged(x, nbytes)``: whether ``x`` still holds the bits
+    of ``copy`` (made from it; the caller compares shapes and dtypes).  The
+    copy's address is read once here (``.ctypes.data`` costs a
+    microsecond); ``x``'s at each test (``x.resize`` may move its buffer)."""
     cmp = _memcmp()
     if cmp and x.flags.c_contiguous and copy.flags.c_contiguous and not x.dtype.hasobject:
-        pa, pb = x.ctypes.data, copy.ctypes.data
-        return lambda n: cmp(pa, pb, n) == 0
-    return lambda n: same_bits(x, copy)
+        pb = copy.ctypes.data
+        return lambda x, n: x.flags.c_contiguous and cmp(x.ctypes.data, pb, n) == 0
+    return lambda x, n: same_bits(x, copy)
 
 
 def same_bits(a, copy):
