@@ -6,6 +6,8 @@ programs, each test failing before its fix.
   wrong order (a wrong value and gradient).  Traced values do not follow
   NumPy's layouts (np.asfortranarray, copies and rule results keep their
   own), so these orders are refused by name where they could differ.
+* ``y.flat`` of a traced or batched array was an AttributeError; GP code
+  writes ``K.flat[::n + 1] += noise`` to add to the diagonal.
 """
 import warnings
 
@@ -56,3 +58,81 @@ def test_memory_order_of_a_column_is_row_order(order):
         return np.sum(np.ravel(x[:, :1] * x[:, 1:2], order=order) * np.array([1.0, 2.0]))
     check_grads(f, (X23.copy(),))
     assert np.isclose(tp.value_and_grad(f)(X23)[0], f(X23))
+
+
+# --- y.flat ---------------------------------------------------------------------
+XG = np.random.default_rng(0).standard_normal((5, 2))
+
+
+def gp_with_flat_jitter(theta):
+    d2 = np.sum((XG[:, None] - XG[None]) ** 2, -1)
+    K = np.exp(theta[0]) * np.exp(-0.5 * d2)
+    K.flat[::len(XG) + 1] += np.exp(theta[1])
+    L = np.linalg.cholesky(K)
+    return np.sum(np.log(np.diag(L))) + np.sum(np.linalg.solve(L, np.ones(5)) ** 2)
+
+
+def gp_with_fill_diagonal_reference(theta):
+    d2 = np.sum((XG[:, None] - XG[None]) ** 2, -1)
+    K = np.exp(theta[0]) * np.exp(-0.5 * d2) + np.exp(theta[1]) * np.eye(len(XG))
+    L = np.linalg.cholesky(K)
+    return np.sum(np.log(np.diag(L))) + np.sum(np.linalg.solve(L, np.ones(5)) ** 2)
+
+
+def flat_reads_and_writes(x):
+    y = np.outer(x, x)
+    a = y.flat[3] + np.sum(y.flat[1:4]) + np.sum(y.flat[[0, 5, 5]])
+    v = y.flat[0:2]
+    v += 100.0                          # NumPy's y.flat[a:b] is a copy: y unchanged
+    y.flat[[1, 2, 7]] = x[:2] * 3       # a short value repeats, as np.put
+    s = sum(e for e in y.flat)
+    return a + np.sum(y ** 2) + s + len(y.flat) + np.sum(v)
+
+
+def flat_setter_repeats(x):
+    y = x * 1.0
+    y.flat = x[:2]
+    return np.sum(y * np.arange(4).reshape(2, 2))
+
+
+THETA = np.array([0.2, -1.0])
+X3 = np.array([0.3, -0.7, 1.1])
+X22 = np.array([[0.3, -0.7], [1.1, 2.0]])
+FLAT = [(gp_with_flat_jitter, THETA), (flat_reads_and_writes, X3), (flat_setter_repeats, X22)]
+
+
+@pytest.mark.parametrize("f,x", FLAT, ids=[f.__name__ for f, _ in FLAT])
+def test_flat_matches_numpy_and_differences(f, x):
+    v, g = tp.value_and_grad(f)(x.copy())
+    assert np.isclose(v, f(x.copy()), rtol=1e-12)
+    check_grads(f, (x.copy(),), order=2)
+    _, t = tp.jvp(f, (x.copy(),), (np.ones_like(x),))
+    assert np.isclose(t, np.sum(g))
+    assert np.allclose(tp.jit(tp.grad(f))(x.copy()), g)
+    xs = np.stack([x, 1.1 * x])
+    assert np.allclose(tp.vmap(tp.grad(f))(xs), np.stack([tp.grad(f)(xi) for xi in xs]))
+
+
+def test_flat_jitter_gradient_is_the_eye_version():
+    assert np.allclose(tp.grad(gp_with_flat_jitter)(THETA),
+                       tp.grad(gp_with_fill_diagonal_reference)(THETA))
+
+
+def test_flat_writes_into_the_argument_are_refused():
+    def f(x):
+        x.flat[0] = 1.0
+        return np.sum(x)
+    with pytest.raises(TypeError, match="argument"):
+        tp.grad(f)(np.ones(3))
+
+
+def test_flat_per_item_position_under_vmap():
+    def f(x, i):
+        y = x * 1.0
+        y.flat[i] = 0.0
+        return y
+    xs, idx = np.arange(6.0).reshape(3, 2), np.array([0, 1, 0])
+    want = np.stack([f(x, i) for x, i in zip(xs, idx)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.allclose(tp.vmap(f)(xs, idx), want)

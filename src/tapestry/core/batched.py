@@ -180,6 +180,7 @@ class Batched(ArrayMethods):
         return plain_view(self, a, k)
 
     fill, put = Var.fill, Var.put  # item assignment, as for a traced array
+    flat = Var.flat  # var.FlatIter: reads copy, writes are item assignment
 
     def __getattr__(self, name):
         """ndarray attributes that a batched value lacks: an error naming

@@ -411,9 +411,54 @@ def _refusing_method(name, fix):
     return method
 
 
+class FlatIter:
+    """``y.flat`` of a traced or batched array ``y`` (ndarray.flat was an
+    AttributeError): NumPy's row-major 1-D index into ``y``.  Reading gives
+    a copy, as NumPy's ``y.flat[key]`` does (``y.reshape(-1)[key]`` alone
+    could be a view that a later ``+=`` writes through); writing is item
+    assignment at the flat positions with ``np.put``'s repetition of a short
+    value, so ``K.flat[::n + 1] += jitter`` adds to the diagonal of ``K``."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base):
+        self.base = base
+
+    def _row(self):
+        return np.reshape(self.base, (-1,))
+
+    def __getitem__(self, key):
+        return self._row()[key].copy()
+
+    def __setitem__(self, key, value):
+        pos = np.arange(int(np.prod(self.base.shape, dtype=np.int64)))[key]
+        np.put(self.base, np.ravel(pos), value)
+
+    def __iter__(self):
+        return iter(self._row())
+
+    def __len__(self):
+        return int(np.prod(self.base.shape, dtype=np.int64))
+
+    def copy(self):
+        return self._row().copy()
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.base)  # the traced value's own refusal
+
+
+def _set_flat(self, value):
+    FlatIter(self)[...] = value
+
+
+#: ``y.flat`` (a property of Var and Batched): see :class:`FlatIter`.
+flat_property = property(FlatIter, _set_flat)
+
+
 def refuse_in_place_methods(cls):
     """Give ``cls`` (Var; Batched names them in its __getattr__) the
     in-place ndarray methods, each refusing by name, and a few queries."""
+    cls.flat = flat_property
     for name, fix in _IN_PLACE_METHODS.items():
         setattr(cls, name, _refusing_method(name, fix))
     cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
