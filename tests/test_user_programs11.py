@@ -136,3 +136,46 @@ def test_flat_per_item_position_under_vmap():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert np.allclose(tp.vmap(f)(xs, idx), want)
+
+
+# --- eigvalsh where eigenvalues coincide, in forward mode ------------------------
+B3 = np.diag([1.0, 2.0, 3.0])
+
+
+def logdet_by_eigvalsh(x):
+    """log det(I + x0 B + x1 11ᵀ) through the eigenvalues: at x = 0 all three
+    coincide (the identity), where only the values are read."""
+    return np.sum(np.log(np.linalg.eigvalsh(np.eye(3) + x[0] * B3 + x[1] * np.ones((3, 3)))))
+
+
+def test_eigvalsh_forward_mode_at_repeated_eigenvalues():
+    # eigvalsh was eigh(a)[0]: forward mode transposed all of eigh's rule,
+    # whose eigenvector part refuses coinciding eigenvalues
+    x, v = np.zeros(2), np.array([1.0, 0.5])
+    want = np.array([6.0, 3.0])  # d log det = tr(dA): tr(B3), tr(11ᵀ)
+    assert np.allclose(tp.grad(logdet_by_eigvalsh)(x), want)
+    assert np.isclose(tp.jvp(logdet_by_eigvalsh, (x,), (v,))[1], want @ v)
+    assert np.allclose(tp.jacfwd(logdet_by_eigvalsh)(x), want)
+
+
+def test_eigvalsh_rule_away_from_repeated_eigenvalues():
+    r = np.random.default_rng(3)
+    a = r.standard_normal((4, 4))
+    s = a @ a.T
+    w = np.arange(4.0)
+    for uplo, m in (("L", s), ("U", s + np.triu(np.ones((4, 4)), 1))):
+        def f(m):
+            return np.sum(np.linalg.eigvalsh(m, UPLO=uplo) ** 3 * w)
+        check_grads(f, (m,), order=2)
+        assert np.allclose(tp.jacfwd(tp.grad(f))(m), tp.hessian(f)(m))
+        assert np.allclose(tp.vmap(tp.grad(f))(np.stack([m, m + np.eye(4)])),
+                           np.stack([tp.grad(f)(m), tp.grad(f)(m + np.eye(4))]))
+    c = a + 1j * r.standard_normal((4, 4))
+    h = c @ c.conj().T
+
+    def g(t):
+        return np.sum(np.linalg.eigvalsh(h + t[0] * np.eye(4) + t[1] * (c + c.conj().T)) ** 2)
+    check_grads(g, (np.zeros(2),))
+    assert np.isclose(tp.jvp(g, (np.zeros(2),), (np.ones(2),))[1], np.sum(tp.grad(g)(np.zeros(2))))
+    s32 = s.astype(np.float32)
+    assert tp.grad(lambda m: np.sum(np.linalg.eigvalsh(m)))(s32).dtype == np.float32
