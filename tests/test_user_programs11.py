@@ -179,3 +179,40 @@ def test_eigvalsh_rule_away_from_repeated_eigenvalues():
     assert np.isclose(tp.jvp(g, (np.zeros(2),), (np.ones(2),))[1], np.sum(tp.grad(g)(np.zeros(2))))
     s32 = s.astype(np.float32)
     assert tp.grad(lambda m: np.sum(np.linalg.eigvalsh(m)))(s32).dtype == np.float32
+
+
+# --- y += v into a plain array: the refusal names the operator ------------------
+def _acc_iadd(w):
+    acc = np.zeros(3)
+    acc += w * 2
+    return np.sum(acc)
+
+
+def _acc_slice_imul(w):
+    acc = np.ones(3)
+    acc[1:] *= w[:2]
+    return np.sum(acc)
+
+
+@pytest.mark.parametrize("f,op", [(_acc_iadd, r"\+="), (_acc_slice_imul, r"\*=")])
+def test_in_place_operator_into_plain_array_names_the_operator(f, op):
+    # NumPy runs y += v as np.add(y, v, out=y): the refusal named an out= the
+    # program never wrote ("drop out= and use the result")
+    with pytest.raises(TypeError, match=rf"tapestry: y {op} v .*plain.*y = y "):
+        tp.grad(f)(np.ones(3))
+    with pytest.raises(TypeError, match=rf"y {op} v"):
+        tp.jit(tp.grad(f))(np.ones(3))
+
+
+def test_explicit_out_keeps_its_message():
+    with pytest.raises(TypeError, match=r"np.add\(..., out=...\)"):
+        tp.grad(lambda w: np.sum(np.add(w, 1.0, out=np.zeros(3))))(np.ones(3))
+
+
+def test_in_place_operator_from_a_traced_start_works():
+    def f(w):
+        acc = w * 0.0
+        acc += w * 2
+        acc[1:] *= w[:2]
+        return np.sum(acc)
+    check_grads(f, (np.array([0.3, -0.7, 1.1]),), order=2)

@@ -1105,6 +1105,9 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     if out is not None:
         outs = out if isinstance(out, tuple) else (out,)
         if _traced(outs) or _traced(inputs):
+            if len(outs) == 1 and type(outs[0]) is np.ndarray \
+                    and any(x is outs[0] for x in inputs):
+                _refuse_plain_in_place(ufunc.__name__)
             reject_out(ufunc.__name__, out)
     if method == "__call__":
         prim = _lookup_ufunc(ufunc)
@@ -1120,6 +1123,20 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     owner = "np" if getattr(np, ufunc.__name__, None) is ufunc else "the ufunc"
     name = f"{owner}.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+def _refuse_plain_in_place(name):
+    """``y += v`` (``y -= v``, ``y *= v``...) with ``y`` a plain NumPy array
+    and ``v`` traced: NumPy calls ``np.add(y, v, out=y)``, which named an
+    ``out=`` the user never wrote.  Say what was written and what works."""
+    op = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "true_divide": "/",
+          "floor_divide": "//", "remainder": "%", "power": "**", "matmul": "@"}.get(name, "op")
+    raise TypeError(
+        f"tapestry: y {op}= v (an in-place operator: np.{name}(y, v, out=y)) with y a plain "
+        "NumPy array (np.zeros, np.ones, np.array of numbers) and v traced: NumPy writes "
+        f"into y itself, which cannot hold a traced value. Write y = y {op} v (a new traced "
+        "array; other names of the old y keep its values), or start from a traced "
+        f"array (y = x * 0.0, a copy of a traced array), into which {op}= and y[i] = v write.")
 
 
 def _refuse_where(name, with_out):
