@@ -216,3 +216,36 @@ def test_in_place_operator_from_a_traced_start_works():
         acc[1:] *= w[:2]
         return np.sum(acc)
     check_grads(f, (np.array([0.3, -0.7, 1.1]),), order=2)
+
+
+# --- scipy.special ufuncs of several outputs under vmap --------------------------
+sp = pytest.importorskip("scipy.special")
+MULTI_OUT = {
+    "fresnel_S": lambda x: np.sum(sp.fresnel(x)[0]),
+    "fresnel_C_times_x": lambda x: np.sum(sp.fresnel(x)[1] * x),
+    "sici": lambda x: np.sum(sp.sici(x)[0] + sp.sici(x)[1]),
+    "shichi": lambda x: np.sum(sp.shichi(x)[1]),
+    "ellipj_sn_dn": lambda x: np.sum(sp.ellipj(x, 0.3)[0] * sp.ellipj(x, 0.3)[2]),
+    "airy_Ai": lambda x: np.sum(sp.airy(x)[0]),
+}
+XM = np.array([[0.7, 1.3], [2.1, 0.4], [0.2, 1.8]])
+
+
+@pytest.mark.parametrize("name", sorted(MULTI_OUT))
+def test_multi_output_special_ufunc_under_vmap(name):
+    # the elementwise fast path wrapped the ufunc's tuple of outputs in one
+    # batched value: vmap(f) raised "tuple indices must be integers",
+    # vmap(grad(f)) an AttributeError naming ndarray.ndim
+    f = MULTI_OUT[name]
+    want_v = np.array([f(x) for x in XM])
+    want_g = np.stack([tp.grad(f)(x) for x in XM])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.allclose(tp.vmap(f)(XM), want_v)
+        assert np.allclose(tp.vmap(f, in_axes=1)(XM.T), want_v)
+        assert np.allclose(tp.vmap(tp.grad(f))(XM), want_g)
+        assert np.allclose(tp.jit(tp.vmap(tp.grad(f)))(XM), want_g)
+        assert np.allclose(tp.vmap(lambda x: tp.jvp(f, (x,), (np.ones(2),))[1])(XM),
+                           want_g.sum(1))
+        assert np.allclose(tp.grad(lambda X: np.sum(tp.vmap(f)(X)))(XM), want_g)
+    check_grads(f, (XM[0],))

@@ -670,7 +670,10 @@ def _batched_call(prim, args, kwargs, trace):
             flags.append(False)
     rule = prim.batch
     if rule is elementwise and not kwargs and not nested and _aligned(raw, flags):
-        return Batched(prim(*raw), trace)  # items already align from the right
+        out = prim(*raw)  # items already align from the right
+        # (a ufunc of several outputs, scipy.special.fresnel's (S, C): one
+        # batched value per output, not a Batched holding the tuple)
+        return Batched(out, trace) if out.__class__ is not tuple else _wrap(out, trace, prim)
     if nested and getattr(rule, "takes_batched_keys", False):
         nested = False  # the rule finds batched values inside its key itself
         flags = [f or _holds(a, trace) for f, a in zip(flags, args)]
