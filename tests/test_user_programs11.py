@@ -249,3 +249,48 @@ def test_multi_output_special_ufunc_under_vmap(name):
                            want_g.sum(1))
         assert np.allclose(tp.grad(lambda X: np.sum(tp.vmap(f)(X)))(XM), want_g)
     check_grads(f, (XM[0],))
+
+
+# --- extra columns of svd(full_matrices=True) / qr(mode="complete") in forward mode
+RT = np.random.default_rng(4)
+TALL, DIR = RT.standard_normal((5, 3)), RT.standard_normal((5, 3))
+W53, W55 = np.arange(15.0).reshape(5, 3), np.arange(25.0).reshape(5, 5)
+EXTRA_USED = {
+    # forward mode transposed the rule with zero placeholder cotangents, which
+    # said "unused" of the extra columns: their tangent was silently 0
+    "svd_U_extra_column": lambda a: np.sum(np.linalg.svd(a)[0][:, 4] ** 3),
+    "svd_complement_projector": lambda a: np.sum(
+        np.linalg.svd(a)[0][:, 3:] @ np.linalg.svd(a)[0][:, 3:].T * W55),
+    "svd_Vh_extra_row_of_wide": lambda a: np.sum(np.linalg.svd(a.T)[2][4] ** 3),
+    "qr_complete_Q_extra_column": lambda a: np.sum(np.linalg.qr(a, mode="complete")[0][:, 4] ** 3),
+}
+EXTRA_UNUSED = {
+    "svd_U_leading_columns": lambda a: np.sum(np.linalg.svd(a)[0][:, :3] ** 2 * W53)
+    + np.sum(np.linalg.svd(a)[1]),
+    "svd_Vh_leading_rows_of_wide": lambda a: np.sum(np.linalg.svd(a.T)[2][:3] ** 2 * W53.T),
+    "qr_complete_R_and_leading_Q": lambda a: np.sum(np.abs(np.linalg.qr(a, mode="complete")[1]))
+    + np.sum(np.linalg.qr(a, mode="complete")[0][:, :3] ** 2 * W53),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_USED))
+def test_forward_mode_through_extra_columns_is_nan_not_zero(name):
+    f = EXTRA_USED[name]
+    t = tp.jvp(f, (TALL,), (DIR,))[1]
+    assert np.isnan(t)
+    assert np.all(np.isnan(tp.jacfwd(f)(TALL)))
+    with pytest.raises(ValueError, match="complement"):
+        tp.grad(f)(TALL)
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_UNUSED))
+def test_extra_columns_unused_differentiate_in_both_modes(name):
+    # qr(mode="complete") of a tall matrix was refused at the call
+    f = EXTRA_UNUSED[name]
+    g = tp.grad(f)(TALL)
+    assert np.isclose(tp.jvp(f, (TALL,), (DIR,))[1], np.sum(g * DIR))
+    check_grads(f, (TALL,), order=2)
+    assert np.allclose(tp.hessian(f)(TALL), tp.jacrev(tp.grad(f))(TALL))
+    assert np.allclose(tp.vmap(tp.grad(f))(np.stack([TALL, 2 * TALL])),
+                       np.stack([g, tp.grad(f)(2 * TALL)]))
+    assert np.allclose(tp.jit(tp.grad(f))(TALL), g)
