@@ -180,6 +180,7 @@ class Batched(ArrayMethods):
         return plain_view(self, a, k)
 
     fill, put = Var.fill, Var.put  # item assignment, as for a traced array
+    flat = Var.flat  # var.FlatIter: reads copy, writes are item assignment
 
     def __getattr__(self, name):
         """ndarray attributes that a batched value lacks: an error naming
@@ -669,7 +670,10 @@ def _batched_call(prim, args, kwargs, trace):
             flags.append(False)
     rule = prim.batch
     if rule is elementwise and not kwargs and not nested and _aligned(raw, flags):
-        return Batched(prim(*raw), trace)  # items already align from the right
+        out = prim(*raw)  # items already align from the right
+        # (a ufunc of several outputs, scipy.special.fresnel's (S, C): one
+        # batched value per output, not a Batched holding the tuple)
+        return Batched(out, trace) if out.__class__ is not tuple else _wrap(out, trace, prim)
     if nested and getattr(rule, "takes_batched_keys", False):
         nested = False  # the rule finds batched values inside its key itself
         flags = [f or _holds(a, trace) for f, a in zip(flags, args)]

@@ -231,6 +231,19 @@ def _add(a, b):
 
 
 # --- transposition --------------------------------------------------------------
+#: ids of the tapes a VJP rule is being transposed on: their seed cotangents
+#: hold zeros that stand for any cotangent (see :func:`transposing`).
+_TRANSPOSING: set = set()
+
+
+def transposing(g):
+    """Whether the cotangent ``g`` a VJP rule got is (taken from) a seed of
+    forward mode's transposition: its values are placeholder zeros, so a rule
+    must not decide anything from them (a zero there would say "unused" of
+    every output and drop its tangent silently)."""
+    return g.__class__ is Var and id(g._tape) in _TRANSPOSING
+
+
 def _seed(ans, tape):
     """A traced zero cotangent for ``ans`` (a list of them for a tuple)."""
     if ans.__class__ is tuple:
@@ -306,8 +319,12 @@ def _per_item_if_read(transpose, fn, ts, ans, args, kwargs):
 def _transposed(pairs, ans, args, kwargs):
     """``sum_p J_p t_p`` for ``(rule_p, t_p)`` pairs, by transposing the rules."""
     with open_tape() as tape:
-        g = _seed(ans, tape)
-        outs = [(rule(g, ans, *args, **kwargs), t) for rule, t in pairs]
+        _TRANSPOSING.add(id(tape))
+        try:
+            g = _seed(ans, tape)
+            outs = [(rule(g, ans, *args, **kwargs), t) for rule, t in pairs]
+        finally:
+            _TRANSPOSING.discard(id(tape))
     acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
     for c, t in outs:
         _pull(tape, c, t, acc)
@@ -320,6 +337,7 @@ def _transposed_joint(fn, ts, ans, args, kwargs):
     so it must itself be written with differentiable NumPy."""
     with open_tape() as tape:
         g = _seed(ans, tape)
+        _TRANSPOSING.add(id(tape))
         try:
             cs = fn(g, ans, *args, **kwargs)
         except Exception as e:
@@ -329,6 +347,8 @@ def _transposed_joint(fn, ts, ans, args, kwargs):
                 f"it, and that rule failed on traced input: {e}. Write its bwd with "
                 "differentiable NumPy operations, or give the function a forward "
                 "rule with tapestry.custom_jvp.") from e
+        finally:
+            _TRANSPOSING.discard(id(tape))
     acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
     for c, t in zip(cs, ts):
         _pull(tape, c, t, acc)

@@ -411,9 +411,54 @@ def _refusing_method(name, fix):
     return method
 
 
+class FlatIter:
+    """``y.flat`` of a traced or batched array ``y`` (ndarray.flat was an
+    AttributeError): NumPy's row-major 1-D index into ``y``.  Reading gives
+    a copy, as NumPy's ``y.flat[key]`` does (``y.reshape(-1)[key]`` alone
+    could be a view that a later ``+=`` writes through); writing is item
+    assignment at the flat positions with ``np.put``'s repetition of a short
+    value, so ``K.flat[::n + 1] += jitter`` adds to the diagonal of ``K``."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base):
+        self.base = base
+
+    def _row(self):
+        return np.reshape(self.base, (-1,))
+
+    def __getitem__(self, key):
+        return self._row()[key].copy()
+
+    def __setitem__(self, key, value):
+        pos = np.arange(int(np.prod(self.base.shape, dtype=np.int64)))[key]
+        np.put(self.base, np.ravel(pos), value)
+
+    def __iter__(self):
+        return iter(self._row())
+
+    def __len__(self):
+        return int(np.prod(self.base.shape, dtype=np.int64))
+
+    def copy(self):
+        return self._row().copy()
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.base)  # the traced value's own refusal
+
+
+def _set_flat(self, value):
+    FlatIter(self)[...] = value
+
+
+#: ``y.flat`` (a property of Var and Batched): see :class:`FlatIter`.
+flat_property = property(FlatIter, _set_flat)
+
+
 def refuse_in_place_methods(cls):
     """Give ``cls`` (Var; Batched names them in its __getattr__) the
     in-place ndarray methods, each refusing by name, and a few queries."""
+    cls.flat = flat_property
     for name, fix in _IN_PLACE_METHODS.items():
         setattr(cls, name, _refusing_method(name, fix))
     cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
@@ -1060,6 +1105,9 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     if out is not None:
         outs = out if isinstance(out, tuple) else (out,)
         if _traced(outs) or _traced(inputs):
+            if len(outs) == 1 and type(outs[0]) is np.ndarray \
+                    and any(x is outs[0] for x in inputs):
+                _refuse_plain_in_place(ufunc.__name__)
             reject_out(ufunc.__name__, out)
     if method == "__call__":
         prim = _lookup_ufunc(ufunc)
@@ -1075,6 +1123,20 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     owner = "np" if getattr(np, ufunc.__name__, None) is ufunc else "the ufunc"
     name = f"{owner}.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+def _refuse_plain_in_place(name):
+    """``y += v`` (``y -= v``, ``y *= v``...) with ``y`` a plain NumPy array
+    and ``v`` traced: NumPy calls ``np.add(y, v, out=y)``, which named an
+    ``out=`` the user never wrote.  Say what was written and what works."""
+    op = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "true_divide": "/",
+          "floor_divide": "//", "remainder": "%", "power": "**", "matmul": "@"}.get(name, "op")
+    raise TypeError(
+        f"tapestry: y {op}= v (an in-place operator: np.{name}(y, v, out=y)) with y a plain "
+        "NumPy array (np.zeros, np.ones, np.array of numbers) and v traced: NumPy writes "
+        f"into y itself, which cannot hold a traced value. Write y = y {op} v (a new traced "
+        "array; other names of the old y keep its values), or start from a traced "
+        f"array (y = x * 0.0, a copy of a traced array), into which {op}= and y[i] = v write.")
 
 
 def _refuse_where(name, with_out):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.forward import transposing
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
 from .complex import imag_part, match_input, real_cotangent, real_part
@@ -46,15 +47,28 @@ def _svd_fwd(a, full_matrices, hermitian):
 
 def _crop_full(gU, gVh, k, m, n):
     """full_matrices=True: only the first k columns of U / rows of Vh are
-    determined by ``a``; a cotangent on the others has no derivative."""
+    determined by ``a``; a cotangent on the others has no derivative.
+
+    Returns the cropped cotangents and, in forward mode, a poison: forward
+    mode transposes this rule with placeholder zero cotangents, which said
+    "unused" of the extra columns and gave them a zero tangent (jvp of a
+    function of them was silently 0).  There the caller adds ``nan * poison``
+    to the result, so their tangent is NaN: a function that uses them gets
+    NaN, one that does not (``U[:, :k]``) is unaffected."""
     if m == n:
-        return gU, gVh
-    if (gU is not None and _nonzero(gU[..., :, k:])) or \
-            (gVh is not None and _nonzero(gVh[..., k:, :])):
-        _refuse("np.linalg.svd(full_matrices=True)", "in the columns of U (rows of Vh) "
-                "beyond min(m, n) does not exist: they are any orthonormal basis of a "
-                "complement", "Use full_matrices=False.")
-    return (None if gU is None else gU[..., :, :k]), (None if gVh is None else gVh[..., :k, :])
+        return gU, gVh, None
+    extra = [x for x in ((None if gU is None else gU[..., :, k:]),
+                         (None if gVh is None else gVh[..., k:, :])) if x is not None]
+    if any(transposing(x) for x in extra):
+        poison = sum(np.sum(x) for x in extra)
+    else:
+        poison = None
+        if any(_nonzero(x) for x in extra):
+            _refuse("np.linalg.svd(full_matrices=True)", "in the columns of U (rows of Vh) "
+                    "beyond min(m, n) does not exist: they are any orthonormal basis of a "
+                    "complement", "Use full_matrices=False.")
+    return (None if gU is None else gU[..., :, :k]), \
+        (None if gVh is None else gVh[..., :k, :]), poison
 
 
 def _svd_vjp(g, ans, a, full_matrices, hermitian):
@@ -66,8 +80,9 @@ def _svd_vjp(g, ans, a, full_matrices, hermitian):
     U, s, Vh = ans
     m, n = np.shape(a)[-2:]
     k = min(m, n)
+    poison = None
     if full_matrices:
-        gU, gVh = _crop_full(gU, gVh, k, m, n)
+        gU, gVh, poison = _crop_full(gU, gVh, k, m, n)
         U, Vh = U[..., :, :k], Vh[..., :k, :]
     Sb = 0.0 if gs is None else np.expand_dims(real_cotangent(gs), -2) * np.eye(k, dtype=bool)
     ga = 0.0
@@ -76,6 +91,8 @@ def _svd_vjp(g, ans, a, full_matrices, hermitian):
     ga = ga + np.conjugate(U) @ Sb @ np.conjugate(Vh) if np.iscomplexobj(U) else ga + U @ Sb @ Vh
     if hermitian:
         ga = _fold_triangle(ga)
+    if poison is not None:
+        ga = ga + np.nan * poison
     return match_input(ga, a)
 
 
@@ -241,6 +258,36 @@ _qr = Primitive(lambda a: tuple(np.linalg.qr(a)), "linalg.qr", n_outputs=2, vjps
                 batch=batch_stacked)
 
 
+def _qr_complete_vjp(g, ans, a):
+    """mode='complete' of a tall (m, n) matrix: Q's first n columns and R's
+    first n rows are the reduced factors (the rest of R is zeros); Q's
+    other columns are any basis of a complement.  A cotangent on them is
+    refused as svd(full_matrices=True)'s is (it was refused at the call,
+    used or not), and forward mode gets NaN tangents there (see
+    :func:`_crop_full`)."""
+    gQ, gR = g
+    Q, R = ans
+    n = np.shape(a)[-1]
+    poison = None
+    if gQ is not None:
+        extra = gQ[..., :, n:]
+        if transposing(extra):
+            poison = np.sum(extra)
+        elif _nonzero(extra):
+            _refuse("np.linalg.qr(mode='complete')", "in the columns of Q beyond the "
+                    "number of columns of a does not exist: they are any orthonormal basis "
+                    "of a complement", "Use mode='reduced'.")
+        gQ = gQ[..., :, :n]
+    if gR is not None:
+        gR = gR[..., :n, :]
+    ga = _qr_vjp((gQ, gR), (Q[..., :, :n], R[..., :n, :]), a)
+    return ga if poison is None else ga + np.nan * poison
+
+
+_qr_complete = Primitive(lambda a: tuple(np.linalg.qr(a, mode="complete")), "linalg.qr_complete",
+                         n_outputs=2, vjps=(_qr_complete_vjp,), batch=batch_stacked)
+
+
 @implements(np.linalg.qr)
 def qr(a, mode="reduced"):
     """QR with R's diagonal as LAPACK leaves it.  Modes 'reduced' and 'r';
@@ -252,9 +299,7 @@ def qr(a, mode="reduced"):
         raise NotImplementedError("tapestry: np.linalg.qr(mode='raw') returns Householder "
                                   "reflectors, which have no rule; use mode='reduced'.")
     if mode == "complete" and m > n:
-        raise NotImplementedError(
-            "tapestry: np.linalg.qr(mode='complete') of a tall matrix: the extra columns "
-            "of Q are any basis of a complement and have no derivative; use mode='reduced'.")
+        return _QRResult(*_qr_complete(a))
     if m < n:
         Q, R1 = _qr(a[..., :, :m])
         R = np.concatenate([R1, _H(Q) @ a[..., :, m:]], axis=-1)

@@ -68,6 +68,19 @@ batching.RESHAPE[0] = _reshape_item
 
 @implements(np.ravel)
 def ravel(a, order="C"):
+    if order not in ("C", "F", None) and sum(d > 1 for d in shape_of(a)) > 1:
+        # 'K' reads the elements in memory order and 'A' in Fortran order
+        # when the array is Fortran-contiguous: NumPy's answer depends on
+        # strides, which traced values do not follow (np.asfortranarray,
+        # copies and rule results keep their own layout), so reading them as
+        # 'C' gave x.T.ravel('K') in the wrong order.  With at most one axis
+        # longer than 1 every order is the same.  A TypeError, not
+        # NotImplementedError: vmap's per-item NumPy fallback would read
+        # the items' layouts, which are no more NumPy's.
+        raise TypeError(
+            f"tapestry: np.ravel / ndarray.ravel / flatten with order={order!r} reads the "
+            "array's memory layout, which tapestry does not track for traced arrays; "
+            "write order='C' (row-major) or order='F' (column-major).")
     return reshape(a, (-1,), order="F" if order == "F" else "C")
 
 
