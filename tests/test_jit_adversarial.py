@@ -59,3 +59,48 @@ def test_float_power_of_a_float_argument_may_be_complex(which):
     vals = [4.0, -4.0, 9.0, -1.0] if which == "base" else [2.0, 0.5, 3.0, 1.5]
     for s in vals:
         same(quiet(jf, x, s), f(x, s))
+
+
+def _alias_0d_reshape(x):
+    y = (x * 1.0).reshape(())  # a 0-d view of a temporary: a 0-d array in NumPy
+    z = y
+    y += 1.0                   # in place: z sees it
+    return z * x[0]
+
+
+def _alias_0d_squeeze(x):
+    y = np.squeeze(x * 2.0)
+    z = y
+    y -= x[0] ** 2
+    return z * y
+
+
+def _alias_0d_ellipsis(x):
+    y = (x * 1.0)[0, ...]
+    zs = [y]
+    y **= 2
+    return zs[0] + x[0]
+
+
+def _sum_rebinds(x):
+    s = np.sum(x)              # a NumPy scalar: s += 1 rebinds, t keeps the old value
+    t = s
+    s += 1.0
+    return t * s
+
+
+@pytest.mark.parametrize("f", [_alias_0d_reshape, _alias_0d_squeeze, _alias_0d_ellipsis,
+                               _sum_rebinds])
+def test_augmented_assignment_into_a_0d_view_changes_it_in_place(f):
+    for v in [2.0, 0.7]:
+        x = np.array([v])
+        want = f(x)
+        tp.testing.check_grads(f, (x,))
+        gw = tp.grad(f)(x)
+        for vg in (tp.value_and_grad(f), tp.jit(tp.value_and_grad(f)),
+                   tp.value_and_grad(tp.jit(f))):
+            val, g = quiet(vg, x)
+            np.testing.assert_allclose(val, want, rtol=1e-15)
+            np.testing.assert_allclose(g, gw, rtol=1e-15)
+        xs = np.array([[v], [v + 1.0]])
+        np.testing.assert_allclose(tp.vmap(f)(xs), [f(r) for r in xs], rtol=1e-15)

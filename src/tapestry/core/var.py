@@ -677,13 +677,17 @@ def _updates_in_place(x, new):
     operator changes the array (``z = y; y += 1`` shows in ``z``): for a
     traced array of one or more dimensions whose result is of its own
     level. Rebound instead (a new object, the old one unchanged): a 0-d
-    value (it stands for NumPy's scalars too, ``s = np.sum(x)``, which
-    ``s += 1`` rebinds), an argument of the transformed function (writing
+    value that is not a view (it stands for NumPy's scalars, ``s =
+    np.sum(x)``, which ``s += 1`` rebinds; a 0-d view, ``y =
+    t.reshape(())``, ``np.squeeze(t)``, ``t[0, ...]``, is a 0-d array in
+    NumPy, which ``y += 1`` changes in place: ``z = y`` sees it, even once
+    ``t`` is gone), an argument of the transformed function (writing
     into it would change the caller's array in NumPy; ``x += 1`` has always
     rebound it here, documented), and a result of an inner differentiation
     or vmap (``x``'s object cannot hold it)."""
     c = x.__class__
-    if new.__class__ is not c or x.shape == () or getattr(x, "_input", False):
+    if new.__class__ is not c or getattr(x, "_input", False) or \
+            (x.shape == () and getattr(x, "_root", None) is None):
         return False
     if c is Var:
         return new._tape is x._tape
