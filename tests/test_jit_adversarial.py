@@ -104,3 +104,83 @@ def test_augmented_assignment_into_a_0d_view_changes_it_in_place(f):
             np.testing.assert_allclose(g, gw, rtol=1e-15)
         xs = np.array([[v], [v + 1.0]])
         np.testing.assert_allclose(tp.vmap(f)(xs), [f(r) for r in xs], rtol=1e-15)
+
+
+def _reshape_view_or_copy(x):
+    y = x * 1.0              # laid out as x
+    v = y.reshape(-1)        # NumPy: a view of y if it is C-ordered, a copy if not
+    y += 1.0
+    return np.sum(v * np.arange(1.0, v.size + 1)) + np.sum(y)
+
+
+def _reshape_write_through(x):
+    y = x * 1.0
+    v = y.reshape(-1)
+    v[0] = 5.0               # reaches y only through a view
+    return np.sum(y * x)
+
+
+@pytest.mark.parametrize("f", [_reshape_view_or_copy, _reshape_write_through])
+def test_argument_layout_decides_view_or_copy_under_jit_of_grad(f):
+    # the trace's decision (view or copy, which decides what an update in
+    # place reaches) must not be replayed for an argument laid out otherwise
+    a = np.arange(6.0).reshape(2, 3) / 10
+    jvg, vgj = tp.jit(tp.value_and_grad(f)), tp.value_and_grad(tp.jit(f))
+    for x in [a, np.asfortranarray(a), a, a.T.copy().T, np.asfortranarray(a)]:
+        want, gw = tp.value_and_grad(f)(x)
+        assert want == f(x)
+        for vg in (jvg, vgj):
+            val, g = quiet(vg, x)
+            assert val == want
+            np.testing.assert_array_equal(g, gw)
+
+
+def _ravel_of_reversed(x):
+    a = x * 1.0
+    v = a[::-1].ravel()      # NumPy copies (not contiguous)
+    a /= 2.0
+    return np.sum(v * x)
+
+
+def _ravel_of_strided(x):
+    a = x * 1.0
+    v = np.ravel(a[::2])
+    a += 1.0
+    return np.sum(v * x[::2])
+
+
+def _view_of_a_ravel_copy(x):
+    r = (x * 1.0)[::-1].ravel()   # a contiguous copy ...
+    v = r.ravel()                 # ... which this views
+    v[0] = x[0] ** 2
+    return np.sum(r * x)
+
+
+@pytest.mark.parametrize("f", [_ravel_of_reversed, _ravel_of_strided, _view_of_a_ravel_copy])
+def test_ravel_copies_where_numpy_copies(f):
+    x = np.array([0.3, 0.9, 0.2, 0.7])
+    tp.testing.check_grads(f, (x,))
+    for vg in (tp.value_and_grad(f), tp.jit(tp.value_and_grad(f)),
+               tp.value_and_grad(tp.jit(f))):
+        val, g = quiet(vg, x)
+        assert val == f(x)
+        np.testing.assert_array_equal(g, tp.grad(f)(x))
+
+
+@pytest.mark.parametrize("order", ["K", "A"])
+def test_ravel_in_memory_order(order):
+    a = np.arange(24.0).reshape(2, 3, 4) / 10
+    w = np.arange(1.0, 25.0)
+
+    def f(x):
+        return np.sum(np.ravel(x * 1.0, order=order) * w)
+
+    jvg = tp.jit(tp.value_and_grad(f))
+    for x in [np.asfortranarray(a), a, a.transpose(1, 0, 2), a[:, ::-1], a[:, :, ::2]]:
+        w = np.arange(1.0, x.size + 1)
+        tp.testing.check_grads(f, (x,))
+        val, g = tp.value_and_grad(f)(x)
+        assert val == f(x)
+        jval, jg = quiet(jvg, x)
+        assert jval == val
+        np.testing.assert_array_equal(jg, g)

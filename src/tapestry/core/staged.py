@@ -548,6 +548,21 @@ class Recorder:
         return value
 
 
+def guard_layout(x):
+    """A guard on the strides of the staged array ``x``: a decision taken
+    on them in the trace (whether ``reshape`` views or copies, which
+    decides what an update in place reaches under ``grad`` and ``vmap``)
+    holds for a replay whose arguments are laid out alike."""
+    rec = x._rec
+    if rec.open and rec.refused is None and x._value.__class__ is np.ndarray:
+        rec.guard("pin", rec.call(strides_of, (x,), None), strides_of(x._value))
+
+
+def strides_of(a):
+    """``a.strides`` as an array (a pinned value)."""
+    return np.array(a.strides, np.int64)
+
+
 def _layout(a):
     """What NumPy's conversions read of an array's layout besides its shape
     and dtype: its strides and its contiguity, alignment, ownership and

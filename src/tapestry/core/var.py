@@ -503,6 +503,12 @@ def mark_view(out, base, derive=None, args=(), always=False):
         a = _innermost(a)
     owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
     lead = getattr(b, "ndim", 0) - len(base.shape)
+    ravel = derive is _view_function and args and args[0] is np.ravel
+    if not always and (ravel or getattr(derive, "__name__", "") == "_reshape"):
+        # whether NumPy's reshape (ravel) copies depends on the layout of
+        # the value: inside jit (a staged value) that layout is guarded,
+        # as the trace's decision is replayed
+        _guard_layout(base._value)
     if not always and lead > 0 and derive is not None and 0 not in b.shape[:lead]:
         # per item (vmap): the batch's layout is not the item's, so ask
         # NumPy about one item (y.T.ravel(order="F") is a view of y, while
@@ -512,10 +518,29 @@ def mark_view(out, base, derive=None, args=(), always=False):
             always, owner, a = seen, None, None
             if not seen:
                 return out
+    elif not always and ravel and lead == 0:
+        # tapestry's ravel is a reshape, which views a 1-d array of any
+        # stride (y[::-1]); NumPy's ravel copies what is not contiguous
+        seen = _item_is_view(b, derive, args)
+        if seen is not None:
+            always, owner, a = seen, None, None
+            if not seen:
+                return out
     if always or a is b or (owner is not None and
                             (owner is b or owner is getattr(b, "base", None))):
         _link(out, base, derive, args)
     return out
+
+
+def _guard_layout(v):
+    """Inside a jit trace, a guard on the layout of the staged value under
+    the wrappers of ``v`` (nothing outside one)."""
+    while not isinstance(v, np.ndarray) and hasattr(v, "_value"):
+        if hasattr(v, "_rec"):
+            from .staged import guard_layout
+            guard_layout(v)
+            return
+        v = v._value
 
 
 def _link(out, base, derive, args):

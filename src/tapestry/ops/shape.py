@@ -26,8 +26,18 @@ except ImportError:  # NumPy < 2
 
 # --- reshape and friends -----------------------------------------------------------
 # Shape-only rules read ``a.shape`` (the node keeps just shapes: KEEP_SHAPES).
+#: ``order`` of the reshape that is ``np.ravel``: NumPy's ravel copies an
+#: array that is not contiguous in that order (``y[::-1]``, ``y[::2]``),
+#: where a reshape to the same 1-d shape views it; the copy is what an update
+#: of ``y`` in place must not reach (and what a view of it, ``r.ravel()``,
+#: shares).
+_RAVEL = {"ravel C": "C", "ravel F": "F"}
+
+
 def _reshape_fun(a, shape, order):
     """``np.reshape``; an ndarray's own method skips NumPy's Python wrapper."""
+    if order in _RAVEL:
+        return np.ravel(a, order=_RAVEL[order])
     if type(a) is np.ndarray:
         return a.reshape(shape, order=order)
     return np.reshape(a, shape, order=order)
@@ -35,6 +45,7 @@ def _reshape_fun(a, shape, order):
 
 def _batch_reshape(prim, args, batched, kwargs):
     a, shape, order = args
+    order = _RAVEL.get(order, order)  # (per item: whether a copy, mark_view asks NumPy)
     if order != "C" or any(batched[1:]):
         return NotImplemented  # Fortran order interleaves the batch axis
     shape = batching.item_reshape(shape, shape_of(a)[1:])
@@ -43,7 +54,8 @@ def _batch_reshape(prim, args, batched, kwargs):
 
 _reshape = Primitive(_reshape_fun, "reshape", keep=KEEP_SHAPES, linear_in=(0,),
                      batch=_batch_reshape, vjps=(
-                         lambda g, ans, a, shape, order: _reshape_fun(g, a.shape, order),))
+                         lambda g, ans, a, shape, order:
+                         _reshape_fun(g, a.shape, _RAVEL.get(order, order)),))
 
 
 @implements(np.reshape)
@@ -68,7 +80,46 @@ batching.RESHAPE[0] = _reshape_item
 
 @implements(np.ravel)
 def ravel(a, order="C"):
-    return reshape(a, (-1,), order="F" if order == "F" else "C")
+    if order not in ("C", "F", "A", "K"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    if order in ("A", "K"):  # the order of the value's memory: read its layout
+        v = _plain_layout(a)
+        if v is None or v.ndim <= 1 or v.flags.c_contiguous:
+            order = "C"
+        elif v.flags.f_contiguous:
+            order = "F"
+        elif order == "A":
+            order = "C"
+        else:  # memory order of a strided value: a gather of its elements
+            return _reshape(a, (-1,), "C")[_memory_order(v)]
+    return _reshape(a, (-1,), "ravel F" if order == "F" else "ravel C")
+
+
+def _plain_layout(a):
+    """The plain array under the wrappers of ``a`` (``None`` for a batched
+    value, whose items' layout is not the batch's), its layout guarded
+    inside a jit trace."""
+    from ..core.var import _guard_layout, _innermost
+    if a.__class__ is not Var and a.__class__ is not np.ndarray:
+        return None
+    _guard_layout(a._value if a.__class__ is Var else a)
+    v = _innermost(a)
+    return v if isinstance(v, np.ndarray) else None
+
+
+def _memory_order(v):
+    """Positions (in C order) of ``np.ravel(v, order="K")``'s elements: the
+    ravel of an index array laid out as ``v``."""
+    lo = sum((n - 1) * st for n, st in zip(v.shape, v.strides) if st < 0)
+    span = sum((n - 1) * abs(st) for n, st in zip(v.shape, v.strides)) + 8
+    if any(st % 8 for st in v.strides):
+        raise NotImplementedError("tapestry: np.ravel(x, order='K') of an array whose "
+                                  "strides are not multiples of 8 bytes has no gradient "
+                                  "rule; copy it first (np.ascontiguousarray(x)).")
+    w = np.ndarray(v.shape, np.int64, buffer=np.zeros(span, np.uint8), offset=-lo,
+                   strides=v.strides)
+    w[...] = np.arange(v.size).reshape(v.shape)
+    return np.ravel(w, order="K")
 
 
 @implements(np.expand_dims)
