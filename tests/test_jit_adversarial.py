@@ -120,7 +120,22 @@ def _reshape_write_through(x):
     return np.sum(y * x)
 
 
-@pytest.mark.parametrize("f", [_reshape_view_or_copy, _reshape_write_through])
+def _np_reshape_view_or_copy(x):
+    y = x * 1.0
+    v = np.reshape(y, -1)
+    y += 1.0
+    return np.sum(v * np.arange(1.0, v.size + 1)) + np.sum(y)
+
+
+def test_item_layout_decides_view_or_copy_under_jit_of_vmap():
+    xs = np.arange(12.0).reshape(2, 2, 3) / 10
+    jv = tp.jit(tp.vmap(_reshape_view_or_copy))
+    for b in [xs, np.asfortranarray(xs), xs, np.asfortranarray(xs)]:
+        np.testing.assert_array_equal(quiet(jv, b), [_reshape_view_or_copy(r) for r in b])
+
+
+@pytest.mark.parametrize("f", [_reshape_view_or_copy, _reshape_write_through,
+                               _np_reshape_view_or_copy])
 def test_argument_layout_decides_view_or_copy_under_jit_of_grad(f):
     # the trace's decision (view or copy, which decides what an update in
     # place reaches) must not be replayed for an argument laid out otherwise

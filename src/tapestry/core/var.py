@@ -504,7 +504,8 @@ def mark_view(out, base, derive=None, args=(), always=False):
     owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
     lead = getattr(b, "ndim", 0) - len(base.shape)
     ravel = derive is _view_function and args and args[0] is np.ravel
-    if not always and (ravel or getattr(derive, "__name__", "") == "_reshape"):
+    if not always and (ravel or getattr(derive, "__name__", "") == "_reshape" or (
+            derive is _view_function and args and args[0] is np.reshape)):
         # whether NumPy's reshape (ravel) copies depends on the layout of
         # the value: inside jit (a staged value) that layout is guarded,
         # as the trace's decision is replayed
