@@ -199,3 +199,24 @@ def test_ravel_in_memory_order(order):
         jval, jg = quiet(jvg, x)
         assert jval == val
         np.testing.assert_array_equal(jg, g)
+
+
+@pytest.mark.parametrize("copy", [lambda y: y.copy(), lambda y: np.copy(y, order="C"),
+                                  lambda y: y.copy(order="F"), lambda y: np.copy(y)])
+def test_a_copy_is_laid_out_as_numpys(copy):
+    # ndarray.copy() is C-ordered: a reshape of it views it, whatever the
+    # layout of what was copied; an update of the copy reaches the view
+    def f(x):
+        c = copy(x * 1.0)
+        v = c.reshape(-1)
+        c += 1.0
+        return np.sum(v * np.arange(1.0, v.size + 1)) + np.sum(c)
+
+    a = np.arange(6.0).reshape(2, 3) / 10
+    jvg = tp.jit(tp.value_and_grad(f))
+    for x in [np.asfortranarray(a), a, np.asfortranarray(a)]:
+        val, g = tp.value_and_grad(f)(x)
+        assert val == f(x)
+        jval, jg = quiet(jvg, x)
+        assert jval == val
+        np.testing.assert_array_equal(jg, g)

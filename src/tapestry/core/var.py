@@ -362,13 +362,15 @@ class Var(ArrayMethods):
             shape = shape[0]
         # skips NumPy's dispatch
         return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self, _reshape, (shape, k))
-    def copy(self, order="K"):
-        # an object of its own on the same node (order is a layout): no view
-        # of anything, and no name of ``self`` either, so that ``c = y.copy();
-        # h = c[:2]; y += 1`` leaves ``h`` alone and ``v = y[::2].copy(); v +=
-        # 1`` rebinds, as NumPy's copy would (returning ``self`` made ``h`` a
-        # view of ``y``: it silently followed ``y``'s update)
-        return Var(self._value, self._tape, self._index)
+    def copy(self, order="C"):
+        # an object of its own on the same node: no view of anything, and no
+        # name of ``self`` either, so that ``c = y.copy(); h = c[:2]; y += 1``
+        # leaves ``h`` alone and ``v = y[::2].copy(); v += 1`` rebinds, as
+        # NumPy's copy would (returning ``self`` made ``h`` a view of ``y``:
+        # it silently followed ``y``'s update); its value laid out as NumPy's
+        # copy in ``order`` (ndarray.copy's default is "C"), which decides
+        # whether a later reshape of it is a view
+        return Var(_laid_out(self._value, order), self._tape, self._index)
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 
@@ -531,6 +533,19 @@ def mark_view(out, base, derive=None, args=(), always=False):
                             (owner is b or owner is getattr(b, "base", None))):
         _link(out, base, derive, args)
     return out
+
+
+def _laid_out(v, order):
+    """``v``, or where it is not laid out as NumPy's copy in ``order`` lays
+    it out (a transposed or strided value), such a copy."""
+    p = _innermost(v)
+    if not isinstance(p, np.ndarray) or p.ndim == 0:
+        return v
+    _guard_layout(v)
+    f = p.flags
+    same = f.c_contiguous if order == "C" else f.f_contiguous if order == "F" else \
+        (f.c_contiguous or f.f_contiguous)
+    return v if same else np.copy(v, order=order)
 
 
 def _guard_layout(v):

@@ -591,7 +591,7 @@ implements(np.tril)(lambda m, k=0: _tril(m, k))
 # Traced arrays are never written in place, so a copy is the array itself
 # (a view gets an object of its own that is no view: Var.copy).
 implements(np.copy)(lambda a, order="K", subok=False:
-                    a.copy() if hasattr(type(a), "_root") else a)
+                    a.copy(order) if hasattr(type(a), "_root") else a)
 implements(np.ascontiguousarray)(lambda a, dtype=None, *, like=None: a)
 implements(np.asfortranarray)(lambda a, dtype=None, *, like=None: a)
 
