@@ -180,6 +180,9 @@ def test_ravel_copies_where_numpy_copies(f):
         val, g = quiet(vg, x)
         assert val == f(x)
         np.testing.assert_array_equal(g, tp.grad(f)(x))
+    xs = np.stack([x, x[::-1]])
+    for vf in (tp.vmap(f), tp.jit(tp.vmap(f))):
+        np.testing.assert_array_equal(quiet(vf, xs), [f(r) for r in xs])
 
 
 @pytest.mark.parametrize("order", ["K", "A"])

@@ -45,7 +45,16 @@ def _reshape_fun(a, shape, order):
 
 def _batch_reshape(prim, args, batched, kwargs):
     a, shape, order = args
-    order = _RAVEL.get(order, order)  # (per item: whether a copy, mark_view asks NumPy)
+    if order in _RAVEL:  # (per item: whether a copy, mark_view asks NumPy)
+        order = _RAVEL[order]
+        if order == "C":
+            # the items laid out as NumPy's ravel leaves them: a strided
+            # item is copied compact (a ravel of that copy views it)
+            from ..core.var import _guard_layout, _innermost
+            _guard_layout(a)
+            p = _innermost(a)
+            if isinstance(p, np.ndarray) and not p.flags.c_contiguous:
+                a = np.copy(a, order="C")
     if order != "C" or any(batched[1:]):
         return NotImplemented  # Fortran order interleaves the batch axis
     shape = batching.item_reshape(shape, shape_of(a)[1:])
