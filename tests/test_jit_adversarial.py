@@ -89,8 +89,30 @@ def _sum_rebinds(x):
     return t * s
 
 
+def _np_copy_of_a_scalar(x):
+    y = np.copy(np.sum(x))     # np.copy of a NumPy scalar is a 0-d array
+    z = y
+    y += 1.0
+    return z * x[0]
+
+
+def _copy_of_a_0d_view(x):
+    y = (x * 1.0).reshape(()).copy()
+    z = y
+    y *= 3.0
+    return z * x[0]
+
+
+def _copy_of_a_scalar_rebinds(x):
+    y = np.sum(x * 2.0).copy()  # a NumPy scalar's copy is a scalar
+    z = y
+    y += 1.0
+    return z * y
+
+
 @pytest.mark.parametrize("f", [_alias_0d_reshape, _alias_0d_squeeze, _alias_0d_ellipsis,
-                               _sum_rebinds])
+                               _sum_rebinds, _np_copy_of_a_scalar, _copy_of_a_0d_view,
+                               _copy_of_a_scalar_rebinds])
 def test_augmented_assignment_into_a_0d_view_changes_it_in_place(f):
     for v in [2.0, 0.7]:
         x = np.array([v])

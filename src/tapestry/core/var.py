@@ -370,7 +370,7 @@ class Var(ArrayMethods):
         # it silently followed ``y``'s update); its value laid out as NumPy's
         # copy in ``order`` (ndarray.copy's default is "C"), which decides
         # whether a later reshape of it is a view
-        return Var(_laid_out(self._value, order), self._tape, self._index)
+        return copy_of_0d(self, Var(_laid_out(self._value, order), self._tape, self._index))
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 
@@ -533,6 +533,25 @@ def mark_view(out, base, derive=None, args=(), always=False):
                             (owner is b or owner is getattr(b, "base", None))):
         _link(out, base, derive, args)
     return out
+
+
+class _Gone:
+    pass
+
+
+#: The ``_root`` of a 0-d array that views nothing (a copy): a reference to
+#: nothing alive, which marks the value as an array, not a NumPy scalar, so
+#: that ``y += 1`` changes it in place (:func:`_updates_in_place`).
+NO_ROOT = weakref.ref(_Gone())
+
+
+def copy_of_0d(x, c, array=False):
+    """``c``, the copy of ``x``, marked as a 0-d array where NumPy's copy is
+    one: ``np.copy`` of any 0-d value (``array``), ``x.copy()`` of a 0-d
+    array (a NumPy scalar's copy is a scalar)."""
+    if c.shape == () and (array or getattr(x, "_root", None) is not None):
+        c._root = NO_ROOT
+    return c
 
 
 def _laid_out(v, order):

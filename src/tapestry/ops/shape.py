@@ -13,7 +13,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.registry import FUNCTIONS
-from ..core.var import Var, reject_out, unwrap_all
+from ..core.var import Var, copy_of_0d, reject_out, unwrap_all
 from ..core.batched import NESTED, TRACED
 from .common import implements_if, plain_dtype, probe, axis_index, axis_tuple
 from .indexing import float_source, gather_by_labels
@@ -600,7 +600,8 @@ implements(np.tril)(lambda m, k=0: _tril(m, k))
 # Traced arrays are never written in place, so a copy is the array itself
 # (a view gets an object of its own that is no view: Var.copy).
 implements(np.copy)(lambda a, order="K", subok=False:
-                    a.copy(order) if hasattr(type(a), "_root") else a)
+                    copy_of_0d(a, a.copy(order), array=True)
+                    if hasattr(type(a), "_root") else a)
 implements(np.ascontiguousarray)(lambda a, dtype=None, *, like=None: a)
 implements(np.asfortranarray)(lambda a, dtype=None, *, like=None: a)
 
