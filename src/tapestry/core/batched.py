@@ -393,7 +393,8 @@ class Batched(ArrayMethods):
         ``self``, so an update of ``self`` leaves the copy and its views
         alone, and ``v = y[0].copy(); v += 1`` rebinds, as NumPy's copy is
         updated."""
-        return Batched(self._value, self._trace)
+        from .var import copy_of_0d
+        return copy_of_0d(self, Batched(self._value, self._trace))
 
     def reshape(self, *shape, **k):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):

@@ -548,6 +548,21 @@ class Recorder:
         return value
 
 
+def guard_layout(x):
+    """A guard on the strides of the staged array ``x``: a decision taken
+    on them in the trace (whether ``reshape`` views or copies, which
+    decides what an update in place reaches under ``grad`` and ``vmap``)
+    holds for a replay whose arguments are laid out alike."""
+    rec = x._rec
+    if rec.open and rec.refused is None and x._value.__class__ is np.ndarray:
+        rec.guard("pin", rec.call(strides_of, (x,), None), strides_of(x._value))
+
+
+def strides_of(a):
+    """``a.strides`` as an array (a pinned value)."""
+    return np.array(a.strides, np.int64)
+
+
 def _layout(a):
     """What NumPy's conversions read of an array's layout besides its shape
     and dtype: its strides and its contiguity, alignment, ownership and
@@ -1201,8 +1216,48 @@ def _binary(op, a, b):
     other = (b if a.__class__ is Staged else a).__class__
     if other in _HIGHER or hasattr(other, "scatter_add_into"):
         return NotImplemented  # a higher level's value, or a sparse gradient: theirs
+    if op is operator.mul and (other is list or other is tuple):
+        n = b if a.__class__ is other else a
+        if isinstance(n._value, (int, np.integer)):
+            # ``[x] * k`` with ``k`` an int (a NumPy one too): Python repeats the sequence,
+            # reading ``k`` (a guard); as one recorded step, the list's length
+            # would stay the trace's
+            k = operator.index(n)
+            return op(a, k) if n is b else op(k, b)
     rec = a._rec if a.__class__ is Staged else b._rec
-    return rec.call(op, (a, b), None)
+    res = rec.call(op, (a, b), None)
+    if op is operator.pow and res.__class__ is Staged and _pow_type_varies(a, b):
+        # Python's ``**`` is the one operator whose result type on Python
+        # numbers depends on their values (``2 ** -1`` is a float, ``(-8.0) **
+        # 0.5`` a complex): the type is guarded, as the program (and code
+        # reading ``.dtype``) is specialized on the trace's
+        operator.index(rec.call(number_kind, (res,), None))
+    return res
+
+
+_PY_NUMBERS = (int, float, complex)
+
+
+def _pow_type_varies(a, b):
+    """Whether ``a ** b`` on Python numbers can change type with the staged
+    values: an int to an int power (a float for a negative one), a number
+    that may be negative to a power that may be fractional (a complex)."""
+    av = a._value if a.__class__ is Staged else a
+    bv = b._value if b.__class__ is Staged else b
+    ta = int if av.__class__ is bool else av.__class__
+    tb = int if bv.__class__ is bool else bv.__class__
+    if ta not in (int, float) or tb not in (int, float):
+        return False
+    if tb is int:
+        return ta is int and b.__class__ is Staged
+    return (a.__class__ is Staged or av < 0) and (b.__class__ is Staged
+                                                  or not float(bv).is_integer())
+
+
+def number_kind(v):
+    """0, 1 or 2 for a Python int, float or complex ``v`` (a guard on the
+    type of ``a ** b``)."""
+    return _PY_NUMBERS.index(v.__class__)
 
 
 def _inplace(iop, op, x, o):

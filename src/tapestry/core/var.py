@@ -362,13 +362,15 @@ class Var(ArrayMethods):
             shape = shape[0]
         # skips NumPy's dispatch
         return mark_view(FUNCTIONS[np.reshape](self, shape, **k), self, _reshape, (shape, k))
-    def copy(self, order="K"):
-        # an object of its own on the same node (order is a layout): no view
-        # of anything, and no name of ``self`` either, so that ``c = y.copy();
-        # h = c[:2]; y += 1`` leaves ``h`` alone and ``v = y[::2].copy(); v +=
-        # 1`` rebinds, as NumPy's copy would (returning ``self`` made ``h`` a
-        # view of ``y``: it silently followed ``y``'s update)
-        return Var(self._value, self._tape, self._index)
+    def copy(self, order="C"):
+        # an object of its own on the same node: no view of anything, and no
+        # name of ``self`` either, so that ``c = y.copy(); h = c[:2]; y += 1``
+        # leaves ``h`` alone and ``v = y[::2].copy(); v += 1`` rebinds, as
+        # NumPy's copy would (returning ``self`` made ``h`` a view of ``y``:
+        # it silently followed ``y``'s update); its value laid out as NumPy's
+        # copy in ``order`` (ndarray.copy's default is "C"), which decides
+        # whether a later reshape of it is a view
+        return copy_of_0d(self, Var(_laid_out(self._value, order), self._tape, self._index))
     def astype(self, dtype, *a, **k):
         return astype(self, dtype)
 
@@ -548,6 +550,13 @@ def mark_view(out, base, derive=None, args=(), always=False):
         a = _innermost(a)
     owner = getattr(a, "base", None)  # NumPy points a view at the memory's owner
     lead = getattr(b, "ndim", 0) - len(base.shape)
+    ravel = derive is _view_function and args and args[0] is np.ravel
+    if not always and (ravel or getattr(derive, "__name__", "") == "_reshape" or (
+            derive is _view_function and args and args[0] is np.reshape)):
+        # whether NumPy's reshape (ravel) copies depends on the layout of
+        # the value: inside jit (a staged value) that layout is guarded,
+        # as the trace's decision is replayed
+        _guard_layout(base._value)
     if not always and lead > 0 and derive is not None and 0 not in b.shape[:lead]:
         # per item (vmap): the batch's layout is not the item's, so ask
         # NumPy about one item (y.T.ravel(order="F") is a view of y, while
@@ -557,10 +566,61 @@ def mark_view(out, base, derive=None, args=(), always=False):
             always, owner, a = seen, None, None
             if not seen:
                 return out
+    elif not always and ravel and lead == 0:
+        # tapestry's ravel is a reshape, which views a 1-d array of any
+        # stride (y[::-1]); NumPy's ravel copies what is not contiguous
+        seen = _item_is_view(b, derive, args)
+        if seen is not None:
+            always, owner, a = seen, None, None
+            if not seen:
+                return out
     if always or a is b or (owner is not None and
                             (owner is b or owner is getattr(b, "base", None))):
         _link(out, base, derive, args)
     return out
+
+
+class _Gone:
+    pass
+
+
+#: The ``_root`` of a 0-d array that views nothing (a copy): a reference to
+#: nothing alive, which marks the value as an array, not a NumPy scalar, so
+#: that ``y += 1`` changes it in place (:func:`_updates_in_place`).
+NO_ROOT = weakref.ref(_Gone())
+
+
+def copy_of_0d(x, c, array=False):
+    """``c``, the copy of ``x``, marked as a 0-d array where NumPy's copy is
+    one: ``np.copy`` of any 0-d value (``array``), ``x.copy()`` of a 0-d
+    array (a NumPy scalar's copy is a scalar)."""
+    if c.shape == () and (array or getattr(x, "_root", None) is not None):
+        c._root = NO_ROOT
+    return c
+
+
+def _laid_out(v, order):
+    """``v``, or where it is not laid out as NumPy's copy in ``order`` lays
+    it out (a transposed or strided value), such a copy."""
+    p = _innermost(v)
+    if not isinstance(p, np.ndarray) or p.ndim == 0:
+        return v
+    _guard_layout(v)
+    f = p.flags
+    same = f.c_contiguous if order == "C" else f.f_contiguous if order == "F" else \
+        (f.c_contiguous or f.f_contiguous)
+    return v if same else np.copy(v, order=order)
+
+
+def _guard_layout(v):
+    """Inside a jit trace, a guard on the layout of the staged value under
+    the wrappers of ``v`` (nothing outside one)."""
+    while not isinstance(v, np.ndarray) and hasattr(v, "_value"):
+        if hasattr(v, "_rec"):
+            from .staged import guard_layout
+            guard_layout(v)
+            return
+        v = v._value
 
 
 def _link(out, base, derive, args):
@@ -722,13 +782,17 @@ def _updates_in_place(x, new):
     operator changes the array (``z = y; y += 1`` shows in ``z``): for a
     traced array of one or more dimensions whose result is of its own
     level. Rebound instead (a new object, the old one unchanged): a 0-d
-    value (it stands for NumPy's scalars too, ``s = np.sum(x)``, which
-    ``s += 1`` rebinds), an argument of the transformed function (writing
+    value that is not a view (it stands for NumPy's scalars, ``s =
+    np.sum(x)``, which ``s += 1`` rebinds; a 0-d view, ``y =
+    t.reshape(())``, ``np.squeeze(t)``, ``t[0, ...]``, is a 0-d array in
+    NumPy, which ``y += 1`` changes in place: ``z = y`` sees it, even once
+    ``t`` is gone), an argument of the transformed function (writing
     into it would change the caller's array in NumPy; ``x += 1`` has always
     rebound it here, documented), and a result of an inner differentiation
     or vmap (``x``'s object cannot hold it)."""
     c = x.__class__
-    if new.__class__ is not c or x.shape == () or getattr(x, "_input", False):
+    if new.__class__ is not c or getattr(x, "_input", False) or \
+            (x.shape == () and getattr(x, "_root", None) is None):
         return False
     if c is Var:
         return new._tape is x._tape

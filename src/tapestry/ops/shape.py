@@ -13,7 +13,7 @@ import numpy as np
 from ..core import batching
 from ..core.primitive import KEEP_SHAPES, Primitive, implements, shape_of, unbroadcast
 from ..core.registry import FUNCTIONS
-from ..core.var import Var, reject_out, unwrap_all
+from ..core.var import Var, copy_of_0d, reject_out, unwrap_all
 from ..core.batched import NESTED, TRACED
 from .common import implements_if, plain_dtype, probe, axis_index, axis_tuple
 from .indexing import float_source, gather_by_labels
@@ -26,8 +26,18 @@ except ImportError:  # NumPy < 2
 
 # --- reshape and friends -----------------------------------------------------------
 # Shape-only rules read ``a.shape`` (the node keeps just shapes: KEEP_SHAPES).
+#: ``order`` of the reshape that is ``np.ravel``: NumPy's ravel copies an
+#: array that is not contiguous in that order (``y[::-1]``, ``y[::2]``),
+#: where a reshape to the same 1-d shape views it; the copy is what an update
+#: of ``y`` in place must not reach (and what a view of it, ``r.ravel()``,
+#: shares).
+_RAVEL = {"ravel C": "C", "ravel F": "F"}
+
+
 def _reshape_fun(a, shape, order):
     """``np.reshape``; an ndarray's own method skips NumPy's Python wrapper."""
+    if order in _RAVEL:
+        return np.ravel(a, order=_RAVEL[order])
     if type(a) is np.ndarray:
         return a.reshape(shape, order=order)
     return np.reshape(a, shape, order=order)
@@ -35,6 +45,16 @@ def _reshape_fun(a, shape, order):
 
 def _batch_reshape(prim, args, batched, kwargs):
     a, shape, order = args
+    if order in _RAVEL:  # (per item: whether a copy, mark_view asks NumPy)
+        order = _RAVEL[order]
+        if order == "C":
+            # the items laid out as NumPy's ravel leaves them: a strided
+            # item is copied compact (a ravel of that copy views it)
+            from ..core.var import _guard_layout, _innermost
+            _guard_layout(a)
+            p = _innermost(a)
+            if isinstance(p, np.ndarray) and not p.flags.c_contiguous:
+                a = np.copy(a, order="C")
     if order != "C" or any(batched[1:]):
         return NotImplemented  # Fortran order interleaves the batch axis
     shape = batching.item_reshape(shape, shape_of(a)[1:])
@@ -43,7 +63,8 @@ def _batch_reshape(prim, args, batched, kwargs):
 
 _reshape = Primitive(_reshape_fun, "reshape", keep=KEEP_SHAPES, linear_in=(0,),
                      batch=_batch_reshape, vjps=(
-                         lambda g, ans, a, shape, order: _reshape_fun(g, a.shape, order),))
+                         lambda g, ans, a, shape, order:
+                         _reshape_fun(g, a.shape, _RAVEL.get(order, order)),))
 
 
 @implements(np.reshape)
@@ -68,20 +89,53 @@ batching.RESHAPE[0] = _reshape_item
 
 @implements(np.ravel)
 def ravel(a, order="C"):
-    if order not in ("C", "F", None) and sum(d > 1 for d in shape_of(a)) > 1:
-        # 'K' reads the elements in memory order and 'A' in Fortran order
-        # when the array is Fortran-contiguous: NumPy's answer depends on
-        # strides, which traced values do not follow (np.asfortranarray,
-        # copies and rule results keep their own layout), so reading them as
-        # 'C' gave x.T.ravel('K') in the wrong order.  With at most one axis
-        # longer than 1 every order is the same.  A TypeError, not
-        # NotImplementedError: vmap's per-item NumPy fallback would read
-        # the items' layouts, which are no more NumPy's.
-        raise TypeError(
-            f"tapestry: np.ravel / ndarray.ravel / flatten with order={order!r} reads the "
-            "array's memory layout, which tapestry does not track for traced arrays; "
-            "write order='C' (row-major) or order='F' (column-major).")
-    return reshape(a, (-1,), order="F" if order == "F" else "C")
+    if order not in ("C", "F", "A", "K"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    if order in ("A", "K"):  # the order of the value's memory: read its layout
+        v = _plain_layout(a)
+        if v is None and sum(d > 1 for d in shape_of(a)) > 1:
+            # a batched value: its items' layouts (x.T in the item) are not
+            # the batch's; vmap's per-item fallback would read them wrongly
+            raise TypeError(
+                f"tapestry: np.ravel / ndarray.ravel / flatten with order={order!r} reads "
+                "the item's memory layout, which vmap does not track; write order='C' "
+                "(row-major) or order='F' (column-major).")
+        if v is None or v.ndim <= 1 or v.flags.c_contiguous:
+            order = "C"
+        elif v.flags.f_contiguous:
+            order = "F"
+        elif order == "A":
+            order = "C"
+        else:  # memory order of a strided value: a gather of its elements
+            return _reshape(a, (-1,), "C")[_memory_order(v)]
+    return _reshape(a, (-1,), "ravel F" if order == "F" else "ravel C")
+
+
+def _plain_layout(a):
+    """The plain array under the wrappers of ``a`` (``None`` for a batched
+    value, whose items' layout is not the batch's), its layout guarded
+    inside a jit trace."""
+    from ..core.var import _guard_layout, _innermost
+    if a.__class__ is not Var and a.__class__ is not np.ndarray:
+        return None
+    _guard_layout(a._value if a.__class__ is Var else a)
+    v = _innermost(a)
+    return v if isinstance(v, np.ndarray) else None
+
+
+def _memory_order(v):
+    """Positions (in C order) of ``np.ravel(v, order="K")``'s elements: the
+    ravel of an index array laid out as ``v``."""
+    lo = sum((n - 1) * st for n, st in zip(v.shape, v.strides) if st < 0)
+    span = sum((n - 1) * abs(st) for n, st in zip(v.shape, v.strides)) + 8
+    if any(st % 8 for st in v.strides):
+        raise NotImplementedError("tapestry: np.ravel(x, order='K') of an array whose "
+                                  "strides are not multiples of 8 bytes has no gradient "
+                                  "rule; copy it first (x.copy()).")
+    w = np.ndarray(v.shape, np.int64, buffer=np.zeros(span, np.uint8), offset=-lo,
+                   strides=v.strides)
+    w[...] = np.arange(v.size).reshape(v.shape)
+    return np.ravel(w, order="K")
 
 
 @implements(np.expand_dims)
@@ -553,7 +607,8 @@ implements(np.tril)(lambda m, k=0: _tril(m, k))
 # Traced arrays are never written in place, so a copy is the array itself
 # (a view gets an object of its own that is no view: Var.copy).
 implements(np.copy)(lambda a, order="K", subok=False:
-                    a.copy() if hasattr(type(a), "_root") else a)
+                    copy_of_0d(a, a.copy(order), array=True)
+                    if hasattr(type(a), "_root") else a)
 implements(np.ascontiguousarray)(lambda a, dtype=None, *, like=None: a)
 implements(np.asfortranarray)(lambda a, dtype=None, *, like=None: a)
 
