@@ -40,7 +40,6 @@ REFUSED_BY_DESIGN = {
     "return_python_float": "float() of the traced result",
     "generator_permutation_of_traced": "np.random.Generator.permutation converts its input",
     "energy_returned_as_complex_dtype": "a complex-typed result (0j imaginary part) is refused, as in JAX",
-    "qr_complete_and_r_mode": "qr(mode='complete') of a tall matrix: Q's extra columns have no derivative",
 }
 
 #: Silently wrong or crashing today.  Each is diagnosed in the report; the

@@ -294,3 +294,49 @@ def test_extra_columns_unused_differentiate_in_both_modes(name):
     assert np.allclose(tp.vmap(tp.grad(f))(np.stack([TALL, 2 * TALL])),
                        np.stack([g, tp.grad(f)(2 * TALL)]))
     assert np.allclose(tp.jit(tp.grad(f))(TALL), g)
+
+
+# --- a custom_vjp backward rule that skips work for an unused output ------------
+@tp.custom_vjp
+def _sin_cos(x):
+    return np.sin(x), np.cos(x)
+
+
+def _sin_cos_fwd(x):
+    return _sin_cos(x), x
+
+
+def _sin_cos_bwd(x, g):
+    gs, gc = g
+    out = gs * np.cos(x)
+    if np.any(gc != 0):          # autograd's grad_eigh does this (if anp.any(vg))
+        out = out - gc * np.sin(x)
+    return (out,)
+
+
+_sin_cos.defvjp(_sin_cos_fwd, _sin_cos_bwd)
+
+
+def _uses_cos(x):
+    return np.sum(_sin_cos(x)[1] ** 2)
+
+
+def test_forward_mode_refuses_a_rule_that_reads_its_cotangent():
+    # forward mode transposes the rule at a zero placeholder cotangent: the
+    # branch was skipped and jvp gave 0 (reverse mode: -0.0719)
+    x, v = np.array([0.3, 0.7]), np.array([1.0, -0.5])
+    check_grads(_uses_cos, (x,))
+    with pytest.raises(TypeError, match="read the values of its cotangent"):
+        tp.jvp(_uses_cos, (x,), (v,))
+    with pytest.raises(TypeError, match="read the values of its cotangent"):
+        tp.hessian(_uses_cos)(x)
+
+
+def test_forward_mode_rule_that_branches_on_primal_values_still_works():
+    @tp.custom_vjp
+    def relu(x):
+        return np.maximum(x, 0)
+    relu.defvjp(lambda x: (relu(x), x), lambda x, g: (g * (x > 0),))
+    x = np.array([0.3, -0.7, 1.2])
+    assert np.allclose(tp.jvp(lambda x: np.sum(relu(x) ** 2), (x,), (np.ones(3),))[1],
+                       np.sum(2 * np.maximum(x, 0)))

@@ -35,7 +35,7 @@ from .staged import Staged
 from .batched import Batched, BatchedConversionError, Unbatched, _combine, _item, handled, top_batch
 from .primitive import dtype_of, shape_of
 from .tape import LEAF, open_tape
-from .var import Var
+from .var import TRANSPOSING as _TRANSPOSING, Var
 
 #: Switch for benchmarks and tests: ``False`` sends every node through
 #: transposition (the reference the fast paths are checked against).
@@ -231,16 +231,12 @@ def _add(a, b):
 
 
 # --- transposition --------------------------------------------------------------
-#: ids of the tapes a VJP rule is being transposed on: their seed cotangents
-#: hold zeros that stand for any cotangent (see :func:`transposing`).
-_TRANSPOSING: set = set()
-
-
 def transposing(g):
     """Whether the cotangent ``g`` a VJP rule got is (taken from) a seed of
     forward mode's transposition: its values are placeholder zeros, so a rule
     must not decide anything from them (a zero there would say "unused" of
-    every output and drop its tangent silently)."""
+    every output and drop its tangent silently; the ids are var.TRANSPOSING,
+    which also refuses a comparison or bool() of them: var.refuse_seed_read)."""
     return g.__class__ is Var and id(g._tape) in _TRANSPOSING
 
 

@@ -286,7 +286,9 @@ class Var(ArrayMethods):
         raise TypeError(f"tapestry: .tolist() of a traced array. {_HELP_CONVERT}")
 
     def __bool__(self):
-        # Control flow on a value is fine: it takes no derivative.
+        # Control flow on a value is fine: it takes no derivative (but not on
+        # forward mode's placeholder cotangent: refuse_seed_read)
+        refuse_seed_read("bool()", (self,))
         return bool(unwrap_all(self))
 
     def __setitem__(self, key, value):
@@ -1178,8 +1180,10 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
         if prim is not None:
             return prim(*inputs, **kwargs)
         if ufunc in NONDIFF:
+            refuse_seed_read(f"np.{ufunc.__name__}", inputs)
             return ufunc(*unwrap_all(inputs), **kwargs)
     elif ufunc in NONDIFF:
+        refuse_seed_read(f"np.{ufunc.__name__}.{method}", inputs)
         return getattr(ufunc, method)(*unwrap_all(inputs), **kwargs)
     elif _lookup_ufunc(ufunc) is not None and "ufunc." + method in FUNCTIONS:
         # reduce / accumulate / outer / reduceat / at: ops/ufunc_methods.py
@@ -1187,6 +1191,30 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     owner = "np" if getattr(np, ufunc.__name__, None) is ufunc else "the ufunc"
     name = f"{owner}.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     raise NotImplementedError(f"tapestry: no gradient rule for {name}. {_HELP_RULE}")
+
+
+#: ids of the tapes on which forward mode transposes a backward rule
+#: (core.forward): their seed cotangents hold placeholder zeros.
+TRANSPOSING: set = set()
+
+#: Constant functions that read no values (shapes, dtypes, layout).
+_VALUE_FREE = frozenset((np.shape, np.ndim, np.size, np.result_type, np.can_cast,
+                         np.iscomplexobj, np.isrealobj, np.zeros_like, np.ones_like,
+                         np.empty_like, np.shares_memory, np.may_share_memory))
+
+
+def refuse_seed_read(what, xs):
+    """Raise if one of ``xs`` comes from a seed of forward mode's transposition:
+    a backward rule that branches on its cotangent's values (``if np.any(g
+    != 0)``, ``if g.sum():``) saw placeholder zeros there and silently
+    dropped the terms it skips for an unused output (jvp gave 0)."""
+    if TRANSPOSING and any(x.__class__ is Var and id(x._tape) in TRANSPOSING for x in xs):
+        raise TypeError(
+            f"tapestry forward mode (jvp / jacfwd / hessian): a backward rule read the values "
+            f"of its cotangent ({what}). Forward mode differentiates the rule at a "
+            "placeholder cotangent, so a branch on them (if np.any(g != 0): ...) would "
+            "silently drop terms. Compute every term whatever the cotangent, or give the "
+            "function a forward rule (tapestry.custom_jvp).")
 
 
 def _refuse_plain_in_place(name):
@@ -1225,6 +1253,8 @@ def dispatch_function(func, args, kwargs):
             _name_batched_reader(func, e)
             raise
     if func in NONDIFF:
+        if func not in _VALUE_FREE:
+            refuse_seed_read(f"np.{getattr(func, '__name__', func)}", args)
         return func(*unwrap_all(args), **unwrap_all(kwargs))
     mod = getattr(func, "__module__", "numpy") or "numpy"
     name = f"{mod}.{getattr(func, '__name__', func)}".replace("numpy", "np", 1)
