@@ -3,9 +3,9 @@ programs, each test failing before its fix.
 
 * ``x.T.ravel('K')`` / ``flatten('A')`` read the array's memory layout;
   tapestry read them as 'C' and gave the transposed array's elements in the
-  wrong order (a wrong value and gradient).  Traced values do not follow
-  NumPy's layouts (np.asfortranarray, copies and rule results keep their
-  own), so these orders are refused by name where they could differ.
+  wrong order (a wrong value and gradient).  They now read the traced
+  value's layout (NumPy's, from its forward); under vmap, whose items'
+  layouts are not the batch's, they are refused by name.
 * ``y.flat`` of a traced or batched array was an AttributeError; GP code
   writes ``K.flat[::n + 1] += noise`` to add to the diagonal.
 """
@@ -31,18 +31,23 @@ LAYOUT_ORDER = {
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUT_ORDER))
-@pytest.mark.parametrize("transform", ["grad", "jvp", "vmap"])
-def test_memory_order_ravel_is_refused_not_wrong(name, transform):
-    # vmap without grad too: its per-item NumPy fallback read the items'
-    # layouts, and np.copy(order="F") gave 70 where NumPy gives 65
+def test_memory_order_ravel_follows_the_layout(name):
+    # grad and jvp read the traced value's layout (NumPy's own, as its
+    # forward made it): x.T.ravel('K') gave 70 where NumPy gives 65
     f = LAYOUT_ORDER[name]
+    v, g = tp.value_and_grad(f)(X23)
+    assert np.isclose(v, f(X23))
+    check_grads(f, (X23.copy(),))
+    t = tp.jvp(f, (X23,), (np.ones_like(X23),))[1]
+    assert np.isclose(t, np.sum(g))
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_ORDER))
+def test_memory_order_ravel_is_refused_under_vmap(name):
+    # vmap's items' layouts are not the batch's: its per-item NumPy fallback
+    # read them, and np.copy(order="F") gave 70 where NumPy gives 65
     with pytest.raises(TypeError, match="tapestry.*order="):
-        if transform == "grad":
-            tp.grad(f)(X23)
-        elif transform == "jvp":
-            tp.jvp(f, (X23,), (np.ones_like(X23),))
-        else:
-            tp.vmap(f)(np.stack([X23, X23 + 1]))
+        tp.vmap(LAYOUT_ORDER[name])(np.stack([X23, X23 + 1]))
 
 
 def test_memory_order_ravel_under_jit_is_numpys():
