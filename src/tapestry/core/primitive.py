@@ -273,8 +273,9 @@ class Primitive:
         if const is not None:
             c = raw[const].__class__
             if c is np.ndarray:
-                if self.reads_values:
-                    raw = _kept_constant(ta, raw, const)
+                if self.reads_values:  # (_kept_constant, inlined: the hot path)
+                    raw = (ta.own_constant(raw[0]), raw[1]) if const == 0 else \
+                        (raw[0], ta.own_constant(raw[1]))
             elif c is tuple or c is list or issubclass(c, np.ndarray):  # np.memmap
                 raw = _kept_constant(ta, raw, const)
         nodes = ta.nodes

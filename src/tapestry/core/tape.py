@@ -84,11 +84,11 @@ class Tape:
         later operation on ``x`` compares it with the copy (``memcmp``) and
         shares it when equal, and gets a copy of its own when ``x`` was
         written in between.  Read-only memory of its own is kept as is."""
-        if not (x.flags.writeable or x.base is not None):
-            return x  # read-only memory of its own: nothing can change it
         n = x.nbytes
         if n <= COPY_ALWAYS:
             return x.copy()  # cheaper than finding the copy of an earlier use
+        if not (x.flags.writeable or x.base is not None):
+            return x  # read-only memory of its own: nothing can change it
         copies = self.copies
         if copies is None:
             copies = self.copies = {}
