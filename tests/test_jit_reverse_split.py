@@ -172,11 +172,11 @@ def test_environment_refused_only_where_the_backward_reads_it():
     trace's copies of closed-over arrays, as the plain ``vjp``'s): changing
     the closure after the forward changes nothing.  An array the backward
     reads as it is (read-only memory, which the plain trace does not copy)
-    is checked before it runs, and refused if changed."""
-    x = np.linspace(-1.0, 1.0, 5)
-
-    def run(make, change, jitted):
-        w = np.arange(1.0, 6.0)
+    is checked before it runs, and refused if changed; a small one is
+    copied too (cheaper than checking), so its change changes nothing."""
+    def run(make, change, jitted, n=5):
+        x = np.linspace(-1.0, 1.0, n)
+        w = np.arange(1.0, n + 1.0)
         f = make(w)
         jf = tp.jit(f) if jitted else f
         if jitted:
@@ -200,8 +200,12 @@ def test_environment_refused_only_where_the_backward_reads_it():
     for make in (lambda w: lambda v: np.sum(np.sin(v * w)),  # the backward reads w
                  lambda w: lambda v: np.sum(np.sin(v + w))):  # only cos(v + w), a residual
         same(run(make, in_place, True), run(make, in_place, False))
+    def read_only(w):
+        return lambda v, w=frozen(w): np.sum(np.sin(v * w))
+    x5, w5 = np.linspace(-1.0, 1.0, 5), np.arange(1.0, 6.0)
+    same(run(read_only, thawed, True), (np.cos(x5 * w5) * w5,))
     with pytest.raises(RuntimeError, match="between the forward and the pullback"):
-        run(lambda w: (lambda v, w=frozen(w): np.sum(np.sin(v * w))), thawed, True)
+        run(read_only, thawed, True, n=1000)  # 8,000 bytes: read in place, checked
 
 
 def test_a_failed_guard_in_either_half_falls_back():

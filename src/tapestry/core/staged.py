@@ -902,6 +902,11 @@ class Staged(ArrayMethods):
         self._rec = rec
         self._slot = slot
 
+    def guard_layout(self):
+        """:func:`guard_layout` on this value (for the engine's view
+        bookkeeping in ``core/var.py``, which does not import this module)."""
+        guard_layout(self)
+
     # --- metadata: static (shapes are part of the cache key or guarded) -----
     shape = property(lambda self: np.shape(self._value))
     dtype = property(lambda self: np.result_type(self._value))

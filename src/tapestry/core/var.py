@@ -618,9 +618,8 @@ def _guard_layout(v):
     """Inside a jit trace, a guard on the layout of the staged value under
     the wrappers of ``v`` (nothing outside one)."""
     while not isinstance(v, np.ndarray) and hasattr(v, "_value"):
-        if hasattr(v, "_rec"):
-            from .staged import guard_layout
-            guard_layout(v)
+        if hasattr(v, "_rec"):  # a staged value (core/staged.py imports this module)
+            v.guard_layout()
             return
         v = v._value
 
