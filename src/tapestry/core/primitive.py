@@ -270,14 +270,13 @@ class Primitive:
         kept = ans
         if type(ans) is np.ndarray and self.keep and ans.size >= KEEP_MIN_SIZE:
             raw, kept = _apply_keep(self.keep, raw, ans, active)
-        if const is not None:
+        if const is not None:  # the node's copy of a plain array or key (_kept_constant)
             c = raw[const].__class__
-            if c is np.ndarray:
-                if self.reads_values:  # (_kept_constant, inlined: the hot path)
-                    raw = (ta.own_constant(raw[0]), raw[1]) if const == 0 else \
-                        (raw[0], ta.own_constant(raw[1]))
-            elif c is tuple or c is list or issubclass(c, np.ndarray):  # np.memmap
+            if c is tuple or c is list:
                 raw = _kept_constant(ta, raw, const)
+            elif self.reads_values and (c is np.ndarray or issubclass(c, np.ndarray)):
+                raw = (ta.own_constant(raw[0]), raw[1]) if const == 0 else \
+                    (raw[0], ta.own_constant(raw[1]))  # (inlined: the hot path)
         nodes = ta.nodes
         nodes.append((parents, rules, kept, raw, None, self))
         return Var(ans, ta, len(nodes) - 1)
@@ -381,9 +380,8 @@ def _kept_constants(tape, raw, args, prim):
     argument's value, or a stand-in of ``KEEP_*``, is not copied; nor is an
     array whose values the rules never read, ``Primitive.reads_values``)."""
     for i, a in enumerate(raw):
-        c = a.__class__
-        if (c is np.ndarray and prim.reads_values or c is tuple or c is list
-                or c is not np.ndarray and isinstance(a, np.ndarray)) and a is args[i]:
+        if a is args[i] and (a.__class__ is tuple or a.__class__ is list or
+                             prim.reads_values and isinstance(a, np.ndarray)):
             raw[i] = _own(tape, a)
     return raw
 

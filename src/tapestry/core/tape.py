@@ -83,7 +83,8 @@ class Tape:
         to the new values without a word.  One copy per array and value: a
         later operation on ``x`` compares it with the copy (``memcmp``) and
         shares it when equal, and gets a copy of its own when ``x`` was
-        written in between.  Read-only memory of its own is kept as is."""
+        written in between.  Beyond ``COPY_ALWAYS`` bytes, read-only memory
+        of its own is kept as is."""
         n = x.nbytes
         if n <= COPY_ALWAYS:
             return x.copy()  # cheaper than finding the copy of an earlier use
