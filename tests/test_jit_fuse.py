@@ -351,7 +351,7 @@ def _threads_used(monkeypatch, fuse_mod):
     real = fuse_mod._in_threads
 
     def spy(*a, **k):
-        cuts.append(a[4])
+        cuts.append(a[3])  # (kern, args, units, parts)
         return real(*a, **k)
     monkeypatch.setattr(fuse_mod, "_in_threads", spy)
     monkeypatch.setattr(fuse_mod, "THREADS", 2)

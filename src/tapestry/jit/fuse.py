@@ -19,6 +19,12 @@ scalar loop's libm calls, so runs over arrays above
 those two stay NumPy's where NumPy's are faster than the loop's on the
 cores the run will use (measured once per process, :func:`loop_over_numpy`).
 
+A large run also computes the sums of its results that nothing else reads
+(:func:`_absorbed_sums`): a whole sum or a sum over the last axis, added
+block by block in the loop, the blocks' partial sums in NumPy's pairwise
+sum.  W6's value and gradient then read their inputs once and write no
+(G, 20) array at all: on two cores the loop was memory-bound before.
+
 A program that calls BLAS (``@``, ``dot``, ``einsum``, ``linalg``) runs
 its loops on the calling thread only: after each GEMM on several threads,
 OpenBLAS's threads spin for about 0.1 s, and a loop cut over a pool then
@@ -179,6 +185,11 @@ def fuse(steps, live, outputs, meta, scalars):
     n = len(steps)
     serial = calls_blas(steps)
     taken = [False] * n
+    readers: dict = {}  # slot -> the live steps reading it
+    for j in range(n):
+        if live[j]:
+            for r in reads_of(steps[j]):
+                readers.setdefault(r, []).append(j)
     next_slot = max([s.out for s in steps if s.out is not None] + [-1]
                     + list(output_slots(outputs))) + 1
     out_steps, out_live, runs = [], [], 0
@@ -204,7 +215,8 @@ def fuse(steps, live, outputs, meta, scalars):
                 run_made.add(s.out)
                 missed = 0
                 continue
-            if s.kind == "call" and s.fn in _VIEWS and s.out is not None and \
+            if s.kind == "call" and (s.fn in _VIEWS or s.fn is _reshape_function()) \
+                    and s.out is not None and \
                     not blocked.intersection(reads) and not run_made.intersection(reads):
                 hoisted.append(j)  # a view of what exists before the run: made before it
                 continue
@@ -230,13 +242,20 @@ def fuse(steps, live, outputs, meta, scalars):
             if live[j] and j not in inside:
                 read_outside.update(reads_of(steps[j]))
         results = [steps[i].out for i in run if steps[i].out in read_outside]
+        sums = _absorbed_sums(steps, live, taken, readers, inside, results, outputs, shape,
+                              meta, scalars)
+        summed = {r for _, r, _ in sums}
+        results = [r for r in results if r not in summed]
+        for j, _, _ in sums:
+            taken[j] = True
         fn, inputs = _compile_run([_through(steps[i], views) for i in run], made, results,
-                                  shape, meta, scalars, serial)
+                                  shape, meta, scalars, serial,
+                                  [(kind, r, steps[j]) for j, r, kind in sums])
         tup = next_slot
         next_slot += 1
         out_steps.append(Step("call", fn, tuple(Slot(i) for i in inputs), None, tup))
         out_live.append(True)
-        for pos, r in enumerate(results):
+        for pos, r in enumerate(results + [steps[j].out for j, _, _ in sums]):
             out_steps.append(Step("item", None, (Slot(tup), pos), None, r))
             out_live.append(True)
         runs += 1
@@ -267,6 +286,92 @@ def _through(step, views):
     args = tuple(views.get(a.i, a) if a.__class__ is Slot else a for a in step.args)
     return Step(step.kind, step.fn, args, step.kwargs, step.out, step.value, step.site,
                 step.inplace, step.err)
+
+
+# --- sums taken into a run ---------------------------------------------------------
+#: Runs over at least this many elements compute the sums of their results
+#: that nothing else reads (W6's value and gradient: five sums of (G, 20)
+#: arrays) inside the loop: the array is never written and read back, which
+#: on large arrays is most of the memory traffic, and what kept a run cut
+#: over the cores from scaling with them.
+SUM_MIN = 1 << 15
+#: Elements of the last axis added in order, in a register, before the
+#: partial sums meet in NumPy's pairwise sum (NumPy's own block length).
+SUM_BLOCK = 128
+
+
+def _absorbed_sums(steps, live, taken, readers, inside, results, outputs, shape, meta,
+                   scalars):
+    """``[(step index, slot, kind)]``: the sums the run computes in its
+    loop -- every step outside the run reading a result ``slot`` is a sum of
+    it (``kind``: ``"all"`` axes, or the ``"last"``), and the result is no
+    output -- so the result itself is never made."""
+    if len(shape) == 0 or int(np.prod(shape)) < SUM_MIN:
+        return []
+    outs = output_slots(outputs)
+    got = []
+    for r in results:
+        if r in outs:
+            continue
+        js = [j for j in readers.get(r, ()) if j not in inside]
+        kinds = [_sum_kind(steps[j], r, shape, meta, scalars)
+                 if live[j] and not taken[j] else None for j in js]
+        if js and None not in kinds:
+            got += [(j, r, kind) for j, kind in zip(js, kinds)]
+    return got
+
+
+def _sum_kind(step, r, shape, meta, scalars):
+    """``"all"`` where ``step`` sums slot ``r`` (a float64 array of
+    ``shape``) over every axis into an ``np.float64``, ``"last"`` where over
+    its last axis into a float64 array, else ``None``."""
+    if step.kind != "call" or step.out is None or step.err:
+        return None
+    fn, args, kw = step.fn, step.args, step.kwargs or {}
+    d = len(shape)
+    if fn is _sum_function() and len(args) == 3 and not kw:
+        a, axis, keepdims = args
+    elif fn == np.add.reduce and len(args) == 1 and set(kw) <= {"axis"}:
+        a, axis, keepdims = args[0], kw.get("axis", 0), False
+    elif fn is np.einsum and len(args) == 2 and not kw and args[0].__class__ is str:
+        spec = args[0].replace(" ", "")
+        ins, _, out = spec.partition("->")
+        if not _ or len(ins) != d or len(set(ins)) != d or not ins.isalpha() \
+                or not ins.startswith(out) or len(out) not in (0, d - 1):
+            return None
+        a, axis, keepdims = args[1], tuple(range(len(out), d)), False
+    else:
+        return None
+    if a.__class__ is not Slot or a.i != r or keepdims is not False:
+        return None
+    if axis is None:
+        axes = set(range(d))
+    else:
+        try:
+            axes = {int(a) % d for a in (axis if axis.__class__ is tuple else (axis,))}
+        except (TypeError, ValueError):
+            return None
+    if axes == set(range(d)):
+        return "all" if step.out not in meta and scalars.get(step.out) is np.float64 else None
+    if axes == {d - 1} and meta.get(step.out) == (tuple(shape[:-1]), _F8):
+        return "last"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _reshape_function():
+    """The function tapestry's ``reshape`` primitive records (``np.reshape``
+    with its order spelled out: a view where NumPy makes one)."""
+    from ..ops.shape import _reshape_fun
+    return _reshape_fun
+
+
+@functools.lru_cache(maxsize=None)
+def _sum_function():
+    """The function tapestry's ``sum`` primitive records (imported on
+    first use: the ops import the engine this package lowers)."""
+    from ..ops.reductions import _sum_fun
+    return _sum_fun
 
 
 #: Functions whose calls run on BLAS (or LAPACK, which calls BLAS).
@@ -342,10 +447,80 @@ def _index(small, shape):
                      for k, d in enumerate(small))
 
 
-def _compile_run(run, made, results, shape, meta, scalars, serial=False):
-    """The Python function computing ``results`` of a run from its inputs,
-    and the input slots in the order it takes them (``serial``: never cut
-    over threads)."""
+def _compile_run(run, made, results, shape, meta, scalars, serial=False, sums=()):
+    """The Python function computing ``results`` of a run from its inputs
+    (then the values of the ``sums``: ``(kind, slot, step)``, see
+    :func:`_absorbed_sums`), and the input slots in the order it takes them
+    (``serial``: never cut over threads)."""
+    inputs, names, arrays, consts, body, ranges = _run_body(run, made, shape, meta, scalars)
+    # every value the run makes is checked: t - t is 0.0 unless t is inf or nan
+    odd = " + ".join(f"(t{s.out} - t{s.out})" for s in run)
+    odd = f"(({odd}) != 0.0)" + "".join(f" | {x}" for x in ranges)
+    params = [f"a{k}" if i in arrays else names[i] for k, i in enumerate(inputs)]
+    params += [f"b{j}" for j in range(len(consts))]
+    lines = ["import math", "import numpy as np", "from numba import njit",
+             f"from tapestry.jit.vmath import exp_in_range, vexp, vtanh  # vmath {_vmath_version()}", "",
+             '@njit(nogil=True, cache=True, error_model="numpy")']
+    numpy_run = _numpy_run(run + [s for _, _, s in sums], inputs,
+                           results + [s.out for _, _, s in sums])
+    if shape == ():
+        lines.append(f"def kern({', '.join(params)}):")
+        lines += [f"    {b}" for b in body]
+        lines.append(f"    return ({', '.join(f't{r}' for r in results)}, {odd})")
+        kern = _load("\n".join(lines) + "\n")
+        kinds = tuple(scalars.get(r, np.float64) for r in results)
+
+        def run_scalar(*args):
+            got = kern(*[a[()] if a.__class__ is np.ndarray else a for a in args])
+            if got[-1]:  # an inf or a nan: NumPy's (or Python's) errors and bits
+                return numpy_run(args)
+            return tuple(k(r) for k, r in zip(kinds, got[:-1]))
+        return _named(run_scalar, len(run)), inputs
+    summed = list(dict.fromkeys(r for _, r, _ in sums))  # each summed result: one buffer
+    lines += _loops(params, arrays, inputs, consts, body, results, summed, odd, shape)
+    kern = _load("\n".join(lines) + "\n")
+    n_out = len(results)
+    expect = [arrays.get(i) for i in inputs]
+    fixed = list(consts)
+    d = len(shape)
+    blocks = -(-shape[-1] // SUM_BLOCK) if d == 1 or shape[-1] > SUM_BLOCK else 1
+    units = shape[0] if d > 1 else blocks  # what threads share: rows, or a 1-d run's blocks
+    sizes = list(shape[1:]) if d > 1 else [shape[0]]
+    finish = [(kind, summed.index(r)) for kind, r, _ in sums]
+
+    def run_arrays(*given):
+        # the loop trusts its shapes: never let it index past an array
+        args = list(given)
+        for k, (a, want) in enumerate(zip(args, expect)):
+            if want is None:
+                if a.__class__ is np.ndarray:
+                    args[k] = a[()]
+            elif a.__class__ is not np.ndarray or a.shape != want:
+                raise ValueError(f"a fused loop expected shape {want}, got {np.shape(a)}")
+        outs = [np.empty(shape) for _ in range(n_out)]
+        part = [np.empty(shape[:-1] + (blocks,)) for _ in summed]
+        parts = 1 if serial else max(1, min(_parts(shape), units))
+        if parts == 1:
+            odd = kern(*args, *fixed, *outs, *part, *sizes, 0, units)
+        else:
+            odd = _in_threads(kern, args + fixed + outs + part + sizes, units, parts)
+        if odd:  # an inf or a nan: NumPy's errors and bits
+            return numpy_run(given)
+        if not finish:
+            return tuple(outs)
+        got = [_finish_sum(kind, part[k], blocks) for kind, k in finish]
+        if not all(math.isfinite(v) for v in got if v.__class__ is np.float64):
+            return numpy_run(given)  # (a sum overflowed: NumPy's warning and bits)
+        return tuple(outs) + tuple(got)
+    return _named(run_arrays, len(run)), inputs
+
+
+def _run_body(run, made, shape, meta, scalars):
+    """The loop body of a run: ``(inputs, names, arrays, consts, body,
+    ranges)`` -- the input slots in parameter order, their names in the
+    body, the array inputs' shapes, the constant arrays (passed after the
+    inputs), the body's lines and the range tests of its ``vexp`` /
+    ``vtanh`` arguments (outside, the run is NumPy's)."""
     inputs: list = []    # slots read, in parameter order
     names: dict = {}     # slot -> its name in the loop body
     arrays: dict = {}    # slot -> its shape, for the array inputs
@@ -374,8 +549,7 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False):
             return f"y{len(consts) - 1}"
         return repr(float(a[()] if a.__class__ is np.ndarray else a))
 
-    body = []
-    ranges = []  # tests of vexp's and vtanh's arguments: outside, the run is NumPy's
+    body, ranges = [], []
     for s in run:
         ops = [operand(a) for a in s.args]
         if s.fn is operator.pow:
@@ -385,66 +559,71 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False):
         if s.fn in _VECTORIZED:
             ranges.append(_VECTORIZED[s.fn].format(ops[0]))
         body.append(f"t{s.out} = {expr}")
-    # every value the run makes is checked: t - t is 0.0 unless t is inf or nan
-    odd = " + ".join(f"(t{s.out} - t{s.out})" for s in run)
-    odd = f"(({odd}) != 0.0)" + "".join(f" | {x}" for x in ranges)
-    params = [f"a{k}" if i in arrays else names[i] for k, i in enumerate(inputs)]
-    params += [f"b{j}" for j in range(len(consts))]
-    lines = ["import math", "from numba import njit",
-             f"from tapestry.jit.vmath import exp_in_range, vexp, vtanh  # vmath {_vmath_version()}", "",
-             '@njit(nogil=True, cache=True, error_model="numpy")']
-    if scalar:
-        lines.append(f"def kern({', '.join(params)}):")
-        lines += [f"    {b}" for b in body]
-        lines.append(f"    return ({', '.join(f't{r}' for r in results)}, {odd})")
+    return inputs, names, arrays, consts, body, ranges
+
+
+def _loops(params, arrays, inputs, consts, body, results, summed, odd, shape):
+    """The kernel of an array run: ``kern(inputs, consts, outs, partial
+    sums, sizes of axes 1.. (of a 1-d run: its length), lo, hi)`` over the
+    units ``[lo, hi)`` -- rows (axis 0), or blocks of :data:`SUM_BLOCK`
+    elements of a 1-d run -- so threads share one call's arrays without
+    slicing them.  A summed result goes to a buffer one block long (the loop
+    over the block still vectorizes), whose sum in order is the block's
+    partial sum."""
+    d = len(shape)
+    outs = [f"o{k}" for k in range(len(results))]
+    sums = [f"p{k}" for k in range(len(summed))]
+    sizes = [f"n{k}" for k in range(1, d)] if d > 1 else ["n0"]
+    last, n_last = f"i{d - 1}", f"n{d - 1}"
+    lines = [f"def kern({', '.join(params + outs + sums + sizes)}, lo, hi):", "    odd = False"]
+    lines += [f"    w{k} = np.empty({min(SUM_BLOCK, shape[-1])})" for k in range(len(summed))]
+    # rows longer than a block (and a 1-d run) are cut into blocks; the loop
+    # over a block runs over its own counter (LLVM vectorizes that form)
+    blocked = d == 1 or (bool(summed) and shape[-1] > SUM_BLOCK)
+    if d == 1:
+        lines.append("    for blk in range(lo, hi):")
     else:
-        outs = [f"o{k}" for k in range(len(results))]
-        lines.append(f"def kern({', '.join(params + outs)}):")
-        lines.append("    odd = False")
-        ind = "    "
-        for d in range(len(shape)):
-            lines.append(f"{ind}for i{d} in range(o0.shape[{d}]):")
+        lines.append("    for i0 in range(lo, hi):")
+        ind = "        "
+        for k in range(1, d - 1):
+            lines.append(f"{ind}for i{k} in range(n{k}):")
             ind += "    "
-        full = ", ".join(f"i{d}" for d in range(len(shape)))
-        lines += [f"{ind}x{k} = a{k}[{_index(arrays[i], shape)}]"
-                  for k, i in enumerate(inputs) if i in arrays]
-        lines += [f"{ind}y{j} = b{j}[{_index(c.shape, shape)}]" for j, c in enumerate(consts)]
-        lines += [f"{ind}{b}" for b in body]
-        lines += [f"{ind}{o}[{full}] = t{r}" for o, r in zip(outs, results)]
-        lines.append(f"{ind}odd |= {odd}")
-        lines.append("    return odd")
-    kern = _load("\n".join(lines) + "\n")
-    numpy_run = _numpy_run(run, inputs, results)
-    if scalar:
-        kinds = tuple(scalars.get(r, np.float64) for r in results)
+        if blocked:
+            lines.append(f"{ind}for blk in range(({n_last} + {SUM_BLOCK - 1}) // {SUM_BLOCK}):")
+    ind = "    " * (d + (1 if blocked else 0))
+    if blocked:
+        lines += [f"{ind}blo = blk * {SUM_BLOCK}", f"{ind}bhi = min(blo + {SUM_BLOCK}, {n_last})",
+                  f"{ind}for q in range(bhi - blo):", f"{ind}    {last} = blo + q"]
+        at_w = "q"
+    else:
+        lines += [f"{ind}blo = 0", f"{ind}bhi = {n_last}", f"{ind}for {last} in range({n_last}):"]
+        at_w = last
+    inner = ind + "    "
+    full = ", ".join(f"i{k}" for k in range(d))
+    lines += [f"{inner}x{k} = a{k}[{_index(arrays[i], shape)}]"
+              for k, i in enumerate(inputs) if i in arrays]
+    lines += [f"{inner}y{j} = b{j}[{_index(c.shape, shape)}]" for j, c in enumerate(consts)]
+    lines += [f"{inner}{b}" for b in body]
+    lines += [f"{inner}{o}[{full}] = t{r}" for o, r in zip(outs, results)]
+    lines += [f"{inner}w{k}[{at_w}] = t{r}" for k, r in enumerate(summed)]
+    lines.append(f"{inner}odd |= {odd}")
+    at = ", ".join([f"i{k}" for k in range(d - 1)] + ["blk" if blocked else "0"])
+    for k in range(len(summed)):
+        lines += [f"{ind}acc = 0.0", f"{ind}for q in range(bhi - blo):",
+                  f"{ind}    acc += w{k}[q]", f"{ind}p{k}[{at}] = acc"]
+    lines.append("    return odd")
+    return lines
 
-        def run_scalar(*args):
-            got = kern(*[a[()] if a.__class__ is np.ndarray else a for a in args])
-            if got[-1]:  # an inf or a nan: NumPy's (or Python's) errors and bits
-                return numpy_run(args)
-            return tuple(k(r) for k, r in zip(kinds, got[:-1]))
-        return _named(run_scalar, len(run)), inputs
-    n_out = len(results)
-    expect = [arrays.get(i) for i in inputs]
-    fixed = list(consts)
 
-    def run_arrays(*given):
-        # the loop trusts its shapes: never let it index past an array
-        args = list(given)
-        for k, (a, want) in enumerate(zip(args, expect)):
-            if want is None:
-                if a.__class__ is np.ndarray:
-                    args[k] = a[()]
-            elif a.__class__ is not np.ndarray or a.shape != want:
-                raise ValueError(f"a fused loop expected shape {want}, got {np.shape(a)}")
-        outs = [np.empty(shape) for _ in range(n_out)]
-        parts = 1 if serial else _parts(shape)
-        odd = kern(*args, *fixed, *outs) if parts == 1 else \
-            _in_threads(kern, args + fixed, outs, shape, parts)
-        if odd:  # an inf or a nan: NumPy's errors and bits
-            return numpy_run(given)
-        return tuple(outs)
-    return _named(run_arrays, len(run)), inputs
+def _finish_sum(kind, part, blocks):
+    """A sum from its partial sums (one per block of each last-axis row):
+    the whole sum (NumPy's pairwise sum of the partials, an ``np.float64``)
+    or the rows' sums."""
+    if kind == "all":
+        return np.add.reduce(part, axis=None)
+    if blocks == 1:
+        return part.reshape(part.shape[:-1])
+    return np.add.reduce(part, axis=-1)
 
 
 # --- large runs on several cores -------------------------------------------------------
@@ -492,29 +671,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-def _in_threads(kern, args, outs, shape, parts):
-    """``kern`` on ``parts`` slices along axis 0, the first on this thread
-    and the others on a pool (the loops hold no GIL: ``nogil=True``).  Each
-    element is computed as in one call, so the bits are the same; the odd
-    flag is any slice's.  Operands that broadcast along axis 0 go whole."""
+def _in_threads(kern, args, units, parts):
+    """``kern(*args, lo, hi)`` on ``parts`` ranges of its ``units`` (rows,
+    or a 1-d run's blocks), the first on this thread and the others on a
+    pool (the loops hold no GIL: ``nogil=True``).  Each element is computed
+    as in one call, so the bits are the same; the odd flag is any range's."""
     global _pool
     if _pool is None:
         with _pool_lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(max(1, THREADS - 1),
                                            thread_name_prefix="tapestry-jit-loop")
-    n = shape[0]
-    bounds = [n * k // parts for k in range(parts + 1)]
-
-    def piece(k):
-        lo, hi = bounds[k], bounds[k + 1]
-        cut = [a[lo:hi] if a.__class__ is np.ndarray and a.ndim == len(shape) and a.shape[0] == n
-               else a for a in args]
-        return kern(*cut, *[o[lo:hi] for o in outs])
-
-    futures = [_pool.submit(piece, k) for k in range(1, parts)]
+    bounds = [units * k // parts for k in range(parts + 1)]
+    futures = [_pool.submit(kern, *args, bounds[k], bounds[k + 1]) for k in range(1, parts)]
     try:
-        odd = piece(0)
+        odd = kern(*args, bounds[0], bounds[1])
     finally:
         wait(futures)  # no piece outlives the call, even when one raised
     for f in futures:
@@ -534,7 +705,8 @@ def _numpy_run(run, inputs, results):
     def numpy_run(args):
         env = dict(zip(inputs, args))
         for s in run:
-            env[s.out] = s.fn(*[value(a, env) for a in s.args])
+            kw = {k: value(v, env) for k, v in s.kwargs.items()} if s.kwargs else {}
+            env[s.out] = s.fn(*[value(a, env) for a in s.args], **kw)
         return tuple(env[r] for r in results)
     return numpy_run
 
