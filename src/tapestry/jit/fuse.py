@@ -576,7 +576,7 @@ def _loops(params, arrays, inputs, consts, body, results, summed, odd, shape):
     sizes = [f"n{k}" for k in range(1, d)] if d > 1 else ["n0"]
     last, n_last = f"i{d - 1}", f"n{d - 1}"
     lines = [f"def kern({', '.join(params + outs + sums + sizes)}, lo, hi):", "    odd = False"]
-    lines += [f"    w{k} = np.empty({min(SUM_BLOCK, shape[-1])})" for k in range(len(summed))]
+    lines += [f"    w{k} = np.empty({SUM_BLOCK})" for k in range(len(summed))]
     # rows longer than a block (and a 1-d run) are cut into blocks; the loop
     # over a block runs over its own counter (LLVM vectorizes that form)
     blocked = d == 1 or (bool(summed) and shape[-1] > SUM_BLOCK)
