@@ -243,3 +243,31 @@ def test_a_fresh_array_per_step_is_not_kept_alive_by_the_tape():
     assert ref() is None
     b = np.arange(float(COPY_ALWAYS)) + 1.0  # may reuse a's id: gets its own copy
     assert t.own_constant(b)[0] == 1.0 and c[0] == 0.0
+
+
+@pytest.mark.parametrize("transform", ["grad", "jit(grad)", "hessian", "jvp"])
+def test_a_traced_value_written_through_flat_names_the_write(transform):
+    """``out.flat[0] = v`` with a traced ``v``: NumPy's flat iterator drops
+    tapestry's refusal of ``float(v)`` and raises "Error setting single item
+    of array.", naming neither the write nor the fix; the error says both,
+    as for ``out[0] = v``."""
+    def f(x):
+        out = np.zeros(3)
+        out.flat[0] = x[0]
+        return np.sum(out)
+    x = np.ones(3)
+    call = {"grad": lambda: tp.grad(f)(x), "jit(grad)": lambda: tp.jit(tp.grad(f))(x),
+            "hessian": lambda: tp.hessian(f)(x), "jvp": lambda: tp.jvp(f, (x,), (x,))}
+    with pytest.raises(TypeError, match=r"writing a traced array into a plain NumPy array"):
+        call[transform]()
+
+
+def test_numpys_own_flat_error_passes_unchanged():
+    """The same NumPy error with no traced value behind it is the
+    function's own: it passes as it is."""
+    def f(x):
+        out = np.zeros(3)
+        out.flat[0] = np.ones(2)  # NumPy's own error
+        return np.sum(x)
+    with pytest.raises(ValueError, match="Error setting single item"):
+        tp.grad(f)(np.ones(3))

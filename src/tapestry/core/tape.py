@@ -16,6 +16,7 @@ makes higher derivatives work (the lineage is HIPS autograd's trace ids).
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 
 # ``next()`` on an itertools.count is atomic under the GIL and uses an
@@ -190,6 +191,7 @@ class open_tape:
         self.close = close
 
     def __enter__(self):
+        refused_float.err = None  # (only this computation's refusals explain its errors)
         return self.tape
 
     def __exit__(self, kind, err, tb):
@@ -202,14 +204,26 @@ class open_tape:
         return False
 
 
+#: The last ``float()`` of a traced value refused on this thread
+#: (``.err``): ``out.flat[i] = v`` replaces that refusal by NumPy's
+#: "Error setting single item of array." with no cause attached.
+refused_float = threading.local()
+_FLAT_SET = "Error setting single item of array."
+
+
 def written_into_plain(err):
     """A ``TypeError`` that names the write, for NumPy's ``ValueError``
     ("setting an array element with a sequence") raised by ``out[i] = v``
     with a traced 0-d ``v`` and a plain float array ``out``: NumPy converts
     ``v`` with ``float()``, which tapestry refuses, and puts its own message,
-    which names neither the write nor what to do, on top.  ``None`` for any
-    other error (the function's own ``ValueError`` passes unchanged)."""
-    if not getattr(err.__cause__, "traced_float", False):
+    which names neither the write nor what to do, on top (``out.flat[i] =
+    v`` even drops the refusal: then the refusal this thread saw last is
+    the cause).  ``None`` for any other error (the function's own
+    ``ValueError`` passes unchanged)."""
+    last = getattr(refused_float, "err", None)
+    refused_float.err = None
+    if not getattr(err.__cause__, "traced_float", False) and \
+            not (last is not None and err.__cause__ is None and err.args == (_FLAT_SET,)):
         return None
     return TypeError(
         "tapestry: writing a traced array into a plain NumPy array (out[i] = v into "

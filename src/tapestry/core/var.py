@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
-from .tape import LEAF
+from .tape import LEAF, refused_float
 
 def _called_by_numpy_full(frame):
     """Whether ``frame`` (the one converting a traced value) is NumPy's
@@ -271,6 +271,7 @@ class Var(ArrayMethods):
     def __float__(self):
         err = TypeError(f"tapestry: float() of a traced array. {_HELP_CONVERT}")
         err.traced_float = True  # NumPy's own write of it: see tape.written_into_plain
+        refused_float.err = err  # (out.flat[i] = v drops it: tape.written_into_plain)
         raise err
 
     def __int__(self):
