@@ -496,3 +496,22 @@ def test_a_row_sum_einsum_is_no_blas_call():
     solve = Step("call", np.linalg.solve, (Slot(0), Slot(1)), None, 3)
     assert not calls_blas([row_sum])
     assert calls_blas([row_sum, contraction]) and calls_blas([solve])
+
+
+def test_a_run_nothing_reads_is_left_as_it_is():
+    """A Hessian-vector product keeps a few additions whose results nothing
+    reads: their run made a loop returning nothing, which did not compile
+    (a warning, and the NumPy replay for good).  Such a run stays steps."""
+    import warnings
+
+    def g(x):
+        return np.sum(np.exp(x * 0.01)) + np.sum(np.sum(x * x, axis=-1))
+
+    def hvp(x):
+        return tp.hessian_vector_product(g)(x, np.ones_like(x))
+    x = np.random.default_rng(5).normal(size=(100,))
+    jf = tp.jit(hvp, fuse=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jf(x)
+        close(jf(x), hvp(x))

@@ -246,6 +246,11 @@ def fuse(steps, live, outputs, meta, scalars):
                               meta, scalars)
         summed = {r for _, r, _ in sums}
         results = [r for r in results if r not in summed]
+        if not results and not sums:  # (nothing reads what the run makes: its steps as they are)
+            for i in run:
+                out_steps.append(steps[i])
+                out_live.append(True)
+            continue
         for j, _, _ in sums:
             taken[j] = True
         fn, inputs = _compile_run([_through(steps[i], views) for i in run], made, results,
