@@ -195,3 +195,22 @@ def test_small_runs_keep_numpys_sums():
     jf(x)
     got = jf(x)
     assert got[0] == tp.value_and_grad(f)(x)[0]
+
+
+def test_a_row_sum_that_overflows_is_numpys_with_its_warning():
+    """One row's sum overflows (every term finite): NumPy's inf and its
+    warning, as for a whole sum."""
+    x = np.zeros((fuse_mod.SUM_MIN // 8 + 1, 8))
+    x[3] = 709.0
+
+    def f(x):
+        return np.sum(np.exp(x) * 0.5 + 1.0, axis=-1)
+    jf = tp.jit(f, fuse=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jf(x)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = jf(x)
+    assert got[3] == np.inf and np.all(np.isfinite(np.delete(got, 3)))
+    assert any("overflow" in str(m.message) for m in w)

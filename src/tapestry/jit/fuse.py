@@ -514,7 +514,8 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False, sums=()
         if not finish:
             return tuple(outs)
         got = [_finish_sum(kind, part[k], blocks) for kind, k in finish]
-        if not all(math.isfinite(v) for v in got if v.__class__ is np.float64):
+        if not all(math.isfinite(v) if v.__class__ is np.float64 else np.isfinite(v).all()
+                   for v in got):
             return numpy_run(given)  # (a sum overflowed: NumPy's warning and bits)
         return tuple(outs) + tuple(got)
     return _named(run_arrays, len(run)), inputs
