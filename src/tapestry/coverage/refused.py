@@ -35,9 +35,6 @@ _INPLACE = ("writes into an existing array in place, which cannot be differentia
 
 #: NumPy functions refused on traced arrays: name -> one-line reason.
 NUMPY = {
-    "np.apply_along_axis": "calls a Python function per slice and fills a preallocated array; "
-                           "loop and np.stack the results",
-    "np.apply_over_axes": "calls a Python function per axis; call it in a loop",
     "np.ix_": "builds index arrays; index with integer arrays instead of traced values",
     "np.nextafter": "no rule (the result moves with x by one ulp)",
 }

@@ -7,7 +7,7 @@ from ..core.registry import add_loader
 from . import constant, elementwise, complex, indexing, linalg, reductions, shape  # noqa: F401
 from . import einsum as _einsum_ops  # noqa: F401
 from . import sorting, fft, nanfunctions, statistics, setops, polynomial  # noqa: F401
-from . import creation, differences, signal, ufunc_methods  # noqa: F401
+from . import creation, differences, signal, ufunc_methods, functional  # noqa: F401
 
 
 def _load_special_rules():
