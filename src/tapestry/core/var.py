@@ -28,6 +28,20 @@ def _called_by_numpy_full(frame):
         frame.f_globals.get("__name__", "").startswith("numpy")
 
 
+def _called_by_numpy_vectorize(frame):
+    """Whether the conversion of a traced value is ``np.vectorize``'s (its
+    call converts every input before its loop): its refusal names it and
+    ``tnp.vectorize``."""
+    for _ in range(4):
+        if frame is None:
+            return False
+        if frame.f_code.co_name in ("_vectorize_call", "_vectorize_call_with_signature") and \
+                frame.f_globals.get("__name__", "").startswith("numpy"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 #: Libraries whose functions convert their inputs with np.asarray (NEP 18
 #: reaches NumPy's own functions only), and what tapestry offers instead.
 _CONVERTING_LIBRARIES = {
@@ -229,6 +243,13 @@ class Var(ArrayMethods):
                 "tapestry), which would drop its gradient. Write np.broadcast_to(v, shape) "
                 "(differentiable; a read-only view, np.copy of it if you write into it) or "
                 "tnp.full(shape, v) (import tapestry.numpy as tnp).")
+        if _called_by_numpy_vectorize(sys._getframe(1)):
+            raise TypeError(
+                "tapestry: np.vectorize converts its inputs to plain NumPy arrays (its loop "
+                "calls the function on Python scalars; it does not hand the call to "
+                "tapestry), which would drop the gradient. Use tnp.vectorize (import "
+                "tapestry.numpy as tnp): NumPy's signature, its loop written with "
+                "tapestry.vmap, so the function sees traced elements.")
         lib = _converting_library_call(sys._getframe(1))
         if lib is not None:
             raise TypeError(

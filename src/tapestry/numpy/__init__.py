@@ -45,6 +45,7 @@ from ._construct import (append, array, asanyarray, asarray, c_,  # noqa: F401
                          column_stack, concatenate, dstack, full, full_like, hstack,
                          make_diagonal, r_, stack, vstack)
 from ._einsum import einsum  # noqa: F401
+from ._vectorize import vectorize  # noqa: F401
 from ._lists import ARRAYLIKE as _ARRAYLIKE
 from ._lists import wrapped as _wrapped
 
@@ -58,7 +59,7 @@ __all__ = [*_np.__all__, "stop_gradient", "logsumexp", "softmax", "log_softmax",
 #: Names whose tapestry version is not NumPy's own object (see the docstring).
 REPLACED = ("array", "asarray", "asanyarray", "full", "full_like", "stack",
             "concatenate", "hstack", "vstack", "dstack", "column_stack", "append",
-            "r_", "c_", "einsum", "linalg", "fft", "random",
+            "r_", "c_", "einsum", "vectorize", "linalg", "fft", "random",
             *_ARRAYLIKE)
 
 
