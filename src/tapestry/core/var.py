@@ -269,7 +269,10 @@ class Var(ArrayMethods):
                         "multigammaln, logsumexp, softmax, spherical_jn) or "
                         "tapestry.custom_vjp. np.ma's functions (masked arrays) "
                         "convert their inputs too: compute on plain data and "
-                        "express the mask as weights, e.g. np.where(mask, 0, x).")
+                        "express the mask as weights, e.g. np.where(mask, 0, x). So do "
+                        "random draws with traced parameters (rng.normal(mu, sigma)): "
+                        "draw the noise and transform it, mu + sigma * "
+                        "rng.standard_normal(shape) (scale * rng.standard_exponential(shape)).")
 
     def __format__(self, spec):
         if not spec:
