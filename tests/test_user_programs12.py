@@ -225,3 +225,47 @@ def test_polyfit_with_a_truncating_rcond_in_x():
     """np.polyfit(rcond=...) solves by lstsq: the x gradient was off by 3%."""
     x = np.linspace(0, 1, 8)
     check_grads(lambda x, y: np.sum(np.polyfit(x, y, 4, rcond=0.05) * np.arange(5)), (x, np.sin(3 * x)))
+
+
+def _rhs_into_empty_like(s):
+    out = np.empty_like(s)
+    out[:2] = s[2:]
+    out[2:] = -s[:2] ** 3
+    return np.sum(out ** 2)
+
+
+def _rows_into_zeros(s):
+    out = np.zeros((2, 4))
+    out[1] = s
+    return np.sum(out)
+
+
+def _everything_into_zeros_like(s):
+    out = np.zeros_like(s)
+    out[...] = np.sin(s)
+    return np.sum(out)
+
+
+@pytest.mark.parametrize("f", [_rhs_into_empty_like, _rows_into_zeros, _everything_into_zeros_like])
+@pytest.mark.parametrize("how", ["grad", "jvp", "jit_grad"])
+def test_array_written_into_a_plain_buffer_names_the_write(f, how):
+    """Before: "cannot convert a traced array to a NumPy array (np.asarray /
+    np.array)", naming a conversion the program never wrote; now the item
+    write, and what to start the buffer from."""
+    x = np.arange(1.0, 5.0)
+    run = {"grad": lambda: tp.grad(f)(x), "jvp": lambda: tp.jvp(f, (x,), (x,)),
+           "jit_grad": lambda: tp.jit(tp.grad(f))(x)}[how]
+    with pytest.raises(TypeError, match=r"y\[\.\.\.\] = v writes a traced array v into y, a plain"):
+        run()
+
+
+def test_the_suggested_traced_buffer_differentiates_and_asarray_keeps_its_message():
+    def f(s):
+        out = np.zeros_like(s) + 0 * s
+        out[:2] = s[2:] ** 2
+        out[2:] = -s[:2]
+        return np.sum(out * np.arange(4))
+    check_grads(f, (np.arange(1.0, 5.0),), order=2)
+    with pytest.raises(TypeError, match="cannot convert a traced array to a NumPy array"):
+        tp.grad(lambda s: np.sum(np.asarray(s)))(np.arange(1.0, 5.0))
+    assert "y[...] = v writes a traced array" in classify(REGISTRY["rk4_kepler_inplace_state"]).reason

@@ -11,6 +11,7 @@ instead, and so does a function without a rule.
 """
 from __future__ import annotations
 
+import dis
 import operator
 import sys
 import weakref
@@ -26,6 +27,20 @@ def _called_by_numpy_full(frame):
     refusal names np.full, not the np.asarray the user never wrote."""
     return frame is not None and frame.f_code.co_name == "full" and \
         frame.f_globals.get("__name__", "").startswith("numpy")
+
+
+#: The opcodes of ``y[key] = v`` (STORE_SLICE: ``y[a:b] = v`` from Python 3.12).
+_ITEM_WRITES = frozenset(dis.opmap[n] for n in ("STORE_SUBSCR", "STORE_SLICE") if n in dis.opmap)
+
+
+def _called_by_item_write(frame):
+    """Whether ``frame`` is running ``y[key] = v``: NumPy's ndarray.__setitem__
+    converting a traced ``v`` to write it into a plain ``y``.  The refusal
+    then names the write, not the np.asarray the user never wrote."""
+    if frame is None:
+        return False
+    code, i = frame.f_code.co_code, frame.f_lasti
+    return 0 <= i < len(code) and code[i] in _ITEM_WRITES
 
 
 #: Libraries whose functions convert their inputs with np.asarray (NEP 18
@@ -229,6 +244,15 @@ class Var(ArrayMethods):
                 "tapestry), which would drop its gradient. Write np.broadcast_to(v, shape) "
                 "(differentiable; a read-only view, np.copy of it if you write into it) or "
                 "tnp.full(shape, v) (import tapestry.numpy as tnp).")
+        if _called_by_item_write(sys._getframe(1)):
+            raise TypeError(
+                "tapestry: y[...] = v writes a traced array v into y, a plain NumPy array "
+                "(made by np.zeros / np.empty / np.zeros_like / np.empty_like, or a constant "
+                "argument), which cannot hold a traced value: NumPy converts v with np.asarray, "
+                "which would drop its gradient. Start y from a traced value (y = x.copy(), "
+                "y = np.zeros_like(x) + 0 * x): writes into a traced y are item assignment "
+                "and differentiate; or build the array from its pieces with np.stack / "
+                "np.concatenate / np.where.")
         lib = _converting_library_call(sys._getframe(1))
         if lib is not None:
             raise TypeError(
