@@ -269,3 +269,103 @@ def test_the_suggested_traced_buffer_differentiates_and_asarray_keeps_its_messag
     with pytest.raises(TypeError, match="cannot convert a traced array to a NumPy array"):
         tp.grad(lambda s: np.sum(np.asarray(s)))(np.arange(1.0, 5.0))
     assert "y[...] = v writes a traced array" in classify(REGISTRY["rk4_kepler_inplace_state"]).reason
+
+
+_A4 = np.random.default_rng(12).standard_normal((4, 4))
+_V4 = np.random.default_rng(13).standard_normal(4)
+
+#: NumPy 2's gufuncs with a keyword that changes the result: the forms here
+#: dropped it (np.matvec(A, v, axes=...) gave A @ v: 14.08, not 10.56).
+_GUFUNC_KEYWORDS = {
+    "matvec_axes": lambda a: np.sum(np.matvec(a, _V4, axes=[(1, 0), 0, 0]) * np.arange(4)),
+    "vecmat_axes": lambda a: np.sum(np.vecmat(_V4, a, axes=[0, (1, 0), 0]) * np.arange(4)),
+    "vecdot_keepdims": lambda a: np.sum(np.vecdot(a, a[:1], keepdims=True) * np.arange(4)[:, None]),
+    "vecdot_axes": lambda a: np.sum(np.vecdot(a, a[::-1], axes=[0, 0, ()]) * np.arange(4)),
+    "matmul_axes": lambda a: np.sum(np.matmul(a, a[::-1], axes=[(1, 0), (0, 1), (0, 1)])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GUFUNC_KEYWORDS))
+@pytest.mark.parametrize("how", ["grad", "jvp", "vmap"])
+def test_gufunc_keywords_are_refused_by_name_not_dropped(name, how):
+    f = _GUFUNC_KEYWORDS[name]
+    run = {"grad": lambda: tp.grad(f)(_A4), "jvp": lambda: tp.jvp(f, (_A4,), (_A4,)),
+           "vmap": lambda: tp.vmap(f)(np.stack([_A4, 2 * _A4]))}[how]
+    key = name.split("_")[1]
+    with pytest.raises(NotImplementedError, match=rf"np\.{name.split('_')[0]}\(\.\.\., {key}=\.\.\.\)"):
+        run()
+    np.testing.assert_allclose(tp.jit(f)(_A4), f(_A4))       # jit replays NumPy's own call
+
+
+#: A ufunc's dtype= / signature= / casting= / subok=: before, the forward ran
+#: them and the backward rule got them as arguments (TypeError "_times_x() got
+#: an unexpected keyword argument 'dtype'").
+_UFUNC_KEYWORDS = {
+    "exp_dtype": lambda x: np.sum(np.exp(x, dtype=np.float32)),
+    "multiply_dtype": lambda x: np.sum(np.multiply(x, _V4, dtype=np.float32) * x),
+    "power_dtype": lambda x: np.sum(np.power(x, 3, dtype=np.float32)),
+    "logaddexp_signature": lambda x: np.sum(np.logaddexp(x, _V4, signature="ff->f")),
+    "sin_signature_tuple": lambda x: np.sum(np.sin(x, signature=(np.float64, np.float64))),
+    "add_casting_subok": lambda x: np.sum(np.add(x, _V4, casting="same_kind", subok=True) ** 2),
+    "matmul_dtype": lambda x: np.sum(np.matmul(np.outer(x, x), x, dtype=np.float32)),
+    "vecdot_dtype_axis": lambda x: np.sum(np.vecdot(np.outer(x, x), x[:, None], axis=0, dtype=np.float32)),
+    "matvec_dtype": lambda x: np.sum(np.matvec(np.outer(x, _V4), x, dtype=np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UFUNC_KEYWORDS))
+def test_ufunc_dtype_and_casting_keywords_differentiate(name):
+    f = _UFUNC_KEYWORDS[name]
+    x = _V4.copy()
+    value, g = tp.value_and_grad(f)(x)
+    assert np.result_type(value) == np.result_type(f(x))
+    np.testing.assert_allclose(value, f(x), rtol=1e-5)   # (float32: vecdot's summation order)
+    # the same program with the cast written out: float32 rounding is in both
+    cast = {"exp_dtype": lambda x: np.sum(np.exp(x.astype(np.float32))),
+            "multiply_dtype": lambda x: np.sum(x.astype(np.float32) * _V4.astype(np.float32) * x),
+            "power_dtype": lambda x: np.sum(x.astype(np.float32) ** 3),
+            "logaddexp_signature": lambda x: np.sum(np.logaddexp(x.astype(np.float32), _V4.astype(np.float32))),
+            "sin_signature_tuple": lambda x: np.sum(np.sin(x)),
+            "add_casting_subok": lambda x: np.sum((x + _V4) ** 2),
+            "matmul_dtype": lambda x: np.sum(np.outer(x, x).astype(np.float32) @ x.astype(np.float32)),
+            "vecdot_dtype_axis": lambda x: np.sum(np.sum(np.outer(x, x).astype(np.float32)
+                                                         * x.astype(np.float32)[:, None], axis=0)),
+            "matvec_dtype": lambda x: np.sum(np.outer(x, _V4).astype(np.float32) @ x.astype(np.float32)),
+            }[name]
+    np.testing.assert_allclose(g, tp.grad(cast)(x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tp.jvp(f, (x,), (np.ones(4),))[1], np.sum(g), rtol=1e-5)
+    np.testing.assert_allclose(tp.vmap(f)(np.stack([x, 2 * x])), [f(x), f(2 * x)], rtol=1e-5)
+
+
+def test_ufunc_keywords_numpy_checks_and_refusals():
+    with pytest.raises(TypeError, match="casting rule 'no'"):
+        tp.grad(lambda x: np.sum(np.add(x, x.astype(np.float32), casting="no")))(_V4)
+    with pytest.raises(TypeError, match="casting rule 'safe'"):
+        tp.grad(lambda x: np.sum(np.exp(x, dtype=np.float32, casting="safe")))(_V4)
+    with pytest.raises(NotImplementedError, match=r"np\.sqrt\(\.\.\., order=\.\.\.\)"):
+        tp.grad(lambda x: np.sum(np.sqrt(np.abs(x), order="F")))(_V4)
+    with pytest.raises(NotImplementedError, match=r"dtype=int64"):
+        tp.grad(lambda x: np.sum(np.add(x, x, dtype=np.int64, casting="unsafe")))(_V4)
+    g = tp.grad(lambda x: np.sum(np.sqrt(np.abs(x) + 1, order="K")))(_V4)
+    np.testing.assert_allclose(g, np.sign(_V4) * 0.5 / np.sqrt(np.abs(_V4) + 1))
+
+
+def test_einsum_dtype_casting_and_order_are_applied_or_refused():
+    """Before: np.einsum(..., dtype=np.float32, casting='same_kind') of float64
+    operands gave a float64 result (NumPy's is float32), and dtype= alone
+    (einsum's casting 'safe' refuses float64 -> float32) ran instead of raising."""
+    x = np.linspace(0.1, 1.0, 4)
+
+    def f(x):
+        return np.einsum("i,j->ij", x, x ** 2, dtype=np.float32, casting="same_kind")
+    out, t = tp.jvp(f, (x,), (np.ones(4),))
+    assert out.dtype == np.float32 and t.dtype == np.float32
+    np.testing.assert_array_equal(out, f(x))
+    g = tp.grad(lambda x: np.sum(f(x)))(x)
+    x32 = x.astype(np.float32)
+    np.testing.assert_allclose(g, tp.grad(lambda x: np.sum(np.einsum("i,j->ij", x, x ** 2)))(x32), rtol=1e-6)
+    with pytest.raises(TypeError, match="according to the rule 'safe'"):
+        tp.grad(lambda x: np.sum(np.einsum("i,i->", x, x, dtype=np.float32)))(x)
+    with pytest.raises(NotImplementedError, match=r"np\.einsum\(\.\.\., order='F'\)"):
+        tp.grad(lambda x: np.sum(np.einsum("i,j->ij", x, x, order="F")))(x)
+    np.testing.assert_allclose(tp.grad(lambda x: np.einsum("i,i->", x, x, dtype=np.float64))(x), 2 * x)

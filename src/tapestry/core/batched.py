@@ -32,6 +32,7 @@ from .batching import PerItemParameter, elementwise, expand_item, flat_items, sh
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
+                  ufunc_call_keywords,
                   VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view,
                   assign_item, in_place, plain_view,
                   unwrap_all, values_of)
@@ -282,6 +283,8 @@ class Batched(ArrayMethods):
                 run_loaders()
                 prim = UFUNCS.get(ufunc)
             if prim is not None:
+                if kwargs:  # dtype= applied, axes= / keepdims= refused: never dropped
+                    inputs, kwargs = ufunc_call_keywords(ufunc, inputs, kwargs)
                 if _is_primitive(prim):
                     return prim(*inputs, **kwargs)  # Primitive._call* find the batch
                 return _entry(ufunc, prim, inputs, kwargs)

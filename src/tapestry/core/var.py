@@ -1185,6 +1185,76 @@ def _lookup_ufunc(ufunc):
     return prim
 
 
+#: Keywords of a gufunc's call that its implementation here takes itself.
+_GUFUNC_OWN_KEYWORDS = {"vecdot": {"axis"}}
+
+
+def _signature_dtype(ufunc, sig):
+    """The one dtype a ``signature=`` names (``"ff->f"``, ``(np.float32,)*3``),
+    or None when it names several (or none)."""
+    if isinstance(sig, str):
+        parts = [c for c in sig.replace("->", ",").replace(",", "") if c != " "]
+    elif isinstance(sig, tuple):
+        parts = [d for d in sig if d is not None]
+    else:
+        parts = [sig]
+    kinds = {np.dtype(d) for d in parts}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def ufunc_call_keywords(ufunc, inputs, kwargs):
+    """``(inputs, kwargs)`` for ``np.<ufunc>(*inputs, **kwargs)`` on traced or
+    batched inputs (out= and where= handled before).  The rules take the
+    inputs alone, so a keyword is applied here or refused, never dropped
+    (``np.matvec(A, v, axes=...)`` computed ``A @ v``, ``np.exp(x, dtype=...)``
+    failed in the backward pass): ``dtype=`` (or a ``signature=`` of one
+    dtype) casts the inputs to it, which is what the ufunc's loop does;
+    ``casting=`` is checked as NumPy checks it; ``subok=`` and ``order="K"``
+    change nothing.  Any other (a gufunc's ``axes=`` / ``keepdims=``,
+    another ``order=``, an integer loop) raises naming it."""
+    kwargs = dict(kwargs)
+    kwargs.pop("subok", None)
+    if kwargs.get("order", "K") == "K":
+        kwargs.pop("order", None)
+    casting = kwargs.pop("casting", "same_kind")
+    dtype = kwargs.pop("dtype", None)
+    if kwargs.get("signature") is not None:
+        dtype = _signature_dtype(ufunc, kwargs.pop("signature"))
+        if dtype is None:
+            raise NotImplementedError(
+                f"tapestry: np.{ufunc.__name__}(..., signature=...) with several dtypes on a "
+                "traced array has no rule; cast the inputs with .astype instead.")
+    kwargs.pop("signature", None)
+    own = _GUFUNC_OWN_KEYWORDS.get(ufunc.__name__, set()) if ufunc.signature else set()
+    other = sorted(k for k in kwargs if k not in own)
+    if other:
+        raise NotImplementedError(
+            f"tapestry: np.{ufunc.__name__}(..., {other[0]}=...) on a traced array has no "
+            "rule (the rules take the inputs alone, and dropping the keyword would change "
+            "the result). Write it without: move the axes with np.moveaxis / np.expand_dims, "
+            "or compute on plain arrays and pass the result as a constant.")
+    arrays = [x for x in inputs if hasattr(x, "dtype")]
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "fc":
+            raise NotImplementedError(
+                f"tapestry: np.{ufunc.__name__}(..., dtype={dtype.name}) on a traced array: an "
+                "integer or boolean loop has no rule; cast the result with .astype instead.")
+        for x in arrays:
+            if not np.can_cast(x.dtype, dtype, casting):
+                raise TypeError(f"Cannot cast ufunc {ufunc.__name__!r} input from "
+                                f"{x.dtype!r} to {dtype!r} with casting rule {casting!r}")
+        inputs = tuple(x.astype(dtype) if hasattr(x, "dtype") and x.dtype != dtype else x
+                       for x in inputs)
+    elif casting != "same_kind" and arrays:
+        target = np.result_type(*[x.dtype for x in arrays])
+        for x in arrays:
+            if not np.can_cast(x.dtype, target, casting):
+                raise TypeError(f"Cannot cast ufunc {ufunc.__name__!r} input from "
+                                f"{x.dtype!r} to {target!r} with casting rule {casting!r}")
+    return inputs, kwargs
+
+
 def dispatch_ufunc(ufunc, method, inputs, kwargs):
     if "where" in kwargs and method == "__call__" and _traced(inputs):
         if kwargs["where"] is not True:  # where=True is the default: every entry
@@ -1201,6 +1271,8 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__":
         prim = _lookup_ufunc(ufunc)
         if prim is not None:
+            if kwargs:
+                inputs, kwargs = ufunc_call_keywords(ufunc, inputs, kwargs)
             return prim(*inputs, **kwargs)
         if ufunc in NONDIFF:
             refuse_seed_read(f"np.{ufunc.__name__}", inputs)
