@@ -30,7 +30,7 @@ REFUSED_BY_DESIGN = {
     # in-place methods and out= on traced arrays: refused by name (docs/ops.md)
     "ndarray_sort_in_place_on_copy", "explicit_out_on_traced_arrays",
     # np.pad(reflect_type='odd') has no rule: refused naming the option
-    "pad_every_mode",
+    "pad_reflect_odd_extrapolation",
 }
 #: Finite differences in float64 cannot see through float16 rounding.
 CAST_NOISE = {"float16_mean_cumsum_softmax"}
@@ -45,7 +45,7 @@ SPECIAL = REFUSED_BY_DESIGN | CAST_NOISE | NAN_AS_JAX | AT_TIES
 
 
 def test_module_has_programs():
-    assert len(NAMES) >= 90 and SPECIAL < set(NAMES)
+    assert len(NAMES) >= 95 and SPECIAL < set(NAMES)
 
 
 @pytest.fixture(scope="module")
@@ -369,3 +369,31 @@ def test_einsum_dtype_casting_and_order_are_applied_or_refused():
     with pytest.raises(NotImplementedError, match=r"np\.einsum\(\.\.\., order='F'\)"):
         tp.grad(lambda x: np.sum(np.einsum("i,j->ij", x, x, order="F")))(x)
     np.testing.assert_allclose(tp.grad(lambda x: np.einsum("i,i->", x, x, dtype=np.float64))(x), 2 * x)
+
+
+def test_pad_statistic_and_ramp_modes_differentiate():
+    """Before: np.pad(mode='maximum' / 'minimum' / 'mean' / 'median' /
+    'linear_ramp') was refused; they are reductions and linspaces of the
+    entries NumPy pads from, axis by axis."""
+    X = np.random.default_rng(14).standard_normal((4, 5))
+    for mode, kw in (("maximum", {}), ("minimum", {"stat_length": ((1, 2), (3, 1))}),
+                     ("mean", {"stat_length": 2}), ("median", {"stat_length": 100}),
+                     ("linear_ramp", {"end_values": ((1.0, -1.0), (0.5, 3.0))})):
+        for pw in ((2, 3), ((0, 2), (3, 0)), 7):
+            def f(a):
+                return np.pad(a, pw, mode=mode, **kw)
+            want = f(X)
+            W = np.cos(np.arange(want.size)).reshape(want.shape)
+            check_grads(lambda a: np.sum(f(a) * W), (X,))
+            out, t = tp.jvp(f, (X,), (X,))
+            np.testing.assert_allclose(out, want, rtol=1e-12)
+            np.testing.assert_allclose(tp.vmap(f)(np.stack([X, 2 * X])), np.stack([want, f(2 * X)]),
+                                       rtol=1e-12)
+            g = tp.grad(lambda a: np.sum(f(a) ** 2))
+            np.testing.assert_allclose(tp.jit(g)(X), g(X), rtol=1e-12)
+            X32 = X.astype(np.float32)
+            assert tp.jvp(f, (X32,), (X32,))[0].dtype == np.float32
+    with pytest.raises(TypeError, match="traced end_values"):
+        tp.grad(lambda a: np.sum(np.pad(a, 2, mode="linear_ramp", end_values=(a[0], 1.0))))(X[0])
+    with pytest.raises(TypeError, match="traced constant_values"):
+        tp.grad(lambda a: np.sum(np.pad(a, 2, constant_values=(a[0], 1.0))))(X[0])

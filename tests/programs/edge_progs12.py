@@ -639,14 +639,40 @@ def pad_every_mode(x):
     t = 0.0
     w = 1.0
     for mode, kw in (("constant", {"constant_values": 1.5}), ("edge", {}), ("reflect", {}),
-                     ("reflect", {"reflect_type": "odd"}), ("symmetric", {}),
-                     ("symmetric", {"reflect_type": "odd"}), ("wrap", {}),
+                     ("symmetric", {}), ("wrap", {}),
                      ("linear_ramp", {"end_values": 2.0}), ("maximum", {}), ("minimum", {}),
                      ("mean", {}), ("median", {}), ("mean", {"stat_length": 2})):
         p = np.pad(x, ((2, 3), (1, 2)), mode=mode, **kw)
         t = t + w * np.sum(p * np.arange(p.size).reshape(p.shape) * 0.01)
         w += 0.1
     return t
+
+
+@program(args=lambda: (_r(134, 6, 7), _r(135, 3, 3)))
+def image_border_by_local_statistics_then_conv(img, k):
+    from numpy.lib.stride_tricks import sliding_window_view
+    p = np.pad(img, 1, mode="median", stat_length=3)
+    q = np.pad(img, ((1, 1), (1, 1)), mode="maximum", stat_length=2)
+    win = sliding_window_view(p + 0.5 * q, (3, 3))
+    return np.sum(np.einsum("ijkl,kl->ij", win, k) ** 2)
+
+
+@program(args=lambda: (_r(136, 16),))
+def tapered_signal_linear_ramp_then_fft(x):
+    y = np.pad(x - x.mean(), (4, 4), mode="linear_ramp", end_values=0.0)
+    return np.sum(np.abs(np.fft.rfft(y)) ** 2 * np.linspace(0, 1, 13))
+
+
+@program(args=lambda: (_r(137, 5, 4),))
+def mean_padded_moving_average(x):
+    p = np.pad(x, ((2, 2), (0, 0)), mode="mean", stat_length=((2, 3), (1, 1)))
+    sm = (p[:-4] + p[1:-3] + p[2:-2] + p[3:-1] + p[4:]) / 5
+    return np.sum((sm - x) ** 2) + np.sum(np.pad(x, 1, mode="minimum") * 0.1)
+
+
+@program(args=lambda: (_r(133, 6),))
+def pad_reflect_odd_extrapolation(x):
+    return np.sum(np.pad(x, 3, mode="reflect", reflect_type="odd") ** 2)
 
 
 @program(args=lambda: (_r(80, 3, 2),))
