@@ -348,12 +348,15 @@ def _drops_nonzero(a, rcond, hermitian):
     ``a`` that is not 0 to working precision (100 max(m, n) eps max(s)): a
     truncated SVD, whose pseudo-inverse moves with the dropped values'
     singular vectors too (Golub & Pereyra's formula holds only at 0)."""
+    rc = np.asarray(all_items(rcond))
+    eps = np.finfo(np.result_type(all_items(a), np.float32)).eps
+    if np.all(rc <= 100 * max(np.shape(a)[-2:]) * eps):
+        return False  # NumPy's default cutoffs: nothing above the 0 threshold is dropped
     s = _singular_values(a, hermitian)
     if not s.size:
         return False
     top = np.max(s, axis=-1, keepdims=True)
-    cutoff = np.asarray(all_items(rcond))[..., None] * top
-    eps = np.finfo(np.result_type(s, np.float32)).eps
+    cutoff = rc[..., None] * top
     tiny = 100 * max(np.shape(a)[-2:]) * eps * top
     return bool(np.any((s <= cutoff) & (s > tiny)))
 
