@@ -397,3 +397,41 @@ def test_pad_statistic_and_ramp_modes_differentiate():
         tp.grad(lambda a: np.sum(np.pad(a, 2, mode="linear_ramp", end_values=(a[0], 1.0))))(X[0])
     with pytest.raises(TypeError, match="traced constant_values"):
         tp.grad(lambda a: np.sum(np.pad(a, 2, constant_values=(a[0], 1.0))))(X[0])
+
+
+def _einsum_views(a):
+    A = a.reshape(3, 3).copy()
+    d = np.einsum("ii->i", A)        # NumPy: a writable view of A's diagonal
+    d += 1.0                         # ... so this changes A
+    A *= 2.0                         # ... and d shows this
+    e = np.einsum("ij->ji", A)       # a view: the transpose
+    A[0, 1] = 100.0 * a[0]           # e[1, 0] shows it
+    d2 = d * 1.0
+    e[2] += a[1:4] ** 2              # writes A[:, 2]
+    S = np.stack([A, A.T])
+    np.einsum("...ii->...i", S)[1] -= 3.0
+    return np.concatenate([A.ravel(), d2, e.ravel(), S.ravel(), np.einsum("ii", A)[None]])
+
+
+@pytest.mark.parametrize("how", ["value", "jvp", "vmap", "jit", "grad_jit"])
+def test_einsum_views_write_through_as_numpys(how):
+    """Before: np.einsum('ii->i', A) (one operand, nothing summed: a view
+    in NumPy) was a copy, so d += 1 left A's diagonal unchanged: a silently
+    different value (and A *= 2 did not show in d)."""
+    a = np.arange(1.0, 10.0)
+    want = _einsum_views(a.copy())
+    W = np.cos(np.arange(want.size))
+    if how == "value":
+        np.testing.assert_array_equal(tp.value_and_grad(lambda a: np.sum(_einsum_views(a) * W))(a)[0],
+                                      np.sum(want * W))
+        check_grads(lambda a: np.sum(_einsum_views(a) * W), (a,), order=2)
+    elif how == "jvp":
+        np.testing.assert_array_equal(tp.jvp(_einsum_views, (a,), (a,))[0], want)
+    elif how == "vmap":
+        np.testing.assert_array_equal(tp.vmap(_einsum_views)(np.stack([a, 2 * a])),
+                                      np.stack([want, _einsum_views(2 * a)]))
+    elif how == "jit":
+        np.testing.assert_array_equal(tp.jit(_einsum_views)(a), want)
+    else:
+        g = tp.grad(lambda a: np.sum(_einsum_views(a) * W))
+        np.testing.assert_allclose(tp.jit(g)(a), g(a), rtol=1e-12)

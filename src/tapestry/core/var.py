@@ -337,6 +337,8 @@ class Var(ArrayMethods):
         out = dispatch_function(func, args, kwargs)
         if func in VIEW_FUNCTIONS and args:
             return mark_function_views(out, func, args, kwargs, _view_function)
+        if func is np.einsum:
+            return mark_einsum_view(out, args, kwargs, _view_function)
         return out
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
@@ -536,6 +538,47 @@ ALWAYS_VIEWS = frozenset(
 
 
 _SAME_OBJECT = frozenset(getattr(np, n) for n in ("atleast_1d", "atleast_2d", "atleast_3d"))
+
+
+def einsum_operand_first(operand, subscripts, **kwargs):
+    """``np.einsum(subscripts, operand)`` with the operand first, the way the
+    view machinery takes a view (``func(base, *rest)``)."""
+    if operand.__class__ is np.ndarray or not hasattr(operand, "_value"):
+        return np.einsum(subscripts, operand, **kwargs)
+    return dispatch_function(np.einsum, (subscripts, operand), kwargs)  # unmarked
+
+
+einsum_operand_first.__name__ = "einsum"
+
+
+def _einsum_is_view(subscripts):
+    """Whether NumPy's einsum of one operand with these subscripts is a view
+    of it: nothing is summed, every label (and the ellipsis) of the input is
+    in the output (a transpose, a diagonal: 'ij->ji', 'ii->i', '...ii->...i')."""
+    spec = subscripts.replace(" ", "")
+    if "," in spec:
+        return False
+    if "->" in spec:
+        lhs, rhs = spec.split("->")
+    else:  # implicit output: the labels seen once, in order (and the ellipsis first)
+        lhs = spec
+        letters = lhs.replace(".", "")
+        rhs = ("..." if "..." in lhs else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1))
+    if ("..." in lhs) != ("..." in rhs):
+        return False
+    return set(lhs.replace(".", "")) <= set(rhs.replace(".", ""))
+
+
+def mark_einsum_view(out, args, kwargs, view_function):
+    """np.einsum of one operand that sums nothing returns a writable view of
+    it in NumPy (``d = np.einsum('ii->i', A); d += 1`` changes A's diagonal):
+    marked as one, so writes go through as NumPy's do (it was a silent copy)."""
+    if len(args) != 2 or not isinstance(args[0], str) or \
+            any(k != "optimize" for k in kwargs) or not _einsum_is_view(args[0]):
+        return out
+    return mark_view(out, args[1], view_function,
+                     (einsum_operand_first, (args[0],), {}), always=True)
 
 
 def _item_of(base, view_function, i, func, rest, kwargs):
@@ -748,6 +791,8 @@ def _register_view(base, view):
 
 def _view_function(base, func, rest, kwargs):
     """``func(base, *rest, **kwargs)`` for a traced ``base``, unmarked."""
+    if func is einsum_operand_first:
+        return func(base, *rest, **kwargs)
     return dispatch_function(func, (base,) + rest, kwargs)
 
 
