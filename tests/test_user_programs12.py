@@ -435,3 +435,16 @@ def test_einsum_views_write_through_as_numpys(how):
     else:
         g = tp.grad(lambda a: np.sum(_einsum_views(a) * W))
         np.testing.assert_allclose(tp.jit(g)(a), g(a), rtol=1e-12)
+
+
+def test_default_out_and_where_keywords_stay_accepted():
+    """out=None and where=True are NumPy's defaults: no keyword to refuse."""
+    x = np.arange(1.0, 4.0)
+    for f in (lambda x: np.sum(np.multiply(x, 2, out=None)),
+              lambda x: np.sum(np.exp(x, out=None, where=True)),
+              lambda x: np.sum(np.matmul(x, x, out=None)),
+              lambda x: np.sum(np.vecdot(x, x, out=None))):
+        g = tp.grad(f)(x)
+        check_grads(f, (x,))
+        np.testing.assert_allclose(tp.vmap(f)(np.stack([x, 2 * x])), [f(x), f(2 * x)])
+        np.testing.assert_allclose(tp.vmap(tp.grad(f))(np.stack([x, x])), np.stack([g, g]))

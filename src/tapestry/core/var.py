@@ -1259,6 +1259,10 @@ def ufunc_call_keywords(ufunc, inputs, kwargs):
     another ``order=``, an integer loop) raises naming it."""
     kwargs = dict(kwargs)
     kwargs.pop("subok", None)
+    if kwargs.get("out", 0) is None:
+        del kwargs["out"]
+    if kwargs.get("where", False) is True:  # the default: every entry
+        del kwargs["where"]
     if kwargs.get("order", "K") == "K":
         kwargs.pop("order", None)
     casting = kwargs.pop("casting", "same_kind")
