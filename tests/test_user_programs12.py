@@ -410,7 +410,10 @@ def _einsum_views(a):
     e[2] += a[1:4] ** 2              # writes A[:, 2]
     S = np.stack([A, A.T])
     np.einsum("...ii->...i", S)[1] -= 3.0
-    return np.concatenate([A.ravel(), d2, e.ravel(), S.ravel(), np.einsum("ii", A)[None]])
+    B = A * 1.0
+    np.einsum(B, [0, 0], [0])[:] *= a[4:7]      # the interleaved form: a view too
+    np.einsum(B, [1, 0])[0] += 1.0              # (implicit output: the transpose)
+    return np.concatenate([A.ravel(), d2, e.ravel(), S.ravel(), B.ravel(), np.einsum("ii", A)[None]])
 
 
 @pytest.mark.parametrize("how", ["value", "jvp", "vmap", "jit", "grad_jit"])

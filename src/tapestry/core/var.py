@@ -574,6 +574,17 @@ def mark_einsum_view(out, args, kwargs, view_function):
     """np.einsum of one operand that sums nothing returns a writable view of
     it in NumPy (``d = np.einsum('ii->i', A); d += 1`` changes A's diagonal):
     marked as one, so writes go through as NumPy's do (it was a silent copy)."""
+    if len(args) in (2, 3) and isinstance(args[1], (list, tuple)) and \
+            (len(args) == 2 or isinstance(args[2], (list, tuple))):
+        # the interleaved form np.einsum(A, [0, 0], [0]): its subscripts
+        def letters(sub):
+            return "".join("..." if k is Ellipsis else "abcdefghijklmnopqrstuvwxyz"
+                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[k] for k in sub)
+        try:
+            spec = letters(args[1]) + ("->" + letters(args[2]) if len(args) == 3 else "")
+        except (TypeError, IndexError):
+            return out
+        args = (spec, args[0])
     if len(args) != 2 or not isinstance(args[0], str) or \
             any(k != "optimize" for k in kwargs) or not _einsum_is_view(args[0]):
         return out
