@@ -32,6 +32,7 @@ from .batching import PerItemParameter, elementwise, expand_item, flat_items, sh
 from .registry import FAST_UFUNCS, FUNCTIONS, NONDIFF, UFUNCS, run_loaders
 from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
+                  ufunc_call_keywords, einsum_operand_first, mark_einsum_view,
                   VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view,
                   assign_item, in_place, plain_view,
                   unwrap_all, values_of)
@@ -100,6 +101,8 @@ def _getitem(base, key):
 
 def _view_function(base, func, rest, kwargs):
     """``func(base, *rest, **kwargs)`` for a batched ``base``, unmarked."""
+    if func is einsum_operand_first:
+        return base._array_function(np.einsum, rest[:1] + (base,) + rest[1:], kwargs)
     return base._array_function(func, (base,) + rest, kwargs)
 
 
@@ -282,6 +285,8 @@ class Batched(ArrayMethods):
                 run_loaders()
                 prim = UFUNCS.get(ufunc)
             if prim is not None:
+                if kwargs:  # dtype= applied, axes= / keepdims= refused: never dropped
+                    inputs, kwargs = ufunc_call_keywords(ufunc, inputs, kwargs)
                 if _is_primitive(prim):
                     return prim(*inputs, **kwargs)  # Primitive._call* find the batch
                 return _entry(ufunc, prim, inputs, kwargs)
@@ -297,6 +302,8 @@ class Batched(ArrayMethods):
         out = self._array_function(func, args, kwargs)
         if func in VIEW_FUNCTIONS and args:
             return mark_function_views(out, func, args, kwargs, _view_function)
+        if func is np.einsum:
+            return mark_einsum_view(out, args, kwargs, _view_function)
         return out
 
     def _array_function(self, func, args, kwargs):

@@ -11,6 +11,7 @@ instead, and so does a function without a rule.
 """
 from __future__ import annotations
 
+import dis
 import operator
 import sys
 import weakref
@@ -40,6 +41,20 @@ def _called_by_numpy_vectorize(frame):
             return True
         frame = frame.f_back
     return False
+
+
+#: The opcodes of ``y[key] = v`` (STORE_SLICE: ``y[a:b] = v`` from Python 3.12).
+_ITEM_WRITES = frozenset(dis.opmap[n] for n in ("STORE_SUBSCR", "STORE_SLICE") if n in dis.opmap)
+
+
+def _called_by_item_write(frame):
+    """Whether ``frame`` is running ``y[key] = v``: NumPy's ndarray.__setitem__
+    converting a traced ``v`` to write it into a plain ``y``.  The refusal
+    then names the write, not the np.asarray the user never wrote."""
+    if frame is None:
+        return False
+    code, i = frame.f_code.co_code, frame.f_lasti
+    return 0 <= i < len(code) and code[i] in _ITEM_WRITES
 
 
 #: Libraries whose functions convert their inputs with np.asarray (NEP 18
@@ -250,6 +265,15 @@ class Var(ArrayMethods):
                 "tapestry), which would drop the gradient. Use tnp.vectorize (import "
                 "tapestry.numpy as tnp): NumPy's signature, its loop written with "
                 "tapestry.vmap, so the function sees traced elements.")
+        if _called_by_item_write(sys._getframe(1)):
+            raise TypeError(
+                "tapestry: y[...] = v writes a traced array v into y, a plain NumPy array "
+                "(made by np.zeros / np.empty / np.zeros_like / np.empty_like, or a constant "
+                "argument), which cannot hold a traced value: NumPy converts v with np.asarray, "
+                "which would drop its gradient. Start y from a traced value (y = x.copy(), "
+                "y = np.zeros_like(x) + 0 * x): writes into a traced y are item assignment "
+                "and differentiate; or build the array from its pieces with np.stack / "
+                "np.concatenate / np.where.")
         lib = _converting_library_call(sys._getframe(1))
         if lib is not None:
             raise TypeError(
@@ -338,6 +362,8 @@ class Var(ArrayMethods):
         out = dispatch_function(func, args, kwargs)
         if func in VIEW_FUNCTIONS and args:
             return mark_function_views(out, func, args, kwargs, _view_function)
+        if func is np.einsum:
+            return mark_einsum_view(out, args, kwargs, _view_function)
         return out
 
     # --- operators (straight to the primitive: no NumPy dispatch) --------
@@ -537,6 +563,58 @@ ALWAYS_VIEWS = frozenset(
 
 
 _SAME_OBJECT = frozenset(getattr(np, n) for n in ("atleast_1d", "atleast_2d", "atleast_3d"))
+
+
+def einsum_operand_first(operand, subscripts, **kwargs):
+    """``np.einsum(subscripts, operand)`` with the operand first, the way the
+    view machinery takes a view (``func(base, *rest)``)."""
+    if operand.__class__ is np.ndarray or not hasattr(operand, "_value"):
+        return np.einsum(subscripts, operand, **kwargs)
+    return dispatch_function(np.einsum, (subscripts, operand), kwargs)  # unmarked
+
+
+einsum_operand_first.__name__ = "einsum"
+
+
+def _einsum_is_view(subscripts):
+    """Whether NumPy's einsum of one operand with these subscripts is a view
+    of it: nothing is summed, every label (and the ellipsis) of the input is
+    in the output (a transpose, a diagonal: 'ij->ji', 'ii->i', '...ii->...i')."""
+    spec = subscripts.replace(" ", "")
+    if "," in spec:
+        return False
+    if "->" in spec:
+        lhs, rhs = spec.split("->")
+    else:  # implicit output: the labels seen once, in order (and the ellipsis first)
+        lhs = spec
+        letters = lhs.replace(".", "")
+        rhs = ("..." if "..." in lhs else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1))
+    if ("..." in lhs) != ("..." in rhs):
+        return False
+    return set(lhs.replace(".", "")) <= set(rhs.replace(".", ""))
+
+
+def mark_einsum_view(out, args, kwargs, view_function):
+    """np.einsum of one operand that sums nothing returns a writable view of
+    it in NumPy (``d = np.einsum('ii->i', A); d += 1`` changes A's diagonal):
+    marked as one, so writes go through as NumPy's do (it was a silent copy)."""
+    if len(args) in (2, 3) and isinstance(args[1], (list, tuple)) and \
+            (len(args) == 2 or isinstance(args[2], (list, tuple))):
+        # the interleaved form np.einsum(A, [0, 0], [0]): its subscripts
+        def letters(sub):
+            return "".join("..." if k is Ellipsis else "abcdefghijklmnopqrstuvwxyz"
+                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[k] for k in sub)
+        try:
+            spec = letters(args[1]) + ("->" + letters(args[2]) if len(args) == 3 else "")
+        except (TypeError, IndexError):
+            return out
+        args = (spec, args[0])
+    if len(args) != 2 or not isinstance(args[0], str) or \
+            any(k != "optimize" for k in kwargs) or not _einsum_is_view(args[0]):
+        return out
+    return mark_view(out, args[1], view_function,
+                     (einsum_operand_first, (args[0],), {}), always=True)
 
 
 def _item_of(base, view_function, i, func, rest, kwargs):
@@ -749,6 +827,8 @@ def _register_view(base, view):
 
 def _view_function(base, func, rest, kwargs):
     """``func(base, *rest, **kwargs)`` for a traced ``base``, unmarked."""
+    if func is einsum_operand_first:
+        return func(base, *rest, **kwargs)
     return dispatch_function(func, (base,) + rest, kwargs)
 
 
@@ -1186,6 +1266,80 @@ def _lookup_ufunc(ufunc):
     return prim
 
 
+#: Keywords of a gufunc's call that its implementation here takes itself.
+_GUFUNC_OWN_KEYWORDS = {"vecdot": {"axis"}}
+
+
+def _signature_dtype(ufunc, sig):
+    """The one dtype a ``signature=`` names (``"ff->f"``, ``(np.float32,)*3``),
+    or None when it names several (or none)."""
+    if isinstance(sig, str):
+        parts = [c for c in sig.replace("->", ",").replace(",", "") if c != " "]
+    elif isinstance(sig, tuple):
+        parts = [d for d in sig if d is not None]
+    else:
+        parts = [sig]
+    kinds = {np.dtype(d) for d in parts}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def ufunc_call_keywords(ufunc, inputs, kwargs):
+    """``(inputs, kwargs)`` for ``np.<ufunc>(*inputs, **kwargs)`` on traced or
+    batched inputs (out= and where= handled before).  The rules take the
+    inputs alone, so a keyword is applied here or refused, never dropped
+    (``np.matvec(A, v, axes=...)`` computed ``A @ v``, ``np.exp(x, dtype=...)``
+    failed in the backward pass): ``dtype=`` (or a ``signature=`` of one
+    dtype) casts the inputs to it, which is what the ufunc's loop does;
+    ``casting=`` is checked as NumPy checks it; ``subok=`` and ``order="K"``
+    change nothing.  Any other (a gufunc's ``axes=`` / ``keepdims=``,
+    another ``order=``, an integer loop) raises naming it."""
+    kwargs = dict(kwargs)
+    kwargs.pop("subok", None)
+    if kwargs.get("out", 0) is None:
+        del kwargs["out"]
+    if kwargs.get("where", False) is True:  # the default: every entry
+        del kwargs["where"]
+    if kwargs.get("order", "K") == "K":
+        kwargs.pop("order", None)
+    casting = kwargs.pop("casting", "same_kind")
+    dtype = kwargs.pop("dtype", None)
+    if kwargs.get("signature") is not None:
+        dtype = _signature_dtype(ufunc, kwargs.pop("signature"))
+        if dtype is None:
+            raise NotImplementedError(
+                f"tapestry: np.{ufunc.__name__}(..., signature=...) with several dtypes on a "
+                "traced array has no rule; cast the inputs with .astype instead.")
+    kwargs.pop("signature", None)
+    own = _GUFUNC_OWN_KEYWORDS.get(ufunc.__name__, set()) if ufunc.signature else set()
+    other = sorted(k for k in kwargs if k not in own)
+    if other:
+        raise NotImplementedError(
+            f"tapestry: np.{ufunc.__name__}(..., {other[0]}=...) on a traced array has no "
+            "rule (the rules take the inputs alone, and dropping the keyword would change "
+            "the result). Write it without: move the axes with np.moveaxis / np.expand_dims, "
+            "or compute on plain arrays and pass the result as a constant.")
+    arrays = [x for x in inputs if hasattr(x, "dtype")]
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "fc":
+            raise NotImplementedError(
+                f"tapestry: np.{ufunc.__name__}(..., dtype={dtype.name}) on a traced array: an "
+                "integer or boolean loop has no rule; cast the result with .astype instead.")
+        for x in arrays:
+            if not np.can_cast(x.dtype, dtype, casting):
+                raise TypeError(f"Cannot cast ufunc {ufunc.__name__!r} input from "
+                                f"{x.dtype!r} to {dtype!r} with casting rule {casting!r}")
+        inputs = tuple(x.astype(dtype) if hasattr(x, "dtype") and x.dtype != dtype else x
+                       for x in inputs)
+    elif casting != "same_kind" and arrays:
+        target = np.result_type(*[x.dtype for x in arrays])
+        for x in arrays:
+            if not np.can_cast(x.dtype, target, casting):
+                raise TypeError(f"Cannot cast ufunc {ufunc.__name__!r} input from "
+                                f"{x.dtype!r} to {target!r} with casting rule {casting!r}")
+    return inputs, kwargs
+
+
 def dispatch_ufunc(ufunc, method, inputs, kwargs):
     if "where" in kwargs and method == "__call__" and _traced(inputs):
         if kwargs["where"] is not True:  # where=True is the default: every entry
@@ -1202,6 +1356,8 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__":
         prim = _lookup_ufunc(ufunc)
         if prim is not None:
+            if kwargs:
+                inputs, kwargs = ufunc_call_keywords(ufunc, inputs, kwargs)
             return prim(*inputs, **kwargs)
         if ufunc in NONDIFF:
             refuse_seed_read(f"np.{ufunc.__name__}", inputs)

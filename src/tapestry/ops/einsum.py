@@ -246,12 +246,43 @@ def einsum(*operands, optimize=True, **kwargs):
     spec, ops = operands[0], list(operands[1:])
     ops = [o if o.__class__ in TRACED or isinstance(o, np.ndarray) else np.asarray(o)
            for o in ops]
+    ops = _cast_operands(ops, kwargs)
     shapes = tuple(tuple(o.shape) for o in ops)
     norm, squeeze = _normalized(spec, shapes)
     for k, s in enumerate(squeeze):
         if s is not None:
             ops[k] = np.reshape(ops[k], s)
     return _einsum(norm, *ops)
+
+
+def _cast_operands(ops, kwargs):
+    """np.einsum's ``dtype=`` / ``casting=`` / ``order=``: the operands cast to
+    ``dtype`` under ``casting`` (einsum's default "safe": NumPy's error where
+    it refuses), as NumPy's einsum computes in that type; an ``order`` other
+    than "K" (the result's layout) is refused, not dropped."""
+    order = kwargs.get("order", "K")
+    if order not in ("K", None):
+        raise NotImplementedError(f"tapestry: np.einsum(..., order={order!r}) on traced "
+                                  "operands has no rule (it sets the layout of the result); drop it.")
+    dtype = kwargs.get("dtype")
+    casting = kwargs.get("casting", "safe")
+    if dtype is None:
+        if casting != "safe":  # NumPy's check of the operands' common type
+            target = np.result_type(*[o.dtype for o in ops])
+            bad = next((o.dtype for o in ops if not np.can_cast(o.dtype, target, casting)), None)
+            if bad is not None:
+                raise TypeError(f"Iterator operand dtype could not be cast from {bad!r} to "
+                                f"{target!r} according to the rule {casting!r}")
+        return ops
+    dtype = np.dtype(dtype)
+    for o in ops:
+        if not np.can_cast(o.dtype, dtype, casting):
+            raise TypeError(f"Iterator operand dtype could not be cast from {o.dtype!r} to "
+                            f"{dtype!r} according to the rule {casting!r}")
+    if dtype.kind not in "fc":
+        raise NotImplementedError(f"tapestry: np.einsum(..., dtype={dtype.name}) on traced "
+                                  "operands: an integer or boolean result has no rule.")
+    return [o if o.dtype == dtype else o.astype(dtype) for o in ops]
 
 
 def _sublist_letters(sub):

@@ -252,7 +252,7 @@ def kron(a, b):
     return np.reshape(ea * eb, tuple(m * n for m, n in zip(sa, sb)))
 
 
-def _vecdot(x1, x2, axis=-1, **kwargs):
+def _vecdot(x1, x2, axis=-1):
     if np.iscomplexobj(x1):
         x1 = np.conjugate(x1)
     s = np.sum(x1 * x2, axis=axis)
@@ -264,8 +264,10 @@ def _vecdot(x1, x2, axis=-1, **kwargs):
 
 implements(np.vecdot)(_vecdot)
 implements(np.linalg.vecdot)(lambda x1, x2, /, *, axis=-1: _vecdot(x1, x2, axis))
-implements(np.matvec)(lambda x1, x2, **kw: np.squeeze(x1 @ np.expand_dims(x2, -1), -1))
-implements(np.vecmat)(lambda x1, x2, **kw: np.squeeze(
+# (keywords: core.var.ufunc_call_keywords applies dtype= and refuses axes= /
+# keepdims=, which these forms would silently drop)
+implements(np.matvec)(lambda x1, x2: np.squeeze(x1 @ np.expand_dims(x2, -1), -1))
+implements(np.vecmat)(lambda x1, x2: np.squeeze(
     np.expand_dims(np.conjugate(x1), -2) @ x2, -2))
 implements(np.linalg.matmul)(lambda x1, x2, /: x1 @ x2)
 

@@ -13,8 +13,9 @@ instead of returning inf/NaN:
 - eig's and eigh's eigenvectors: defined up to a phase (a sign when real),
   so only functions invariant to it have a gradient (the rules use the
   gauge where ``Im(v_iᴴ dv_i) = 0``);
-- pinv and lstsq: exact while the rank is constant (Golub & Pereyra 1973);
-  at a rank change pinv is discontinuous.
+- pinv and lstsq: exact while the rank is constant (Golub & Pereyra 1973,
+  or, where rcond drops singular values that are not 0, the truncated
+  SVD's own rule, first order only); at a rank change pinv is discontinuous.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ..core.forward import transposing
 from ..core.primitive import Primitive, implements
 from ..core.var import unwrap_all
 from .complex import imag_part, match_input, real_cotangent, real_part
+from ..core.batched import all_items
 from .linalg_common import _H, _T, _fold_triangle, _gaps, batch_stacked
 
 _SVDResult = type(np.linalg.svd(np.eye(1)))
@@ -311,13 +313,102 @@ def qr(a, mode="reduced"):
 # --- pinv and lstsq --------------------------------------------------------------------------
 def _pinv_vjp(g, ans, a, rcond, hermitian):
     """Golub & Pereyra: dA⁺ = -A⁺ dA A⁺ + A⁺A⁺ᴴ dAᴴ (I - AA⁺)
-    + (I - A⁺A) dAᴴ A⁺ᴴ A⁺ (constant rank), transposed."""
-    P = ans
+    + (I - A⁺A) dAᴴ A⁺ᴴ A⁺ (constant rank), transposed.  That is the
+    derivative of the pseudo-inverse of a matrix whose dropped singular
+    values are 0; where ``rcond`` drops values that are not (a truncated
+    SVD), :func:`_truncated_pinv_vjp` gives the exact one."""
+    if _drops_nonzero(a, rcond, hermitian):
+        return _truncated_pinv_vjp(g, a, rcond, hermitian)
+    a_in, P = a, ans
+    if hermitian:
+        # the matrix NumPy inverted: eigh read only the lower triangle of a
+        a = _hermitian_from_lower(a)
     m, n = np.shape(a)[-2:]
     Im, In = np.eye(m, dtype=bool), np.eye(n, dtype=bool)  # keep float32
     ga = -(_T(P) @ g @ _T(P))
     W = _T(P @ _H(P)) @ g @ _T(Im - a @ P) + _T(In - P @ a) @ g @ _T(_H(P) @ P)
     ga = ga + _H(W)
+    return match_input(_fold_triangle(ga) if hermitian else ga, a_in)
+
+
+def _hermitian_from_lower(a):
+    """The Hermitian matrix np.linalg.pinv(hermitian=True) reads: the lower
+    triangle of ``a`` (eigh's UPLO='L') and its conjugate transpose."""
+    low = np.tril(a)
+    return low + _H(np.tril(a, -1))
+
+
+def _singular_values(a, hermitian):
+    av = all_items(a)
+    return np.linalg.svd(_hermitian_from_lower(av) if hermitian else av, compute_uv=False)
+
+
+def _drops_nonzero(a, rcond, hermitian):
+    """Whether NumPy's cutoff ``rcond * max(s)`` drops a singular value of
+    ``a`` that is not 0 to working precision (100 max(m, n) eps max(s)): a
+    truncated SVD, whose pseudo-inverse moves with the dropped values'
+    singular vectors too (Golub & Pereyra's formula holds only at 0)."""
+    rc = np.asarray(all_items(rcond))
+    eps = np.finfo(np.result_type(all_items(a), np.float32)).eps
+    if np.all(rc <= 100 * max(np.shape(a)[-2:]) * eps):
+        return False  # NumPy's default cutoffs: nothing above the 0 threshold is dropped
+    s = _singular_values(a, hermitian)
+    if not s.size:
+        return False
+    top = np.max(s, axis=-1, keepdims=True)
+    cutoff = rc[..., None] * top
+    tiny = 100 * max(np.shape(a)[-2:]) * eps * top
+    return bool(np.any((s <= cutoff) & (s > tiny)))
+
+
+#: The singular factors the truncated pseudo-inverse's rule reads.  The rule
+#: is exact to first order; its own derivative has no rule, so a second
+#: derivative through it is refused by this name rather than taken as if the
+#: factors were constants.
+_pinv_factors = Primitive(
+    lambda a: tuple(np.linalg.svd(a)),
+    "the second derivative of np.linalg.pinv / np.linalg.lstsq with an rcond that drops "
+    "nonzero singular values (a truncated SVD; first derivatives only)",
+    n_outputs=3, batch=batch_stacked)
+
+
+def _truncated_pinv_vjp(g, a, rcond, hermitian):
+    """The VJP of A_k⁺ = V_K S_K⁻¹ U_Kᴴ, K the singular values above the
+    cutoff, D the others (σ_d, 0 past min(m, n)).  In the singular bases
+    (E = Uᴴ dA V) the kept subspaces turn by X_dk = (s_k E_dk + σ_d conj(E_kd))
+    / (s_k² - σ_d²) on the left and Y_dk = (s_k conj(E_kd) + σ_d E_dk) /
+    (s_k² - σ_d²) on the right, and dA_k⁺ = [-S_K⁻¹ E_KK S_K⁻¹, S_K⁻¹ Xᴴ;
+    Y S_K⁻¹, 0]: Golub & Pereyra's formula is its σ_d = 0 case.  The
+    kept and dropped values are apart by the cutoff, so no gap is 0."""
+    full = _hermitian_from_lower(a) if hermitian else a
+    U, s, Vh = _pinv_factors(full)
+    m, n = np.shape(a)[-2:]
+    p = min(m, n)
+    # (s is per item under vmap: the masks are computed from it, not from
+    # all_items, so each item keeps its own values)
+    kept = s > np.asarray(rcond)[..., None] * np.max(s, axis=-1, keepdims=True)
+
+    def padded(x, k, axis):  # x past min(m, n): 0 (a dropped value), as a column or a row
+        x = np.concatenate([x, np.zeros(np.shape(x)[:-1] + (k - p,), dtype=x.dtype)], axis=-1)
+        return np.expand_dims(x, axis)
+    km, sm = padded(kept, m, -1), padded(s, m, -1)
+    kn, sn = padded(kept, n, -2), padded(s, n, -2)
+    V = _H(Vh)
+    complex_ = np.iscomplexobj(U) or np.iscomplexobj(g)
+    Gt = _T(V) @ g @ (np.conjugate(U) if complex_ else U)          # n x m
+    GtT = _T(Gt)                                                   # m x n
+    Gsq = np.zeros(np.shape(GtT), dtype=np.result_type(Gt)) if m != n else Gt
+    if m != n:
+        Gsq = np.concatenate([np.concatenate([Gt[..., :p, :p], Gsq[..., :p, p:]], axis=-1),
+                              Gsq[..., p:, :]], axis=-2)
+    cGtT = np.conjugate(GtT) if complex_ else GtT
+    one = np.ones_like(sm * sn)
+    kk, kd, dk = km & kn, km & ~kn, ~km & kn
+    e_kk = -Gsq / np.where(kk, sm * sn, one)
+    e_kd = (cGtT + Gsq * sn / np.where(kd, sm, one)) / np.where(kd, sm * sm - sn * sn, one)
+    e_dk = (cGtT + Gsq * sm / np.where(dk, sn, one)) / np.where(dk, sn * sn - sm * sm, one)
+    Eb = np.where(kk, e_kk, 0) + np.where(kd, e_kd, 0) + np.where(dk, e_dk, 0)
+    ga = (np.conjugate(U) if complex_ else U) @ Eb @ _T(V)
     return match_input(_fold_triangle(ga) if hermitian else ga, a)
 
 

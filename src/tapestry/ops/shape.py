@@ -511,6 +511,76 @@ def _pad_by_gather(array, width, mode, kwargs):
     return out
 
 
+#: Modes whose padding is a statistic of the entries next to it.
+_STAT_PAD_MODES = {"maximum": np.max, "minimum": np.min, "mean": np.mean, "median": np.median}
+
+
+def _axis_slice(out, start, stop, axis):
+    return out[(slice(None),) * axis + (slice(start, stop),)]
+
+
+def _pad_by_stat(array, width, mode, stat_length):
+    """``maximum``/``minimum``/``mean``/``median`` padding, NumPy's way: axis
+    by axis (earlier axes already padded), each side the statistic of the
+    first / last ``stat_length`` entries (all of them by default), so the
+    pads differentiate through that reduction."""
+    from numpy.lib._arraypad_impl import _as_pairs
+    stat = _STAT_PAD_MODES[mode]
+    lengths = _as_pairs(stat_length, np.ndim(array), as_index=True)
+    out = array
+    for axis, ((lo, hi), (sl, sh)) in enumerate(zip(width.tolist(), lengths)):
+        if lo == hi == 0:
+            continue
+        n = np.shape(out)[axis]
+        sl = n if sl is None or sl > n else sl
+        sh = n if sh is None or sh > n else sh
+        if (sl == 0 or sh == 0) and mode in ("maximum", "minimum"):
+            raise ValueError("stat_length of 0 yields no value for padding")
+        left = stat(_axis_slice(out, 0, sl, axis), axis=axis, keepdims=True)
+        right = stat(_axis_slice(out, n - sh, n, axis), axis=axis, keepdims=True)
+        shape = list(np.shape(out))
+        parts = []
+        for piece, k in ((left, lo), (out, None), (right, hi)):
+            if k is None:
+                parts.append(piece)
+            elif k:
+                shape[axis] = k
+                parts.append(np.broadcast_to(piece, tuple(shape)))
+        out = np.concatenate(parts, axis=axis)
+    return out
+
+
+def _pad_linear_ramp(array, width, end_values):
+    """``linear_ramp`` padding, NumPy's way: axis by axis, each side
+    np.linspace(end value, edge entry, width, endpoint=False) (reversed on
+    the right), linear in the edge entries and the end values."""
+    from numpy.lib._arraypad_impl import _as_pairs
+    if _traced_leaf(end_values):
+        raise TypeError("tapestry: np.pad(mode='linear_ramp') with traced end_values is not "
+                        "differentiable; pass them as constants.")
+    ends = _as_pairs(end_values, np.ndim(array))
+    out = array
+    for axis, ((lo, hi), (el, eh)) in enumerate(zip(width.tolist(), ends)):
+        if lo == hi == 0:
+            continue
+        n = np.shape(out)[axis]
+        parts = []
+        for edge, end, k, rev in ((0, el, lo, False), (n - 1, eh, hi, True)):
+            if not k:
+                continue
+            e = np.take(out, edge, axis=axis)
+            ramp = np.linspace(np.asarray(end, dtype=np.result_type(out)), e, k,
+                               endpoint=False, axis=axis)
+            parts.append(np.flip(ramp, axis) if rev else ramp)
+        out = np.concatenate(parts[:1] * bool(lo) + [out] + parts[bool(lo):], axis=axis)
+    return out
+
+
+def _traced_leaf(v):
+    return v.__class__ in NESTED or (isinstance(v, (tuple, list))
+                                     and any(_traced_leaf(u) for u in v))
+
+
 @implements(np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
     width = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (np.ndim(array), 2))
@@ -519,13 +589,21 @@ def pad(array, pad_width, mode="constant", **kwargs):
             raise NotImplementedError("tapestry: np.pad(reflect_type='odd') has no "
                                       "gradient rule; use reflect_type='even'.")
         return _pad_by_gather(array, width, mode, {})
+    if mode in _STAT_PAD_MODES and np.size(array):
+        if np.result_type(array).kind not in "fc":
+            raise NotImplementedError(f"tapestry: np.pad(mode={mode!r}) of an integer traced "
+                                      "array (NumPy rounds the statistic) has no rule.")
+        return _pad_by_stat(array, width, mode, kwargs.get("stat_length"))
+    if mode == "linear_ramp" and np.size(array):
+        return _pad_linear_ramp(array, width, kwargs.get("end_values", 0))
     if mode != "constant":
         raise NotImplementedError(
             f"tapestry: np.pad(mode={mode!r}) has no gradient rule; the differentiable "
-            f"modes are 'constant', {', '.join(map(repr, _GATHER_PAD_MODES))}. Build "
-            "others from np.concatenate and slices.")
+            f"modes are 'constant', 'linear_ramp', {', '.join(map(repr, _GATHER_PAD_MODES))}, "
+            f"{', '.join(map(repr, _STAT_PAD_MODES))}. Build others from np.concatenate "
+            "and slices.")
     cv = kwargs.get("constant_values", 0)
-    if cv.__class__ in NESTED:  # a staged constant is a constant of the gradient
+    if _traced_leaf(cv):  # a staged constant is a constant of the gradient
         raise TypeError("tapestry: np.pad with traced constant_values is not "
                         "differentiable; add the constant after padding with zeros.")
     return _pad(array, tuple(map(tuple, width.tolist())), cv)
