@@ -268,12 +268,11 @@ class Var(ArrayMethods):
         if _called_by_item_write(sys._getframe(1)):
             raise TypeError(
                 "tapestry: y[...] = v writes a traced array v into y, a plain NumPy array "
-                "(made by np.zeros / np.empty / np.zeros_like / np.empty_like, or a constant "
-                "argument), which cannot hold a traced value: NumPy converts v with np.asarray, "
-                "which would drop its gradient. Start y from a traced value (y = x.copy(), "
-                "y = np.zeros_like(x) + 0 * x): writes into a traced y are item assignment "
-                "and differentiate; or build the array from its pieces with np.stack / "
-                "np.concatenate / np.where.")
+                "(made by np.zeros / np.empty / np.full, or a constant argument), which cannot "
+                "hold a traced value: NumPy converts v with np.asarray, which would drop its "
+                "gradient. Make y like a traced value (y = np.zeros_like(x), np.empty_like(x), "
+                "x.copy()): writes into a traced y are item assignment and differentiate; or "
+                "build the array from its pieces with np.stack / np.concatenate / np.where.")
         lib = _converting_library_call(sys._getframe(1))
         if lib is not None:
             raise TypeError(
@@ -1379,8 +1378,7 @@ TRANSPOSING: set = set()
 
 #: Constant functions that read no values (shapes, dtypes, layout).
 _VALUE_FREE = frozenset((np.shape, np.ndim, np.size, np.result_type, np.can_cast,
-                         np.iscomplexobj, np.isrealobj, np.zeros_like, np.ones_like,
-                         np.empty_like, np.shares_memory, np.may_share_memory))
+                         np.iscomplexobj, np.isrealobj, np.shares_memory, np.may_share_memory))
 
 
 def refuse_seed_read(what, xs):

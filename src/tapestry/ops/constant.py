@@ -20,7 +20,6 @@ from ..core.primitive import def_nondiff
 def_nondiff(
     np.shape, np.ndim, np.size, np.result_type, np.can_cast, np.iscomplexobj,
     np.isrealobj, np.shares_memory, np.may_share_memory,
-    np.zeros_like, np.ones_like, np.empty_like,
     np.argmax, np.argmin, np.argsort, np.argpartition, np.argwhere, np.nonzero,
     np.flatnonzero, np.count_nonzero, np.searchsorted, np.digitize, np.lexsort,
     np.isclose, np.allclose, np.array_equal, np.array_equiv, np.all, np.any,

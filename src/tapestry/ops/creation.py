@@ -1,14 +1,15 @@
 """Array creation from values that may be traced: evenly spaced values
-(linspace, logspace, geomspace), grids (meshgrid) and full_like with a
-traced fill value.  The results move with their float arguments, so these
+(linspace, logspace, geomspace), grids (meshgrid), full_like with a
+traced fill value, and zeros_like / ones_like / empty_like of a traced
+array (traced constants, so writes into them differentiate).  The results move with their float arguments, so these
 are composites of differentiable operations, not constants.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.primitive import implements
-from ..core.var import unwrap_all
+from ..core.primitive import KEEP_SHAPES, Primitive, implements
+from ..core.var import Var, unwrap_all
 from ..core.batched import TRACED
 
 
@@ -98,6 +99,40 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
     if not sparse:
         outs = list(np.broadcast_arrays(*outs))
     return tuple(outs)
+
+
+# --- zeros_like, ones_like, empty_like: traced constants --------------------------------
+def _like(a, which, dtype, order, subok, shape):
+    """``which(a, ...)``: at an inner tracing level ``a`` is traced again,
+    and this dispatches again (each level's result is traced)."""
+    return which(a, dtype=dtype, order=order, subok=subok, shape=shape)
+
+
+#: The created array, on ``a``'s tape with no derivative (its rule gives
+#: nothing to ``a``): writes of traced values into it are item assignment.
+_created_like = Primitive(
+    _like, "created_like", keep=KEEP_SHAPES, vjps=(lambda g, ans, a, *rest: None,),
+    # a batch of items: made like the batch (unless shape= sets another)
+    batch=lambda prim, args, batched, kw: prim(*args) if args[5] is None and not kw
+    and not any(batched[1:]) else NotImplemented)
+
+
+def _traced_like(which):
+    def entry(a, dtype=None, order="K", subok=True, shape=None):
+        """A float array made like a traced ``a`` is traced too (a constant
+        of its tape), so the NumPy idiom ``dy = np.zeros_like(y); dy[0] =
+        f(y)`` is item assignment that differentiates, as writes into a
+        copy of ``y`` are; an integer or bool one is plain, as before."""
+        kind = (np.dtype(dtype) if dtype is not None else np.result_type(unwrap_all(a))).kind
+        if a.__class__ is not Var or kind not in "fc":
+            return which(unwrap_all(a), dtype=dtype, order=order, subok=subok, shape=shape)
+        return _created_like(a, which, dtype, order, subok, shape)
+    entry.__name__ = entry.__qualname__ = which.__name__
+    return entry
+
+
+for _which in (np.zeros_like, np.ones_like, np.empty_like):
+    implements(_which)(_traced_like(_which))
 
 
 # --- full_like ----------------------------------------------------------
