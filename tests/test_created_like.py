@@ -89,3 +89,14 @@ def test_under_jit_and_vmap_of_grad():
     ys = np.array([[1.0, 0.5], [0.3, -0.2]])
     np.testing.assert_allclose(tp.vmap(g, in_axes=(0, None))(ys, 2.0),
                                np.stack([g(y, 2.0) for y in ys]), rtol=1e-14)
+
+
+def test_full_like_of_a_traced_array_is_traced_too():
+    def f(x):
+        out = np.full_like(x, 0.5)
+        out[::2] = np.sin(x[::2])
+        return np.sum(out * x)
+    x = rand((5,), "normal", 9)
+    check_grads(f, (x,), order=2)
+    np.testing.assert_allclose(tp.jit(tp.grad(f))(x), tp.grad(f)(x), rtol=1e-14)
+    assert type(np.full_like(x, 0.5)) is np.ndarray

@@ -6,6 +6,8 @@ are composites of differentiable operations, not constants.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..core.primitive import KEEP_SHAPES, Primitive, implements
@@ -138,14 +140,20 @@ for _which in (np.zeros_like, np.ones_like, np.empty_like):
 # --- full_like ----------------------------------------------------------
 @implements(np.full_like)
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
-    """Constant in ``a``; a traced ``fill_value`` is broadcast (its gradient
-    is the sum of the output's).  ``np.full`` itself does not dispatch to
+    """Constant in ``a`` (traced like a traced ``a``, as ``zeros_like``); a
+    traced ``fill_value`` is broadcast (its gradient is the sum of the
+    output's).  ``np.full`` itself does not dispatch to
     tapestry (NumPy gives it no array argument to dispatch on)."""
     plain = np.full_like(unwrap_all(a), unwrap_all(fill_value), dtype, order, subok, shape,
                          **kw)
-    if fill_value.__class__ not in TRACED or plain.dtype.kind not in "fc":
+    if plain.dtype.kind not in "fc":
         return plain
-    return full(plain.shape, fill_value, plain.dtype)
+    if fill_value.__class__ in TRACED:
+        return full(plain.shape, fill_value, plain.dtype)
+    if a.__class__ is Var and not kw:  # traced like a, as zeros_like (writes into it differentiate)
+        return _created_like(a, functools.partial(np.full_like, fill_value=fill_value), dtype,
+                             order, subok, shape)
+    return plain
 
 
 def full(shape, fill_value, dtype=None):
