@@ -25,8 +25,8 @@ REFUSED_BY_DESIGN = {
     "mixture_em_step_responsibilities_stop",
     # numpy.polynomial's series functions convert their coefficients (np.array(c, copy=...))
     "numpy_polynomial_polyval_chebval",
-    # in-place methods and out= on traced arrays: refused by name (docs/ops.md)
-    "ndarray_sort_in_place_on_copy", "explicit_out_on_traced_arrays",
+    # out= on traced arrays: refused by name (docs/ops.md)
+    "explicit_out_on_traced_arrays",
     # np.pad(reflect_type='odd') has no rule: refused naming the option
     "pad_reflect_odd_extrapolation",
 }

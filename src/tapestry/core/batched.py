@@ -48,9 +48,7 @@ _HELP_CONTROL = ("Inside tapestry.vmap each item has its own value, so Python ca
                  "(both branches are computed), or move the loop over items out of vmap.")
 
 #: ndarray's methods that change the array in place, with what to write instead.
-_IN_PLACE = {"sort": "y = np.sort(x, axis=...)",
-             "partition": "y = np.partition(x, k)",
-             "resize": "y = np.resize(x, shape)", "itemset": "np.where or np.concatenate",
+_IN_PLACE = {"resize": "y = np.resize(x, shape)", "itemset": "np.where or np.concatenate",
              "setfield": "np.where or np.concatenate", "setflags": "a copy (x + 0)",
              "byteswap": "y = x.astype(x.dtype.newbyteorder())"}
 
@@ -183,6 +181,7 @@ class Batched(ArrayMethods):
         return plain_view(self, a, k)
 
     fill, put = Var.fill, Var.put  # item assignment, as for a traced array
+    sort, partition = Var.sort, Var.partition  # y[...] = np.sort(y), as for a traced array
     flat = Var.flat  # var.FlatIter: reads copy, writes are item assignment
 
     def __getattr__(self, name):

@@ -449,8 +449,6 @@ class Var(ArrayMethods):
 #: to write instead: a traced or batched array refuses them by name (they
 #: were an AttributeError that named no fix).
 _IN_PLACE_METHODS = {
-    "sort": "y = np.sort(y, axis=...)",
-    "partition": "y = np.partition(y, kth)",
     "resize": "y = np.resize(y, shape) (repeats the values) or np.pad",
     "setfield": "a new array",
     "setflags": "nothing (a traced array has no flags to set)",
@@ -509,12 +507,28 @@ def _set_flat(self, value):
 flat_property = property(FlatIter, _set_flat)
 
 
+def _sort_in_place(self, axis=-1, kind=None, order=None):
+    """``y.sort()``: ``y[...] = np.sort(y)``, item assignment (``y``'s object
+    and its views take the sorted values, as in NumPy's in-place sort; a
+    batched value's own ``__setitem__`` under vmap)."""
+    self[...] = np.sort(self, axis=axis, kind=kind, order=order)
+
+
+def _partition_in_place(self, kth, axis=-1, kind="introselect", order=None):
+    """``y.partition(kth)``: ``y[...] = np.partition(y, kth)``, as
+    :func:`_sort_in_place`."""
+    self[...] = np.partition(self, kth, axis=axis, kind=kind, order=order)
+
+
 def refuse_in_place_methods(cls):
     """Give ``cls`` (Var; Batched names them in its __getattr__) the
-    in-place ndarray methods, each refusing by name, and a few queries."""
+    in-place ndarray methods -- ``sort`` and ``partition`` as item
+    assignment, the others refusing by name -- and a few queries."""
     cls.flat = flat_property
     for name, fix in _IN_PLACE_METHODS.items():
         setattr(cls, name, _refusing_method(name, fix))
+    cls.sort = _sort_in_place
+    cls.partition = _partition_in_place
     cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
     cls.searchsorted = lambda self, v, *a, **k: np.searchsorted(self, v, *a, **k)
     cls.compress = lambda self, cond, axis=None: np.compress(cond, self, axis)
