@@ -183,6 +183,30 @@ def test_var_std_where_are_differentiable(name, axis, keepdims, ddof, dtype):
     assert np.all(g[~m] == 0)
 
 
+@pytest.mark.parametrize("name", ["var", "std"])
+@pytest.mark.parametrize("axis,keepdims,ddof", [(None, False, 0), (1, False, 1), (0, True, 0),
+                                                ((0, 1), True, 1)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_var_std_with_a_given_mean(name, axis, keepdims, ddof, masked):
+    """NumPy 2's ``np.var(a, mean=m)`` (it was refused): the deviations from
+    the given ``m``, differentiable in ``a`` and in ``m``."""
+    f = getattr(np, name)
+    a = rand((3, 5), "normal", 28)
+    w = (rand((3, 5), "normal", 29) > -0.3) if masked else True
+    if masked:
+        w[:, :2] = True  # (two entries in every row and column: count - ddof > 0)
+        w[:2] = True
+    m = np.mean(a, axis=axis, keepdims=True, where=w) + 0.1
+    kw = dict(axis=axis, keepdims=keepdims, ddof=ddof, where=w)
+    want = f(a, mean=m, **kw)
+    got = tp.vjp(lambda a, m: f(a, mean=m, **kw), a, m)[0]
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    check_all(lambda a, m: f(a, mean=m, **kw), a, m)
+    check_all(lambda a: f(a, mean=np.mean(a, axis=axis, keepdims=True, where=w), **kw), a,
+              order=2)
+
+
 def test_std_where_of_equal_entries_has_gradient_zero_and_complex_var_where():
     """One selected entry: std 0 with the gradient np.std's rule gives a
     constant slice (0, not inf * 0); a complex array's var is real."""

@@ -370,12 +370,12 @@ def _moment_entry(prim, name):
     def moment(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
                where=None, mean=None, correction=None):
         no_out(name, out)
-        if mean is not None:
-            raise NotImplementedError(f"tapestry: np.{name}(..., mean=...) is not "
-                                      "supported; let NumPy compute the mean.")
         ddof = correction if correction is not None else ddof
         a = _in_dtype(a, dtype, name)
         w = where_mask(where)
+        if mean is not None:
+            v = _var_about(a, mean, _tuple(axis), ddof, keepdims, w)
+            return v if prim is _var else _sqrt_or_zero(v)
         if w is not None:
             v = _masked_var(a, _tuple(axis), ddof, keepdims, w)
             return v if prim is _var else _sqrt_or_zero(v)
@@ -396,6 +396,23 @@ def _masked_var(a, axis, ddof, keepdims, w):
         sq = np.real(dev * np.conjugate(dev)) if np.iscomplexobj(unwrap_all(dev)) else dev * dev
         v = np.sum(sq, axis=axis, keepdims=True) / (count - ddof)
     return v if keepdims else np.squeeze(v, axis=_axes(axis, np.ndim(a)))
+
+
+def _var_about(a, mean, axis, ddof, keepdims, w):
+    """``np.var(a, mean=m)`` (NumPy 2): the mean square deviation from the
+    given ``m`` (keepdims-shaped, as NumPy requires), over ``count - ddof``
+    (floored at 0, as NumPy's); differentiable in ``a`` and in ``m``."""
+    dev = a - mean
+    sq = np.real(dev * np.conjugate(dev)) if np.iscomplexobj(unwrap_all(dev)) else dev * dev
+    if w is None:
+        count = _count(np.shape(a), axis)
+        total = np.sum(sq, axis=axis, keepdims=keepdims)
+    else:
+        w = np.broadcast_to(w, np.shape(a))
+        count = np.sum(w, axis=axis, keepdims=keepdims)
+        total = np.sum(np.where(w, sq, 0), axis=axis, keepdims=keepdims)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / np.maximum(count - ddof, 0)
 
 
 def _sqrt_or_zero(v):
