@@ -458,3 +458,12 @@ def test_default_out_and_where_keywords_stay_accepted():
         check_grads(f, (x,))
         np.testing.assert_allclose(tp.vmap(f)(np.stack([x, 2 * x])), [f(x), f(2 * x)])
         np.testing.assert_allclose(tp.vmap(tp.grad(f))(np.stack([x, x])), np.stack([g, g]))
+
+
+def test_numpy_polynomial_series_name_themselves_and_the_fix():
+    """numpy.polynomial converts its coefficients (no dispatch): the refusal
+    names the function and np.polyval, not a np.asarray the program never wrote."""
+    from numpy.polynomial import chebyshev, polynomial
+    for fn in (polynomial.polyval, chebyshev.chebval):
+        with pytest.raises(TypeError, match=rf"numpy.polynomial's {fn.__name__} .*np.polyval"):
+            tp.grad(lambda c: np.sum(fn(0.5, c)))(np.ones(3))

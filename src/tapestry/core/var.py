@@ -71,6 +71,9 @@ _CONVERTING_LIBRARIES = {
     "scipy": "numpy's own functions, or tapestry.custom_vjp with the rule",
     "sklearn": "numpy's own functions, or tapestry.custom_vjp with the rule",
     "pandas": "numpy arrays and numpy's own functions",
+    "numpy.polynomial": "np.polyval (coefficients highest degree first; differentiable in "
+                        "the coefficients and in x), or the series written out (Chebyshev: "
+                        "the recurrence T_k+1 = 2 x T_k - T_k-1)",
 }
 
 
