@@ -151,13 +151,9 @@ def test_other_reductions_stay_numpys(reduce):
     np.testing.assert_allclose(jf(x), f(x), rtol=1e-13)
 
 
-def test_an_overflowing_sum_is_numpys_with_its_warning():
-    """Finite terms whose sum overflows: the loop's sum is inf, so the run
-    is NumPy's again -- its value and its overflow warning."""
-    x = np.full(fuse_mod.SUM_MIN + 5, 709.0)
-
-    def f(x):
-        return np.sum(np.exp(x) * 0.5 + 1.0)
+def _second_call_warnings(f, x):
+    """``(jit(f, fuse=True), its second call's result, the warnings of that
+    call)``: the first call traces (the eager call's warnings)."""
     jf = tp.jit(f, fuse=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -165,6 +161,17 @@ def test_an_overflowing_sum_is_numpys_with_its_warning():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         got = jf(x)
+    return jf, got, w
+
+
+def test_an_overflowing_sum_is_numpys_with_its_warning():
+    """Finite terms whose sum overflows: the loop's sum is inf, so the run
+    is NumPy's again -- its value and its overflow warning."""
+    x = np.full(fuse_mod.SUM_MIN + 5, 709.0)
+
+    def f(x):
+        return np.sum(np.exp(x) * 0.5 + 1.0)
+    jf, got, w = _second_call_warnings(f, x)
     assert got == np.inf and any("overflow" in str(m.message) for m in w)
     x2 = np.linspace(-1.0, 1.0, fuse_mod.SUM_MIN + 5)
     assert abs(jf(x2) - f(x2)) <= _bound(np.exp(x2) * 0.5 + 1.0, fuse_mod.SUM_BLOCK)
@@ -205,12 +212,6 @@ def test_a_row_sum_that_overflows_is_numpys_with_its_warning():
 
     def f(x):
         return np.sum(np.exp(x) * 0.5 + 1.0, axis=-1)
-    jf = tp.jit(f, fuse=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        jf(x)
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        got = jf(x)
+    _, got, w = _second_call_warnings(f, x)
     assert got[3] == np.inf and np.all(np.isfinite(np.delete(got, 3)))
     assert any("overflow" in str(m.message) for m in w)
