@@ -339,7 +339,8 @@ def _lowered(shared):
 MIN_LOOP_SECONDS = 3e-4
 
 #: The share of the items whose loop the pool thread runs (it starts once
-#: they are stacked, and the caller stacks and loops over the rest).
+#: they are stacked, and the caller stacks and loops over the rest) before
+#: the stacking has been timed (then :func:`_first_share`).
 FIRST_SHARE = 0.5
 
 
@@ -369,15 +370,18 @@ class _Rows:
         per_item = drivers.__dict__.get("seconds_per_item")
         if ex.n_workers < 2 or nc < 2 or per_item is None \
                 or per_item * n < MIN_LOOP_SECONDS:
+            t0 = time.perf_counter()
             columns = _columns(items)
             if columns is None or _spec(columns) != spec:
                 return False
-            t0 = time.perf_counter()
+            t1 = time.perf_counter()
             self._call(0, nc, columns, 0)
             if ex.n_workers >= 2:
-                drivers.seconds_per_item = (time.perf_counter() - t0) / n
+                drivers.seconds_per_item = (time.perf_counter() - t1) / n
+                drivers.stack_seconds_per_item = (t1 - t0) / n
             return not self.bads.any()
-        cut = _cut(self.bounds, FIRST_SHARE)
+        cut = _cut(self.bounds, _first_share(per_item, drivers.__dict__.get(
+            "stack_seconds_per_item")))
         mid = self.bounds[cut][0]
         # (each half's columns check its items against the half's first item
         # only: both first items must have the form of the item whose program
@@ -392,11 +396,16 @@ class _Rows:
         time.sleep(0)  # (hands the GIL to the pool thread, which starts its loop)
         same = False
         try:
+            t0 = time.perf_counter()
             second = _columns(items[mid:])
             same = second is not None and all(
                 a.dtype == b.dtype and a.shape[1:] == b.shape[1:] for a, b in zip(first, second))
             if same:
+                t1 = time.perf_counter()
                 self._call(cut, nc, second, mid)
+                # (this call's own timings: the first call's loop included its warm-up)
+                drivers.stack_seconds_per_item = (t1 - t0) / (n - mid)
+                drivers.seconds_per_item = (time.perf_counter() - t1) / (n - mid)
         finally:
             job.result()  # (an error there is raised here)
         return same and not self.bads.any()
@@ -438,6 +447,18 @@ def _zero_d_leaf(item):
 
 def _spec(columns):
     return tuple((c.ndim, c.dtype.str) for c in columns)
+
+
+def _first_share(loop, stack):
+    """The share of the items whose loop the pool thread runs: with ``S``
+    and ``L`` the seconds per item of stacking and of the loop, the caller
+    stacks the first share, then stacks and loops over the rest while the
+    pool thread loops over the first; the call ends soonest when both end
+    together, at ``(S + L) / (S + 2L)`` (W7: stacking ~1.5x the loop, so
+    ~0.7 rather than a half).  Unmeasured: :data:`FIRST_SHARE`."""
+    if not loop or not stack:
+        return FIRST_SHARE
+    return min(0.85, max(0.3, (stack + loop) / (stack + 2.0 * loop)))
 
 
 def _cut(bounds, share):
