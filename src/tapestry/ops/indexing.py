@@ -88,15 +88,21 @@ def gather_axis(key, shape):
             idx, ishape = np.array([int(k)]), ()
         elif (isinstance(k, np.ndarray) or k.__class__ is Staged) and k.dtype.kind in "iu":
             idx, ishape = k.reshape(-1), k.shape  # (staged: jit's input indices)
-        elif isinstance(k, np.ndarray) and k.dtype == bool and k.ndim == 1:
-            idx = np.flatnonzero(k)
-            ishape = idx.shape
+        elif (isinstance(k, np.ndarray) or k.__class__ is Staged) and k.dtype == bool \
+                and k.ndim == 1:
+            # (staged: a mask made inside jit, ``x[x > 0]``; its gather gets
+            # the sparse cotangent the plain sweep gets, which adds into a
+            # dense one at the selected rows only: ``-0.0`` elsewhere stays)
+            found = (j, np.flatnonzero(k), None)  # (never negative)
+            continue
         else:
             return None
         found = (j, idx, ishape)
     if found is None:
         return None
     axis, idx, ishape = found
+    if ishape is None:
+        return axis, idx, idx.shape
     if idx.size and idx.min() < 0:
         idx = np.where(idx < 0, idx + shape[axis], idx)
     return axis, idx, ishape
