@@ -137,6 +137,11 @@ def own_output(y):
     derivative."""
     if type(y) is np.ndarray:
         return y.copy()
+    if y.__class__ is Staged and y._slot in y._rec.external:
+        # inside jit: an argument or an array of the environment (a view
+        # of one) would be handed back as it is; a result of the program
+        # is fresh at every replay already
+        return y.copy()
     return y
 
 
@@ -221,17 +226,35 @@ def unshared(leaves, kept, given=()):
     tangent), and the caller updating one result in place (``gx += wd * x``)
     must not change another."""
     for a in given:
-        if type(a) is np.ndarray:
-            kept.setdefault(id(_root(a)), []).append(a)
+        v = array_of(a)
+        if v is not None:
+            kept.setdefault(id(_root(v)), []).append(v)
     out = []
     for a in leaves:
-        if type(a) is np.ndarray:
-            same = kept.setdefault(id(_root(a)), [])
-            if any(np.may_share_memory(a, b) for b in same):
-                a = a.copy()
-            same.append(a)
+        v = array_of(a)
+        if v is not None:
+            same = kept.setdefault(id(_root(v)), [])
+            if any(np.may_share_memory(v, b) for b in same):
+                a = a.copy()  # (staged: the copy is a step of jit's program)
+                v = array_of(a)
+            same.append(v)
         out.append(a)
     return out
+
+
+def array_of(a):
+    """The plain array ``a`` is, or holds as a value staged by ``jit``
+    (whose concrete array is the memory a replay's result shares: an
+    argument handed back, a view of one); ``None`` for anything else.  The
+    copies that keep a transformation's results apart from the caller's
+    arrays and from each other are decided on it, so ``jit(vjp(...))``,
+    ``jit(jvp(...))`` and ``jit(vmap(...))`` copy where the plain call
+    copies instead of handing back the caller's own array."""
+    if type(a) is np.ndarray:
+        return a
+    if a.__class__ is Staged and type(a._value) is np.ndarray:
+        return a._value
+    return None
 
 
 def output_node(out, tape):
