@@ -1,0 +1,160 @@
+"""Call sequences built to break a trace-once compiler, third round: the
+jitted call is compared with the plain call of the same function -- values
+bit for bit, and which results share memory with the caller's arrays."""
+import numpy as np
+import pytest
+
+import tapestry as tp
+from jit_checks import quiet, same
+
+
+# --- a gather by a boolean mask made inside: the sparse cotangent --------------------
+def _mask_and_max(v):
+    # the mask's gather adds its cotangent at the selected rows only: the
+    # -0.0 that np.maximum's cotangent leaves at a negative entry stays
+    v4 = v * 3.0
+    sel = v4[v4 > 0]
+    return np.sum(np.sin(np.sum(sel) * np.maximum(v4, 0.0) + len(sel)))
+
+
+def _two_masks(v):
+    a = v[v > 0]
+    b = v[v > -0.5]
+    return np.sum(np.sin(np.sum(a) * v + np.sum(b ** 2) * v[::-1]))
+
+
+def _mask_of_rows(W):
+    return np.sum(np.tanh(W[W[:, 0] > 0]) * W[0]) + np.sum(W * -0.0)
+
+
+@pytest.mark.parametrize("f", [_mask_and_max, _two_masks, _mask_of_rows])
+def test_a_boolean_mask_gather_adds_its_cotangent_as_the_plain_sweep(f):
+    rng = np.random.default_rng(0)
+    shape = (5, 3) if f is _mask_of_rows else (6,)
+    jg = tp.jit(tp.grad(f))
+    for _ in range(6):
+        x = rng.normal(size=shape)
+        want = tp.grad(f)(x)
+        same(quiet(jg, x), want)
+        same(quiet(tp.jit(tp.value_and_grad(f)), x), tp.value_and_grad(f)(x))
+
+
+def test_a_negative_zero_left_by_a_masked_gather_is_kept():
+    x = np.array([-0.6, 1.2, -1.9, 0.4])
+    want = tp.grad(_mask_and_max)(x)
+    assert np.signbit(want[[0, 2]]).all()  # (the case this test is about)
+    same(tp.jit(tp.grad(_mask_and_max))(x), want)
+
+
+# --- results that the plain transformation copies away from the caller's arrays -------
+@tp.custom_vjp
+def _passthrough(a):
+    return a
+
+
+_passthrough.defvjp(lambda a: (a, None), lambda r, g: (g,))
+
+
+@tp.custom_jvp
+def _passthrough_jvp(a):
+    return a
+
+
+_passthrough_jvp.defjvp(lambda p, t: (p[0], t[0]))
+
+_ident = lambda z: z  # noqa: E731
+
+_TRANSFORMS = {
+    "vmap identity": (lambda X: tp.vmap(_ident)(X), "matrix"),
+    "vmap pair": (lambda X: tp.vmap(lambda r: (r, r))(X), "matrix"),
+    "vmap reversed view": (lambda X: tp.vmap(lambda r: r[::-1])(X), "matrix"),
+    "vmap reshape": (lambda X: tp.vmap(lambda r: r.reshape(2, 2))(X), "matrix"),
+    "vmap in_axes 1": (lambda X: tp.vmap(_ident, in_axes=1)(X), "matrix"),
+    "vmap out_axes 1": (lambda X: tp.vmap(_ident, out_axes=1)(X), "matrix"),
+    "jvp identity": (lambda x, t: tp.jvp(_ident, (x,), (t,)), "vector2"),
+    "jvp of a sum": (lambda x, t, u: tp.jvp(lambda a, b: (a + b, a), (x, x), (t, u)), "vector3"),
+    "vjp identity": (lambda x, t: tp.vjp(_ident, x)[1](t), "vector2"),
+    "vjp value": (lambda x: tp.vjp(_ident, x)[0], "vector1"),
+    "vjp of a sum": (lambda x, y, t: tp.vjp(lambda a, b: a + b, x, y)[1](t), "vector3"),
+    "linearize identity": (lambda x, t: tp.linearize(_ident, x)[1](t), "vector2"),
+    "linearize value": (lambda x: tp.linearize(_ident, x)[0], "vector1"),
+    "custom_vjp passthrough": (lambda x, t: tp.vjp(_passthrough, x)[1](t), "vector2"),
+    "custom_jvp passthrough": (lambda x, t: tp.jvp(_passthrough_jvp, (x,), (t,)), "vector2"),
+}
+
+
+def _arguments(kind, i):
+    x = np.arange(1.0, 5.0) + i
+    if kind == "matrix":
+        return (np.stack([x, 2 * x]),)
+    return (x, x * 2.0, x - 3.0)[:int(kind[-1])]
+
+
+def _sharing(outs, args):
+    """For each result: which arguments it is or shares memory with, and
+    which earlier results it is or shares memory with."""
+    def rel(a, b):
+        arrays = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+        return a is b, arrays and np.shares_memory(a, b)
+    return ([[rel(o, a) for a in args] for o in outs],
+            [[rel(outs[i], outs[j]) for j in range(i)] for i in range(len(outs))])
+
+
+@pytest.mark.parametrize("name", sorted(_TRANSFORMS))
+def test_results_share_the_callers_memory_only_where_the_plain_call_does(name):
+    fn, kind = _TRANSFORMS[name]
+    jf = tp.jit(fn)
+    for i in range(3):
+        args, jargs = _arguments(kind, i), _arguments(kind, i)
+        want, got = fn(*args), jf(*jargs)
+        same(got, want)
+        w, g = tp.tree_flatten(want)[0], tp.tree_flatten(got)[0]
+        assert _sharing(g, jargs) == _sharing(w, args)
+        for r in w + g:
+            r[...] = -7.0  # the caller updates the results: what it reaches
+        same(jargs, args)
+    assert jf.cache_info()["traces"] == 1
+
+
+def test_an_updated_result_of_jit_of_vmap_leaves_the_argument_alone():
+    X = np.ones((2, 3))
+    Y = tp.jit(tp.vmap(lambda r: r))(X)
+    Y += 1.0
+    np.testing.assert_array_equal(X, np.ones((2, 3)))
+
+
+# --- values read by the transformation itself, not by the function: no guard ------------
+_UNPINNED = {
+    "jvp": lambda x, t: tp.jvp(lambda z: np.sin(z) * z, (x,), (t,)),
+    "jvp of a sum": lambda x, t: tp.jvp(lambda z: np.sum(z ** 2), (x,), (t,)),
+    "vmap shared argument": lambda X, w: tp.vmap(lambda r, w: (r * 2, w * 3),
+                                                 in_axes=(0, None))(X, w),
+    "vmap closure": lambda X, w: tp.vmap(lambda r: (r * 2, w * 3))(X),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UNPINNED))
+def test_tangents_and_unbatched_results_are_not_pinned(name):
+    fn = _UNPINNED[name]
+    jf = tp.jit(fn)
+    for i in range(5):
+        w = np.arange(3.0) * (i + 1) - 1.0
+        first = np.stack([w, np.cos(w)]) if name.startswith("vmap") else np.cos(w) + i
+        same(jf(first, w), fn(first, w))
+    assert jf.cache_info()["traces"] == 1
+
+
+@pytest.mark.parametrize("t", [1.0, np.float32(1.5), np.array(2.0), np.float64(0.5)])
+def test_a_number_tangent_is_an_array_as_in_the_plain_jvp(t):
+    fn = lambda x, t: tp.jvp(lambda z: z * 2.0, (x,), (t,))  # noqa: E731
+    same(quiet(tp.jit(fn), 3.0, t), fn(3.0, t))
+
+
+@pytest.mark.parametrize("g", [np.max, np.min, lambda z: np.max(z * 2.0), lambda z: np.ptp(z)])
+def test_a_tangent_of_a_numpy_scalar_is_a_numpy_scalar_as_in_the_plain_jvp(g):
+    fn = lambda x, t: tp.jvp(g, (x,), (t,))  # noqa: E731
+    jf = tp.jit(fn)
+    for i in range(3):
+        x = np.array([1.0, -2.0, 3.0, 0.5]) * (i + 1)
+        same(quiet(jf, x, np.cos(x)), fn(x, np.cos(x)))
+        assert type(quiet(jf, x, np.cos(x))[1]) is type(fn(x, np.cos(x))[1])
