@@ -158,3 +158,33 @@ def test_a_tangent_of_a_numpy_scalar_is_a_numpy_scalar_as_in_the_plain_jvp(g):
         x = np.array([1.0, -2.0, 3.0, 0.5]) * (i + 1)
         same(quiet(jf, x, np.cos(x)), fn(x, np.cos(x)))
         assert type(quiet(jf, x, np.cos(x))[1]) is type(fn(x, np.cos(x))[1])
+
+
+# --- a quantile out of its range: NumPy raises, so do grad and jit(grad) ---------------
+_QUANTILES = {
+    "quantile": lambda a, q: np.quantile(a, q),
+    "nanquantile": lambda a, q: np.nanquantile(a, q),
+    "percentile": lambda a, q: np.percentile(a, 100 * q),
+    "nanpercentile": lambda a, q: np.nanpercentile(a, 100 * q),
+    "nanquantile with a nan": lambda a, q: np.nanquantile(np.append(a, np.nan), q),
+}
+
+
+@pytest.mark.parametrize("q", [-0.05, 1.5, float("nan"), 0.3])
+@pytest.mark.parametrize("name", sorted(_QUANTILES))
+def test_a_quantile_out_of_range_raises_under_grad_as_numpy_does(name, q):
+    fn = _QUANTILES[name]
+    a = np.array([0.3, -1.7, 2.5, 4.1, -0.2, 1.15])
+    try:
+        want = fn(a, q)
+    except ValueError as e:
+        msg = str(e)
+        for g in (tp.grad(fn, argnums=(0, 1)), tp.jit(tp.grad(fn, argnums=(0, 1))),
+                  tp.grad(tp.jit(fn), argnums=(0, 1)), tp.grad(fn)):
+            with pytest.raises(ValueError, match=r"must be in the range"):
+                quiet(g, a, q)
+        assert "must be in the range" in msg
+        return
+    v, g = tp.value_and_grad(fn, argnums=(0, 1))(a, q)
+    same(v, want)
+    same(quiet(tp.jit(tp.value_and_grad(fn, argnums=(0, 1))), a, q), (v, g))
