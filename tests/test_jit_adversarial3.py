@@ -188,3 +188,35 @@ def test_a_quantile_out_of_range_raises_under_grad_as_numpy_does(name, q):
     v, g = tp.value_and_grad(fn, argnums=(0, 1))(a, q)
     same(v, want)
     same(quiet(tp.jit(tp.value_and_grad(fn, argnums=(0, 1))), a, q), (v, g))
+
+
+# --- results the caller may write into: never a read-only broadcast view ---------------
+_WRITABLE = {
+    "grad of a sum of a sum": lambda x, t: tp.grad(lambda a: np.sum(np.sum(a, axis=0)))(x),
+    "grad of a sum of a mean": lambda x, t: tp.grad(lambda a: np.sum(np.mean(a, axis=1)))(x),
+    "value_and_grad": lambda x, t: tp.value_and_grad(lambda a: np.sum(np.sum(a, axis=0)))(x),
+    "jacrev": lambda x, t: tp.jacobian(lambda a: np.sum(np.sum(a, axis=0)))(x),
+    "vjp": lambda x, t: tp.vjp(lambda a: np.sum(a, axis=0), x)[1](t[0]),
+    "grad of jit": lambda x, t: tp.grad(lambda a: np.sum(tp.jit(lambda b: np.sum(b, axis=0))(a)))(x),
+    "jvp of a broadcast": lambda x, t: tp.jvp(lambda a: np.broadcast_to(a, (2,) + a.shape), (x,), (t,)),
+    "jvp of a broadcast sum": lambda x, t: tp.jvp(lambda a: np.broadcast_to(np.sum(a), (3,)), (x,), (t,)),
+    "linearize of a broadcast": lambda x, t: tp.linearize(lambda a: np.broadcast_to(a, (2,) + a.shape), x)[1](t),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_WRITABLE))
+def test_results_are_writeable_and_laid_out_as_the_plain_calls(name):
+    fn = _WRITABLE[name]
+    jf = tp.jit(fn)
+    for i in range(3):
+        x = np.arange(6.0).reshape(2, 3) * (i + 1)
+        t = np.cos(x)
+        want, got = fn(x, t), jf(x, t)
+        same(got, want)
+        pairs = list(zip(tp.tree_flatten(want)[0], tp.tree_flatten(got)[0]))
+        if name.startswith("jvp"):
+            pairs = pairs[1:]  # (jvp's value is f's own broadcast view, as plain NumPy's)
+        for w, g in pairs:
+            if isinstance(w, np.ndarray):
+                assert w.flags.writeable and g.flags.writeable
+                assert g.strides == w.strides

@@ -239,8 +239,12 @@ def _unalias(cts, records, given):
     for _, rec in records:
         for i, _ in rec:
             c = cts[i]
-            if _array_in(c) is not None and id(_root(_array_in(c))) in roots:
-                cts[i] = c.copy()  # (staged by jit: the copy is a step of its program)
+            a = _array_in(c)
+            if a is not None and id(_root(a)) in roots:
+                # (staged by jit: the copy is a step of its program; a
+                # read-only broadcast view laid out as tracing.unshared
+                # copies one, so grad(jit(f)) and grad(f) agree)
+                cts[i] = c.copy() if a.flags.writeable else c.copy(order="K")
 
 
 def _array_in(c):

@@ -224,7 +224,8 @@ def unshared(leaves, kept, given=()):
     or tangent on unchanged to several places (``x + y`` gives both the same
     array; ``(x, x)`` the same tangent twice; the identity the caller's own
     tangent), and the caller updating one result in place (``gx += wd * x``)
-    must not change another."""
+    must not change another.  A read-only leaf (a broadcast view) is copied
+    too: every result is the caller's to write into."""
     for a in given:
         v = array_of(a)
         if v is not None:
@@ -234,7 +235,14 @@ def unshared(leaves, kept, given=()):
         v = array_of(a)
         if v is not None:
             same = kept.setdefault(id(_root(v)), [])
-            if any(np.may_share_memory(v, b) for b in same):
+            if not v.flags.writeable:
+                # a broadcast view a rule made (the gradient of a sum of a
+                # sum): the caller gets a writeable array of its own, laid
+                # out as np.array lays it out (staged: a step of jit's program)
+                a = np.array(a) if a is v else a.copy(order="K")
+                v = array_of(a)
+                same = kept.setdefault(id(_root(v)), [])
+            elif any(np.may_share_memory(v, b) for b in same):
                 a = a.copy()  # (staged: the copy is a step of jit's program)
                 v = array_of(a)
             same.append(v)
