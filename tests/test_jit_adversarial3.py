@@ -220,3 +220,55 @@ def test_results_are_writeable_and_laid_out_as_the_plain_calls(name):
             if isinstance(w, np.ndarray):
                 assert w.flags.writeable and g.flags.writeable
                 assert g.strides == w.strides
+
+
+# --- index arrays passed as arguments: the keys are staged ------------------------------
+_GATHERS = {
+    "W[i, j]": lambda W, i, j: np.sum(W[i, j]),
+    "W[i, j] * 2": lambda W, i, j: np.sum(W[i, j] * 2.0),
+    "W[i, 1]": lambda W, i, j: np.sum(W[i, 1]),
+    "W.T[j, i]": lambda W, i, j: np.sum(W.T[j, i]),
+    "W[i, :2]": lambda W, i, j: np.sum(W[i, :2]),
+    "mean of W[i, j]": lambda W, i, j: np.mean(W[i, j]),
+    "W[i]": lambda W, i, j: np.sum(W[i]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GATHERS))
+def test_a_gather_at_repeated_argument_indices_adds_every_repeat(name):
+    # the gather's cotangent is a constant (the sum's ones): its scatter must
+    # still be a step of the program, np.add.at at each call's indices
+    g = tp.grad(_GATHERS[name])
+    jg, gj = tp.jit(g), tp.grad(tp.jit(_GATHERS[name]))
+    W = np.arange(12.0).reshape(3, 4)
+    for i, j in [([0, 0, 2], [1, 1, 3]), ([2, 0, 0], [1, 3, 3]), ([1, 1, 1], [0, 0, 0]),
+                 ([0, 0, 2], [1, 1, 3])]:
+        i, j = np.array(i), np.array(j)
+        want = g(W, i, j)
+        same(quiet(jg, W, i, j), want)
+        same(gj(W, i, j), want)
+    assert jg.cache_info()["traces"] == 1
+
+
+_APART = {
+    "x[i, :, 0]": lambda x, i: x[i, :, 0],
+    "x[0, :, i]": lambda x, i: x[0, :, i],
+    "x[i, :, i]": lambda x, i: x[i, :, i],
+    "x[i, ..., 0]": lambda x, i: x[i, ..., 0],
+    "x[i, :, k]": lambda x, i: x[i, :, int(i.shape[0]) - 1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_APART))
+@pytest.mark.parametrize("n_idx", [2, 3])
+def test_advanced_indices_apart_keep_numpys_axis_order_under_jit_of_vmap(name, n_idx):
+    # NumPy moves the axes of advanced indices apart to the front: the batch
+    # axis does not stay first, with the index array staged as with a plain one
+    f = _APART[name]
+    V = tp.vmap(f, in_axes=(0, None))
+    X = np.arange(2 * 3 * 4 * 5, dtype=float).reshape(2, 3, 4, 5)
+    for idx in ([2, 0, 1][:n_idx], [1, 1, 0][:n_idx]):
+        idx = np.array(idx)
+        want = V(X, idx)
+        same(tp.jit(V)(X, idx), want)
+        same(tp.vmap(tp.jit(f), in_axes=(0, None))(X, idx), want)

@@ -116,6 +116,7 @@ def _staged_sparse(g):
 
 def _has_advanced(key):
     return any(isinstance(k, np.ndarray) or isinstance(k, (bool, np.bool_))
+               or (k.__class__ is Staged and k._value.__class__ is np.ndarray)
                for k in _key_tuple(key))
 
 
@@ -137,7 +138,11 @@ def dense_scatter(g, key, shape, dtype=None):
 def _getitem_vjp(g, ans, x, key):
     """x̄ = scatter-add of ḡ at ``key``; sparse for a gather along one axis."""
     shape = x.shape
-    staged = g.__class__ is Staged or _staged_sparse(g)
+    # inside jit: a staged cotangent, or a staged key with a plain
+    # cotangent (``np.sum(W[i, j])`` hands its gather a constant one) --
+    # the scatter must be a step of the program, run on each call's key
+    staged = g.__class__ is Staged or _staged_sparse(g) or \
+        any(k.__class__ is Staged for k in _key_tuple(key))
     if g.__class__ in NESTED:  # nested differentiation: keep the scatter traced
         return scatter_add(g, key, shape)
     gather = gather_axis(key, shape)
@@ -161,6 +166,7 @@ def _advanced_adjacent(key):
     """Whether a batch axis put in front of ``key`` stays in front: NumPy
     moves the axes of advanced indices to the front when they are not
     adjacent (integers count as advanced when an array is present)."""
+    key = [k._value if k.__class__ is Staged else k for k in key]  # (jit: as the plain key)
     arrays = [j for j, k in enumerate(key) if isinstance(k, (np.ndarray, list))]
     if not arrays:
         return True
