@@ -150,7 +150,10 @@ def test_a_number_tangent_is_an_array_as_in_the_plain_jvp(t):
     same(quiet(tp.jit(fn), 3.0, t), fn(3.0, t))
 
 
-@pytest.mark.parametrize("g", [np.max, np.min, lambda z: np.max(z * 2.0), lambda z: np.ptp(z)])
+@pytest.mark.parametrize("g", [np.max, np.min, np.prod, np.std, np.var, np.linalg.norm,
+                               lambda z: np.linalg.det(z.reshape(2, 2)),
+                               lambda z: np.linalg.slogdet(z.reshape(2, 2))[1],
+                               lambda z: np.max(z * 2.0), np.ptp])
 def test_a_tangent_of_a_numpy_scalar_is_a_numpy_scalar_as_in_the_plain_jvp(g):
     fn = lambda x, t: tp.jvp(g, (x,), (t,))  # noqa: E731
     jf = tp.jit(fn)
