@@ -275,3 +275,34 @@ def test_advanced_indices_apart_keep_numpys_axis_order_under_jit_of_vmap(name, n
         want = V(X, idx)
         same(tp.jit(V)(X, idx), want)
         same(tp.vmap(tp.jit(f), in_axes=(0, None))(X, idx), want)
+
+
+# --- the layout of what a trace keeps: sums over it add in the same order -------------
+_KEPT = {
+    "jvp": lambda g: (lambda X, T: tp.jvp(g, (X,), (T,))),
+    "vjp": lambda g: (lambda X, T: tp.vjp(g, X)[1](1.0)),
+    "linearize": lambda g: (lambda X, T: tp.linearize(g, X)[1](T)),
+    "grad": lambda g: (lambda X, T: tp.grad(g)(X)),
+}
+_REDUCED = {
+    "norm": np.linalg.norm,
+    "norm of a transpose": lambda X: np.linalg.norm(X.T),
+    "sum of squares": lambda X: np.sum(X * X),
+    "sin times x": lambda X: np.sum(np.sin(X) * X),
+    "mean of a cube": lambda X: np.mean(X ** 3),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_KEPT))
+@pytest.mark.parametrize("name", sorted(_REDUCED))
+def test_a_kept_copy_is_laid_out_as_the_value_so_jit_gives_the_plain_bits(form, name):
+    # the plain trace keeps copies of the caller's arrays and of constants a
+    # rule reads; a C-ordered copy of an F-ordered value summed in another
+    # order than jit's program, which reads the value itself
+    fn = _KEPT[form](_REDUCED[name])
+    jf = tp.jit(fn)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        X = np.asfortranarray(rng.normal(size=(5, 7)))
+        T = np.cos(X)
+        same(jf(X, T), fn(X, T))

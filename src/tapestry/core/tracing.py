@@ -126,7 +126,7 @@ def own_input(x):
     it returns.  An array that is read-only and owns its memory is kept as
     it is (nothing can write to it); scalars are immutable."""
     if type(x) is np.ndarray and (x.flags.writeable or x.base is not None):
-        return x.copy()
+        return x.copy(order="K")  # (laid out as x: sums over it add in x's order)
     return x
 
 
