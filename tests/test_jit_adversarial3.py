@@ -306,3 +306,19 @@ def test_a_kept_copy_is_laid_out_as_the_value_so_jit_gives_the_plain_bits(form, 
         X = np.asfortranarray(rng.normal(size=(5, 7)))
         T = np.cos(X)
         same(jf(X, T), fn(X, T))
+
+
+@pytest.mark.parametrize("form", ["vjp", "linearize"])
+def test_a_transformations_value_is_laid_out_as_the_functions_result(form):
+    # vjp and linearize hand back a copy of f's value; a C-ordered copy of a
+    # transposed result summed in another order than jit's program, which
+    # hands back the result itself
+    take = (lambda x: tp.vjp(lambda z: z.T * 2.0, x)[0]) if form == "vjp" else \
+        (lambda x: tp.linearize(lambda z: z.T * 2.0, x)[0])
+    summed = lambda x: np.sum(take(x))  # noqa: E731
+    js, jt = tp.jit(summed), tp.jit(take)
+    rng = np.random.default_rng(2)
+    for _ in range(6):
+        x = rng.normal(size=(6, 9))
+        same(js(x), summed(x))
+        assert jt(x).strides == take(x).strides

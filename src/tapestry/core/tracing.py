@@ -134,14 +134,16 @@ def own_output(y):
     """An output leaf returned by a transform whose trace is kept: a copy,
     since the trace holds the same array (``exp``'s and ``tanh``'s rules read
     their result), and ``y *= 2`` by the caller must not change the
-    derivative."""
+    derivative.  The copy is laid out as ``y`` (a sum over it adds in the
+    order a sum over ``y`` adds, as under jit, which copies only what the
+    caller already holds)."""
     if type(y) is np.ndarray:
-        return y.copy()
+        return y.copy(order="K")
     if y.__class__ is Staged and y._slot in y._rec.external:
         # inside jit: an argument or an array of the environment (a view
         # of one) would be handed back as it is; a result of the program
         # is fresh at every replay already
-        return y.copy()
+        return y.copy(order="K")
     return y
 
 
