@@ -322,3 +322,34 @@ def test_a_transformations_value_is_laid_out_as_the_functions_result(form):
         x = rng.normal(size=(6, 9))
         same(js(x), summed(x))
         assert jt(x).strides == take(x).strides
+
+
+_LAYOUTS = {
+    "F": lambda a: np.asfortranarray(a),
+    "transposed": lambda a: a.transpose(1, 0, 2),
+    "C": lambda a: a,
+}
+
+
+@pytest.mark.parametrize("order", ["K", "A"])
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+def test_vjp_and_linearize_differentiate_at_the_callers_layout(order, layout):
+    # vjp and linearize keep a copy of the input; a C-ordered copy of an
+    # F-ordered x made np.ravel(x, order="K") read another order: the value
+    # (and gradient) of another function than f(x), without jit too
+    x = _LAYOUTS[layout](np.arange(24.0).reshape(2, 3, 4) / 10)
+    w = np.arange(1.0, 25.0)
+
+    def f(x):
+        return np.sum(np.ravel(x * 1.0, order=order) * w)
+
+    want, g = tp.value_and_grad(f)(x)
+    assert want == f(x)
+    y, pb = tp.vjp(f, x)
+    same(y, want)
+    same(pb(1.0)[0], g)
+    y, lin = tp.linearize(f, x)
+    same(y, want)
+    t = np.cos(x)
+    same(lin(t), tp.jvp(f, (x,), (t,))[1])
+    same(tp.jit(lambda x: tp.vjp(f, x)[1](1.0))(x), (g,))
