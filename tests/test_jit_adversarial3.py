@@ -353,3 +353,24 @@ def test_vjp_and_linearize_differentiate_at_the_callers_layout(order, layout):
     t = np.cos(x)
     same(lin(t), tp.jvp(f, (x,), (t,))[1])
     same(tp.jit(lambda x: tp.vjp(f, x)[1](1.0))(x), (g,))
+
+
+# --- a Python number argument where the library casts a value ---------------------------
+def _write_number_after_an_in_place_update(x, y, k):
+    v2 = np.concatenate([y[:2], y[2:]])
+    v2 += 3  # (under vmap: jit runs this function uncompiled, on its staged values)
+    v10 = x * v2
+    v10[v10 > 0] = k  # set_item casts k: v.astype(dt) where v has astype
+    return v10
+
+
+@pytest.mark.parametrize("k", [2, 3.5, True])
+def test_a_python_number_written_into_an_array_is_cast_as_in_the_plain_call(k):
+    X = np.array([[1.0, -2.0, 3.0, 1.0], [-1.0, 2.0, 0.5, 1.0], [3.0, 1.0, 2.0, 1.0]])
+    y = np.array([0.5, -1.0, 2.0, 1.0])
+    V = tp.vmap(_write_number_after_an_in_place_update, in_axes=(0, None, None))
+    same(quiet(tp.jit(V), X, y, k), V(X, y, k))
+    f32 = lambda x, k: (lambda v: (v.__setitem__(slice(0, 2), k), v)[1])(  # noqa: E731
+        x.astype(np.float32) * 1)
+    for x in (X[0], X[1]):
+        same(quiet(tp.jit(f32), x, k), f32(x, k))
