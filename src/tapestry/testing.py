@@ -31,6 +31,18 @@ def _as_wide(x):
     return a.astype(np.complex128) if a.dtype.kind == "c" else a
 
 
+def _laid_out_as(p, a):
+    """``a`` (values at a shifted point) in an array laid out as the primal
+    ``p`` (an F-ordered ``p`` stays F-ordered): a function whose value
+    depends on the layout (``np.ravel(x, order="K")``) is differenced at
+    the layout it is differentiated at."""
+    if not isinstance(p, np.ndarray) or np.ndim(a) == 0 or a.shape != p.shape:
+        return a
+    out = np.empty_like(p, dtype=a.dtype)  # (order "K": p's axis order)
+    out[...] = a
+    return out
+
+
 def _dense(x):
     return np.asarray(x.todense() if hasattr(x, "todense") else x)
 
@@ -82,7 +94,7 @@ def _analytic(rng, primals, cts):
 def _numeric(f_sel, v_trees, u_leaves, eps):
     """Central difference of ``<u, f(x + t v)>`` at ``t = 0``."""
     def shifted(t):
-        sel = [td.unflatten([_as_wide(pl) + t * v for pl, v in zip(pls, vs)])
+        sel = [td.unflatten([_laid_out_as(pl, _as_wide(pl) + t * v) for pl, v in zip(pls, vs)])
                for td, pls, vs in v_trees]
         out = tree_flatten(f_sel(*sel))[0]
         return sum(_pair(u, np.asarray(o) if np.result_type(o).kind in "fc"

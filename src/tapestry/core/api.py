@@ -17,7 +17,7 @@ from .staged import Staged
 from .pytree import (TreeMismatch, leaf_paths, match_up_to, tree_flatten, tree_map,
                      tree_structure)
 from .tape import open_tape
-from .tracing import (assemble, check_scalar_output, collect, jac_setup, lower,
+from .tracing import (array_of, assemble, check_scalar_output, collect, jac_setup, lower,
                       normalize_argnums, output_node, own_output, require_complex, returned,
                       select_args, split_argnums, split_aux, tapes_of, trace,
                       trace_inputs)
@@ -235,12 +235,24 @@ def _unalias(cts, records, given):
     caller's cotangent arrays ``given``: a rule that passes its cotangent on
     unchanged (``x + c``, the identity) would otherwise hand the caller's
     own array back as the gradient, and updating one would change the other."""
-    roots = {id(_root(c)) for c in given if isinstance(c, np.ndarray)}
+    roots = {id(_root(_array_in(c))) for c in given if _array_in(c) is not None}
     for _, rec in records:
         for i, _ in rec:
             c = cts[i]
-            if isinstance(c, np.ndarray) and id(_root(c)) in roots:
-                cts[i] = c.copy()
+            a = _array_in(c)
+            if a is not None and id(_root(a)) in roots:
+                # (staged by jit: the copy is a step of its program; a
+                # read-only broadcast view laid out as tracing.unshared
+                # copies one, so grad(jit(f)) and grad(f) agree)
+                cts[i] = c.copy() if a.flags.writeable else c.copy(order="K")
+
+
+def _array_in(c):
+    """The array ``c`` is (a subclass too), or a jit-staged value's
+    concrete array (:func:`tracing.array_of`); ``None`` for anything else."""
+    if isinstance(c, np.ndarray):
+        return c
+    return array_of(c)
 
 
 def vjp(f, *primals, has_aux=False):

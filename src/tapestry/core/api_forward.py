@@ -13,6 +13,7 @@ import numpy as np
 
 from .forward import ForwardComplexError, TangentRecorder, forward_sweep
 from .batched import Batched
+from .staged import Staged
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
 from .tracing import (assemble, jac_setup, lower, own_output, require_complex, returned,
                       split_argnums, tapes_of, trace, unshared)
@@ -56,7 +57,12 @@ def _as_tangent(t, x, opname, label, td, j):
     """Tangent ``t`` of primal leaf ``x`` (leaf ``j`` of ``td``, named in
     errors): same shape, compatible dtype."""
     want = np.result_type(unwrap_all(x))
-    if t.__class__ is not Var and t.__class__ is not Batched:
+    if t.__class__ is Staged and np.result_type(t).kind in "biufc":
+        # staged by jit: np.asarray would pin its value in the program; a
+        # number becomes an array as below, as a step of the program
+        if type(t._value) is not np.ndarray:
+            t = t._rec.call(np.asarray, (t,), None)
+    elif t.__class__ is not Var and t.__class__ is not Batched:
         if isinstance(t, np.ma.MaskedArray):  # np.asarray would drop its mask
             raise TypeError(f"tapestry.{opname}: {label}{_at(td, j)} {MASKED_HELP}")
         t = np.asarray(t)

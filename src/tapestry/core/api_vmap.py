@@ -17,7 +17,7 @@ from .batched import FALLBACKS, BatchTrace, Batched, Unbatched, VmapFallbackWarn
 from .pytree import aux_holding, flatten_up_to, map_aux, tree_flatten, tree_structure
 from .staged import Staged
 from .tape import _levels
-from .tracing import check_static_aux
+from .tracing import array_of, check_static_aux
 from .var import Var
 
 
@@ -189,8 +189,8 @@ def _from_front(y, ax, trace, where):
         return y
     # Not batched: the same value for every item, broadcast (as JAX does).
     traced = y.__class__ in (Var, Batched)
-    if not traced:
-        y = _as_output_array(y, where)
+    if not traced and not (y.__class__ is Staged and np.result_type(y).kind in "biufc"):
+        y = _as_output_array(y, where)  # (staged by jit: np.asarray would pin its value)
     v = np.broadcast_to(y, (trace.size,) + tuple(y.shape))
     if not traced:
         v = v.copy()  # a writeable array of its own, like every other output
@@ -222,11 +222,12 @@ def _own(r, inputs):
     its argument, a slice or a reshape of it -- copied: a loop over the
     items stacks its results into a new array, so writing into the output
     must not write into the caller's input."""
-    if r.__class__ is not np.ndarray or (r.base is None and
-                                         not any(r is a for a in inputs)):
+    v = array_of(r)  # (inside jit: the staged value's array; the copy is a step)
+    if v is None or (v.base is None and not any(v is array_of(a) for a in inputs)):
         return r
     for a in inputs:
-        if a.__class__ is np.ndarray and np.may_share_memory(r, a):
+        a = array_of(a)
+        if a is not None and np.may_share_memory(v, a):
             return r.copy()
     return r
 

@@ -289,6 +289,9 @@ def _scalar_like(t, ans):
     ``jvp(f)`` returns)."""
     if t.__class__ is np.ndarray and t.ndim == 0 and isinstance(ans, np.generic):
         return t[()]
+    if t.__class__ is Staged and t._value.__class__ is np.ndarray and t._value.ndim == 0 \
+            and isinstance(ans._value if ans.__class__ is Staged else ans, np.generic):
+        return t[()]  # inside jit: the same conversion, a step of the program
     return t
 
 

@@ -1168,6 +1168,11 @@ class Staged(ArrayMethods):
         return np.reshape(self, shape, **k)
 
     def astype(self, dtype, *a, **k):
+        if self._value.__class__ in (int, float, complex, bool):
+            # a Python number (an argument) has no astype: the library's
+            # ``v.astype(dt) if hasattr(v, "astype") else np.asarray(v, dt)``
+            # gets the conversion of the number, as a step of the program
+            return self._rec.call(np.asarray, (self,), {"dtype": dtype})
         return self._rec.call(_method("astype"), (self, dtype) + a, k)
 
     def copy(self, *a, **k):

@@ -88,7 +88,9 @@ class Tape:
         of its own is kept as is."""
         n = x.nbytes
         if n <= COPY_ALWAYS:
-            return x.copy()  # cheaper than finding the copy of an earlier use
+            # (laid out as x: a rule summing over it adds in x's memory order,
+            # as jit's program, which reads x itself, does)
+            return x.copy(order="K")  # cheaper than finding the copy of an earlier use
         if not (x.flags.writeable or x.base is not None):
             return x  # read-only memory of its own: nothing can change it
         copies = self.copies
@@ -99,7 +101,7 @@ class Tape:
             copy = got[1]
             if copy.shape == x.shape and copy.dtype == x.dtype and got[2](x, n):
                 return copy
-        copy = x.copy()
+        copy = x.copy(order="K")
         # x by weak reference: the node holds the copy, and x is freed when
         # the function drops it (a fresh array per loop step keeps one copy)
         copies[id(x)] = (weakref.ref(x), copy, _unchanged(x, copy))

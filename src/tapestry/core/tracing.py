@@ -126,7 +126,7 @@ def own_input(x):
     it returns.  An array that is read-only and owns its memory is kept as
     it is (nothing can write to it); scalars are immutable."""
     if type(x) is np.ndarray and (x.flags.writeable or x.base is not None):
-        return x.copy()
+        return x.copy(order="K")  # (laid out as x: sums over it add in x's order)
     return x
 
 
@@ -134,9 +134,16 @@ def own_output(y):
     """An output leaf returned by a transform whose trace is kept: a copy,
     since the trace holds the same array (``exp``'s and ``tanh``'s rules read
     their result), and ``y *= 2`` by the caller must not change the
-    derivative."""
+    derivative.  The copy is laid out as ``y`` (a sum over it adds in the
+    order a sum over ``y`` adds, as under jit, which copies only what the
+    caller already holds)."""
     if type(y) is np.ndarray:
-        return y.copy()
+        return y.copy(order="K")
+    if y.__class__ is Staged and y._slot in y._rec.external:
+        # inside jit: an argument or an array of the environment (a view
+        # of one) would be handed back as it is; a result of the program
+        # is fresh at every replay already
+        return y.copy(order="K")
     return y
 
 
@@ -219,19 +226,45 @@ def unshared(leaves, kept, given=()):
     or tangent on unchanged to several places (``x + y`` gives both the same
     array; ``(x, x)`` the same tangent twice; the identity the caller's own
     tangent), and the caller updating one result in place (``gx += wd * x``)
-    must not change another."""
+    must not change another.  A read-only leaf (a broadcast view) is copied
+    too: every result is the caller's to write into."""
     for a in given:
-        if type(a) is np.ndarray:
-            kept.setdefault(id(_root(a)), []).append(a)
+        v = array_of(a)
+        if v is not None:
+            kept.setdefault(id(_root(v)), []).append(v)
     out = []
     for a in leaves:
-        if type(a) is np.ndarray:
-            same = kept.setdefault(id(_root(a)), [])
-            if any(np.may_share_memory(a, b) for b in same):
-                a = a.copy()
-            same.append(a)
+        v = array_of(a)
+        if v is not None:
+            same = kept.setdefault(id(_root(v)), [])
+            if not v.flags.writeable:
+                # a broadcast view a rule made (the gradient of a sum of a
+                # sum): the caller gets a writeable array of its own, laid
+                # out as np.array lays it out (staged: a step of jit's program)
+                a = np.array(a) if a is v else a.copy(order="K")
+                v = array_of(a)
+                same = kept.setdefault(id(_root(v)), [])
+            elif any(np.may_share_memory(v, b) for b in same):
+                a = a.copy()  # (staged: the copy is a step of jit's program)
+                v = array_of(a)
+            same.append(v)
         out.append(a)
     return out
+
+
+def array_of(a):
+    """The plain array ``a`` is, or holds as a value staged by ``jit``
+    (whose concrete array is the memory a replay's result shares: an
+    argument handed back, a view of one); ``None`` for anything else.  The
+    copies that keep a transformation's results apart from the caller's
+    arrays and from each other are decided on it, so ``jit(vjp(...))``,
+    ``jit(jvp(...))`` and ``jit(vmap(...))`` copy where the plain call
+    copies instead of handing back the caller's own array."""
+    if type(a) is np.ndarray:
+        return a
+    if a.__class__ is Staged and type(a._value) is np.ndarray:
+        return a._value
+    return None
 
 
 def output_node(out, tape):

@@ -88,15 +88,21 @@ def gather_axis(key, shape):
             idx, ishape = np.array([int(k)]), ()
         elif (isinstance(k, np.ndarray) or k.__class__ is Staged) and k.dtype.kind in "iu":
             idx, ishape = k.reshape(-1), k.shape  # (staged: jit's input indices)
-        elif isinstance(k, np.ndarray) and k.dtype == bool and k.ndim == 1:
-            idx = np.flatnonzero(k)
-            ishape = idx.shape
+        elif (isinstance(k, np.ndarray) or k.__class__ is Staged) and k.dtype == bool \
+                and k.ndim == 1:
+            # (staged: a mask made inside jit, ``x[x > 0]``; its gather gets
+            # the sparse cotangent the plain sweep gets, which adds into a
+            # dense one at the selected rows only: ``-0.0`` elsewhere stays)
+            found = (j, np.flatnonzero(k), None)  # (never negative)
+            continue
         else:
             return None
         found = (j, idx, ishape)
     if found is None:
         return None
     axis, idx, ishape = found
+    if ishape is None:
+        return axis, idx, idx.shape
     if idx.size and idx.min() < 0:
         idx = np.where(idx < 0, idx + shape[axis], idx)
     return axis, idx, ishape
@@ -110,6 +116,7 @@ def _staged_sparse(g):
 
 def _has_advanced(key):
     return any(isinstance(k, np.ndarray) or isinstance(k, (bool, np.bool_))
+               or (k.__class__ is Staged and k._value.__class__ is np.ndarray)
                for k in _key_tuple(key))
 
 
@@ -131,7 +138,11 @@ def dense_scatter(g, key, shape, dtype=None):
 def _getitem_vjp(g, ans, x, key):
     """x̄ = scatter-add of ḡ at ``key``; sparse for a gather along one axis."""
     shape = x.shape
-    staged = g.__class__ is Staged or _staged_sparse(g)
+    # inside jit: a staged cotangent, or a staged key with a plain
+    # cotangent (``np.sum(W[i, j])`` hands its gather a constant one) --
+    # the scatter must be a step of the program, run on each call's key
+    staged = g.__class__ is Staged or _staged_sparse(g) or \
+        any(k.__class__ is Staged for k in _key_tuple(key))
     if g.__class__ in NESTED:  # nested differentiation: keep the scatter traced
         return scatter_add(g, key, shape)
     gather = gather_axis(key, shape)
@@ -155,6 +166,7 @@ def _advanced_adjacent(key):
     """Whether a batch axis put in front of ``key`` stays in front: NumPy
     moves the axes of advanced indices to the front when they are not
     adjacent (integers count as advanced when an array is present)."""
+    key = [k._value if k.__class__ is Staged else k for k in key]  # (jit: as the plain key)
     arrays = [j for j, k in enumerate(key) if isinstance(k, (np.ndarray, list))]
     if not arrays:
         return True

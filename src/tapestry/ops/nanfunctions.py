@@ -15,7 +15,7 @@ from ..core.var import reject_out, unwrap_all
 from ..core.batched import Batched, all_items, constant_values
 from .reductions import extremum_entry, extremum_primitive, no_out, sum_, where_mask
 from .common import traced
-from .sorting import _keep, _moved_sorted, quantile_position, quantile_slope
+from .sorting import _keep, _moved_sorted, check_quantiles, quantile_position, quantile_slope
 
 
 def _nan_mask(a):
@@ -142,6 +142,7 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
         return _cast(np.quantile(a, q, axis=axis, method=method, keepdims=keepdims,
                                  weights=weights), dtype)
     q_plain = np.asarray(unwrap_all(q), dtype=float)
+    check_quantiles(q_plain)
     s, axes = _moved_sorted(a, _tuple(axis))  # NaNs sort last
     rest = np.shape(s)[1:]
     nvalid = np.sum(~np.isnan(constant_values(s)), axis=0)
@@ -166,6 +167,7 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
 @implements(np.nanpercentile)
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
+    check_quantiles(q, percent=True)
     if traced(q):
         q = q / 100.0
     else:

@@ -124,6 +124,18 @@ def quantile_slope(q, q_plain, pos, last, method):
     return slope * (q - q_plain)
 
 
+def check_quantiles(q, percent=False):
+    """NumPy's check of ``q`` (a quantile in [0, 1], a percentile in
+    [0, 100]; a nan is neither): outside, the interpolation below would
+    read past the ends or extrapolate, a value where NumPy raises."""
+    q = np.asarray(unwrap_all(q), dtype=float)
+    top = 100.0 if percent else 1.0
+    if not np.all((q >= 0.0) & (q <= top)):
+        what = "Percentiles must be in the range [0, 100]" if percent else \
+            "Quantiles must be in the range [0, 1]"
+        raise ValueError(what)
+
+
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None, interpolation=None):
     """Interpolation between order statistics: differentiable in ``a``
@@ -138,6 +150,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
         method = interpolation  # (NumPy's deprecated name of method)
     reject_out("quantile", out)
     q_plain = np.asarray(unwrap_all(q), dtype=float)
+    check_quantiles(q_plain)
     s, axes = _moved_sorted(a, axis)
     n = np.shape(s)[0]
     pos = quantile_position(q_plain, n, method)
@@ -155,6 +168,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, interpolation=None):
+    check_quantiles(q, percent=True)
     q = q / 100.0 if traced(q) else np.asarray(unwrap_all(q)) / 100.0
     return quantile(a, q, axis, out, overwrite_input, method, keepdims, weights=weights,
                     interpolation=interpolation)

@@ -113,7 +113,11 @@ class AxisSparse:
     def todense(self, dtype=None):
         """The dense array (O(size): use it on purpose)."""
         if self.staged():  # inside jit: zeros the program makes, then one scatter
-            out = np.zeros_like(self.values, shape=self.shape, dtype=dtype or self.dtype)
+            # (made from whichever is staged: plain values -- a constant
+            # cotangent -- at staged indices would write into a plain array,
+            # which pins the indices: a trace for every new index array)
+            like = self.values if self.values.__class__ is Staged else self.indices
+            out = np.zeros_like(like, shape=self.shape, dtype=dtype or self.dtype)
             return self.scatter_add_into(out)
         out = np.zeros(self.shape, dtype=dtype or self.dtype)
         self.scatter_add_into(out)
