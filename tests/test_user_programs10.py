@@ -24,7 +24,7 @@ REFUSED_BY_DESIGN = {
     "implicit_euler_linear_solve", "apply_along_axis_style_loop",
     "vectorize_free_list_comprehension_array",
     # a traced value written into a plain buffer (x[i] = v, +=, np.add.at, out=)
-    "euler_sir_epidemic_preallocated", "quantile_loss_masked_by_boolean", "gram_schmidt_loop",
+    "euler_sir_epidemic_preallocated",
     "fem_1d_stiffness_assembly", "integer_index_repeated_scatter_add",
     "masked_array_filled_where_out",
     # scipy.linalg converts its inputs: tapestry.scipy.linalg
