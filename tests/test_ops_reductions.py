@@ -387,3 +387,16 @@ def test_reduction_dtype_argument_is_kept_when_traced(name):
     assert tp.grad(lambda x: np.sum(f(x)))(x).dtype == np.float32
     if want.dtype == np.float64:  # finite differences of a float32 result are too coarse
         check_grads(lambda x: f(x), (x.astype(np.float64),))
+
+
+def test_var_with_ddof_at_least_the_count_is_numpys_inf():
+    """``np.var(x, ddof=len(x))``: NumPy divides by max(n - ddof, 0) = 0
+    (inf, with a warning); the gradient raised ZeroDivisionError."""
+    import warnings
+    x = np.arange(1.0, 4.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for ddof in (3, 5):
+            v, g = tp.value_and_grad(lambda x: np.var(x, ddof=ddof))(x)
+            assert v == np.var(x, ddof=ddof) == np.inf
+            assert g[0] == -np.inf and g[2] == np.inf

@@ -174,3 +174,13 @@ SWEPT = {
     np.matrix_transpose, np.linalg.matrix_transpose, np.linalg.diagonal, np.linalg.trace,
     np.ascontiguousarray, np.asfortranarray,
 }
+
+
+@pytest.mark.parametrize("fn,k", [(np.tril, 0), (np.triu, 1), (np.tril, -1)])
+def test_triangles_of_a_vector_are_numpys_square_matrix(fn, k):
+    """NumPy's tril / triu of a 1-D ``m``: the rows of a square matrix, each
+    ``m`` (it was a ValueError under grad)."""
+    x = rand((4,), "normal", 31)
+    v = tp.vjp(lambda x: fn(x, k), x)[0]
+    np.testing.assert_array_equal(v, fn(x, k))
+    check_all(lambda x: fn(x, k) * np.arange(16.0).reshape(4, 4), x, order=2)

@@ -339,7 +339,8 @@ def _centered_conj(g, a, axis, keepdims):
 
 def _var_vjp(g, ans, a, axis, ddof, keepdims):
     """d var / d a = 2 conj(a - mean(a)) / (n - ddof)."""
-    scale = 2.0 / (_count(np.shape(a), axis) - ddof)
+    with np.errstate(divide="ignore"):  # ddof >= n: NumPy's divisor 0, var inf
+        scale = np.float64(2.0) / max(_count(np.shape(a), axis) - ddof, 0)
     g, c = _centered_conj(g, a, axis, keepdims)
     return g * (c * scale)
 

@@ -673,12 +673,18 @@ def _batch_triangle(prim, args, batched, kwargs):
     return prim(*args)
 
 
+def _as_rows(m):
+    """A 1-D ``m`` as NumPy's triu/tril see it: the rows of a square
+    matrix (``m`` broadcast; its gradient sums them)."""
+    return np.broadcast_to(m, (np.shape(m)[0],) * 2) if np.ndim(m) == 1 else m
+
+
 _triu = Primitive(lambda m, k: np.triu(m, k), "triu", linear_in=(0,), batch=_batch_triangle,
                   vjps=(lambda g, ans, m, k: np.triu(g, k),))
-implements(np.triu)(lambda m, k=0: _triu(m, k))
+implements(np.triu)(lambda m, k=0: _triu(_as_rows(m), k))
 _tril = Primitive(lambda m, k: np.tril(m, k), "tril", linear_in=(0,), batch=_batch_triangle,
                   vjps=(lambda g, ans, m, k: np.tril(g, k),))
-implements(np.tril)(lambda m, k=0: _tril(m, k))
+implements(np.tril)(lambda m, k=0: _tril(_as_rows(m), k))
 
 
 # --- copies, real/imag, where ---------------------------------------------------
