@@ -187,10 +187,15 @@ def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     return _as_int(s if initial is None else s + _initial_as(initial, s), dtype)
 
 
+def _mean_vjp(g, ans, a, axis, keepdims):
+    n = _count(a.shape, axis)
+    if n == 0:  # a mean over no values (nan): an empty cotangent, without 1/0's warning
+        return expand_reduced(g * 0, a.shape, axis, keepdims)
+    return expand_reduced(g / n, a.shape, axis, keepdims)
+
+
 _mean = Primitive(lambda a, axis, keepdims: np.mean(a, axis=axis, keepdims=keepdims), "mean",
-                  keep=KEEP_SHAPES, linear_in=(0,), batch=batch_reduce, vjps=(
-                      lambda g, ans, a, axis, keepdims: expand_reduced(
-                          g / _count(a.shape, axis), a.shape, axis, keepdims),))
+                  keep=KEEP_SHAPES, linear_in=(0,), batch=batch_reduce, vjps=(_mean_vjp,))
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):

@@ -175,6 +175,14 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The 0.5 quantile; over no values NumPy's median is the mean of an
+    empty slice (nan, with its warning), where a quantile would raise."""
+    shape = np.shape(a)
+    axes = range(len(shape)) if axis is None else \
+        [ax % len(shape) for ax in (axis if isinstance(axis, tuple) else (axis,))]
+    if shape and any(shape[ax] == 0 for ax in axes):
+        reject_out("median", out)
+        return np.mean(a, axis=axis, keepdims=keepdims)
     return quantile(a, 0.5, axis, out, keepdims=keepdims)
 
 
