@@ -121,3 +121,14 @@ def test_the_decorator_form():
 def test_numpys_vectorize_on_a_traced_input_names_the_fix(signature):
     with pytest.raises(TypeError, match=r"np\.vectorize.*tnp\.vectorize"):
         tp.grad(lambda x: np.sum(np.vectorize(np.sin, signature=signature)(x)))(X)
+
+
+def test_a_function_closing_over_a_traced_value_with_plain_inputs():
+    """Plain inputs go to NumPy's own vectorize, whose conversion of the
+    traced results is refused: the loop then runs as vmap, so ``f`` reading
+    a differentiated value from a closure differentiates in it."""
+    t = np.linspace(0.1, 0.9, 4)
+    g = tp.grad(lambda a: np.sum(tnp.vectorize(lambda s: np.sin(a * s))(t)))(0.7)
+    assert np.isclose(g, np.sum(t * np.cos(0.7 * t)))
+    gb = tp.grad(lambda a: np.sum(tnp.vectorize(lambda s: a * s if s > 0.5 else a)(t)))(0.7)
+    assert np.isclose(gb, np.sum(np.where(t > 0.5, t, 1.0)))

@@ -43,6 +43,15 @@ def _called_by_numpy_vectorize(frame):
     return False
 
 
+def _vectorize_refusal(message):
+    """The refusal of ``np.vectorize``'s conversion, marked: ``tnp.vectorize``
+    with plain inputs runs NumPy's own and meets it where ``f`` returns a
+    traced value (a closure over one); it then runs its own loop."""
+    err = TypeError(message)
+    err.vectorize_refusal = True
+    return err
+
+
 #: The opcodes of ``y[key] = v`` (STORE_SLICE: ``y[a:b] = v`` from Python 3.12).
 _ITEM_WRITES = frozenset(dis.opmap[n] for n in ("STORE_SUBSCR", "STORE_SLICE") if n in dis.opmap)
 
@@ -262,7 +271,7 @@ class Var(ArrayMethods):
                 "(differentiable; a read-only view, np.copy of it if you write into it) or "
                 "tnp.full(shape, v) (import tapestry.numpy as tnp).")
         if _called_by_numpy_vectorize(sys._getframe(1)):
-            raise TypeError(
+            raise _vectorize_refusal(
                 "tapestry: np.vectorize converts its inputs to plain NumPy arrays (its loop "
                 "calls the function on Python scalars; it does not hand the call to "
                 "tapestry), which would drop the gradient. Use tnp.vectorize (import "

@@ -67,7 +67,11 @@ class vectorize:
         if self.pyfunc is None:
             return vectorize(args[0], *self._args)
         if not _traced(list(args) + list(kwargs.values())):
-            return self._numpy(*args, **kwargs)
+            try:
+                return self._numpy(*args, **kwargs)
+            except TypeError as e:  # f read a traced value from a closure: its results are traced
+                if not getattr(e, "vectorize_refusal", False):
+                    raise
         return self._mapped(args, kwargs)
 
     # --- the loop as vmap ------------------------------------------------------------
