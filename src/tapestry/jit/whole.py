@@ -46,6 +46,7 @@ import numpy as np
 from ..core.staged import Slot, _method
 from ..kernels.compile_numba import cache_dir, load_source
 from .fuse import _ARITH, _TRANSCENDENTAL, _VECTORIZED, _index
+from .fuse import _sum_function as _sum_fun
 from .program import Program, _live_steps, simplify
 from .slots import reads_of
 
@@ -104,11 +105,6 @@ ENABLED = os.environ.get("TAPESTRY_JIT_WHOLE", "") != "0"
 #: Longest program (live steps) worth compiling whole: numba's compile time
 #: grows with it, and a long program's NumPy calls are not its cost.
 MAX_STEPS = 400
-
-
-def _sum_fun():
-    from ..ops.reductions import _sum_fun as f
-    return f
 
 
 @functools.lru_cache(maxsize=None)
