@@ -215,3 +215,57 @@ def test_a_row_sum_that_overflows_is_numpys_with_its_warning():
     _, got, w = _second_call_warnings(f, x)
     assert got[3] == np.inf and np.all(np.isfinite(np.delete(got, 3)))
     assert any("overflow" in str(m.message) for m in w)
+
+
+# --- which values a loop tests itself (fuse._unchecked) --------------------------------
+# An inf or a nan a loop makes is seen where it flows into a value the loop
+# tests, a sum, or exp's range test; these programs make one that an operand
+# which does not carry it (a denominator, tanh, sign) turns finite again: the
+# loop must still see it and give NumPy's values and warnings.
+_KILLED = {
+    "denominator": lambda x: 1.0 / (x * 1e300 * 1e300) + x,
+    "tanh": lambda x: np.tanh(x * 1e300 * 1e300) + x,
+    "sign": lambda x: np.sign(x * 1e300 * 1e300) * x,
+    "exp of -inf": lambda x: np.exp(-(x * 1e300 * 1e300)) + x,
+}
+
+
+@pytest.mark.parametrize("kill", sorted(_KILLED))
+@pytest.mark.parametrize("reduce", ["sum", "row sums", "none"])
+@pytest.mark.parametrize("n", [7, fuse_mod.SUM_MIN + 3])
+def test_an_inf_turned_finite_inside_a_loop_is_numpys_with_its_warning(kill, reduce, n):
+    g = _KILLED[kill]
+    shape = (n,) if reduce != "row sums" else (n // 4 + 1, 4)
+    f = {"sum": lambda x: np.sum(g(x)), "row sums": lambda x: np.sum(g(x), axis=-1),
+         "none": g}[reduce]
+    x = np.linspace(0.5, 1.5, int(np.prod(shape))).reshape(shape)
+    with warnings.catch_warnings(record=True) as want_w:
+        warnings.simplefilter("always")
+        want = f(x)
+    jf, got, got_w = _second_call_warnings(f, x)
+    assert np.array_equal(got, want), (kill, reduce)
+    assert {str(m.message) for m in got_w} == {str(m.message) for m in want_w}, (kill, reduce)
+    assert any("overflow" in str(m.message) for m in got_w)
+    ok = x * 1e-300  # no overflow: the loop's values
+    np.testing.assert_allclose(jf(ok), f(ok), rtol=1e-12)
+
+
+def test_only_values_nothing_carries_to_a_test_are_tested_in_the_loop():
+    """W6's run: every value flows into a summed result or exp's argument,
+    so the loop tests nothing else (the tests cost a third of its time).
+    A value read only as a denominator is tested; one read by an operation
+    that carries it as well is not."""
+    from tapestry.core.staged import Slot, Step
+    x, u, c = Slot(0), Slot(1), Slot(2)
+    run = [Step("call", np.multiply, (0.5, x), None, 3),
+           Step("call", np.add, (Slot(3), u), None, 4),
+           Step("call", np.exp, (Slot(4),), None, 5),
+           Step("call", np.subtract, (Slot(4), Slot(5)), None, 6),   # summed
+           Step("call", np.true_divide, (1.0, Slot(3)), None, 7),    # 3 in a denominator
+           Step("call", np.multiply, (Slot(7), c), None, 8),         # written out
+           Step("call", np.multiply, (x, 2.0), None, 9),
+           Step("call", np.true_divide, (c, Slot(9)), None, 10)]     # 9 only a denominator
+    assert fuse_mod._unchecked(run, {6, 10}) == [8, 9]
+    assert fuse_mod._unchecked(run[:6], {6}) == [8]
+    assert fuse_mod._unchecked(run[:4], {6}) == []
+    assert fuse_mod._unchecked(run, set()) == [6, 8, 9, 10]

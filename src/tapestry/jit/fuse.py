@@ -458,9 +458,9 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False, sums=()
     :func:`_absorbed_sums`), and the input slots in the order it takes them
     (``serial``: never cut over threads)."""
     inputs, names, arrays, consts, body, ranges = _run_body(run, made, shape, meta, scalars)
-    # every value the run makes is checked: t - t is 0.0 unless t is inf or nan
-    odd = " + ".join(f"(t{s.out} - t{s.out})" for s in run)
-    odd = f"(({odd}) != 0.0)" + "".join(f" | {x}" for x in ranges)
+    # an inf or a nan anywhere sends the run to NumPy; t - t is 0.0 unless t is one
+    odd = " + ".join(f"(t{v} - t{v})" for v in _unchecked(run, {r for _, r, _ in sums}))
+    odd = " | ".join(([f"(({odd}) != 0.0)"] if odd else []) + ranges) or "False"
     params = [f"a{k}" if i in arrays else names[i] for k, i in enumerate(inputs)]
     params += [f"b{j}" for j in range(len(consts))]
     lines = ["import math", "import numpy as np", "from numba import njit",
@@ -519,6 +519,41 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False, sums=()
             return numpy_run(given)  # (a sum overflowed: NumPy's warning and bits)
         return tuple(outs) + tuple(got)
     return _named(run_arrays, len(run)), inputs
+
+
+#: Functions whose result is an inf or a nan whenever the operand at these
+#: positions is one (``inf * 0`` is nan, ``inf - inf`` is nan, ``sin(inf)``
+#: is nan).  A division's denominator is not among them (``1 / inf`` is 0),
+#: nor ``sign``, ``tanh``, ``arctan``, ``expm1`` (finite at an infinity).
+_CARRIES = {fn: (0, 1) for fn in (np.add, operator.add, np.subtract, operator.sub,
+                                  np.multiply, operator.mul)}
+_CARRIES.update({fn: (0,) for fn in (
+    np.true_divide, operator.truediv, np.negative, operator.neg, np.square, np.absolute,
+    operator.abs, np.fabs, operator.pow, np.sin, np.cos, np.tan, np.log, np.log1p, np.sinh,
+    np.cosh, np.sqrt, np.arcsinh)})
+
+
+def _unchecked(run, summed):
+    """The values of ``run`` (slots, in run order) the loop must test for an
+    inf or a nan itself.  Every other value is seen through what it flows
+    into: a value summed in the loop (its sum is tested after), the
+    argument of ``vexp`` (its range test fails on an inf or a nan), or an
+    operand that an inf or a nan always reaches the result of
+    (:data:`_CARRIES`) where that result is seen.  W6's loop tests only its
+    ``exp`` argument: the tests of its ten values cost a third of it."""
+    seen = set(summed)
+    test = []
+    for s in reversed(run):  # (a value's readers come after it: whether each is seen is known)
+        v = s.out
+        if s.fn is np.exp:
+            seen.add(v)  # finite wherever its argument passes the range test
+        elif v not in seen:
+            test.append(v)
+            seen.add(v)
+        for pos, a in enumerate(s.args):
+            if a.__class__ is Slot and (pos in _CARRIES.get(s.fn, ()) or s.fn is np.exp):
+                seen.add(a.i)
+    return sorted(test)
 
 
 def _run_body(run, made, shape, meta, scalars):

@@ -6,7 +6,7 @@ several times slower than NumPy's SIMD ``np.exp``, so such loops used to
 stop at every ``exp`` (W6's Poisson gradient: three loops and an
 ``np.exp`` pass instead of one loop).  :func:`vexp` is straight-line
 arithmetic -- Cody-Waite range reduction, a degree-13 Taylor polynomial on
-``|r| <= ln 2 / 2``, and the power of two built from its bits -- which LLVM
+``|r| <= ln 2 / 2`` in Estrin's form, and the power of two built from its bits -- which LLVM
 vectorizes inside the loop (with ``error_model="numpy"``: Python's division
 checks would add branches).
 
@@ -14,7 +14,8 @@ checks would add branches).
 with :func:`vexp` elsewhere, both computed and one selected (no branch).
 
 Accuracy (tested against NumPy on millions of points and the ends of the
-ranges): ``vexp`` within 1 ulp of ``np.exp`` on ``[EXP_LO, EXP_HI]``;
+ranges): ``vexp`` within 1 ulp of ``np.exp`` on ``[EXP_LO, EXP_HI]`` (0.97 ulp of
+the exact value, against NumPy's own 0.70, over 6 million points);
 ``vtanh`` within 2 ulp of ``np.tanh`` (1.3 ulp of the exact value)
 everywhere, signed zeros kept.  Outside ``vexp``'s range -- overflow,
 results that would be subnormal, inf and nan -- and for a nan given to
@@ -71,19 +72,34 @@ def exp_in_range(x):
     return (x >= EXP_LO) & (x <= EXP_HI)
 
 
+#: 1 / k! for k = 2 .. 13: the Taylor coefficients after ``1 + r``
+_C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11, _C12, _C13 = (
+    1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880,
+    1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800)
+
+
 @njit(inline="always", cache=True)
 def vexp(x):
     """``exp(x)`` for ``EXP_LO <= x <= EXP_HI`` (any other input gives a
-    finite number that means nothing: callers check :func:`exp_in_range`)."""
+    finite number that means nothing: callers check :func:`exp_in_range`).
+
+    The polynomial is evaluated in Estrin's form: its terms in independent
+    pairs joined by ``r**2``, ``r**4``, ``r**8``, so a chain is 8 operations
+    deep instead of Horner's 26.  In a loop over short rows (W6's 20
+    observations: two vectors and a tail per row) the processor cannot
+    overlap rows to hide Horner's latency, and ``exp`` took 60% of the loop.
+    ``1 + (r + r**2 q)`` keeps the one rounding that matters last."""
     x = x if x >= EXP_LO else EXP_LO  # (a nan fails both tests: it becomes EXP_HI)
     x = x if x <= EXP_HI else EXP_HI
     t = x * _LOG2E + _SHIFTER
     n = t - _SHIFTER                  # round(x / ln 2), as a double
     r = (x - n * _LN2_HI) - n * _LN2_LO
-    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
-        1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
-            1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800 + r * (
-                1.0 / 479001600 + r * (1.0 / 6227020800)))))))))))))
+    r2 = r * r
+    r4 = r2 * r2
+    q = ((_C2 + _C3 * r) + (_C4 + _C5 * r) * r2) \
+        + ((_C6 + _C7 * r) + (_C8 + _C9 * r) * r2) * r4 \
+        + ((_C10 + _C11 * r) + (_C12 + _C13 * r) * r2) * (r4 * r4)
+    p = 1.0 + (r + r2 * q)
     # the low bits of t hold n; 2**n's exponent field is n + 1023
     return p * _f64_from_bits((_bits_of_f64(t) + 1023) << 52)
 
