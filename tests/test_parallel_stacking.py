@@ -37,6 +37,10 @@ CASES = {
     "lists": [[np.arange(3) + i, 2.5 * i] for i in range(4)],
     "one item": [{"x": rng.normal(size=2)}],
     "empty arrays": [np.zeros((0, 2)) for _ in range(3)],
+    "transposed and strided views": [np.arange(6.0).reshape(2, 3).T, np.ones((3, 2)),
+                                     np.arange(12.0).reshape(3, 4)[:, ::2]],
+    "rows of one matrix": list(rng.normal(size=(5, 4))),
+    "ints": [np.arange(3) * i for i in range(3)],
 }
 
 
@@ -50,6 +54,12 @@ def test_the_same_arrays_as_np_stack(name):
 
 DECLINED = {
     "shapes differ": [np.zeros(2), np.zeros(3)],
+    "lengths that add up": [np.zeros(19), np.zeros(21)],  # (40 elements: two rows of 20)
+    "trailing axes differ": [np.zeros((2, 3)), np.zeros((2, 4))],
+    "one axis more": [np.zeros((2, 3)), np.zeros((2, 3, 1))],
+    "byte orders differ": [np.zeros(2), np.zeros(2, ">f8")],
+    "int and float arrays": [np.arange(2), np.arange(2.0)],
+    "0-d dtypes differ": [np.asarray(1.0), np.asarray(1.0, np.float32)],
     "dtypes differ": [np.zeros(2), np.zeros(2, np.float32)],
     "int and float in one leaf": [{"a": 1}, {"a": 2.0}],
     "key orders differ": [{"a": np.zeros(1), "b": 1.0}, {"b": 2.0, "a": np.zeros(1)}],

@@ -4,7 +4,7 @@ A list of plain items (arrays, or dicts / tuples / lists of arrays and
 Python ints and floats, all of one structure, shapes and dtypes) is what
 users pass to ``parallel_sum`` item by item.  ``vectorize=True`` and the
 loops over a chunk's items of :mod:`tapestry.jit.items` need those items
-as one array per leaf.  Stacking column by column costs ~0.7 us per item of
+as one array per leaf.  Stacking column by column costs ~0.5 us per item of
 W7 (four leaves), where a ``tree_map`` of ``np.stack`` over the items costs
 ~6 us: flattening each item and rebuilding them.
 """
@@ -52,13 +52,8 @@ def columns(chunk):
         first = col[0]
         fc = first.__class__
         if fc is np.ndarray:
-            if len(set(map(type, col))) != 1 or len({x.dtype for x in col}) != 1:
-                return None
-            try:
-                stacked = np.array(col)  # (raises on shapes that differ)
-            except ValueError:
-                return None
-            if stacked.shape[1:] != first.shape:
+            stacked = _stack_arrays(col, first)
+            if stacked is None:
                 return None
             out.append(stacked)
         elif fc in _ITEM_SCALARS:
@@ -71,6 +66,30 @@ def columns(chunk):
         else:
             return None
     return out
+
+
+def _stack_arrays(col, first):
+    """The arrays of ``col`` (``first`` among them) stacked along a new
+    axis 0, or ``None`` unless all are ndarrays of one dtype and shape.
+
+    One ``np.concatenate`` with ``casting="no"`` checks the dtypes (it
+    raises where any would be cast) and every axis but the first; ``len``
+    checks the first.  With the type check, all C-level: W7's 1,000 rows
+    of 20 stack in ~150 us per leaf, where ``np.array(col)`` and a set of
+    dtypes took ~300 (``np.stack`` ~370)."""
+    if set(map(type, col)) != {np.ndarray}:
+        return None
+    if first.ndim == 0:
+        if len({x.dtype for x in col}) != 1:
+            return None
+        return np.array(col)
+    if set(map(len, col)) != {first.shape[0]}:
+        return None
+    try:
+        flat = np.concatenate(col, dtype=first.dtype, casting="no")
+    except (TypeError, ValueError):  # (a dtype that differs; another axis that does)
+        return None
+    return flat.reshape((len(col),) + first.shape)
 
 
 def same_form(a, b):
