@@ -649,9 +649,13 @@ def _loops(params, arrays, inputs, consts, body, results, summed, odd, shape):
     lines += [f"{inner}w{k}[{at_w}] = t{r}" for k, r in enumerate(summed)]
     lines.append(f"{inner}odd |= {odd}")
     at = ", ".join([f"i{k}" for k in range(d - 1)] + ["blk" if blocked else "0"])
-    for k in range(len(summed)):
-        lines += [f"{ind}acc = 0.0", f"{ind}for q in range(bhi - blo):",
-                  f"{ind}    acc += w{k}[q]", f"{ind}p{k}[{at}] = acc"]
+    # the buffers added up in one loop: each in order, the sums' chains of
+    # additions side by side (one after another, each waited on its latency)
+    if summed:
+        lines += [f"{ind}acc{k} = 0.0" for k in range(len(summed))]
+        lines.append(f"{ind}for q in range(bhi - blo):")
+        lines += [f"{ind}    acc{k} += w{k}[q]" for k in range(len(summed))]
+        lines += [f"{ind}p{k}[{at}] = acc{k}" for k in range(len(summed))]
     lines.append("    return odd")
     return lines
 
