@@ -271,3 +271,39 @@ def test_numpys_own_flat_error_passes_unchanged():
         return np.sum(x)
     with pytest.raises(ValueError, match="Error setting single item"):
         tp.grad(f)(np.ones(3))
+
+
+@pytest.mark.parametrize("transform", ["grad", "jit(grad)", "jvp", "vmap(grad)"])
+def test_the_fix_the_refusal_names_differentiates(transform):
+    """The refusal of ``out[i] = v`` into ``np.zeros(n)`` names
+    ``np.zeros_like(x, shape=(n,))``: that buffer is followed, and its
+    gradient is the loop's (checked against finite differences)."""
+    from tapestry.testing import check_grads
+
+    def plain(x):
+        out = np.zeros(4)
+        for i in range(3):
+            out[i + 1] = x[i] ** 2 * x[(i + 1) % 3]
+        return np.sum(out * np.arange(1.0, 5.0))
+
+    def fixed(x):
+        out = np.zeros_like(x, shape=(4,))
+        for i in range(3):
+            out[i + 1] = x[i] ** 2 * x[(i + 1) % 3]
+        return np.sum(out * np.arange(1.0, 5.0))
+    x = np.array([0.3, -1.2, 0.7])
+    with pytest.raises(TypeError, match=r"np\.zeros_like\(x, shape=\(n,\)\)"):
+        tp.grad(plain)(x)
+    assert fixed(x) == pytest.approx(plain(x), rel=1e-15)
+    if transform == "grad":
+        check_grads(fixed, (x,), order=2)
+    elif transform == "jit(grad)":
+        np.testing.assert_allclose(tp.jit(tp.grad(fixed))(x), tp.grad(fixed)(x), rtol=1e-15)
+    elif transform == "jvp":
+        t = np.array([1.0, 0.5, -2.0])
+        np.testing.assert_allclose(tp.jvp(fixed, (x,), (t,))[1], tp.grad(fixed)(x) @ t,
+                                   rtol=1e-12)
+    else:
+        xs = np.stack([x, x * 2.0, -x])
+        want = np.stack([tp.grad(fixed)(r) for r in xs])
+        np.testing.assert_allclose(tp.vmap(tp.grad(fixed))(xs), want, rtol=1e-12)

@@ -230,5 +230,8 @@ def written_into_plain(err):
     return TypeError(
         "tapestry: writing a traced array into a plain NumPy array (out[i] = v into "
         "an array made by np.zeros / np.empty, out.fill(v), np.fromiter): NumPy converts "
-        "v with float(), which would drop its gradient. Build the array from the values instead: collect them in a "
-        "list and np.stack it (out = np.stack(rows)), or use np.where / np.concatenate.")
+        "v with float(), which would drop its gradient. Make the buffer from a traced input, "
+        "which tapestry then follows: out = np.zeros_like(x, shape=(n,)) for out = np.zeros(n) "
+        "(also np.empty_like, np.full_like); or build the array from the values: collect "
+        "them in a list and np.stack it (out = np.stack(rows)), or use np.where / "
+        "np.concatenate.")
