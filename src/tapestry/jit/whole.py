@@ -24,7 +24,9 @@ What the wrapper does (the same model as fused loops): the kernel checks
 its arguments' types (one compiled signature: a C-contiguous writable
 array of each input's shape and dtype; anything else runs the program), and
 flags every inf or nan it makes, every index out of bounds (a negative one
-counts from the end, as NumPy's), and every guard that fails.  A flag runs
+counts from the end, as NumPy's), every guard that fails, and a
+``maximum`` / ``minimum`` (or a ``max`` / ``min`` of zero) meeting ``0.0`` and
+``-0.0`` (NumPy's SIMD code picks one its own way).  A flag runs
 the Python program on the same inputs: NumPy's warnings, errors, nan bits
 and ``GuardFailed`` are then the program's own.  Outputs get the trace's
 types back (``np.float64``, a Python float, a 0-d array), and never share
@@ -62,13 +64,20 @@ _COMPARE = {
     operator.eq: "==", np.equal: "==", operator.ne: "!=", np.not_equal: "!=",
 }
 #: Elementwise functions beyond fused loops' tables: ``{0}``, ``{1}``, ``{2}``
-#: operands.  ``maximum`` / ``minimum`` give NumPy's choice between equal
-#: values (the first) and make a nan of a nan (then flagged).
+#: operands.  ``maximum`` / ``minimum`` make a nan of a nan (then flagged);
+#: between equal values they take the first, which is NumPy's value but for
+#: ``0.0`` against ``-0.0``, whose pick NumPy leaves to its SIMD code (the
+#: second operand on x86): that pair is flagged (:data:`_SIGNED_ZEROS`).
 _MORE_FLOAT = {
     np.maximum: "({0} if {0} >= {1} else ({1} if {1} >= {0} else {0} + {1}))",
     np.minimum: "({0} if {0} <= {1} else ({1} if {1} <= {0} else {0} + {1}))",
     np.where: "({1} if {0} else {2})",
 }
+#: The test of a float ``maximum`` / ``minimum`` of ``{0}`` and ``{1}`` that
+#: meet as ``0.0`` and ``-0.0``: NumPy's result there is its SIMD code's
+#: choice, so the kernel does not guess it (``maximum(x, 0.0)`` of a ``-0.0``).
+_SIGNED_ZEROS = ("(({0}) == 0.0 and ({1}) == 0.0 and "
+                 "math.copysign(1.0, ({0}) * 1.0) != math.copysign(1.0, ({1}) * 1.0))")
 #: Integer results (arrays only: NumPy wraps an int64 array's overflow
 #: silently, as the kernel does, where a scalar's warns).
 _INT = {np.add: "({0} + {1})", operator.add: "({0} + {1})", np.subtract: "({0} - {1})",
@@ -524,6 +533,8 @@ class _Kernel:
         inner = [f"{t} = {expr}"]
         if out.dt == "f":
             inner.append(f"if ({t} - {t}) != 0.0: bad = True")
+            if fn is np.maximum or fn is np.minimum:
+                inner.append(f"if {_SIGNED_ZEROS.format(*ops)}: bad = True")
             if fn in _VECTORIZED:
                 inner.append(f"if {_VECTORIZED[fn].format(ops[0])}: bad = True")
         if shape == ():
@@ -774,11 +785,20 @@ class _Kernel:
         op = "<" if small else ">"
         t, x = self._tmp(), self._tmp()
         flat = f"v{i}" if len(v.shape) == 1 else f"v{i}.reshape({math.prod(v.shape)})"
-        self.body += [f"{t} = {flat}[0]",
-                      f"for {x} in {flat}:",
-                      f"    if {x} {op} {t}: {t} = {x}"]
-        if v.dt == "f":  # a nan anywhere: NumPy's result (and warning) is the program's
-            self.body += [f"    if {x} != {x}: bad = True"]
+        loop = [f"{t} = {flat}[0]",
+                f"for {x} in {flat}:",
+                f"    if {x} {op} {t}: {t} = {x}"]
+        if v.dt == "f":
+            mixed = self._tmp()
+            loop[1:1] = [f"{mixed} = False"]
+            loop += [f"    if {x} != {x}: bad = True",  # a nan: NumPy's result and warning
+                     # equal zeros of either sign: which one NumPy's SIMD reduction
+                     # returns is its own, so the program computes an extremum of
+                     # zero where both occur (once t is a zero, every zero meets it)
+                     f"    if {x} == {t} and {x} == 0.0 and "
+                     f"math.copysign(1.0, {x}) != math.copysign(1.0, {t}): {mixed} = True",
+                     f"if {mixed} and {t} == 0.0: bad = True"]
+        self.body += loop
         if self._reduced(s, t).dt != v.dt:
             raise Unsupported("a min / max that changes the dtype")
 

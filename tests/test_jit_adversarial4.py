@@ -1,0 +1,61 @@
+"""Round 4 of adversarial call sequences for ``tapestry.jit``: each program
+is called several times, and every call's result is compared with the
+plain (uncompiled) call's."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tapestry as tp
+from jit_checks import same
+from tapestry.jit import api
+
+
+@pytest.fixture
+def always_whole(monkeypatch):
+    """Whole-program kernels and fused loops kept whenever they compile (the
+    tests check what they compute, not that they are faster here)."""
+    monkeypatch.setattr(api, "_faster", lambda new, old, inputs, repeats=5: True)
+
+
+def _replays_as_plain(f, calls, **jit_kwargs):
+    """Every call of ``jit(f, **jit_kwargs)`` in ``calls`` (a list of
+    argument tuples, each given twice: a trace, then a replay) gives the
+    plain call's bits."""
+    jf = tp.jit(f, **jit_kwargs)
+    for args in calls + calls[::-1] + calls:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = f(*args)
+            got = jf(*args)
+        same(got, want)
+    return jf
+
+
+# --- whole-program kernels: 0.0 against -0.0 in maximum / minimum ----------------------
+# NumPy's pick between equal zeros of either sign is its SIMD code's (on x86
+# the second operand), not the first; the kernel computes such a call with
+# the program instead of guessing.
+_A = np.array([-0.0, 0.0, -1.0, 0.0, -2.0])   # its max: zeros of both signs
+_B = np.array([0.0, -0.0, 1.0, -0.0, 2.0])    # its min: zeros of both signs
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, y: np.maximum(x, y) * 1.0,
+    lambda x, y: np.minimum(x, y) * 1.0,
+    lambda x, y: np.maximum(x, 0.0) * 1.0,
+    lambda x, y: np.minimum(-0.0, y) * 1.0,
+    lambda x, y: np.max(x * 1.0),
+    lambda x, y: np.min(y * 1.0),
+    lambda x, y: (np.max(x * -1.0), np.min(y * -1.0)),
+    tp.grad(lambda x, y: np.sum(np.maximum(x, 0.0) ** 2)),
+    tp.value_and_grad(lambda x, y: np.sum(np.minimum(x, y) * 3.0) + np.max(x)),
+], ids=["maximum", "minimum", "relu", "minimum_const", "max", "min", "max_min_negated",
+        "grad_relu", "value_and_grad"])
+def test_signed_zeros_in_maximum_and_minimum_are_numpys_in_a_whole_kernel(f, always_whole):
+    pytest.importorskip("numba")
+    calls = [(_A, _B), (_B, _A), (_A * 2.0, _B + 1.0), (np.full(5, -0.0), np.zeros(5))]
+    jf = _replays_as_plain(f, calls, fuse=True)
+    assert jf.cache_info()["whole_programs"] >= 1
