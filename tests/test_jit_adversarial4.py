@@ -59,3 +59,55 @@ def test_signed_zeros_in_maximum_and_minimum_are_numpys_in_a_whole_kernel(f, alw
     calls = [(_A, _B), (_B, _A), (_A * 2.0, _B + 1.0), (np.full(5, -0.0), np.zeros(5))]
     jf = _replays_as_plain(f, calls, fuse=True)
     assert jf.cache_info()["whole_programs"] >= 1
+
+
+# --- whole-program kernels: results laid out as NumPy lays them out --------------------
+# NumPy lays out what a ufunc, a copy or astype computes from a transposed
+# operand as that operand (order "K": F order here); the kernel made every
+# fresh array in C order, so the caller's later np.sum / ravel / tobytes of
+# the jitted result differed from the plain result's.
+_X = np.random.default_rng(5).normal(size=(3, 4))
+_I = np.arange(12).reshape(3, 4)
+
+
+@pytest.mark.parametrize("f, arg", [
+    (lambda x: x.T * 2.0, _X),
+    (lambda x: (x.T + 1.0, np.sum(x)), _X),
+    (lambda x: x.T > 0.0, _X),
+    (lambda x: np.where(x.T > 0.0, x.T, 0.0), _X),
+    (lambda x: np.copy(x.T), _X),
+    (lambda x: (x.T * 2.0).T, _X),
+    (lambda i: i.T * 2, _I),
+    (lambda i: i.T.astype(np.float64) * 1.0, _I),
+], ids=["ufunc", "ufunc_and_sum", "compare", "where", "copy", "transposed_back", "int",
+        "astype"])
+def test_whole_kernel_results_are_laid_out_as_numpys(f, arg, always_whole):
+    pytest.importorskip("numba")
+    jf = tp.jit(f, fuse=True)
+    for k in range(3):
+        got, want = jf(arg), f(arg)
+        for g, w in zip(tp.tree_flatten(got)[0], tp.tree_flatten(want)[0]):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert g.strides == w.strides, (k, g.strides, w.strides)
+            np.testing.assert_array_equal(g, w)
+            # what the caller computes from the result: NumPy's sum follows memory order
+            assert np.sum(g * 1.0).tobytes() == np.sum(w * 1.0).tobytes()
+
+
+@pytest.mark.parametrize("f, arg", [
+    (lambda v: np.broadcast_to(v, (3, 4)) * 1.0, _X[0]),
+    (lambda v: (np.broadcast_to(v[:, None], (4, 3)) * 2.0).T, _X[0]),
+    (lambda v: np.broadcast_to(v[:, None], (4, 3)) > 0.0, _X[0]),
+    (tp.grad(lambda x: np.sum(x * x)), _X),
+], ids=["broadcast_row", "broadcast_column_transposed", "broadcast_compare", "grad"])
+def test_whole_kernels_still_return_c_ordered_results(f, arg, always_whole):
+    """What NumPy lays out in C order (from C-ordered operands and their
+    broadcasts) is still computed whole."""
+    pytest.importorskip("numba")
+    jf = tp.jit(f, fuse=True)
+    jf(arg)
+    got, want = jf(arg), f(arg)
+    same(got, want)
+    assert np.asarray(got).strides == np.asarray(want).strides
+    assert jf.cache_info()["whole_programs"] == 1

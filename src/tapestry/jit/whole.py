@@ -29,7 +29,9 @@ counts from the end, as NumPy's), every guard that fails, and a
 ``-0.0`` (NumPy's SIMD code picks one its own way).  A flag runs
 the Python program on the same inputs: NumPy's warnings, errors, nan bits
 and ``GuardFailed`` are then the program's own.  Outputs get the trace's
-types back (``np.float64``, a Python float, a 0-d array), and never share
+types back (``np.float64``, a Python float, a 0-d array), are laid out as
+NumPy lays them out (a program with an output NumPy makes in another order
+than C -- from a transposed operand, order "K" -- is declined), and never share
 memory with an input or another output (such programs are declined).
 Results agree with the Python program within a few ulp (the fused loops'
 ``exp``, ``tanh`` and libm functions); sums have NumPy's own order, so
@@ -241,6 +243,10 @@ class _Kernel:
         self.zeros: set = set()      # slots made by zeros / zeros_like
         self.written: set = set()    # roots written in place (np.add.at)
         self.views_only: set = set()  # NumPy's read-only views, copies here: no outputs
+        #: broadcast_to views whose nonzero strides are in C order (of a
+        #: C-ordered source): NumPy lays out what it computes from them and
+        #: C-ordered operands in C order, as the kernel does
+        self.c_broadcasts: set = set()
         #: slot -> the body line making the zeros of a dense_scatter at one
         #: int (each item adds one position: kern_into)
         self.scatters: dict = {}
@@ -547,6 +553,8 @@ class _Kernel:
     def _non_c(self, a):
         """Whether operand ``a`` is an array of 2 or more axes not in C order."""
         if a.__class__ is Slot:
+            if a.i in self.c_broadcasts:
+                return False
             v = self.vals.get(a.i)
             return v is not None and len(v.shape) >= 2 and not v.contig
         return a.__class__ is np.ndarray and a.ndim >= 2 and not a.flags.c_contiguous
@@ -641,6 +649,7 @@ class _Kernel:
         if out.dt != "b":
             raise Unsupported("a comparison that is not a bool")
         shape = out.shape
+        out.contig = not any(self._non_c(a) for a in s.args)  # (NumPy's order "K")
         ops = []
         for a in s.args:
             e, dt, sh = self.operand(a, shape)
@@ -942,6 +951,9 @@ class _Kernel:
             raise Unsupported("broadcast_to of another dtype")
         self.views_only.add(s.out)
         out.contig = len(out.shape) <= 1  # (zero strides: NumPy's order is its own)
+        if src is None or not src.array or src.contig or len(src.shape) <= 1:
+            if a.__class__ is not np.ndarray or a.ndim <= 1 or a.flags.c_contiguous:
+                self.c_broadcasts.add(s.out)
         if out.shape == ():
             self.body.append(f"v{s.out} = {e}")
             return
@@ -1098,6 +1110,11 @@ class _Kernel:
             if v.array:
                 if v.root in self.inputs:
                     raise Unsupported("an output that is (or views) an argument")
+                r = self.vals.get(v.root)
+                if r is not None and not r.contig and sum(d > 1 for d in r.shape) >= 2:
+                    # NumPy lays out what it computes from a transposed operand
+                    # as that operand (order "K"); the kernel makes C order
+                    raise Unsupported("an output NumPy lays out in another order than C")
                 if v.root in roots:
                     raise Unsupported("two outputs that share memory")
                 roots[v.root] = o.i
