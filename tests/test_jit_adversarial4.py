@@ -111,3 +111,35 @@ def test_whole_kernels_still_return_c_ordered_results(f, arg, always_whole):
     same(got, want)
     assert np.asarray(got).strides == np.asarray(want).strides
     assert jf.cache_info()["whole_programs"] == 1
+
+
+# --- fused loops: results laid out as NumPy lays them out ------------------------------
+# A fused loop wrote every result in C order; NumPy lays out an elementwise
+# result from an F-ordered argument or a transposed view in F order.  The
+# signature does not hold the layout, so C- and F-ordered arguments share
+# the program: each call's results must follow its own arguments.
+_Y = np.random.default_rng(6).normal(size=(40, 30))
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x * 2.0 + 1.0,
+    lambda x: x.T * 2.0 + 1.0,
+    lambda x: (np.exp(x * 0.1) - x, np.sum(x)),
+    lambda x: x.T * 2.0 + np.ones((30, 1)),
+    lambda x: (x * 2.0 + 1.0).T,
+], ids=["argument", "transposed", "exp_and_sum", "transposed_with_bias", "result_transposed"])
+def test_fused_loop_results_are_laid_out_as_numpys(f, always_whole, monkeypatch):
+    pytest.importorskip("numba")
+    from tapestry.jit import whole
+    monkeypatch.setattr(whole, "ENABLED", False)  # the fused loops, not one whole kernel
+    jf = tp.jit(f, fuse=True)
+    calls = [_Y, np.asfortranarray(_Y), _Y[::-1], np.repeat(_Y, 2, axis=1)[:, ::2], _Y]
+    for x in calls + calls[::-1]:
+        got, want = jf(x), f(x)
+        for g, w in zip(tp.tree_flatten(got)[0], tp.tree_flatten(want)[0]):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert g.flags.c_contiguous == w.flags.c_contiguous and \
+                g.flags.f_contiguous == w.flags.f_contiguous, (g.strides, w.strides)
+            np.testing.assert_allclose(g, w, rtol=1e-13)
+    assert jf.cache_info()["fused_loops"] >= 1
