@@ -518,6 +518,8 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False, sums=()
             ok = c_results.get(key)
             if ok is None:
                 got = numpy_run(given)
+                if len(c_results) >= 64:  # (views of ever new layouts: stay bounded)
+                    c_results.clear()
                 c_results[key] = all(np.ndim(r) < 2 or r.flags.c_contiguous
                                      for r in got[:n_out])
                 return got
