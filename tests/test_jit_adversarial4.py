@@ -21,9 +21,9 @@ def always_whole(monkeypatch):
 
 
 def _replays_as_plain(f, calls, **jit_kwargs):
-    """Every call of ``jit(f, **jit_kwargs)`` in ``calls`` (a list of
-    argument tuples, each given twice: a trace, then a replay) gives the
-    plain call's bits."""
+    """Every call of ``jit(f, **jit_kwargs)`` on ``calls`` (a list of
+    argument tuples), then on them in reverse and again in order (traces,
+    then replays of every signature) gives the plain call's bits."""
     jf = tp.jit(f, **jit_kwargs)
     for args in calls + calls[::-1] + calls:
         with warnings.catch_warnings():
