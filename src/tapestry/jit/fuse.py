@@ -25,6 +25,10 @@ block by block in the loop, the blocks' partial sums in NumPy's pairwise
 sum.  W6's value and gradient then read their inputs once and write no
 (G, 20) array at all: on two cores the loop was memory-bound before.
 
+A loop writes its results in C order; where NumPy would lay one out
+otherwise (order "K": from an F-ordered argument or a transposed view),
+the run makes NumPy's calls instead (decided once per layout of the inputs).
+
 A program that calls BLAS (``@``, ``dot``, ``einsum``, ``linalg``) runs
 its loops on the calling thread only: after each GEMM on several threads,
 OpenBLAS's threads spin for about 0.1 s, and a loop cut over a pool then
@@ -52,7 +56,7 @@ import numpy as np
 from ..core.staged import Slot, Step
 from ..kernels.compile_numba import cache_dir, load_source
 from .slots import output_slots, reads_of
-from .split import _cores
+from .split import _cores, c_ordered
 
 #: scalar expression of each fusible operation (``{0}``, ``{1}``: operands)
 _ARITH = {
@@ -492,16 +496,35 @@ def _compile_run(run, made, results, shape, meta, scalars, serial=False, sums=()
     units = shape[0] if d > 1 else blocks  # what threads share: rows, or a 1-d run's blocks
     sizes = list(shape[1:]) if d > 1 else [shape[0]]
     finish = [(kind, summed.index(r)) for kind, r, _ in sums]
+    c_results = {}  # the inputs' strides -> whether NumPy makes every result C-ordered
 
     def run_arrays(*given):
         # the loop trusts its shapes: never let it index past an array
         args = list(given)
+        c_order = True
         for k, (a, want) in enumerate(zip(args, expect)):
             if want is None:
                 if a.__class__ is np.ndarray:
                     args[k] = a[()]
             elif a.__class__ is not np.ndarray or a.shape != want:
                 raise ValueError(f"a fused loop expected shape {want}, got {np.shape(a)}")
+            elif c_order and len(want) > 1 and not a.flags.c_contiguous and not c_ordered(a):
+                c_order = False
+        if not c_order and n_out:
+            # NumPy lays a result out as its operands (order "K": an F-ordered
+            # argument, a transposed view), the loop in C order: where NumPy's
+            # results are not all C-contiguous, its calls make them
+            key = tuple(a.strides if a.__class__ is np.ndarray else None for a in given)
+            ok = c_results.get(key)
+            if ok is None:
+                got = numpy_run(given)
+                if len(c_results) >= 64:  # (views of ever new layouts: stay bounded)
+                    c_results.clear()
+                c_results[key] = all(np.ndim(r) < 2 or r.flags.c_contiguous
+                                     for r in got[:n_out])
+                return got
+            if not ok:
+                return numpy_run(given)
         outs = [np.empty(shape) for _ in range(n_out)]
         part = [np.empty(shape[:-1] + (blocks,)) for _ in summed]
         parts = 1 if serial else max(1, min(_parts(shape), units))

@@ -24,10 +24,14 @@ What the wrapper does (the same model as fused loops): the kernel checks
 its arguments' types (one compiled signature: a C-contiguous writable
 array of each input's shape and dtype; anything else runs the program), and
 flags every inf or nan it makes, every index out of bounds (a negative one
-counts from the end, as NumPy's), and every guard that fails.  A flag runs
+counts from the end, as NumPy's), every guard that fails, and a
+``maximum`` / ``minimum`` (or a ``max`` / ``min`` of zero) meeting ``0.0`` and
+``-0.0`` (NumPy's SIMD code picks one its own way).  A flag runs
 the Python program on the same inputs: NumPy's warnings, errors, nan bits
 and ``GuardFailed`` are then the program's own.  Outputs get the trace's
-types back (``np.float64``, a Python float, a 0-d array), and never share
+types back (``np.float64``, a Python float, a 0-d array), are laid out as
+NumPy lays them out (a program with an output NumPy makes in another order
+than C -- from a transposed operand, order "K" -- is declined), and never share
 memory with an input or another output (such programs are declined).
 Results agree with the Python program within a few ulp (the fused loops'
 ``exp``, ``tanh`` and libm functions); sums have NumPy's own order, so
@@ -62,13 +66,20 @@ _COMPARE = {
     operator.eq: "==", np.equal: "==", operator.ne: "!=", np.not_equal: "!=",
 }
 #: Elementwise functions beyond fused loops' tables: ``{0}``, ``{1}``, ``{2}``
-#: operands.  ``maximum`` / ``minimum`` give NumPy's choice between equal
-#: values (the first) and make a nan of a nan (then flagged).
+#: operands.  ``maximum`` / ``minimum`` make a nan of a nan (then flagged);
+#: between equal values they take the first, which is NumPy's value but for
+#: ``0.0`` against ``-0.0``, whose pick NumPy leaves to its SIMD code (the
+#: second operand on x86): that pair is flagged (:data:`_SIGNED_ZEROS`).
 _MORE_FLOAT = {
     np.maximum: "({0} if {0} >= {1} else ({1} if {1} >= {0} else {0} + {1}))",
     np.minimum: "({0} if {0} <= {1} else ({1} if {1} <= {0} else {0} + {1}))",
     np.where: "({1} if {0} else {2})",
 }
+#: The test of a float ``maximum`` / ``minimum`` of ``{0}`` and ``{1}`` that
+#: meet as ``0.0`` and ``-0.0``: NumPy's result there is its SIMD code's
+#: choice, so the kernel does not guess it (``maximum(x, 0.0)`` of a ``-0.0``).
+_SIGNED_ZEROS = ("(({0}) == 0.0 and ({1}) == 0.0 and "
+                 "math.copysign(1.0, ({0}) * 1.0) != math.copysign(1.0, ({1}) * 1.0))")
 #: Integer results (arrays only: NumPy wraps an int64 array's overflow
 #: silently, as the kernel does, where a scalar's warns).
 _INT = {np.add: "({0} + {1})", operator.add: "({0} + {1})", np.subtract: "({0} - {1})",
@@ -232,6 +243,10 @@ class _Kernel:
         self.zeros: set = set()      # slots made by zeros / zeros_like
         self.written: set = set()    # roots written in place (np.add.at)
         self.views_only: set = set()  # NumPy's read-only views, copies here: no outputs
+        #: broadcast_to views whose nonzero strides are in C order (of a
+        #: C-ordered source): NumPy lays out what it computes from them and
+        #: C-ordered operands in C order, as the kernel does
+        self.c_broadcasts: set = set()
         #: slot -> the body line making the zeros of a dense_scatter at one
         #: int (each item adds one position: kern_into)
         self.scatters: dict = {}
@@ -524,6 +539,8 @@ class _Kernel:
         inner = [f"{t} = {expr}"]
         if out.dt == "f":
             inner.append(f"if ({t} - {t}) != 0.0: bad = True")
+            if fn is np.maximum or fn is np.minimum:
+                inner.append(f"if {_SIGNED_ZEROS.format(*ops)}: bad = True")
             if fn in _VECTORIZED:
                 inner.append(f"if {_VECTORIZED[fn].format(ops[0])}: bad = True")
         if shape == ():
@@ -536,6 +553,8 @@ class _Kernel:
     def _non_c(self, a):
         """Whether operand ``a`` is an array of 2 or more axes not in C order."""
         if a.__class__ is Slot:
+            if a.i in self.c_broadcasts:
+                return False
             v = self.vals.get(a.i)
             return v is not None and len(v.shape) >= 2 and not v.contig
         return a.__class__ is np.ndarray and a.ndim >= 2 and not a.flags.c_contiguous
@@ -630,6 +649,7 @@ class _Kernel:
         if out.dt != "b":
             raise Unsupported("a comparison that is not a bool")
         shape = out.shape
+        out.contig = not any(self._non_c(a) for a in s.args)  # (NumPy's order "K")
         ops = []
         for a in s.args:
             e, dt, sh = self.operand(a, shape)
@@ -774,11 +794,20 @@ class _Kernel:
         op = "<" if small else ">"
         t, x = self._tmp(), self._tmp()
         flat = f"v{i}" if len(v.shape) == 1 else f"v{i}.reshape({math.prod(v.shape)})"
-        self.body += [f"{t} = {flat}[0]",
-                      f"for {x} in {flat}:",
-                      f"    if {x} {op} {t}: {t} = {x}"]
-        if v.dt == "f":  # a nan anywhere: NumPy's result (and warning) is the program's
-            self.body += [f"    if {x} != {x}: bad = True"]
+        loop = [f"{t} = {flat}[0]",
+                f"for {x} in {flat}:",
+                f"    if {x} {op} {t}: {t} = {x}"]
+        if v.dt == "f":
+            mixed = self._tmp()
+            loop[1:1] = [f"{mixed} = False"]
+            loop += [f"    if {x} != {x}: bad = True",  # a nan: NumPy's result and warning
+                     # equal zeros of either sign: which one NumPy's SIMD reduction
+                     # returns is its own, so the program computes an extremum of
+                     # zero where both occur (once t is a zero, every zero meets it)
+                     f"    if {x} == {t} and {x} == 0.0 and "
+                     f"math.copysign(1.0, {x}) != math.copysign(1.0, {t}): {mixed} = True",
+                     f"if {mixed} and {t} == 0.0: bad = True"]
+        self.body += loop
         if self._reduced(s, t).dt != v.dt:
             raise Unsupported("a min / max that changes the dtype")
 
@@ -922,6 +951,9 @@ class _Kernel:
             raise Unsupported("broadcast_to of another dtype")
         self.views_only.add(s.out)
         out.contig = len(out.shape) <= 1  # (zero strides: NumPy's order is its own)
+        if src is None or not src.array or src.contig or len(src.shape) <= 1:
+            if a.__class__ is not np.ndarray or a.ndim <= 1 or a.flags.c_contiguous:
+                self.c_broadcasts.add(s.out)
         if out.shape == ():
             self.body.append(f"v{s.out} = {e}")
             return
@@ -1078,6 +1110,11 @@ class _Kernel:
             if v.array:
                 if v.root in self.inputs:
                     raise Unsupported("an output that is (or views) an argument")
+                r = self.vals.get(v.root)
+                if r is not None and not r.contig and sum(d > 1 for d in r.shape) >= 2:
+                    # NumPy lays out what it computes from a transposed operand
+                    # as that operand (order "K"); the kernel makes C order
+                    raise Unsupported("an output NumPy lays out in another order than C")
                 if v.root in roots:
                     raise Unsupported("two outputs that share memory")
                 roots[v.root] = o.i
