@@ -351,7 +351,79 @@ def _transposed_joint(fn, ts, ans, args, kwargs):
     acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
     for c, t in zip(cs, ts):
         _pull(tape, c, t, acc)
+    _check_linear(fn, ts, ans, args, kwargs, acc)
     return _collect_seed(acc, ans)
+
+
+def _real_plain(x):
+    """``x`` as a real float64 ndarray, ``None`` for a zero, or
+    ``NotImplemented`` where the check below does not apply (a batched or
+    staged value, a complex one)."""
+    if x is None:
+        return None
+    if hasattr(x, "todense"):
+        x = x.todense()
+    while x.__class__ is Var:
+        x = x._value
+    if not isinstance(x, (np.ndarray, np.generic, int, float)) or np.iscomplexobj(x):
+        return NotImplemented
+    return np.asarray(x, dtype=np.float64)
+
+
+def _pair(xs, ys):
+    """sum_k <xs_k, ys_k> and the product of the two norms (``None`` entries
+    are zeros), or ``None`` where an entry is out of the check's reach."""
+    dot = norms_x = norms_y = 0.0
+    for x, y in zip(xs, ys):
+        x, y = _real_plain(x), _real_plain(y)
+        if x is NotImplemented or y is NotImplemented:
+            return None
+        if x is None or y is None:
+            continue
+        dot += float(np.sum(x * y))
+        norms_x += float(np.sum(x * x))
+        norms_y += float(np.sum(y * y))
+    return dot, np.sqrt(norms_x * norms_y)
+
+
+def _check_linear(fn, ts, ans, args, kwargs, acc):
+    """Refuse a backward rule that is not linear in its cotangent.
+
+    Transposition gives the derivative of ``g -> fn(g)`` at the placeholder
+    zero, which is the rule's own Jacobian only when the rule is linear in
+    ``g`` (a true VJP is).  A custom_vjp rule that clips, squares or takes
+    the absolute value of its cotangent (gradient clipping:
+    ``np.clip(g, -c, c)``) is not, and its "JVP" was silently the
+    unclipped derivative.  One random cotangent ``g1`` checks the identity
+    ``<t, L(g1)> = <L^T t, g1>`` of a linear ``L`` (real values; batched,
+    staged and complex values are not checked)."""
+    outs = ans if ans.__class__ is tuple else (ans,)
+    rng = np.random.default_rng(12345)
+    g1 = []
+    for a in outs:
+        dt = dtype_of(a)
+        if not np.issubdtype(dt, np.floating) or a.__class__ in (Batched, Staged):
+            return
+        g1.append(rng.standard_normal(shape_of(a)).astype(dt))
+    if any(t.__class__ in (Batched, Staged) for t in ts if t is not None):
+        return
+    rhs = _pair(acc, g1)
+    if rhs is None:
+        return
+    cs1 = fn(tuple(g1) if ans.__class__ is tuple else g1[0], ans, *args, **kwargs)
+    lhs = _pair(ts, cs1)
+    if lhs is None:
+        return
+    low = any(np.finfo(dtype_of(a)).bits < 64 for a in outs)
+    tol = (1e-3 if low else 1e-7) * (lhs[1] + rhs[1]) + 1e-300
+    if abs(lhs[0] - rhs[0]) > tol:
+        raise TypeError(
+            f"tapestry forward mode (jvp / jacfwd / linearize): the backward rule of "
+            f"{_owner_name(fn)} is not linear in its cotangent (np.clip(g, ...), np.abs(g), "
+            f"g ** 2, np.maximum(g, ...)), so it is no vector-Jacobian product and has no "
+            f"transpose: forward mode would silently give the derivative of the rule at a "
+            f"zero cotangent. Give the function a forward rule with tapestry.custom_jvp, or "
+            f"differentiate it in reverse mode only (grad / vjp).")
 
 
 def _owner_name(fn, depth=3):
