@@ -237,6 +237,20 @@ def test_forward_mode_keeps_linear_custom_backward_rules():
     loss2 = lambda x: np.sum(two(x)[0] * two(x)[1])                      # noqa: E731
     np.testing.assert_allclose(tp.jvp(loss2, (x,), (v,))[1], tp.grad(loss2)(x) @ v)
     np.testing.assert_allclose(tp.jacfwd(tp.grad(loss))(x), tp.hessian(loss)(x), atol=1e-12)
+    # an implicit-function rule through an ill-conditioned solve (cond 1e11):
+    # linear, though its rounding is far above double precision's
+    r = np.random.default_rng(0)
+    U = np.linalg.qr(r.standard_normal((6, 6)))[0]
+    A = U @ np.diag(np.logspace(0, -11, 6)) @ U.T
+
+    @tp.custom_vjp
+    def solved(b):
+        return np.linalg.solve(A, b)
+    solved.defvjp(lambda b: (solved(b), None), lambda res, g: (np.linalg.solve(A.T, g),))
+    b, v6 = r.standard_normal(6), np.ones(6)
+    got = tp.jvp(lambda b: np.sum(np.sin(solved(b) * 1e-11)), (b,), (v6,))[1]
+    want = tp.jvp(lambda b: np.sum(np.sin(np.linalg.solve(A, b) * 1e-11)), (b,), (v6,))[1]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 @dataclasses.dataclass
