@@ -297,3 +297,63 @@ def test_vmap_in_axes_given_as_a_dataclass_prefix():
     np.testing.assert_allclose(got, [_layer_loss(_Layer(W, c), X) + 2 for W, c in zip(Ws, bs)])
     with pytest.raises(TypeError, match="in_axes must be an int or None"):
         tp.vmap(g, in_axes=(_Layer(0, "a"), None))(_Layer(Ws, b), X)
+
+
+#: Functions of the values of eigh / svd (written with the vectors' function).
+_VALUES_ONLY = {
+    "eigh_values": lambda S: np.sum(np.linalg.eigh(S)[0] ** 3),
+    "svd_values": lambda S: np.sum(np.linalg.svd(S)[1] ** 2),
+    "svd_reduced_values": lambda S: np.sum(np.linalg.svd(S, full_matrices=False)[1] ** 3),
+}
+_USES_VECTORS = {
+    "eigh_matrix_exp": lambda S: np.sum(((lambda w, V: (V * np.exp(w)) @ V.T)(*np.linalg.eigh(S)))
+                                        * np.arange(9.0).reshape(3, 3)),
+    "svd_left_vectors": lambda S: np.sum(np.linalg.svd(S)[0] ** 3 * np.arange(9.0).reshape(3, 3)),
+}
+_DEGENERATE = {"identity": 2.0 * np.eye(3), "pair": np.diag([1.0, 1.0, 3.0])}
+
+
+@pytest.mark.parametrize("point", sorted(_DEGENERATE))
+@pytest.mark.parametrize("name", sorted(_VALUES_ONLY))
+def test_forward_mode_of_eigenvalues_at_repeated_eigenvalues(name, point):
+    """Before: jvp / jacfwd / linearize / hessian of sum(eigh(S)[0] ** 3) at
+    S = 2I raised "two eigenvalues coincide ... Differentiate a function of
+    the eigenvalues only" although it is one: forward mode transposes the
+    whole rule, vectors' placeholder included, and the gap matrix refused.
+    Reverse mode (grad) differentiated it all along."""
+    f, S = _VALUES_ONLY[name], _DEGENERATE[point]
+    E = np.random.default_rng(0).standard_normal((3, 3))
+    E = E + E.T
+    fd = (f(S + 1e-6 * E) - f(S - 1e-6 * E)) / 2e-6
+    g = tp.grad(f)(S)
+    np.testing.assert_allclose(np.sum(g * E), fd, rtol=1e-6)
+    np.testing.assert_allclose(tp.jvp(f, (S,), (E,))[1], fd, rtol=1e-6)
+    np.testing.assert_allclose(np.sum(tp.jacfwd(f)(S) * E), fd, rtol=1e-6)
+    np.testing.assert_allclose(tp.linearize(f, S)[1](E), fd, rtol=1e-6)
+    # the Hessian goes through the gradient's rule, which reads the vectors:
+    # still refused by name there (never NaN), as before
+    with pytest.raises(ValueError, match="coincide"):
+        tp.hessian(f)(S)
+    items = np.stack([S, S + np.diag([0.0, 0.5, 0.0])])
+    got = tp.vmap(lambda s: tp.jvp(f, (s,), (E,))[1])(items)
+    np.testing.assert_allclose(got, [np.sum(tp.grad(f)(s) * E) for s in items], rtol=1e-10)
+    np.testing.assert_allclose(tp.jit(lambda s: tp.jvp(f, (s,), (E,))[1])(S), fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["grad", "jvp", "jacfwd", "linearize", "hessian", "vmap_jvp", "jit_jvp"])
+@pytest.mark.parametrize("name", sorted(_USES_VECTORS))
+def test_vectors_at_repeated_eigenvalues_stay_refused_in_every_mode(name, how):
+    """The vectors' derivative does not exist there: every mode still raises
+    the ValueError naming the function (never a NaN or a number)."""
+    f, S = _USES_VECTORS[name], _DEGENERATE["identity"]
+    E = np.eye(3)
+    run = {"grad": lambda: tp.grad(f)(S), "jvp": lambda: tp.jvp(f, (S,), (E,)),
+           "jacfwd": lambda: tp.jacfwd(f)(S), "linearize": lambda: tp.linearize(f, S)[1](E),
+           "hessian": lambda: tp.hessian(f)(S),
+           "vmap_jvp": lambda: tp.vmap(lambda s: tp.jvp(f, (s,), (E,))[1])(np.stack([S, S])),
+           "jit_jvp": lambda: tp.jit(lambda s: tp.jvp(f, (s,), (E,))[1])(S)}[how]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"np\.linalg\.(eigh|svd): two (eigenvalues|singular "
+                                             r"values) coincide"):
+            run()

@@ -231,6 +231,20 @@ def _add(a, b):
 
 
 # --- transposition --------------------------------------------------------------
+#: ``[count, message]``: transpositions that made a tangent NaN because it is
+#: undefined there (eigenvectors at repeated eigenvalues: a rule cannot tell
+#: whether the output is used).  The forward APIs compare the count before
+#: and after their sweep: a non-finite result tangent then raises the message
+#: (the NaN reached the result), an unused one costs nothing.
+UNDEFINED = [0, ""]
+
+
+def mark_undefined(message):
+    """Record that a transposed rule gave an undefined (NaN) tangent."""
+    UNDEFINED[0] += 1
+    UNDEFINED[1] = message
+
+
 def transposing(g):
     """Whether the cotangent ``g`` a VJP rule got is (taken from) a seed of
     forward mode's transposition: its values are placeholder zeros, so a rule
