@@ -357,3 +357,27 @@ def test_vectors_at_repeated_eigenvalues_stay_refused_in_every_mode(name, how):
         with pytest.raises(ValueError, match=r"np\.linalg\.(eigh|svd): two (eigenvalues|singular "
                                              r"values) coincide"):
             run()
+
+
+def test_structured_and_masked_arrays_are_refused_naming_the_fix():
+    """A field of a structured array and np.ma's functions cannot hold a
+    traced value: refused with messages that name what to write instead."""
+    def field_write(x):
+        rec = np.zeros(3, dtype=[("m", "f8"), ("v", "f8")])
+        rec["m"] = x
+        return np.sum(rec["m"] ** 2)
+
+    def masked(x):
+        return np.ma.sum(np.ma.masked_array(x, mask=[0, 1, 0]) ** 2)
+    assert field_write(X3) == 14.0 and masked(X3) == 10.0
+    with pytest.raises(TypeError, match=r"structured array \(rec\['f'\] = v\).*separate arrays"):
+        tp.grad(field_write)(X3)
+    with pytest.raises(TypeError, match=r"np\.ma's functions.*np\.where\(mask, 0, x\)"):
+        tp.grad(masked)(X3)
+    # the fix the messages name: fields as a dict, the mask as weights
+    def fields(x):
+        rec = {"m": x, "v": np.zeros(3)}
+        return np.sum(rec["m"] ** 2)
+    np.testing.assert_allclose(tp.grad(fields)(X3), 2 * X3)
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(np.where([True, False, True], x, 0) ** 2))(X3),
+                               [2.0, 0.0, 6.0])

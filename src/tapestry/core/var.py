@@ -326,7 +326,9 @@ class Var(ArrayMethods):
                 "hold a traced value: NumPy converts v with np.asarray, which would drop its "
                 "gradient. Make y like a traced value (y = np.zeros_like(x), np.empty_like(x), "
                 "x.copy()): writes into a traced y are item assignment and differentiate; or "
-                "build the array from its pieces with np.stack / np.concatenate / np.where.")
+                "build the array from its pieces with np.stack / np.concatenate / np.where. "
+                "A field of a structured array (rec['f'] = v) cannot hold one either: keep "
+                "the fields as separate arrays (a dict or dataclass of arrays).")
         lib = _converting_library_call(sys._getframe(1))
         if lib is not None:
             raise TypeError(
