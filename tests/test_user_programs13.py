@@ -106,6 +106,7 @@ NON_NUMERIC_CASTS = {
     "structured_field": lambda x: np.sum(x.astype([("a", "f8")])["a"] * x),
     "np_astype_object": lambda x: np.sum(np.astype(x, object) ** 2),
     "subarray": lambda x: np.sum(x.astype(np.dtype((np.float64, (1,)))) ** 2),
+    "void_bytes": lambda x: np.sum(x.astype("V8").view(np.float64) * x),
 }
 
 

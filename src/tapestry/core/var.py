@@ -1557,7 +1557,7 @@ def astype(x, dtype):
     if dtype.kind not in "biumM":
         kind = ("a structured" if dtype.fields is not None else "a subarray"
                 if dtype.subdtype is not None else "an object" if dtype.kind == "O"
-                else "a string")
+                else "a raw-bytes (void)" if dtype.kind == "V" else "a string")
         raise TypeError(
             f"tapestry: x.astype({dtype!s}) of a traced value: {kind} dtype carries no "
             "derivative, and values converted back from it would silently lose their "
