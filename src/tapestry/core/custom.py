@@ -565,11 +565,14 @@ class custom_vjp:
 
         parents = [leaves[k]._index for k in active]
         ans = tuple(out_leaves)
+        rule = (lambda g, a: custom_pullback(g, (a,))) if n_out == 1 else custom_pullback
+        # a user's bwd: forward mode checks that it is linear in its cotangent
+        # before transposing it (core.forward._check_linear)
+        rule.user_backward = True
         if n_out == 1:
-            outs = (record(top, ans[0], parents, JointRule(
-                lambda g, a: custom_pullback(g, (a,))), (), {}),)
+            outs = (record(top, ans[0], parents, JointRule(rule), (), {}),)
         else:
-            outs = record(top, ans, parents, JointRule(custom_pullback), (), {}, n_out)
+            outs = record(top, ans, parents, JointRule(rule), (), {}, n_out)
         return out_td.unflatten(list(outs))
 
     def _check_cotangents(self, cts, primals, level, allowed):
