@@ -61,8 +61,10 @@ def _gaps(w, name, what, *cotangents):
         mark_undefined(message)  # raised if the NaN reaches jvp's result
         poisoned = True
     diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)
-    F = np.where(off, 1.0 / np.where(off, diff, 1.0), 0.0)
-    return np.where(coincide, np.nan, F) if poisoned else F
+    if not poisoned:
+        return np.where(off, 1.0 / np.where(off, diff, 1.0), 0.0)
+    keep = off & ~coincide  # (no division by the zero gaps: they are NaN)
+    return np.where(coincide, np.nan, np.where(keep, 1.0 / np.where(keep, diff, 1.0), 0.0))
 
 
 def batch_stacked(prim, args, batched, kwargs):
