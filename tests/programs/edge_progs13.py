@@ -1177,3 +1177,92 @@ def empty_data_kmeans_and_logsumexp(X, C):
 @program(args=lambda: (_r(165, 3, 0),))
 def empty_columns_matmul_norm(A):
     return np.sum(A @ A.T) + np.linalg.norm(A) + np.sum(A.T @ np.ones(3))
+
+
+# ---------------------------------------------------------------- state objects, aliasing, custom rules
+class _KalmanObject:
+    """An object-oriented filter: the state lives on ``self`` between steps."""
+
+    def __init__(self):
+        self.m = np.zeros(2)
+        self.P = np.eye(2)
+
+    def step(self, y, log_q):
+        P = self.P + np.exp(log_q) * np.eye(2)
+        S = P + 0.5 * np.eye(2)
+        K = P @ np.linalg.inv(S)
+        v = y - self.m
+        self.m = self.m + K @ v
+        self.P = P - K @ P
+        return 0.5 * v @ np.linalg.solve(S, v) + 0.5 * np.linalg.slogdet(S)[1]
+
+
+@program(args=lambda: (np.array(0.1),))
+def kalman_object_state_on_self(log_q):
+    kf = _KalmanObject()
+    return sum(kf.step(y, log_q) for y in _YS[:6])
+
+
+@program(args=lambda: (np.array([[0.5, -0.3, 0.1], [0.2, 0.7, -0.4]]),))
+def leapfrog_rows_unpacked_as_views(state0):
+    state = state0 * 1.0
+    q, p = state                      # rows of state: views, as in NumPy
+    for _ in range(4):
+        p += 0.1 * (-q - 0.1 * q ** 3)
+        q += 0.1 * p
+    return np.sum(state ** 2) + np.sum(q * p)
+
+
+@program(args=lambda: (np.linspace(-1, 1, 6),))
+def checkpointed_dropout_with_a_generator(x):
+    rng = np.random.default_rng(7)
+
+    def layer(h, rng):
+        keep = rng.random(h.shape) > 0.3
+        return np.tanh(h) * keep / 0.7
+    blk = tp.checkpoint(layer)
+    return np.sum(blk(blk(x, rng), rng) ** 2)
+
+
+@tp.custom_jvp
+def _softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+@_softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _softplus(x), t / (1.0 + np.exp(-x))
+
+
+@program(args=lambda: (_r(170, 6) * 3,))
+def custom_jvp_softplus_regression(z):
+    return np.sum((_softplus(z) - np.linspace(0, 2, 6)) ** 2)
+
+
+@tp.custom_vjp
+def _grad_scale(x, s):
+    return x
+
+
+_grad_scale.defvjp(lambda x, s: (x, s), lambda s, g: (g * s, None))
+
+
+@program(args=lambda: (_r(171, 5),))
+def custom_vjp_linear_gradient_scaling(x):
+    """Reverse and forward mode agree with a rule linear in g (the scaled
+    gradient is what both see)."""
+    return np.sum(np.sin(_grad_scale(x, 1.0)) * x)
+
+
+@program(args=lambda: (np.diag([1.0, 1.0, 3.0]) + 0.0,))
+def eigh_values_at_a_repeated_eigenvalue(S):
+    w = np.linalg.eigh(S)[0]
+    return np.sum(w ** 3) + np.sum(np.exp(w))
+
+
+@program(args=lambda: (_r(172, 3, 4),))
+def nested_vmap_per_row_per_column_inside(x):
+    inner = tp.vmap(tp.vmap(lambda a: np.sin(a) * a, in_axes=0), in_axes=1, out_axes=1)
+    return np.sum(inner(x) ** 2)
+
