@@ -188,7 +188,8 @@ _scaled_gradient.defvjp(lambda x, s: (x, s), lambda s, g: (g * s, None))
 
 
 @pytest.mark.parametrize("bwd", ["clip", "abs", "square", "maximum"])
-@pytest.mark.parametrize("how", ["jvp", "jacfwd", "linearize"])
+@pytest.mark.parametrize("how", ["jvp", "jacfwd", "linearize", "jit_jvp", "vmap_jvp", "jvp_of_jit",
+                                 "vmap_jacfwd"])
 def test_forward_mode_refuses_a_backward_rule_not_linear_in_its_cotangent(bwd, how):
     """Before: tp.jvp of a gradient-clipping custom_vjp (bwd np.clip(g, -c, c))
     transposed the rule at its placeholder zero cotangent, where clip is the
@@ -206,11 +207,19 @@ def test_forward_mode_refuses_a_backward_rule_not_linear_in_its_cotangent(bwd, h
         return np.sum(f(x) ** 2)
     x = np.array([0.3, -0.4, 0.7])
     tp.grad(loss)(x)                                      # reverse mode uses the rule as given
-    run = {"jvp": lambda: tp.jvp(loss, (x,), (np.ones(3),)), "jacfwd": lambda: tp.jacfwd(loss)(x),
-           "linearize": lambda: tp.linearize(loss, x)[1](np.ones(3))}[how]
-    with pytest.raises(TypeError, match=r"backward rule of custom_vjp function 'f' is not linear "
-                                        r"in its cotangent.*tapestry\.custom_jvp"):
-        run()
+    v = np.ones(3)
+    run = {"jvp": lambda: tp.jvp(loss, (x,), (v,)), "jacfwd": lambda: tp.jacfwd(loss)(x),
+           "linearize": lambda: tp.linearize(loss, x)[1](v),
+           "jit_jvp": lambda: tp.jit(lambda x: tp.jvp(loss, (x,), (v,))[1])(x),
+           "vmap_jvp": lambda: tp.vmap(lambda x: tp.jvp(loss, (x,), (v,))[1])(np.stack([x, -x])),
+           "jvp_of_jit": lambda: tp.jvp(tp.jit(loss), (x,), (v,)),      # the jit's pullback, transposed
+           "vmap_jacfwd": lambda: tp.vmap(tp.jacfwd(loss))(np.stack([x, -x]))}[how]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(TypeError, match=r"^tapestry forward mode.*backward rule of custom_vjp "
+                                            r"function 'f' is not linear in its cotangent.*"
+                                            r"tapestry\.custom_jvp"):
+            run()
 
 
 def test_forward_mode_keeps_linear_custom_backward_rules():

@@ -11,6 +11,7 @@ import numpy as np
 from . import rng, staged
 from .api import vjp
 from .backward import JointRule
+from .forward import check_linear_in_cotangent, transposing
 from .primitive import dtype_of, record, shape_of
 from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
 from .staged import Staged
@@ -552,6 +553,11 @@ class custom_vjp:
             g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
                  else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
             bwd = _mapped_rule(self.bwd, "custom_vjp", self._name(), _VJP_FIX)
+            if any(transposing(c) for c in g):  # forward mode: g are placeholders
+                check_linear_in_cotangent(
+                    lambda gs: _residuals_untouched(
+                        lambda res: bwd(*nondiff_vals, res, out_td.unflatten(gs)), residuals),
+                    g, f"custom_vjp function {self._name()!r}")
             run = lambda: _residuals_untouched(  # noqa: E731
                 lambda res: bwd(*nondiff_vals, res, out_td.unflatten(g)), residuals)
             cts = run() if watched is None else watched.run(run, lambda why: _stale_rule_error(
@@ -566,9 +572,6 @@ class custom_vjp:
         parents = [leaves[k]._index for k in active]
         ans = tuple(out_leaves)
         rule = (lambda g, a: custom_pullback(g, (a,))) if n_out == 1 else custom_pullback
-        # a user's bwd: forward mode checks that it is linear in its cotangent
-        # before transposing it (core.forward._check_linear)
-        rule.user_backward = True
         if n_out == 1:
             outs = (record(top, ans[0], parents, JointRule(rule), (), {}),)
         else:

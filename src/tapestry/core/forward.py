@@ -353,6 +353,8 @@ def _transposed_joint(fn, ts, ans, args, kwargs):
         _TRANSPOSING.add(id(tape))
         try:
             cs = fn(g, ans, *args, **kwargs)
+        except NonlinearRuleError:
+            raise
         except Exception as e:
             raise type(e)(
                 f"tapestry forward mode (jvp / jacfwd / hessian) pushes tangents "
@@ -365,84 +367,84 @@ def _transposed_joint(fn, ts, ans, args, kwargs):
     acc = [None] * (len(ans) if ans.__class__ is tuple else 1)
     for c, t in zip(cs, ts):
         _pull(tape, c, t, acc)
-    if getattr(fn, "user_backward", False):  # tapestry's own joint rules are linear
-        _check_linear(fn, ts, ans, args, kwargs, acc)
     return _collect_seed(acc, ans)
 
 
 def _real_plain(x):
     """``x`` as a real float64 ndarray, ``None`` for a zero, or
-    ``NotImplemented`` where the check below does not apply (a batched or
-    staged value, a complex one)."""
+    ``NotImplemented`` where the check below does not apply (a complex
+    value).  A batched value is every item's (batch axis first: the identity
+    summed over the items holds as each item's does); a staged one (jit) is
+    its value at the trace."""
     if x is None:
         return None
     if hasattr(x, "todense"):
         x = x.todense()
-    while x.__class__ is Var:
+    while x.__class__ is Var or x.__class__ is Batched or x.__class__ is Staged:
         x = x._value
     if not isinstance(x, (np.ndarray, np.generic, int, float)) or np.iscomplexobj(x):
         return NotImplemented
     return np.asarray(x, dtype=np.float64)
 
 
-def _pair(xs, ys):
-    """sum_k <xs_k, ys_k> and the product of the two norms (``None`` entries
-    are zeros), or ``None`` where an entry is out of the check's reach."""
-    dot = norms_x = norms_y = 0.0
-    for x, y in zip(xs, ys):
-        x, y = _real_plain(x), _real_plain(y)
-        if x is NotImplemented or y is NotImplemented:
-            return None
-        if x is None or y is None:
-            continue
-        dot += float(np.sum(x * y))
-        norms_x += float(np.sum(x * x))
-        norms_y += float(np.sum(y * y))
-    return dot, np.sqrt(norms_x * norms_y)
+class NonlinearRuleError(TypeError):
+    """A custom backward rule that is not linear in its cotangent, met by
+    forward mode (raised as it is, not wrapped as a rule's failure)."""
 
 
-def _check_linear(fn, ts, ans, args, kwargs, acc):
-    """Refuse a backward rule that is not linear in its cotangent.
+def check_linear_in_cotangent(call, g, owner):
+    """Refuse a custom backward rule that is not linear in its cotangent.
 
-    Transposition gives the derivative of ``g -> fn(g)`` at the placeholder
-    zero, which is the rule's own Jacobian only when the rule is linear in
-    ``g`` (a true VJP is).  A custom_vjp rule that clips, squares or takes
-    the absolute value of its cotangent (gradient clipping:
-    ``np.clip(g, -c, c)``) is not, and its "JVP" was silently the
-    unclipped derivative.  One random cotangent ``g1`` checks the identity
-    ``<t, L(g1)> = <L^T t, g1>`` of a linear ``L`` (real values; batched,
-    staged and complex values are not checked)."""
-    outs = ans if ans.__class__ is tuple else (ans,)
+    Forward mode transposes a backward rule (docs/forward.md), which gives
+    the rule's own Jacobian only when the rule is linear in its cotangent
+    ``g`` (a true VJP is).  A rule that clips, squares or takes the absolute
+    value of ``g`` (gradient clipping: ``np.clip(g, -c, c)``) is not; its
+    transposition is the derivative at the placeholder zero cotangent, and
+    ``jvp`` was silently the unclipped derivative.  ``call(gs)`` runs the
+    rule on a list of cotangents (one per output, like ``g``, whose values
+    are a transposition's placeholders); the rule must give ``L(c g1) =
+    c L(g1)`` for a random ``g1`` with magnitudes over six decades and
+    ``c = -2.5``.  Complex values are not checked."""
     rng = np.random.default_rng(12345)
     g1 = []
-    for a in outs:
-        dt = dtype_of(a)
-        if not np.issubdtype(dt, np.floating) or a.__class__ in (Batched, Staged):
+    for c in g:
+        dt = dtype_of(c)
+        if not np.issubdtype(dt, np.floating):
             return
-        shape = shape_of(a)  # magnitudes over six decades: clipping at most scales shows
+        shape = shape_of(c)
         g1.append((rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 3, shape)).astype(dt))
-    if any(t.__class__ in (Batched, Staged) for t in ts if t is not None):
+    scale = -2.5
+    a = _leaves_of(call(g1))
+    b = _leaves_of(call([(scale * x).astype(x.dtype) for x in g1]))
+    if a is None or b is None or len(a) != len(b):
         return
-    rhs = _pair(acc, g1)
-    if rhs is None:
-        return
-    cs1 = fn(tuple(g1) if ans.__class__ is tuple else g1[0], ans, *args, **kwargs)
-    lhs = _pair(ts, cs1)
-    if lhs is None:
-        return
-    # a linear rule meets the identity to rounding, which grows with its
-    # conditioning (a solve with cond(A) = 1e10 gives ~1e-6); a nonlinear
-    # one misses it by a fraction of the norms
-    low = any(np.finfo(dtype_of(a)).bits < 64 for a in outs)
-    tol = (2e-2 if low else 1e-4) * (lhs[1] + rhs[1]) + 1e-300
-    if abs(lhs[0] - rhs[0]) > tol:
-        raise TypeError(
-            f"tapestry forward mode (jvp / jacfwd / linearize): the backward rule of "
-            f"{_owner_name(fn)} is not linear in its cotangent (np.clip(g, ...), np.abs(g), "
-            f"g ** 2, np.maximum(g, ...)), so it is no vector-Jacobian product and has no "
-            f"transpose: forward mode would silently give the derivative of the rule at a "
-            f"zero cotangent. Give the function a forward rule with tapestry.custom_jvp, or "
-            f"differentiate it in reverse mode only (grad / vjp).")
+    low = any(np.finfo(dtype_of(c)).bits < 64 for c in g)
+    tol = 2e-2 if low else 1e-4   # a linear rule's rounding grows with its conditioning
+    for x, y in zip(a, b):
+        x = 0.0 if x is None else scale * x
+        y = 0.0 if y is None else y
+        if np.linalg.norm(np.ravel(y - x)) > tol * (np.linalg.norm(np.ravel(x)) +
+                                                    np.linalg.norm(np.ravel(y))) + 1e-300:
+            raise NonlinearRuleError(
+                f"tapestry forward mode (jvp / jacfwd / linearize): the backward rule of "
+                f"{owner} is not linear in its cotangent (np.clip(g, ...), np.abs(g), "
+                f"g ** 2, np.maximum(g, ...)), so it is no vector-Jacobian product and has "
+                f"no transpose: forward mode would silently give the derivative of the rule "
+                f"at a zero cotangent. Give the function a forward rule with "
+                f"tapestry.custom_jvp, or differentiate it in reverse mode only (grad / vjp).")
+
+
+def _leaves_of(cts):
+    """The rule's cotangents as real float64 arrays (``None`` for a zero),
+    or ``None`` where one is complex or not an array."""
+    from .pytree import tree_flatten
+    out = []
+    for c in tree_flatten(cts, is_leaf=lambda x: x is None)[0]:
+        c = _real_plain(c)
+        if c is NotImplemented:
+            return None
+        out.append(c)
+    return out
 
 
 def _owner_name(fn, depth=3):
