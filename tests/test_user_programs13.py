@@ -415,3 +415,65 @@ def test_a_refused_leaf_of_a_container_argument_is_named_by_its_path():
 class _IntField(NamedTuple):
     W: np.ndarray
     k: int
+
+
+@pytest.mark.parametrize("how", ["grad", "vjp", "jit_grad", "vmap_grad", "hessian"])
+def test_reverse_mode_refuses_a_tangent_rule_not_linear_in_its_tangent(how):
+    """The mirror of the custom_vjp case: reverse mode transposes a
+    custom_jvp rule, which a rule clipping its tangent does not allow.
+    Before: grad of sum(f(x) * w) with the tangent rule clip(t, -.1, .1) cos(x)
+    gave cos(x) w (the transpose at a zero tangent), silently."""
+    @tp.custom_jvp
+    def f(x):
+        return np.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return np.sin(x), np.clip(t, -0.1, 0.1) * np.cos(x)
+    w = np.array([1.0, 2.0, 3.0])
+
+    def loss(x):
+        return np.sum(f(x) * w)
+    x = np.array([0.3, -0.4, 0.7])
+    tp.jvp(loss, (x,), (np.ones(3),))                    # forward mode runs the rule as given
+    run = {"grad": lambda: tp.grad(loss)(x), "vjp": lambda: tp.vjp(loss, x)[1](1.0),
+           "jit_grad": lambda: tp.jit(tp.grad(loss))(x),
+           "vmap_grad": lambda: tp.vmap(tp.grad(loss))(np.stack([x, -x])),
+           "hessian": lambda: tp.hessian(loss)(x)}[how]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(TypeError, match=r"^tapestry reverse mode.*tangent rule of custom_jvp "
+                                            r"function 'f' is not linear in its tangent"):
+            run()
+
+
+def test_linear_tangent_rules_still_transpose():
+    """Rules linear in the tangents (the usual derivative-times-t, two inputs,
+    float32, nondiff_argnums) keep their gradients."""
+    @tp.custom_jvp
+    def g(x, y):
+        return x * np.exp(y)
+
+    @g.defjvp
+    def g_jvp(primals, tangents):
+        (x, y), (tx, ty) = primals, tangents
+        out = g(x, y)
+        return out, tx * np.exp(y) + out * ty
+    x, y = np.array([0.3, -0.4]), np.array([0.1, 0.2])
+    check_grads(lambda x, y: np.sum(np.sin(g(x, y))), (x, y))
+    gx = tp.grad(lambda x: np.sum(g(x, y.astype(np.float32))))(x.astype(np.float32))
+    assert gx.dtype == np.float32
+    np.testing.assert_allclose(gx, np.exp(y), rtol=1e-6)
+
+    import functools
+
+    @functools.partial(tp.custom_jvp, nondiff_argnums=(0,))
+    def act(fn, x):
+        return fn(x)
+
+    @act.defjvp
+    def act_jvp(fn, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return fn(x), tp.grad(lambda z: np.sum(fn(z)))(x) * t
+    np.testing.assert_allclose(tp.grad(lambda x: np.sum(act(np.tanh, x)))(x), 1 - np.tanh(x) ** 2)

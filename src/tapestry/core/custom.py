@@ -1209,8 +1209,27 @@ class _CustomTangent:
         return t
 
     def pullback(self, g, ans):
-        """The VJP: the tangent map is linear, so its own VJP is the reverse rule."""
+        """The VJP: the tangent map is linear, so its own VJP is the reverse rule.
+
+        A rule that is not linear in its tangent (``np.clip(t, -c, c)``) has
+        no transpose: the VJP of the map at a zero tangent silently was the
+        unclipped derivative.  Checked once per function and signature (the
+        rule must scale with a random tangent, as forward mode checks a
+        custom_vjp's backward rule)."""
         zeros = [np.zeros(shape_of(self.raw[k]), dtype_of(self.raw[k])) for k in self.active]
+        key = tuple((shape_of(z), dtype_of(z)) for z in zeros)
+        checked = self.cj.__dict__.setdefault("_linear_checked", set())
+        if key not in checked:
+            name = self.cj._name()
+            check_linear_in_cotangent(
+                lambda ts: self.tangent(ts), zeros, name,
+                f"tapestry reverse mode (grad / vjp / hessian): the tangent rule of custom_jvp "
+                f"function {name!r} is not linear in its tangent (np.clip(t, ...), np.abs(t), "
+                f"t ** 2), so it has no transpose: reverse mode would silently give the "
+                f"derivative of the rule at a zero tangent. Write the rule linear in the "
+                f"tangents (a derivative times t), or give the function a custom_vjp.")
+            if len(checked) < 64:
+                checked.add(key)
         _, pb = vjp(lambda *ts: self.tangent(ts), *zeros)
         if self.n_out == 1:
             return list(pb(g))

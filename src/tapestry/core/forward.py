@@ -392,7 +392,7 @@ class NonlinearRuleError(TypeError):
     forward mode (raised as it is, not wrapped as a rule's failure)."""
 
 
-def check_linear_in_cotangent(call, g, owner):
+def check_linear_in_cotangent(call, g, owner, message=None):
     """Refuse a custom backward rule that is not linear in its cotangent.
 
     Forward mode transposes a backward rule (docs/forward.md), which gives
@@ -425,7 +425,7 @@ def check_linear_in_cotangent(call, g, owner):
         y = 0.0 if y is None else y
         if np.linalg.norm(np.ravel(y - x)) > tol * (np.linalg.norm(np.ravel(x)) +
                                                     np.linalg.norm(np.ravel(y))) + 1e-300:
-            raise NonlinearRuleError(
+            raise NonlinearRuleError(message or
                 f"tapestry forward mode (jvp / jacfwd / linearize): the backward rule of "
                 f"{owner} is not linear in its cotangent (np.clip(g, ...), np.abs(g), "
                 f"g ** 2, np.maximum(g, ...)), so it is no vector-Jacobian product and has "
