@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from .forward import ForwardComplexError, TangentRecorder, forward_sweep
+from .forward import UNDEFINED, ForwardComplexError, TangentRecorder, forward_sweep
 from .batched import Batched
 from .staged import Staged
 from .pytree import leaf_paths, structure_mismatch, tree_flatten
@@ -97,10 +97,22 @@ def _labels(n, what="the tangent of argument {}"):
     return [what.format(k) for k in range(n)]
 
 
-def _out_tangent(v, value, tape, tangents, batch=None, opname="jvp", allowed=()):
+def _raw(t):
+    """The array under a traced, batched or staged value (every item's)."""
+    while hasattr(t, "_value"):
+        t = t._value
+    return t
+
+
+def _out_tangent(v, value, tape, tangents, batch=None, opname="jvp", allowed=(),
+                 undefined_since=None):
     t = tangents[v._index] if v.__class__ is Var and v._tape is tape else None
     if t.__class__ is Var:
         returned(t, tape, opname, allowed)
+    if undefined_since is not None and UNDEFINED[0] != undefined_since and t is not None \
+            and not np.all(np.isfinite(_raw(t))):
+        raise ValueError(f"{UNDEFINED[1]} (tapestry.{opname}: forward mode reached the "
+                         "result through that derivative)")
     if t is None:
         lead = () if batch is None else (batch,)
         return np.zeros(lead + np.shape(value), np.result_type(unwrap_all(value)))
@@ -131,10 +143,11 @@ def forward_jvp(f, primals, tangents, has_aux, opname, labels=None):
     nodes = _Recorder()
     nodes.primal_tangents, nodes.opname = tangents, opname
     nodes.labels = labels or _labels(len(primals))
+    since = UNDEFINED[0]
     tape, _, out_leaves, out_td, aux = trace(f, primals, opname, has_aux, nodes)
     values = [lower(v, tape, opname) for v in out_leaves]
     allowed = tapes_of(tree_flatten(list(tangents))[0])
-    touts = [_out_tangent(v, x, tape, nodes.tangents, None, opname, allowed)
+    touts = [_out_tangent(v, x, tape, nodes.tangents, None, opname, allowed, since)
              for v, x in zip(out_leaves, values)]
     touts = unshared(touts, {}, tree_flatten(list(tangents))[0])  # no result aliases another
     y, ty = out_td.unflatten(values), out_td.unflatten(touts)
@@ -163,9 +176,10 @@ class _Linearized:
         tangents = [None] * len(self.tape.nodes)
         for i, t in seeds.items():
             tangents[i] = t
+        since = UNDEFINED[0]
         forward_sweep(self.tape.nodes, tangents, batch=batch)
         allowed = tapes_of(seeds.values())  # traced tangents: f_jvp is differentiated
-        return [_out_tangent(v, x, self.tape, tangents, batch, self.opname, allowed)
+        return [_out_tangent(v, x, self.tape, tangents, batch, self.opname, allowed, since)
                 for v, x in zip(self.out_leaves, self.values)]
 
     def largest(self):

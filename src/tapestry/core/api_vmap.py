@@ -9,12 +9,15 @@ NumPy operation inside runs on the whole batch through its batching rule
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 import warnings
 
 from .batched import FALLBACKS, BatchTrace, Batched, Unbatched, VmapFallbackWarning
-from .pytree import aux_holding, flatten_up_to, map_aux, tree_flatten, tree_structure
+from .pytree import (aux_holding, dataclass_prefix_as_tuples, flatten_up_to, map_aux,
+                     tree_flatten, tree_structure)
 from .staged import Staged
 from .tape import _levels
 from .tracing import array_of, check_static_aux
@@ -34,16 +37,18 @@ class _AxisSpec:
     holding them.  The axes per leaf are cached per tree structure, so a
     vmapped function called again on the same structure pays one flatten."""
 
-    __slots__ = ("spec", "where", "flat", "cache")
+    __slots__ = ("spec", "where", "flat", "cache", "dataclasses")
 
     def __init__(self, spec, where):
         self.spec, self.where, self.cache = spec, where, {}
+        self.dataclasses = False
         if spec is None or isinstance(spec, (int, np.integer)):
             _check_axis_spec(spec, where)
             self.flat = None
         else:
             self.flat = tree_flatten(spec, is_leaf=lambda x: x is None)
-            for ax in self.flat[0]:
+            self.dataclasses = _holds_dataclass(spec)
+            for ax in self.flat[0] if not self.dataclasses else ():  # those: in _expand
                 _check_axis_spec(ax, where)
 
     def per_leaf(self, tree):
@@ -68,16 +73,34 @@ class _AxisSpec:
 
     def _expand(self, tree):
         spec_leaves, spec_td = self.flat
+        given = tree
+        if self.dataclasses:  # their int fields read as axes, not as structure
+            spec, tree = dataclass_prefix_as_tuples(self.spec, tree)
+            spec_leaves, spec_td = tree_flatten(spec, is_leaf=lambda x: x is None)
+            for ax in spec_leaves:
+                _check_axis_spec(ax, self.where)
         try:
             subtrees = flatten_up_to(spec_td, tree)
         except ValueError as e:
             what = "outputs" if self.where == "out_axes" else "arguments"
             raise ValueError(f"tapestry.vmap: {self.where}={self.spec!r} does not match the "
-                             f"structure of the {what} ({tree_structure(tree)}): {e}") from None
+                             f"structure of the {what} ({tree_structure(given)}): {e}") from None
         axes = []
         for ax, sub in zip(spec_leaves, subtrees):
             axes += [ax] * len(tree_flatten(sub)[0])
         return axes
+
+
+def _holds_dataclass(spec):
+    """Whether an axis spec holds a dataclass instance (see
+    :func:`~tapestry.core.pytree.dataclass_prefix_as_tuples`)."""
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        return True
+    if isinstance(spec, (tuple, list)):
+        return any(_holds_dataclass(s) for s in spec)
+    if isinstance(spec, dict):
+        return any(_holds_dataclass(s) for s in spec.values())
+    return False
 
 
 def _axis_spec(spec, where):

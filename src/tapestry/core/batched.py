@@ -34,7 +34,7 @@ from .staged import HIGHER, Staged
 from .var import (ArrayMethods, BatchedConversionError, Var, dispatch_function, dispatch_ufunc,
                   ufunc_call_keywords, einsum_operand_first, mark_einsum_view,
                   VIEW_FUNCTIONS, mark_function_views, mark_item_view, mark_view,
-                  assign_item, in_place, plain_view,
+                  assign_item, in_place, plain_view, refusing_setter,
                   unwrap_all, values_of)
 
 #: Operation name -> number of calls that looped over the batch because the
@@ -141,8 +141,10 @@ class Batched(ArrayMethods):
         return Batched(copy.deepcopy(self._value, memo), self._trace)
 
     # --- one item's view ---------------------------------------------------
-    shape = property(lambda self: tuple(self._value.shape[1:]))
-    dtype = property(lambda self: self._value.dtype)
+    shape = property(lambda self: tuple(self._value.shape[1:]),
+                     refusing_setter("shape", "y = y.reshape({v})"))
+    dtype = property(lambda self: self._value.dtype,
+                     refusing_setter("dtype", "y = y.astype({v}) for a cast"))
     ndim = property(lambda self: self._value.ndim - 1)
     size = property(lambda self: int(np.prod(self._value.shape[1:], dtype=np.int64)))
     itemsize = property(lambda self: self._value.dtype.itemsize)

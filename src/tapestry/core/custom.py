@@ -11,6 +11,7 @@ import numpy as np
 from . import rng, staged
 from .api import vjp
 from .backward import JointRule
+from .forward import check_linear_in_cotangent, transposing
 from .primitive import dtype_of, record, shape_of
 from .pytree import _LEAF, StructureMismatch, child_key, match_leaves, tree_flatten
 from .staged import Staged
@@ -552,6 +553,11 @@ class custom_vjp:
             g = [np.zeros(shape_of(a), dtype_of(a)) if c is None
                  else c if sparse_ok else dense_cotangent(c) for a, c in zip(ans, g)]
             bwd = _mapped_rule(self.bwd, "custom_vjp", self._name(), _VJP_FIX)
+            if any(transposing(c) for c in g):  # forward mode: g are placeholders
+                check_linear_in_cotangent(
+                    lambda gs: _residuals_untouched(
+                        lambda res: bwd(*nondiff_vals, res, out_td.unflatten(gs)), residuals),
+                    g, f"custom_vjp function {self._name()!r}")
             run = lambda: _residuals_untouched(  # noqa: E731
                 lambda res: bwd(*nondiff_vals, res, out_td.unflatten(g)), residuals)
             cts = run() if watched is None else watched.run(run, lambda why: _stale_rule_error(
@@ -565,11 +571,11 @@ class custom_vjp:
 
         parents = [leaves[k]._index for k in active]
         ans = tuple(out_leaves)
+        rule = (lambda g, a: custom_pullback(g, (a,))) if n_out == 1 else custom_pullback
         if n_out == 1:
-            outs = (record(top, ans[0], parents, JointRule(
-                lambda g, a: custom_pullback(g, (a,))), (), {}),)
+            outs = (record(top, ans[0], parents, JointRule(rule), (), {}),)
         else:
-            outs = record(top, ans, parents, JointRule(custom_pullback), (), {}, n_out)
+            outs = record(top, ans, parents, JointRule(rule), (), {}, n_out)
         return out_td.unflatten(list(outs))
 
     def _check_cotangents(self, cts, primals, level, allowed):
@@ -1203,8 +1209,27 @@ class _CustomTangent:
         return t
 
     def pullback(self, g, ans):
-        """The VJP: the tangent map is linear, so its own VJP is the reverse rule."""
+        """The VJP: the tangent map is linear, so its own VJP is the reverse rule.
+
+        A rule that is not linear in its tangent (``np.clip(t, -c, c)``) has
+        no transpose: the VJP of the map at a zero tangent silently was the
+        unclipped derivative.  Checked once per function and signature (the
+        rule must scale with a random tangent, as forward mode checks a
+        custom_vjp's backward rule)."""
         zeros = [np.zeros(shape_of(self.raw[k]), dtype_of(self.raw[k])) for k in self.active]
+        key = tuple((shape_of(z), dtype_of(z)) for z in zeros)
+        checked = self.cj.__dict__.setdefault("_linear_checked", set())
+        if key not in checked:
+            name = self.cj._name()
+            check_linear_in_cotangent(
+                lambda ts: self.tangent(ts), zeros, name,
+                f"tapestry reverse mode (grad / vjp / hessian): the tangent rule of custom_jvp "
+                f"function {name!r} is not linear in its tangent (np.clip(t, ...), np.abs(t), "
+                f"t ** 2), so it has no transpose: reverse mode would silently give the "
+                f"derivative of the rule at a zero tangent. Write the rule linear in the "
+                f"tangents (a derivative times t), or give the function a custom_vjp.")
+            if len(checked) < 64:
+                checked.add(key)
         _, pb = vjp(lambda *ts: self.tangent(ts), *zeros)
         if self.n_out == 1:
             return list(pb(g))

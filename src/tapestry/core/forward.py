@@ -231,6 +231,20 @@ def _add(a, b):
 
 
 # --- transposition --------------------------------------------------------------
+#: ``[count, message]``: transpositions that made a tangent NaN because it is
+#: undefined there (eigenvectors at repeated eigenvalues: a rule cannot tell
+#: whether the output is used).  The forward APIs compare the count before
+#: and after their sweep: a non-finite result tangent then raises the message
+#: (the NaN reached the result), an unused one costs nothing.
+UNDEFINED = [0, ""]
+
+
+def mark_undefined(message):
+    """Record that a transposed rule gave an undefined (NaN) tangent."""
+    UNDEFINED[0] += 1
+    UNDEFINED[1] = message
+
+
 def transposing(g):
     """Whether the cotangent ``g`` a VJP rule got is (taken from) a seed of
     forward mode's transposition: its values are placeholder zeros, so a rule
@@ -339,6 +353,8 @@ def _transposed_joint(fn, ts, ans, args, kwargs):
         _TRANSPOSING.add(id(tape))
         try:
             cs = fn(g, ans, *args, **kwargs)
+        except NonlinearRuleError:
+            raise
         except Exception as e:
             raise type(e)(
                 f"tapestry forward mode (jvp / jacfwd / hessian) pushes tangents "
@@ -352,6 +368,83 @@ def _transposed_joint(fn, ts, ans, args, kwargs):
     for c, t in zip(cs, ts):
         _pull(tape, c, t, acc)
     return _collect_seed(acc, ans)
+
+
+def _real_plain(x):
+    """``x`` as a real float64 ndarray, ``None`` for a zero, or
+    ``NotImplemented`` where the check below does not apply (a complex
+    value).  A batched value is every item's (batch axis first: the identity
+    summed over the items holds as each item's does); a staged one (jit) is
+    its value at the trace."""
+    if x is None:
+        return None
+    if hasattr(x, "todense"):
+        x = x.todense()
+    while x.__class__ is Var or x.__class__ is Batched or x.__class__ is Staged:
+        x = x._value
+    if not isinstance(x, (np.ndarray, np.generic, int, float)) or np.iscomplexobj(x):
+        return NotImplemented
+    return np.asarray(x, dtype=np.float64)
+
+
+class NonlinearRuleError(TypeError):
+    """A custom backward rule that is not linear in its cotangent, met by
+    forward mode (raised as it is, not wrapped as a rule's failure)."""
+
+
+def check_linear_in_cotangent(call, g, owner, message=None):
+    """Refuse a custom backward rule that is not linear in its cotangent.
+
+    Forward mode transposes a backward rule (docs/forward.md), which gives
+    the rule's own Jacobian only when the rule is linear in its cotangent
+    ``g`` (a true VJP is).  A rule that clips, squares or takes the absolute
+    value of ``g`` (gradient clipping: ``np.clip(g, -c, c)``) is not; its
+    transposition is the derivative at the placeholder zero cotangent, and
+    ``jvp`` was silently the unclipped derivative.  ``call(gs)`` runs the
+    rule on a list of cotangents (one per output, like ``g``, whose values
+    are a transposition's placeholders); the rule must give ``L(c g1) =
+    c L(g1)`` for a random ``g1`` with magnitudes over six decades and
+    ``c = -2.5``.  Complex values are not checked."""
+    rng = np.random.default_rng(12345)
+    g1 = []
+    for c in g:
+        dt = dtype_of(c)
+        if not np.issubdtype(dt, np.floating):
+            return
+        shape = shape_of(c)
+        g1.append((rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 3, shape)).astype(dt))
+    scale = -2.5
+    a = _leaves_of(call(g1))
+    b = _leaves_of(call([(scale * x).astype(x.dtype) for x in g1]))
+    if a is None or b is None or len(a) != len(b):
+        return
+    low = any(np.finfo(dtype_of(c)).bits < 64 for c in g)
+    tol = 2e-2 if low else 1e-4   # a linear rule's rounding grows with its conditioning
+    for x, y in zip(a, b):
+        x = 0.0 if x is None else scale * x
+        y = 0.0 if y is None else y
+        if np.linalg.norm(np.ravel(y - x)) > tol * (np.linalg.norm(np.ravel(x)) +
+                                                    np.linalg.norm(np.ravel(y))) + 1e-300:
+            raise NonlinearRuleError(message or
+                f"tapestry forward mode (jvp / jacfwd / linearize): the backward rule of "
+                f"{owner} is not linear in its cotangent (np.clip(g, ...), np.abs(g), "
+                f"g ** 2, np.maximum(g, ...)), so it is no vector-Jacobian product and has "
+                f"no transpose: forward mode would silently give the derivative of the rule "
+                f"at a zero cotangent. Give the function a forward rule with "
+                f"tapestry.custom_jvp, or differentiate it in reverse mode only (grad / vjp).")
+
+
+def _leaves_of(cts):
+    """The rule's cotangents as real float64 arrays (``None`` for a zero),
+    or ``None`` where one is complex or not an array."""
+    from .pytree import tree_flatten
+    out = []
+    for c in tree_flatten(cts, is_leaf=lambda x: x is None)[0]:
+        c = _real_plain(c)
+        if c is NotImplemented:
+            return None
+        out.append(c)
+    return out
 
 
 def _owner_name(fn, depth=3):

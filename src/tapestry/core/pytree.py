@@ -716,6 +716,35 @@ def match_leaves(node, c, where, out):
         match_leaves(child, cc, where + child_key(k, meta, i), out)
 
 
+def dataclass_prefix_as_tuples(prefix, tree):
+    """``(prefix, tree)`` with every unregistered dataclass node of ``prefix``
+    that meets one of ``tree``'s type replaced, in both, by the tuple of the
+    fields ``tree``'s node has as children.
+
+    An unregistered dataclass's int fields are static (part of the
+    structure), so a prefix of axes like vmap's ``in_axes=(P(W=0, b=None),
+    None)`` flattened on its own lost its axes to the structure, and never
+    matched ``P(W=array, b=array)``.  Read against the tree, the prefix's
+    fields are the tree's children (JAX's registered dataclasses behave so:
+    their data fields are children whatever they hold)."""
+    if prefix is None or isinstance(prefix, (int, np.integer)):
+        return prefix, tree
+    t = type(prefix)
+    if type(tree) is t and _kind(t) == _DATACLASS:
+        names = _dataclass_parts(tree)[0]
+        pairs = [dataclass_prefix_as_tuples(getattr(prefix, n), getattr(tree, n))
+                 for n in names]
+        return tuple(p for p, _ in pairs), tuple(c for _, c in pairs)
+    if t in (tuple, list) and type(tree) in (tuple, list) and len(prefix) == len(tree):
+        pairs = [dataclass_prefix_as_tuples(p, c) for p, c in zip(prefix, tree)]
+        return t(p for p, _ in pairs), type(tree)(c for _, c in pairs)
+    if isinstance(prefix, dict) and isinstance(tree, dict) and prefix.keys() == tree.keys() \
+            and type(prefix) is type(tree) and t in (dict, OrderedDict):
+        pairs = {k: dataclass_prefix_as_tuples(prefix[k], tree[k]) for k in prefix}
+        return t((k, p) for k, (p, _) in pairs.items()), t((k, c) for k, (_, c) in pairs.items())
+    return prefix, tree
+
+
 def flatten_up_to(treedef, tree):
     """The subtrees of ``tree`` at ``treedef``'s leaf positions."""
     try:

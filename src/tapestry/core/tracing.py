@@ -12,7 +12,7 @@ import numpy as np
 
 from .batched import Batched, Unbatched
 from .staged import Staged
-from .pytree import aux_holding, tree_flatten, tree_map
+from .pytree import aux_holding, leaf_paths, tree_flatten, tree_map
 from .tape import ClosedNodes, open_tape
 from .var import MASKED_HELP, Var, new_leaf, unwrap_all
 
@@ -91,6 +91,21 @@ def check_leaf(x, opname, argnum):
     return x
 
 
+def _at_leaf(err, td, j, argnum):
+    """``err`` (a refused leaf of argument ``argnum``) naming the leaf's path
+    when the argument is a container: "argument 0 has dtype int64" of a
+    NamedTuple ``(W, k)`` did not say that ``k`` was meant."""
+    path = leaf_paths(td)[j]
+    if not path:
+        return err
+    msg = str(err).replace(f"argument {argnum} ", f"argument {argnum} at {path} ", 1)
+    if "has dtype int" in msg or "has dtype uint" in msg or "has dtype bool" in msg:
+        msg += (" An int field of a NamedTuple, a list or a registered class is a leaf "
+                "like any other: pass it as a separate argument, or (an unregistered "
+                "dataclass) its int fields are static already.")
+    return type(err)(msg)
+
+
 def trace_inputs(tape, args, nums, opname, keep=False):
     """Replace args[nums] by traced leaves; return new args and leaf records.
 
@@ -105,8 +120,11 @@ def trace_inputs(tape, args, nums, opname, keep=False):
             continue
         leaves, td = tree_flatten(args[a])
         traced, rec = [], []
-        for x in leaves:
-            x = check_leaf(x, opname, a)
+        for j, x in enumerate(leaves):
+            try:
+                x = check_leaf(x, opname, a)
+            except TypeError as e:
+                raise _at_leaf(e, td, j, a) from None
             v = new_leaf(tape, own_input(x) if keep else x)
             rec.append((v._index, v._value))
             traced.append(v)

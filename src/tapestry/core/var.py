@@ -149,6 +149,45 @@ def refuse_masked(x, opname):
         raise TypeError(f"tapestry: {opname} got an argument that {MASKED_HELP}")
 
 
+def _refuse_setting(name, value, fix):
+    """``y.shape = s``, ``y.dtype = d``, ``y.real = v``, ``y.imag = v`` on a
+    traced or batched array: NumPy changes the array in place, which these
+    values (a node of a tape, a batch) cannot do.  Refused naming the
+    attribute and the assignment that rebinds ``y`` instead (it was
+    Python's bare "property 'shape' of 'Var' object has no setter")."""
+    raise TypeError(f"tapestry: y.{name} = {value} changes a traced array in place, which "
+                    f"tapestry does not do; write {fix} instead (a new array bound to y).")
+
+
+def refusing_setter(name, fix):
+    """The setter of ``y.shape`` / ``y.dtype``: refused by name, the
+    assigned shape or dtype shown in the message and the fix."""
+    def setter(self, v):
+        shown = repr(v) if name == "shape" else str(np.dtype(v)) if name == "dtype" else "v"
+        _refuse_setting(name, shown, fix.format(v=shown))
+    return setter
+
+
+#: ndarray methods that read a traced array's memory (its bytes, a field of
+#: them): the values would leave differentiation, so each is refused by name.
+_MEMORY_METHODS = {
+    "tobytes": "tapestry.stop_gradient(y).tobytes()",
+    "tofile": "tapestry.stop_gradient(y).tofile(...)",
+    "dump": "tapestry.stop_gradient(y).dump(...)",
+    "dumps": "tapestry.stop_gradient(y).dumps()",
+    "getfield": "y.astype(dtype) for a cast, or tapestry.stop_gradient(y).getfield(...)",
+    "byteswap": "y.astype(y.dtype.newbyteorder()) (the same values, the other byte order)",
+}
+
+
+def _memory_method(name, fix):
+    def method(self, *args, **kwargs):
+        raise TypeError(f"tapestry: y.{name}(...) reads the memory of a traced array, which "
+                        f"has no derivative; write {fix} instead.")
+    method.__name__ = name
+    return method
+
+
 class ArrayMethods:
     """What a value standing for an array (a traced ``Var``, a vmap
     ``Batched``) offers beyond its own dispatch: ndarray's methods,
@@ -159,8 +198,10 @@ class ArrayMethods:
 
     T = property(lambda self: np.transpose(self))
     mT = property(lambda self: np.swapaxes(self, -1, -2))
-    real = property(lambda self: np.real(self))
-    imag = property(lambda self: np.imag(self))
+    real = property(lambda self: np.real(self),
+                    lambda self, v: _refuse_setting("real", "v", "y = v + 1j * y.imag"))
+    imag = property(lambda self: np.imag(self),
+                    lambda self, v: _refuse_setting("imag", "v", "y = y.real + 1j * v"))
 
     def __floordiv__(self, o): return np.floor_divide(self, o)
     def __rfloordiv__(self, o): return np.floor_divide(o, self)
@@ -242,8 +283,9 @@ class Var(ArrayMethods):
         self._index = index
 
     # --- array-like attributes -------------------------------------------
-    shape = property(lambda self: self._value.shape)
-    dtype = property(lambda self: self._value.dtype)
+    shape = property(lambda self: self._value.shape, refusing_setter("shape", "y = y.reshape({v})"))
+    dtype = property(lambda self: self._value.dtype,
+                     refusing_setter("dtype", "y = y.astype({v}) for a cast"))
     ndim = property(lambda self: self._value.ndim)
     size = property(lambda self: self._value.size)
 
@@ -284,7 +326,9 @@ class Var(ArrayMethods):
                 "hold a traced value: NumPy converts v with np.asarray, which would drop its "
                 "gradient. Make y like a traced value (y = np.zeros_like(x), np.empty_like(x), "
                 "x.copy()): writes into a traced y are item assignment and differentiate; or "
-                "build the array from its pieces with np.stack / np.concatenate / np.where.")
+                "build the array from its pieces with np.stack / np.concatenate / np.where. "
+                "A field of a structured array (rec['f'] = v) cannot hold one either: keep "
+                "the fields as separate arrays (a dict or dataclass of arrays).")
         lib = _converting_library_call(sys._getframe(1))
         if lib is not None:
             raise TypeError(
@@ -539,6 +583,8 @@ def refuse_in_place_methods(cls):
     cls.flat = flat_property
     for name, fix in _IN_PLACE_METHODS.items():
         setattr(cls, name, _refusing_method(name, fix))
+    for name, fix in _MEMORY_METHODS.items():
+        setattr(cls, name, _memory_method(name, fix))
     cls.sort = _sort_in_place
     cls.partition = _partition_in_place
     cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
@@ -1498,9 +1544,26 @@ def getitem(x, key):
 
 
 def astype(x, dtype):
+    """Float and complex targets are differentiable; integer, boolean and
+    date/time targets are piecewise constant (a plain array).  Any other
+    target -- object, string, bytes, structured or subarray dtypes -- holds
+    the values in a form whose derivative is lost, and converting it back
+    (``x.astype(object)`` then arithmetic, ``x.astype(str).astype(float)``,
+    ``x.astype([("a", "f8")])["a"]``) would silently give a zero gradient:
+    refused by name."""
     dtype = np.dtype(dtype)
-    if dtype.kind in "fc":
+    if dtype.kind in "fc" and dtype.fields is None and dtype.subdtype is None:
         return FUNCTIONS["astype"](x, dtype)
+    if dtype.kind not in "biumM":
+        kind = ("a structured" if dtype.fields is not None else "a subarray"
+                if dtype.subdtype is not None else "an object" if dtype.kind == "O"
+                else "a raw-bytes (void)" if dtype.kind == "V" else "a string")
+        raise TypeError(
+            f"tapestry: x.astype({dtype!s}) of a traced value: {kind} dtype carries no "
+            "derivative, and values converted back from it would silently lose their "
+            "gradient. Keep a float array (x.astype(np.float64)); hold the fields of a "
+            "structured array as separate arrays (a dict or dataclass of arrays); or cast "
+            "tapestry.stop_gradient(x) if a constant is what you want.")
     return unwrap_all(x).astype(dtype)
 
 

@@ -535,7 +535,7 @@ def _eigh_vjp(g, ans, a, UPLO):
     if gw is not None:
         inner = np.expand_dims(real_cotangent(gw), -1) * np.eye(n, dtype=bool)
     if gV is not None:
-        inner = inner + _gaps(w, "np.linalg.eigh", "eigenvalues") * (_T(V) @ gV)
+        inner = inner + _gaps(w, "np.linalg.eigh", "eigenvalues", gV) * (_T(V) @ gV)
     S = np.conjugate(V) @ inner @ _T(V) if np.iscomplexobj(V) else V @ inner @ _T(V)
     return match_input(_fold_triangle(S, lower=UPLO != "U"), a)
 

@@ -101,7 +101,7 @@ def _svd_vjp(g, ans, a, full_matrices, hermitian):
 def _svd_vectors(gU, gVh, U, s, Vh, m, n, Sb):
     """The singular vectors' part: the cotangent of dS, and of da directly
     (the complement terms of non-square matrices)."""
-    F = _gaps(s * s, "np.linalg.svd", "singular values")
+    F = _gaps(s * s, "np.linalg.svd", "singular values", gU, gVh)
     complex_ = np.iscomplexobj(U)
     s_row, s_col = np.expand_dims(s, -2), np.expand_dims(s, -1)
     if (m != n) and np.any(unwrap_all(s) == 0):
