@@ -17,8 +17,8 @@ scalar loop's libm calls, so runs over arrays above
 :data:`MAX_TRANSCENDENTAL_SIZE` elements fuse only arithmetic, ``exp`` and
 ``tanh`` (whose loop code vectorizes); above :data:`LARGE` elements even
 those two stay NumPy's where NumPy's are more than :data:`LOOP_MARGIN` times
-faster than the loop's on the cores the run will use (measured once per
-process, :func:`loop_over_numpy`).
+faster than the loop's, counting the cores each would use (measured once
+per process, :func:`loop_over_numpy`).
 
 A large run also computes the sums of its results that nothing else reads
 (:func:`_absorbed_sums`): a whole sum or a sum over the last axis, added
@@ -94,12 +94,14 @@ ROWWISE_MIN = 1 << 12
 #: (:func:`loop_over_numpy`).
 LARGE = 1 << 16
 #: How many times slower than NumPy's a loop's ``exp`` / ``tanh`` may be,
-#: per element on the cores the run uses, and still join it: NumPy's
-#: costs a pass of its own, whose argument and result go through memory.
-#: Measured with the loop's 1.0-1.2x NumPy's on one thread: W6 at 100,000
-#: groups 6.35 against 8.63 ms with ``exp`` in the loop, W4's 64 models
-#: (fused) 7.15 against 9.52 ms with ``tanh`` in it.
-LOOP_MARGIN = 2.0
+#: per element and core, and still join it: NumPy's costs a pass of its
+#: own, whose argument and result go through memory.  Measured with the
+#: loop's 1.0-1.2x NumPy's on one thread: W6 at 100,000 groups on one
+#: thread 6.35 against 8.63 ms with ``exp`` in the loop (break-even near
+#: 1.5-2x); W4's 64 models, a BLAS program whose loops stay on one thread
+#: while NumPy's ``tanh`` is cut over two cores, 6.4 against 4.6 ms with
+#: ``tanh`` in the loop (break-even near 0.75x per core, so 1.5 over two).
+LOOP_MARGIN = 1.5
 _F8 = np.dtype(np.float64)
 #: Scalar types a run computes in (a Python float stays one: its weak type
 #: decides the dtype of what it meets later).
@@ -165,9 +167,10 @@ def _fusible(step, meta, scalars, serial=False):
         size = int(np.prod(shape))
         if size > MAX_TRANSCENDENTAL_SIZE and fn not in _VECTORIZED:
             return None
-        if size >= LARGE and \
-                loop_over_numpy(fn) > LOOP_MARGIN * (1 if serial else _parts(shape)):
-            return None  # NumPy's SIMD version is much faster than the loop on its cores
+        if size >= LARGE:
+            cores = _parts(shape)  # (NumPy's step may be cut over them; a serial loop is not)
+            if loop_over_numpy(fn) * cores > LOOP_MARGIN * (1 if serial else cores):
+                return None  # NumPy's SIMD version is faster than the loop on its cores
     if not all(_operand_ok(a, shape, meta, scalars) for a in step.args):
         return None
     return shape
