@@ -177,6 +177,7 @@ NAN_SKIPPING = {
     "nanmax": lambda x: np.nanmax(np.sqrt(x)),
     "nanmin_axis": lambda x: np.sum(np.nanmin(np.sqrt(x).reshape(2, 3), axis=1)),
     "nan_to_num": lambda x: np.sum(np.nan_to_num(np.sqrt(x)) * np.arange(6.0)),
+    "heaviside_h": lambda x: np.sum(np.heaviside(np.array([0.0, 1.0, 0.0, -2.0, 0.0, 0.0]), np.sqrt(x))),
     "clip_of_inf_tangent": lambda x: np.sum(np.clip(np.sqrt(np.abs(x) * (x > 0)), 0.4, 2.0)),
 }
 
@@ -189,6 +190,7 @@ def test_forward_mode_ignores_nan_tangents_of_entries_the_value_leaves_out(case,
     sqrt gives at a negative entry times the 0 of the mask is NaN.  Right:
     0.0289, the central difference and <grad, v> (reverse mode was right).
     Same for fmax / fmin / fmax.reduce / accumulate / nanmin / nan_to_num,
+    heaviside's h (read only where x == 0),
     and clip of an entry with an infinite tangent (sqrt at 0)."""
     f = NAN_SKIPPING[case]
     x = _XN if case != "clip_of_inf_tangent" else np.array([0.0, 0.25, 0.5, 9.0, -1.0, 1.0])

@@ -247,7 +247,7 @@ defbinary(np.copysign, lambda g, ans, x, y: g * np.sign(x) * np.sign(ans), _zero
 defbinary(np.fmod, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.trunc(x / y))
 # heaviside(x, h) is h where x == 0 (0 or 1 elsewhere): piecewise constant in
 # x, but the value itself in h at x's zeros (np.heaviside(k, 0.5) of exact data).
-defbinary(np.heaviside, _zero_cotangent, lambda g, ans, x, y: g * (x == 0))
+defbinary(np.heaviside, _zero_cotangent, lambda g, ans, x, y: _selected(g, x == 0))
 defbinary(np.remainder, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.floor(x / y))
 
 
