@@ -11,10 +11,11 @@ from jit_checks import quiet, same
 # --- a gather by a boolean mask made inside: the sparse cotangent --------------------
 def _mask_and_max(v):
     # the mask's gather adds its cotangent at the selected rows only: the
-    # -0.0 that np.maximum's cotangent leaves at a negative entry stays
+    # -0.0 that the product with a 0/1 mask leaves at a negative entry stays
+    # (np.maximum's cotangent is an exact +0.0 there: its rule selects)
     v4 = v * 3.0
     sel = v4[v4 > 0]
-    return np.sum(np.sin(np.sum(sel) * np.maximum(v4, 0.0) + len(sel)))
+    return np.sum(np.sin(np.sum(sel) * (v4 * (v4 > 0)) + len(sel)))
 
 
 def _two_masks(v):

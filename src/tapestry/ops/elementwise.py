@@ -240,15 +240,24 @@ defunary(np.fabs, lambda g, ans, x: g * np.sign(x))
 # keeps max(x, x) == x exact in derivative).
 for _select in (np.maximum, np.minimum, np.fmax, np.fmin):
     defbinary(_select,
-              lambda g, ans, x, y: g * _tie_weight(x, y, ans),
-              lambda g, ans, x, y: g * _tie_weight(y, x, ans))
+              lambda g, ans, x, y: _selected(g, _tie_weight(x, y, ans)),
+              lambda g, ans, x, y: _selected(g, _tie_weight(y, x, ans)))
 # copysign's sign argument is piecewise constant: a zero cotangent (None).
 defbinary(np.copysign, lambda g, ans, x, y: g * np.sign(x) * np.sign(ans), _zero_cotangent)
 defbinary(np.fmod, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.trunc(x / y))
 # heaviside(x, h) is h where x == 0 (0 or 1 elsewhere): piecewise constant in
 # x, but the value itself in h at x's zeros (np.heaviside(k, 0.5) of exact data).
-defbinary(np.heaviside, _zero_cotangent, lambda g, ans, x, y: g * (x == 0))
+defbinary(np.heaviside, _zero_cotangent, lambda g, ans, x, y: _selected(g, x == 0))
 defbinary(np.remainder, lambda g, ans, x, y: g, lambda g, ans, x, y: -g * np.floor(x / y))
+
+
+def _selected(g, w):
+    """``g * w`` where ``w`` is nonzero and an exact 0 elsewhere.  Forward
+    mode transposes these rules, feeding the tangent as ``g``: an input
+    fmax / fmin / nan_to_num / nanmax leaves out (a NaN beside a number) may
+    carry a NaN or inf tangent (sqrt's at a negative), and NaN * 0 would make
+    the whole jvp NaN although the value never read that entry."""
+    return np.where(w != 0, g * w, 0)
 
 
 def _tie_weight(a, b, ans):
@@ -276,7 +285,7 @@ def _clip_masks(x, lo, hi, ans):
 def _clip_rule(which):
     def clip_pullback(g, ans, x, lo, hi):
         mask = _clip_masks(x, lo, hi, ans)[which]
-        return unbroadcast(g * mask, np.shape((x, lo, hi)[which]))
+        return unbroadcast(_selected(g, mask), np.shape((x, lo, hi)[which]))
     return clip_pullback
 
 
@@ -306,8 +315,8 @@ def _nan_to_num_rule(g, ans, x, *_):
     A complex entry's real and imaginary parts are replaced separately."""
     xv = unwrap_all(x)
     if not is_complex(xv):
-        return g * np.isfinite(xv)
-    return np.real(g) * np.isfinite(xv.real) + 1j * (np.imag(g) * np.isfinite(xv.imag))
+        return _selected(g, np.isfinite(xv))
+    return _selected(np.real(g), np.isfinite(xv.real)) + 1j * _selected(np.imag(g), np.isfinite(xv.imag))
 
 
 _nan_to_num = Primitive(lambda x, nan, posinf,

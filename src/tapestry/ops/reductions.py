@@ -275,7 +275,9 @@ def _extremum_vjp(g, ans, a, axis, keepdims):
         hit = hit | (np.isnan(a) & np.isnan(ans_e))
     count = np.sum(hit, axis=_axes(axis, len(shape)), keepdims=True)
     weight = (hit / np.maximum(count, 1)).astype(np.result_type(ans), copy=False)
-    return expand_reduced(g, shape, axis, keepdims) * weight
+    # np.where, not a product: forward mode transposes this rule with the
+    # tangent as g, and nanmax's NaN entries may carry NaN tangents
+    return np.where(hit, expand_reduced(g, shape, axis, keepdims) * weight, 0)
 
 
 @declares_rules
