@@ -7,19 +7,17 @@ complex losses and FFTs, int / bool arrays, einsum with repeated indices,
 programs through tapestry.autograd) under grad, jvp, vmap and jit in both
 orders; and the defects the round found, each with the test that failed
 before its fix."""
-import dataclasses
 import warnings
-from typing import NamedTuple
 
 import numpy as np
 import pytest
 
 import tapestry as tp
-from tapestry.testing import check_grads
 
 from programs.edge_progs14 import AUTOGRAD_PROGRAMS
 from programs.edge_progs14 import PROGRAMS as REGISTRY
-from programs.runner import CORRECT, REFUSED, classify, classify_forward, float_argnums
+from programs.runner import (CORRECT, REFUSED, check_every_order, classify, classify_forward,
+                             float_argnums)
 
 NAMES = sorted(REGISTRY)
 
@@ -50,15 +48,6 @@ def test_program_reverse_and_forward(name, outcomes):
         assert fwd.status == CORRECT, (fwd.status, fwd.reason, fwd.where)
 
 
-def _stacked(args, argnums, t):
-    """Two items: the program's arguments and a perturbed copy, stacked."""
-    def moved(a):
-        return tp.tree_map(lambda l: (np.asarray(l) + t * np.cos(np.arange(np.size(l))).reshape(np.shape(l)))
-                           .astype(np.result_type(l)), a)
-    return [tp.tree_map(lambda u, v: np.stack([np.asarray(u), np.asarray(v)]), a, moved(a))
-            if i in argnums else a for i, a in enumerate(args)]
-
-
 SMOOTH = [n for n in NAMES if n not in REFUSED_BY_DESIGN and float_argnums(REGISTRY[n].make_args())]
 
 
@@ -66,34 +55,7 @@ SMOOTH = [n for n in NAMES if n not in REFUSED_BY_DESIGN and float_argnums(REGIS
 def test_every_order_of_jit_vmap_and_grad_matches_the_loop(name):
     """vmap(grad f), jit(vmap(grad f)), vmap(jit(grad f)), jit(grad f) and
     grad(jit f) against grad f item by item."""
-    p = REGISTRY[name]
-    args = p.make_args()
-    an = float_argnums(args)
-    axes = tuple(0 if i in an else None for i in range(len(args)))
-    low = any(np.result_type(l) in (np.float32, np.float16) for i in an for l in tp.tree_leaves(args[i]))
-    tol = dict(rtol=1e-3 if low else 1e-7, atol=1e-6)
-    g = tp.grad(p.fn, argnums=an)
-    items = _stacked(args, an, 0.01)
-    one = [tuple(tp.tree_map(lambda l, k=k: np.asarray(l)[k], a) if i in an else a
-                 for i, a in enumerate(items)) for k in (0, 1)]
-    want = [tp.tree_leaves(g(*a)) for a in one]
-
-    def same(got_stacked):
-        for k, leaf in enumerate(tp.tree_leaves(got_stacked)):
-            np.testing.assert_allclose(leaf, np.stack([want[0][k], want[1][k]]), **tol)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if name not in NOT_VMAPPED:
-            np.testing.assert_allclose(tp.vmap(p.fn, in_axes=axes)(*items), [p.fn(*a) for a in one], **tol)
-            same(tp.vmap(g, in_axes=axes)(*items))
-            same(tp.jit(tp.vmap(g, in_axes=axes))(*items))
-            same(tp.vmap(tp.jit(g), in_axes=axes)(*items))
-        jf, jg, gj = tp.jit(p.fn), tp.jit(g), tp.grad(tp.jit(p.fn), argnums=an)
-        for k, a in enumerate(one):
-            np.testing.assert_allclose(jf(*a), p.fn(*a), **tol)
-            for u, v, w in zip(tp.tree_leaves(jg(*a)), tp.tree_leaves(gj(*a)), want[k]):
-                np.testing.assert_allclose(u, w, **tol)
-                np.testing.assert_allclose(v, w, **tol)
+    check_every_order(REGISTRY[name], vmapped=name not in NOT_VMAPPED)
 
 
 # --- HIPS autograd style programs (tapestry.autograd) -------------------------------

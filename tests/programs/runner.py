@@ -235,3 +235,50 @@ def classify_forward(prog, seed=3):
     if not np.isfinite(jv) or abs(jv - numeric) > rtol * max(abs(numeric), 1e-3) + 1e-7 * (1 + f0):
         return Outcome(prog.name, WRONG, f"jvp {jv:.6g}, finite differences {numeric:.6g}")
     return Outcome(prog.name, CORRECT)
+
+
+# --- every order of jit, vmap and grad against the per-item loop -------------------------
+def _stacked_items(args, argnums, t):
+    """Two items: the program's arguments and a perturbed copy, stacked
+    along a new axis 0 (the other arguments as they are)."""
+    def moved(a):
+        return tp.tree_map(lambda l: (np.asarray(l) + t * np.cos(np.arange(np.size(l))).reshape(
+            np.shape(l))).astype(np.result_type(l)), a)
+    return [tp.tree_map(lambda u, v: np.stack([np.asarray(u), np.asarray(v)]), a, moved(a))
+            if i in argnums else a for i, a in enumerate(args)]
+
+
+def check_every_order(prog, vmapped=True):
+    """``vmap(grad f)``, ``jit(vmap(grad f))``, ``vmap(jit(grad f))`` (unless
+    ``vmapped`` is false: a program that branches on its values), ``jit(grad
+    f)`` and ``grad(jit f)`` against ``grad f`` item by item, on two items;
+    raises ``AssertionError`` where one differs."""
+    args = prog.make_args()
+    an = float_argnums(args)
+    axes = tuple(0 if i in an else None for i in range(len(args)))
+    low = any(np.result_type(l) in (np.float32, np.float16)
+              for i in an for l in tp.tree_leaves(args[i]))
+    tol = dict(rtol=1e-3 if low else 1e-7, atol=1e-6)
+    g = tp.grad(prog.fn, argnums=an)
+    items = _stacked_items(args, an, 0.01)
+    one = [tuple(tp.tree_map(lambda l, k=k: np.asarray(l)[k], a) if i in an else a
+                 for i, a in enumerate(items)) for k in (0, 1)]
+    want = [tp.tree_leaves(g(*a)) for a in one]
+
+    def same(got_stacked):
+        for k, leaf in enumerate(tp.tree_leaves(got_stacked)):
+            np.testing.assert_allclose(leaf, np.stack([want[0][k], want[1][k]]), **tol)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if vmapped:
+            np.testing.assert_allclose(tp.vmap(prog.fn, in_axes=axes)(*items),
+                                       [prog.fn(*a) for a in one], **tol)
+            same(tp.vmap(g, in_axes=axes)(*items))
+            same(tp.jit(tp.vmap(g, in_axes=axes))(*items))
+            same(tp.vmap(tp.jit(g), in_axes=axes)(*items))
+        jf, jg, gj = tp.jit(prog.fn), tp.jit(g), tp.grad(tp.jit(prog.fn), argnums=an)
+        for k, a in enumerate(one):
+            np.testing.assert_allclose(jf(*a), prog.fn(*a), **tol)
+            for u, v, w in zip(tp.tree_leaves(jg(*a)), tp.tree_leaves(gj(*a)), want[k]):
+                np.testing.assert_allclose(u, w, **tol)
+                np.testing.assert_allclose(v, w, **tol)
