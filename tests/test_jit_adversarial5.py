@@ -1,0 +1,76 @@
+"""Default jit (the NumPy replay) in compositions, compared bit for bit
+with the plain call: forward mode through a jitted function."""
+import numpy as np
+import pytest
+
+import tapestry as tp
+
+
+def _same(a, b):
+    la, lb = tp.tree_util.tree_leaves(a), tp.tree_util.tree_leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert x.tobytes() == y.tobytes(), (x, y)
+
+
+def _f(x):
+    return np.sin(x) ** 3 * x[0]
+
+
+def _two(x, W):
+    h = np.tanh(x @ W)
+    return {"h": h * x[1], "s": np.sum(np.exp(h) * x)}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_jacfwd_of_jit_has_the_plain_bits(seed):
+    # the node's tangent was the pullback transposed: the same Jacobian with
+    # other rounding (-2.2e-16 in an entry)
+    jf = tp.jit(_f)
+    rng = np.random.default_rng(seed)
+    for _ in range(4):
+        x = rng.normal(size=5)
+        _same(tp.jacfwd(_f)(x), tp.jacfwd(jf)(x))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_jvp_and_jacfwd_of_jit_with_several_outputs_and_arguments(seed):
+    jf = tp.jit(_two)
+    rng = np.random.default_rng(seed)
+    for _ in range(4):
+        x, W = rng.normal(size=3), rng.normal(size=(3, 3))
+        tx, tW = rng.normal(size=3), rng.normal(size=(3, 3))
+        _same(tp.jvp(_two, (x, W), (tx, tW)), tp.jvp(jf, (x, W), (tx, tW)))
+        _same(tp.jacfwd(_two, argnums=(0, 1))(x, W), tp.jacfwd(jf, argnums=(0, 1))(x, W))
+        _same(tp.linearize(_two, x, W)[1](tx, tW), tp.linearize(jf, x, W)[1](tx, tW))
+
+
+def test_forward_mode_through_jit_sees_a_closure_changed_in_place():
+    C = np.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        return np.sin(x * C) * C
+
+    jf = tp.jit(f)
+    x, t = np.array([0.3, -0.2, 0.9]), np.array([1.0, 0.5, -2.0])
+    for _ in range(3):
+        _same(tp.jvp(f, (x,), (t,)), tp.jvp(jf, (x,), (t,)))
+        _same(tp.jacfwd(f)(x), tp.jacfwd(jf)(x))
+        C[0] += 0.7
+
+
+def test_forward_mode_through_jit_keeps_the_type_of_a_constant_outputs_tangent():
+    # an output that does not depend on the inputs: the transposed pullback
+    # gave a 0-d array where the plain sweep gives a NumPy scalar
+    def g(x, y):
+        return {"a": x * 2, "b": np.ones(2) * 3.0, "c": y}
+
+    jg = tp.jit(g)
+    x, t = np.array([1.0, -2.0]), np.array([0.0, -0.0])
+    for _ in range(3):
+        _same(tp.jvp(g, (x, 2.0), (t, 0.0)), tp.jvp(jg, (x, 2.0), (t, 0.0)))
+        a, b = tp.jvp(g, (x, 2.0), (t, 0.0))[1], tp.jvp(jg, (x, 2.0), (t, 0.0))[1]
+        assert all(type(a[k]) is type(b[k]) for k in a)
+        _same(tp.jacfwd(g, argnums=(0, 1))(x, 2.0), tp.jacfwd(jg, argnums=(0, 1))(x, 2.0))
