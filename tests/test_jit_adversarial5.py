@@ -74,3 +74,20 @@ def test_forward_mode_through_jit_keeps_the_type_of_a_constant_outputs_tangent()
         a, b = tp.jvp(g, (x, 2.0), (t, 0.0))[1], tp.jvp(jg, (x, 2.0), (t, 0.0))[1]
         assert all(type(a[k]) is type(b[k]) for k in a)
         _same(tp.jacfwd(g, argnums=(0, 1))(x, 2.0), tp.jacfwd(jg, argnums=(0, 1))(x, 2.0))
+
+
+def _loss(x):
+    return np.sum(np.sin(x) ** 3 * x[0]) + np.prod(np.cos(x[:2]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forward_mode_over_a_jitted_gradient_has_the_plain_bits(seed):
+    # a Hessian as jacfwd(jit(grad(f))): a common way to write it
+    jg = tp.jit(tp.grad(_loss))
+    g = tp.grad(_loss)
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        x = rng.normal(size=4)
+        _same(tp.jacfwd(g)(x), tp.jacfwd(jg)(x))
+        _same(tp.jvp(g, (x,), (x * 0.5,)), tp.jvp(jg, (x,), (x * 0.5,)))
+        _same(tp.linearize(g, x)[1](x), tp.linearize(jg, x)[1](x))
