@@ -91,3 +91,64 @@ def test_forward_mode_over_a_jitted_gradient_has_the_plain_bits(seed):
         _same(tp.jacfwd(g)(x), tp.jacfwd(jg)(x))
         _same(tp.jvp(g, (x,), (x * 0.5,)), tp.jvp(jg, (x,), (x * 0.5,)))
         _same(tp.linearize(g, x)[1](x), tp.linearize(jg, x)[1](x))
+
+
+# --- constants the function returns that share memory ---------------------------------
+def _c_twice(x):
+    c = np.ones(3)
+    return c, c, x * 2
+
+
+def _c_and_view(x):
+    c = np.ones(3)
+    return c, c[1:], x * c.sum()
+
+
+def _views_of_one(x):
+    c = np.arange(6.0).reshape(2, 3)
+    return {"row": c[1], "col": c[:, 0], "y": x + 1}
+
+
+def _f_order(x):
+    c = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    return c, c[:, 1], c.T, x
+
+
+def _objects(x):
+    c = np.array([1, "a", None], dtype=object)
+    return c, c[1:], x
+
+
+@pytest.fixture
+def always_whole(monkeypatch):
+    """fuse=True keeps whole-program kernels whenever they compile."""
+    from tapestry.jit import api
+    monkeypatch.setattr(api, "_faster", lambda new, old, inputs, repeats=5: True)
+
+
+@pytest.mark.filterwarnings("ignore::tapestry.JitWarning")
+@pytest.mark.parametrize("fuse", [False, True])
+@pytest.mark.parametrize("f", [_c_twice, _c_and_view, _views_of_one, _f_order, _objects])
+def test_returned_constants_share_memory_as_in_the_plain_call(f, fuse, always_whole):
+    # each constant output was copied on its own: `a, b = jf(x); a[0] = 5`
+    # left b alone where the plain call's b changes with a
+    jf = tp.jit(f, fuse=fuse)
+    x = np.arange(3.0)
+    for _ in range(6):
+        a = tp.tree_util.tree_leaves(f(x))
+        b = tp.tree_util.tree_leaves(jf(x))
+        _same(a, b)
+        for i in range(len(a)):
+            for j in range(len(a)):
+                assert (a[i] is a[j]) == (b[i] is b[j])
+                assert np.shares_memory(a[i], a[j]) == np.shares_memory(b[i], b[j])
+            assert not any(np.shares_memory(b[i], y) for y in tp.tree_util.tree_leaves(f(x))
+                           if not np.shares_memory(y, x))  # (nor the trace's constants)
+    # a write into one output shows in those sharing its memory (the last
+    # call's: a write into the trace's own result makes the next call trace again)
+    for k in range(len(a)):
+        if a[k].dtype.kind == "f" and a[k].flags.writeable and a[k].size:
+            a[k].flat[-1] = 7.5
+            b[k].flat[-1] = 7.5
+    _same(a, b)
+    assert jf.cache_info()["traces"] == 1
