@@ -152,3 +152,22 @@ def test_returned_constants_share_memory_as_in_the_plain_call(f, fuse, always_wh
             b[k].flat[-1] = 7.5
     _same(a, b)
     assert jf.cache_info()["traces"] == 1
+
+
+@pytest.mark.parametrize("elements", [1 << 22, 5000, 1])
+def test_jacfwd_of_jit_pushes_chunks_through_a_large_intermediate(elements, monkeypatch):
+    # jacfwd pushes as many tangents at once as f's largest value allows;
+    # the jitted call pushes the batch it is handed through f in such chunks
+    import tapestry.core.api_forward as forward
+    monkeypatch.setattr(forward, "_BATCH_ELEMENTS", elements)
+    W = np.random.default_rng(3).normal(size=(40, 40))
+
+    def f(x):
+        h = np.tanh(np.outer(x, x) @ W)
+        return {"a": h.sum(axis=1)[:5] * x[:5], "b": np.ones(2)}
+
+    jf = tp.jit(f)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        x = rng.normal(size=40)
+        _same(tp.jacfwd(f)(x), tp.jacfwd(jf)(x))

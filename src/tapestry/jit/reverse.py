@@ -288,7 +288,7 @@ class _Tangent:
         self.jf, self.point, self.diff, self.env = jf, point, diff, env
 
     def tangent(self, ts, batch=None):
-        from ..core.api_forward import _Linearized
+        from ..core.api_forward import _BATCH_ELEMENTS, _Linearized
         from ..core.tracing import trace
         jf, diff = self.jf, self.diff
         td, pos, plain, out_td, out_leaves = self.point
@@ -296,7 +296,15 @@ class _Tangent:
         tape, records, outs, o_td, _ = trace(of_leaves(jf.fun, td, plain, pos),
                                              [plain[i] for i in pos], "jvp", False)
         seeds = {rec[0][0]: t for (_, rec), t in zip(records, ts) if t is not None}
-        got = _Linearized(tape, records, outs, o_td, "jvp").push_leaves(seeds, batch)
+        lin = _Linearized(tape, records, outs, o_td, "jvp")
+        chunk = batch and max(1, _BATCH_ELEMENTS // lin.largest())
+        if not batch or batch <= chunk:
+            got = lin.push_leaves(seeds, batch)
+        else:  # (as jacfwd would push them through f's values: memory stays bounded)
+            parts = [lin.push_leaves({i: t[s:s + chunk] for i, t in seeds.items()},
+                                     min(chunk, batch - s)) for s in range(0, batch, chunk)]
+            got = [None if any(p[k] is None for p in parts) else
+                   np.concatenate([p[k] for p in parts]) for k in range(len(outs))]
         got = [got[k] for k in diff]
         return got[0] if len(diff) == 1 else got
 
