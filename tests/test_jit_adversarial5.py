@@ -171,3 +171,23 @@ def test_jacfwd_of_jit_pushes_chunks_through_a_large_intermediate(elements, monk
     for _ in range(3):
         x = rng.normal(size=40)
         _same(tp.jacfwd(f)(x), tp.jacfwd(jf)(x))
+
+
+def _g(x):
+    return np.sin(x) ** 3 * x[0] + np.exp(x[1] * x)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_traced_tangents_through_jit_have_the_plain_bits(seed):
+    # tangents batched by vmap, a jvp of a jvp, a gradient of a jvp
+    jg = tp.jit(_g)
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        x, T = rng.normal(size=3), rng.normal(size=(4, 3))
+        _same(tp.vmap(lambda t: tp.jvp(_g, (x,), (t,))[1])(T),
+              tp.vmap(lambda t: tp.jvp(jg, (x,), (t,))[1])(T))
+        _same(tp.jvp(lambda x: tp.jvp(_g, (x,), (x,))[1], (x,), (x * 2,)),
+              tp.jvp(lambda x: tp.jvp(jg, (x,), (x,))[1], (x,), (x * 2,)))
+        _same(tp.grad(lambda x: np.sum(tp.jvp(_g, (x,), (x,))[1]))(x),
+              tp.grad(lambda x: np.sum(tp.jvp(jg, (x,), (x,))[1]))(x))
+        _same(tp.vmap(tp.jacfwd(_g))(T), tp.vmap(tp.jacfwd(jg))(T))
