@@ -212,16 +212,16 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
             raise AssertionError(kind)
         _release(lines, dead.get(k))
     outs = []
+    fresh = _fresh_constants(outputs, const, lines)
     for o in outputs:
         if o.__class__ is Slot:
             outs.append(f"v{o.i}")
         elif o.__class__ is np.ndarray:
             # a fresh array on every call, laid out as the constant (an F-order
             # array the function made stays F-order, as the plain call's)
-            outs.append(f"{const(o)}.copy(order='K')")
+            outs.append(fresh(o))
         elif o.__class__ is Rebuild:
-            parts = [f"{const(p)}.copy(order='K')" if p.__class__ is np.ndarray else expr(p)
-                     for p in o.parts]
+            parts = [fresh(p) if p.__class__ is np.ndarray else expr(p) for p in o.parts]
             outs.append(f"{const(o.fn, copy=False)}({', '.join(parts)})")
         else:
             outs.append(expr(o))
@@ -230,6 +230,62 @@ def lower(rec, inputs, outputs, env_arrays=(), name="replay", fuse=False):
     code = compile(source, f"<tapestry.jit {name}>", "exec")
     exec(code, ns)
     return Program(source, ns[name], steps, n_calls, n_guards, keep, n_runs)
+
+
+def _fresh_constants(outputs, const, lines):
+    """``fresh(a)``: the expression of this call's new copy of the constant
+    output ``a``, made once per call for each constant (appended to
+    ``lines``).  Constants the function returns that share memory (one array
+    returned twice, an array and a view of it: ``return c, c[1:]``) share it
+    in the copies too, as in the plain call, where a write into one output
+    shows in the other: their common base is copied once and each is a view
+    of that copy at its own offset and strides (a layout it cannot make
+    again raises: the function then runs uncompiled).  An array of the environment the
+    function returns is not among them: it is handed out as it is."""
+    consts = []
+    for o in outputs:
+        for p in (o.parts if o.__class__ is Rebuild else (o,)):
+            if p.__class__ is np.ndarray and all(p is not q for q in consts):
+                consts.append(p)
+    groups: dict = {}
+    for a in consts:
+        groups.setdefault(id(_root(a)), []).append(a)
+    made: dict = {}
+
+    def fresh(a):
+        got = made.get(id(a))
+        if got is not None:
+            return got
+        n = f"o{len(made)}"
+        root = _root(a)
+        members = groups[id(root)]
+        if len(members) == 1:
+            lines.append(f"    {n} = {const(a)}.copy(order='K')")
+            made[id(a)] = n
+            return n
+        off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        obj = root.dtype.hasobject
+        if root.__class__ is not np.ndarray or not (
+                root.flags.c_contiguous or root.flags.f_contiguous) or \
+                (obj and (a.dtype != root.dtype or off % root.itemsize)):
+            # (lowering fails: the function runs uncompiled, as the plain call)
+            raise ValueError("it returns arrays it made that share memory, in a layout "
+                             "the program cannot make again")
+        b = made.get(("base", id(root)))
+        if b is None:
+            b = made[("base", id(root))] = f"o{len(made)}b"
+            lines.append(f"    {b} = {const(root)}.copy(order='K')")  # (same layout)
+        if a is root:
+            lines.append(f"    {n} = {b}")
+        elif obj:  # (NumPy makes no object array over a buffer)
+            lines.append(f"    {n} = np.lib.stride_tricks.as_strided({b}.reshape(-1, "
+                         f"order='A')[{off // root.itemsize}:], {a.shape!r}, {a.strides!r})")
+        else:
+            lines.append(f"    {n} = np.ndarray({a.shape!r}, {const(a.dtype, copy=False)}, "
+                         f"buffer={b}, offset={off}, strides={a.strides!r})")
+        made[id(a)] = n
+        return n
+    return fresh
 
 
 def _split_step(step, meta, schedule):

@@ -87,6 +87,7 @@ def call_on_traced(jf, args, kwargs):
             return build(out_leaves)
         point = (td, tuple(pos), plain, out_td, out_leaves)
         pullback = _split_pullback(jf, sp, residuals, point, diff)
+        pullback.custom_jvp = _Tangent(jf, point, diff, sp.env)
     else:
         pargs, pkwargs = td.unflatten(plain)
         if _runs_uncompiled(jf, pargs, pkwargs):
@@ -118,6 +119,7 @@ def call_on_traced(jf, args, kwargs):
             return jf.fun(*args, **kwargs)
         point = (td, tuple(pos), plain, out_td, list(out_leaves))  # plain: kept as is
         pullback = _pullback(jf, point, diff, env)
+        pullback.custom_jvp = _Tangent(jf, point, diff, env)
     parents = [leaves[i]._index for i in pos]
     values = [out_leaves[k] for k in diff]
     if len(diff) == 1:
@@ -271,6 +273,40 @@ def _pullback(jf, point, diff, env):
         _register(jf, bwd, joint_args)
         return got
     return jit_pullback
+
+
+class _Tangent:
+    """The node's forward-mode rule (``jvp(jit(f))``, ``jacfwd(jit(f))``):
+    the tangents pushed through ``f``'s own operations at the point, traced
+    again uncompiled, as the plain call's tangent sweep pushes them.
+    Transposing the pullback (the default for a joint rule) gives the same
+    values with other rounding (the last bits of a Jacobian's entries)."""
+
+    batched = True  # node_tangent hands it jacfwd's batches whole
+
+    def __init__(self, jf, point, diff, env):
+        self.jf, self.point, self.diff, self.env = jf, point, diff, env
+
+    def tangent(self, ts, batch=None):
+        from ..core.api_forward import _BATCH_ELEMENTS, _Linearized
+        from ..core.tracing import trace
+        jf, diff = self.jf, self.diff
+        td, pos, plain, out_td, out_leaves = self.point
+        _refuse_changed(jf, self.env)
+        tape, records, outs, o_td, _ = trace(of_leaves(jf.fun, td, plain, pos),
+                                             [plain[i] for i in pos], "jvp", False)
+        seeds = {rec[0][0]: t for (_, rec), t in zip(records, ts) if t is not None}
+        lin = _Linearized(tape, records, outs, o_td, "jvp")
+        chunk = batch and max(1, _BATCH_ELEMENTS // lin.largest())
+        if not batch or batch <= chunk:
+            got = lin.push_leaves(seeds, batch)
+        else:  # (as jacfwd would push them through f's values: memory stays bounded)
+            parts = [lin.push_leaves({i: t[s:s + chunk] for i, t in seeds.items()},
+                                     min(chunk, batch - s)) for s in range(0, batch, chunk)]
+            got = [None if any(p[k] is None for p in parts) else
+                   np.concatenate([p[k] for p in parts]) for k in range(len(outs))]
+        got = [got[k] for k in diff]
+        return got[0] if len(diff) == 1 else got
 
 
 def _split_pullback(jf, sp, residuals, point, diff):

@@ -51,7 +51,7 @@ from ..core.staged import Slot, _method
 from ..kernels.compile_numba import cache_dir, load_source
 from .fuse import _ARITH, _TRANSCENDENTAL, _VECTORIZED, _index
 from .fuse import _sum_function as _sum_fun
-from .program import Program, _live_steps, simplify
+from .program import Program, _fresh_constants, _live_steps, private_copy, simplify
 from .slots import reads_of
 
 
@@ -1169,12 +1169,21 @@ def _wrapper(kern, sig, gen, fallback, name):
         ns[f"k{k}"] = c
     call_args = ", ".join([f"v{i}" for i in gen.inputs] + [f"k{k}" for k in range(len(consts))])
     outs, pos = [], 1
+    held: dict = {}
+
+    def const(c, copy=True):  # (for _fresh_constants: the program's constants)
+        n = held.get(id(c))
+        if n is None:
+            n = held[id(c)] = f"c{len(ns)}"
+            ns[n] = private_copy(c) if copy and c.__class__ is np.ndarray else c
+        return n
+    made = []  # (constants returned that share memory: one copy of their base per call)
+    fresh = _fresh_constants([o for o in gen.outputs if o.__class__ is np.ndarray], const,
+                             made)
     for o in gen.outputs:
         if o.__class__ is not Slot:
             if o.__class__ is np.ndarray:
-                n = f"c{len(ns)}"
-                ns[n] = o.copy(order="K")
-                outs.append(f"{n}.copy(order='K')")  # (the constant's layout, as the program)
+                outs.append(fresh(o))  # (the constant's layout, as the program)
             else:
                 n = f"c{len(ns)}"
                 ns[n] = o
@@ -1202,7 +1211,7 @@ def _wrapper(kern, sig, gen, fallback, name):
              "    except (TypeError, OverflowError):  # arguments outside its signature",
              f"        return fallback({params})",
              "    if r[0]:  # an inf or nan, an index out of bounds, a failed guard",
-             f"        return fallback({params})",
+             f"        return fallback({params})", *made,
              f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"]
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tapestry.jit {name}_whole>", "exec"), ns)
