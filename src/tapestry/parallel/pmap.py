@@ -48,7 +48,7 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     plan = Plan(items, shared, batched, "parallel_map")
     bounds = chunk_bounds(plan.n, chunk_size, "parallel_map", vectorize)
     if plan.n == 0:
-        return [] if plan.is_list else None
+        return [] if plan.is_list else _no_rows(f, items, shared, batched)
     ex = SerialExecutor() if plan.inline else get_executor(executor, n_workers)
     if plan.draws and in_process(ex) and not isinstance(ex, SerialExecutor):
         # (a generator among the arguments: threads would draw from it in the
@@ -70,6 +70,34 @@ def parallel_map(f, items, *shared, executor="serial", chunk_size=None, n_worker
     if not differentiate:
         return layout.result
     return _record(plan, bounds, layout, ex, tasks, kept, keep, timeout, f)
+
+
+def _no_rows(f, items, shared, batched):
+    """The outputs for items sliced along axis 0 that have no rows: ``f``'s
+    outputs with 0 rows, as ``tapestry.vmap(f)`` gives them (their shapes
+    come from running ``f`` on the empty batch: a batched ``f`` on the
+    empty chunk, any other through ``vmap``).  (This returned ``None``,
+    which failed later far from the call: ``out.shape``, or ``grad``'s
+    "a missing return?".)"""
+    from ..core.api_vmap import vmap
+    try:
+        if batched:
+            out = f(items, *shared)
+        else:
+            out = vmap(f, in_axes=(0,) + (None,) * len(shared))(items, *shared)
+    except Exception as e:
+        raise ValueError("tapestry.parallel_map: the items have 0 rows, so the shapes of "
+                         "f's outputs come from running f on an empty batch "
+                         f"(tapestry.vmap), which raised {type(e).__name__}: {str(e).rstrip('.')}. Check "
+                         "for no items before the call, or pass a list of items (0 items "
+                         "give [])") from e
+    for leaf in tree_flatten(out)[0]:
+        shape = shape_of(leaf)
+        if not shape or shape[0] != 0:
+            raise ValueError("tapestry.parallel_map: with batched=True, f must return "
+                             "outputs with one row per item (axis 0); for the 0 items "
+                             f"given, an output leaf has shape {tuple(shape)}.")
+    return out
 
 
 class _Layout:
