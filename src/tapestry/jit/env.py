@@ -1328,9 +1328,26 @@ class EntropyWatch:
 
 def _spy(urandom):
     def spied(n):
-        EntropyWatch.reads += 1
+        if not _importing():
+            EntropyWatch.reads += 1
         return urandom(n)
     return spied
+
+
+def _importing():
+    """Whether the caller runs inside an import: a module's first import
+    (``multiprocessing`` draws its process's ``authkey`` then, and the
+    first ``executor="processes"`` call imports it inside the trace) reads
+    the entropy once, not at every plain call, so a replay repeats nothing
+    the plain calls would have done differently.  Counting it made such a
+    function run uncompiled for good, with a warning about random draws it
+    does not make."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def rng_changed(before, env):
