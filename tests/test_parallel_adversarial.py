@@ -113,3 +113,14 @@ def test_first_process_call_inside_jit_compiles_without_a_false_random_warning()
                          timeout=240)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines()[-1] == "0", run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("op", [tp.parallel_sum, tp.parallel_map])
+@pytest.mark.parametrize("items", [np.ones((4, 2)), [np.ones(2)] * 3, []])
+def test_chunk_size_true_is_refused_as_n_workers_true_is(op, items):
+    for bad in (True, False):
+        with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
+            op(np.sum, items, chunk_size=bad)
+    with pytest.raises(ValueError, match="n_workers must be a positive integer"):
+        op(np.sum, items, n_workers=True, executor="threads")
+    assert np.sum(op(np.sum, items, chunk_size=np.int64(2))) == 2.0 * len(items)

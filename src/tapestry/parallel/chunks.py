@@ -41,7 +41,8 @@ def chunk_bounds(n, chunk_size=None, opname="parallel_sum", vectorized=False):
         chunk_size = max(1, -(-n // DEFAULT_CHUNKS))
         if vectorized:
             chunk_size = max(chunk_size, MIN_VECTORIZED_CHUNK)
-    if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:  # (True is an int: it ran as 1, as n_workers refuses it)
         raise ValueError(f"tapestry.{opname}: chunk_size must be a positive integer, "
                          f"got {chunk_size!r}.")
     return [(a, min(a + int(chunk_size), n)) for a in range(0, n, int(chunk_size))]
