@@ -124,3 +124,37 @@ def test_chunk_size_true_is_refused_as_n_workers_true_is(op, items):
     with pytest.raises(ValueError, match="n_workers must be a positive integer"):
         op(np.sum, items, n_workers=True, executor="threads")
     assert np.sum(op(np.sum, items, chunk_size=np.int64(2))) == 2.0 * len(items)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "processes"])
+def test_an_error_in_a_nested_call_keeps_its_type_and_item(executor):
+    # the inner ParallelItemError could not be pickled: the outer one said
+    # "f raised RuntimeError" and its cause had no .index
+    def inner(y, w):
+        if y == 0.5:
+            raise ZeroDivisionError("bad y")
+        return np.sin(y * w)
+
+    M = np.linspace(0, 1, 12).reshape(4, 3)
+    M[2, 1] = 0.5
+    outer = lambda row, w: tp.parallel_sum(inner, row, w, executor="threads")  # noqa: E731
+    with pytest.raises(tp.parallel.ParallelItemError,
+                       match=r"f raised ParallelItemError on item 2:.*"
+                             r"ZeroDivisionError on item 1: bad y") as info:
+        tp.grad(lambda w: tp.parallel_sum(outer, M, w, executor=executor, n_workers=2))(0.3)
+    assert info.value.index == 2
+    cause = info.value.__cause__
+    assert type(cause) is tp.parallel.ParallelItemError and cause.index == 1
+    assert "bad y" in cause.worker_traceback
+
+
+def test_parallel_errors_pickle_with_their_attributes():
+    import pickle
+    from tapestry.parallel import ParallelTimeoutError, WorkerDiedError
+    from tapestry.parallel.faults import ParallelItemError
+    for e, attrs in [(ParallelItemError("m", "4..7", "tb"), ("index", "worker_traceback")),
+                     (WorkerDiedError("m", range(2, 5)), ("items",)),
+                     (ParallelTimeoutError("m", [range(0, 3)]), ("items",))]:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == "m"
+        assert all(getattr(back, a) == getattr(e, a) for a in attrs)

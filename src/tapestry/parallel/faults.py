@@ -22,6 +22,12 @@ class ParallelItemError(RuntimeError):
         self.index = index
         self.worker_traceback = worker_traceback
 
+    def __reduce__(self):
+        # (pickle's default calls the class with the message alone: an error
+        # of a nested call came back from a worker as a RuntimeError, or
+        # without its .index)
+        return type(self), (self.args[0], self.index, self.worker_traceback)
+
 
 class WorkerDiedError(RuntimeError):
     """A worker was lost while running items ``items`` (a ``range``): a
@@ -32,6 +38,12 @@ class WorkerDiedError(RuntimeError):
         super().__init__(message)
         self.items = items
 
+    def __reduce__(self):
+        # (pickle's default calls the class with the message alone: an error
+        # of a nested call came back from a worker as a RuntimeError, or
+        # without its .items)
+        return type(self), (self.args[0], self.items)
+
 
 class ParallelTimeoutError(TimeoutError):
     """A parallel call ran past its ``timeout=``.  ``items`` lists the
@@ -40,6 +52,12 @@ class ParallelTimeoutError(TimeoutError):
     def __init__(self, message, items=()):
         super().__init__(message)
         self.items = list(items)
+
+    def __reduce__(self):
+        # (pickle's default calls the class with the message alone: an error
+        # of a nested call came back from a worker as a RuntimeError, or
+        # without its .items)
+        return type(self), (self.args[0], self.items)
 
 
 class Lost(Exception):
