@@ -298,7 +298,15 @@ def _item_by_item(f, items, axes, n_pos, td, ktd, size, out_spec, name, err):
         return [v.copy() if v.__class__ is np.ndarray else v for v in leaves], otd, oaxes
 
     if size == 0:
-        return _empty_outputs(call, items, axes)
+        # the made-up item's run must not write into in_axes=None arrays: a
+        # loop over no items writes nothing
+        kept = [(x, x.copy()) for x, ax in zip(items, axes)
+                if ax is None and isinstance(x, np.ndarray) and x.flags.writeable]
+        try:
+            return _empty_outputs(call, items, axes)
+        finally:
+            for x, c in kept:
+                np.copyto(x, c)
     results = [call([x if ax is None else _item(x, i) for x, ax in zip(items, axes)])
                for i in range(size)]
     _, otd, oaxes = results[0]
@@ -515,6 +523,9 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             # each take their own branch
             needs_items = trace.refused
         if needs_items is not None:  # (outside the handler: errors of the items are their own)
+            for w, x in zip(wrapped, leaves):  # the whole batch's writes into
+                if w.__class__ is Unbatched and w is not x:  # in_axes=None arrays undone
+                    w._restore()
             items = [w._value if ax is not None else x for w, x, ax in zip(wrapped, leaves, axes)]
             return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,
                                  out_spec, batched_f.__name__, needs_items)
