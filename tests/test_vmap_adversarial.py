@@ -64,3 +64,57 @@ def test_write_into_unbatched_arg_on_empty_batch_per_item_run_writes_nothing():
         got = tp.vmap(f, in_axes=(None, 0))(w, np.zeros((0, 2)))
     assert got.shape == (0, 2)
     np.testing.assert_array_equal(w, np.zeros(2))  # a loop over no items writes nothing
+
+
+def _writes_then_needs_items(w, x):
+    w[0] += 1.0
+    out = np.zeros(2)
+    _plain_write(out, x)
+    return out + w
+
+
+def _loop_of_writes(w, X):
+    return np.stack([_writes_then_needs_items(w, x) for x in X])
+
+
+@pytest.mark.parametrize("order", ["jit_of_vmap", "vmap_of_jit"])
+def test_write_into_unbatched_jit_arg_then_per_item_run_is_not_silently_off(order):
+    # inside jit the whole batch's write into the staged argument cannot be
+    # undone: a loop's results, or a refusal naming it -- never one write more
+    X = np.arange(6.0).reshape(3, 2)
+    fn = (tp.jit(tp.vmap(_writes_then_needs_items, in_axes=(None, 0))) if order == "jit_of_vmap"
+          else tp.vmap(tp.jit(_writes_then_needs_items), in_axes=(None, 0)))
+    w_loop = np.zeros(2)
+    want = _loop_of_writes(w_loop, X)
+    for _ in range(2):
+        w = np.zeros(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                got = fn(w, X)
+            except TypeError as e:
+                assert "in_axes=None" in str(e)
+                continue
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(w, w_loop)
+
+
+def test_write_into_unbatched_value_made_inside_jit_then_per_item_run_matches_loop():
+    def g(w, X):
+        v = w * 1.0
+        return tp.vmap(_writes_then_needs_items, in_axes=(None, 0))(v, X), v
+
+    X = np.arange(6.0).reshape(3, 2)
+    h = tp.jit(g)
+    for k in range(3):
+        v_loop = np.zeros(2)
+        want = _loop_of_writes(v_loop, X + k)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                got, v = h(np.zeros(2), X + k)
+            except TypeError as e:
+                assert "in_axes=None" in str(e)
+                continue
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(v, v_loop)

@@ -1039,14 +1039,14 @@ class Unbatched(ArrayMethods, np.ndarray):
         # a proxy of that view's plain array, whose writes are its root's
         self._value = self.view(np.ndarray)
         self._saved = None
-        self._root = obj._root if isinstance(obj, Unbatched) else self
+        self._owner = obj._owner if isinstance(obj, Unbatched) else self
 
     def _before_write(self):
         """Keeps the caller's array as it was before ``f`` first wrote into
         it, so that a vmap that then runs ``f`` once per item (a loop's
         results) first puts it back: each write then happens once per item,
         as in a loop, not once more for the whole batch's first run."""
-        root = self._root
+        root = self._owner
         if root._saved is None:
             root._saved = root._value.copy()
 
