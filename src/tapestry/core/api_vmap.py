@@ -298,7 +298,15 @@ def _item_by_item(f, items, axes, n_pos, td, ktd, size, out_spec, name, err):
         return [v.copy() if v.__class__ is np.ndarray else v for v in leaves], otd, oaxes
 
     if size == 0:
-        return _empty_outputs(call, items, axes)
+        # the made-up item's run must not write into in_axes=None arrays: a
+        # loop over no items writes nothing
+        kept = [(x, x.copy()) for x, ax in zip(items, axes)
+                if ax is None and isinstance(x, np.ndarray) and x.flags.writeable]
+        try:
+            return _empty_outputs(call, items, axes)
+        finally:
+            for x, c in kept:
+                np.copyto(x, c)
     results = [call([x if ax is None else _item(x, i) for x, ax in zip(items, axes)])
                for i in range(size)]
     _, otd, oaxes = results[0]
@@ -493,6 +501,10 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
         wrapped = [(Unbatched(x) if type(x) is np.ndarray and x.ndim else x) if ax is None
                    else _to_front(x, ax, trace) for x, ax in zip(leaves, axes)]
         n = len(wrapped) - len(kleaves) if kwargs else len(wrapped)
+        # (inside jit, while it records: how each staged in_axes=None array
+        # was, to tell whether f wrote into it before needing its items)
+        staged = [(x, x._value.copy()) for x, ax in zip(leaves, axes)
+                  if ax is None and x.__class__ is Staged and x._value.__class__ is np.ndarray]
         needs_items = None
         try:
             if kwargs:
@@ -515,6 +527,18 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None):
             # each take their own branch
             needs_items = trace.refused
         if needs_items is not None:  # (outside the handler: errors of the items are their own)
+            for w, x in zip(wrapped, leaves):  # the whole batch's writes into
+                if w.__class__ is Unbatched and w is not x:  # in_axes=None arrays undone
+                    w._restore()
+            for x, was in staged:
+                if x._value.tobytes() != was.tobytes():
+                    raise TypeError(
+                        f"tapestry.vmap: {batched_f.__name__} wrote into an array passed with "
+                        "in_axes=None inside jit, then needs its items (it runs once per item: "
+                        f"{str(needs_items)[:120]}); the whole batch's write cannot be undone in "
+                        "the compiled program, and each item would see it once more than in a "
+                        "loop. Write into a copy made inside f (w = w.copy()), or run "
+                        "vmap outside jit.")
             items = [w._value if ax is not None else x for w, x, ax in zip(wrapped, leaves, axes)]
             return _item_by_item(f, items, axes, n, td, ktd if kwargs else None, size,
                                  out_spec, batched_f.__name__, needs_items)

@@ -1036,8 +1036,46 @@ class Unbatched(ArrayMethods, np.ndarray):
 
     def __array_finalize__(self, obj):
         # a view NumPy makes of the proxy (np.ndarray's own methods, copies):
-        # a proxy of that view's plain array
+        # a proxy of that view's plain array, whose writes are its root's
         self._value = self.view(np.ndarray)
+        self._saved = None
+        self._owner = obj._owner if isinstance(obj, Unbatched) else self
+
+    def _before_write(self):
+        """Keeps the caller's array as it was before ``f`` first wrote into
+        it, so that a vmap that then runs ``f`` once per item (a loop's
+        results) first puts it back: each write then happens once per item,
+        as in a loop, not once more for the whole batch's first run."""
+        root = self._owner
+        if root._saved is None:
+            root._saved = root._value.copy()
+
+    def _restore(self):
+        """The caller's array put back as it was before ``f`` wrote into it."""
+        if self._saved is not None:
+            np.copyto(self._value, self._saved)
+            self._saved = None
+
+    def fill(self, value):
+        self._before_write()
+        self._value.fill(_plain(value))
+
+    def sort(self, *a, **k):
+        self._before_write()
+        self._value.sort(*a, **k)
+
+    def partition(self, *a, **k):
+        self._before_write()
+        self._value.partition(*a, **k)
+
+    def put(self, *a, **k):
+        self._before_write()
+        self._value.put(*_plain(a), **_plain(k))
+
+    @property
+    def flat(self):
+        self._before_write()  # (its writes reach the caller's array unseen)
+        return self._value.flat
 
     def __reduce__(self):
         """Pickled (sent to a worker process) as the plain array it stands for."""
@@ -1107,6 +1145,7 @@ class Unbatched(ArrayMethods, np.ndarray):
                 "shared by every item) at a per-item position or with a per-item value "
                 "(w[i] = x): it cannot hold one value per item. Build a new array instead: "
                 "np.where(np.arange(len(w)) == i, x, w), or w + np.pad(...).")
+        self._before_write()
         self._value[_plain(key)] = value
 
     def __getattr__(self, name):
@@ -1117,9 +1156,16 @@ class Unbatched(ArrayMethods, np.ndarray):
         return getattr(self._value, name)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        for o in kwargs.get("out", None) or ():
+            if isinstance(o, Unbatched):
+                o._before_write()
+        if method == "at" and inputs and isinstance(inputs[0], Unbatched):
+            inputs[0]._before_write()
         return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
+        if func in _WRITERS and args and isinstance(args[0], Unbatched):
+            args[0]._before_write()
         args, kwargs = _plain(args), _plain(kwargs)
         top = _top(kwargs, _top(args, None))
         if top is not None:
@@ -1155,6 +1201,11 @@ class Unbatched(ArrayMethods, np.ndarray):
     __ilshift__, __irshift__ = __lshift__, __rshift__
     __ifloordiv__ = lambda self, o: np.floor_divide(self._value, _plain(o))  # noqa: E731
     __imod__ = lambda self, o: np.remainder(self._value, _plain(o))  # noqa: E731
+
+
+#: NumPy functions that write into their first argument.
+_WRITERS = frozenset((np.copyto, np.put, np.place, np.putmask, np.put_along_axis,
+                      np.fill_diagonal))
 
 
 def _a_batched(x):
