@@ -180,14 +180,6 @@ _MEMORY_METHODS = {
 }
 
 
-def _memory_method(name, fix):
-    def method(self, *args, **kwargs):
-        raise TypeError(f"tapestry: y.{name}(...) reads the memory of a traced array, which "
-                        f"has no derivative; write {fix} instead.")
-    method.__name__ = name
-    return method
-
-
 class ArrayMethods:
     """What a value standing for an array (a traced ``Var``, a vmap
     ``Batched``) offers beyond its own dispatch: ndarray's methods,
@@ -511,10 +503,14 @@ _IN_PLACE_METHODS = {
 }
 
 
-def _refusing_method(name, fix):
+_IN_PLACE = "changes the traced array y in place, which cannot be differentiated"
+_READS_MEMORY = "reads the memory of a traced array, which has no derivative"
+
+
+def _refusing_method(name, why, fix):
+    """A method ``name`` that refuses, saying ``why`` and the ``fix``."""
     def method(self, *args, **kwargs):
-        raise TypeError(f"tapestry: y.{name}(...) changes the traced array y in place, "
-                        f"which cannot be differentiated; write {fix} instead.")
+        raise TypeError(f"tapestry: y.{name}(...) {why}; write {fix} instead.")
     method.__name__ = name
     return method
 
@@ -582,9 +578,9 @@ def refuse_in_place_methods(cls):
     assignment, the others refusing by name -- and a few queries."""
     cls.flat = flat_property
     for name, fix in _IN_PLACE_METHODS.items():
-        setattr(cls, name, _refusing_method(name, fix))
+        setattr(cls, name, _refusing_method(name, _IN_PLACE, fix))
     for name, fix in _MEMORY_METHODS.items():
-        setattr(cls, name, _memory_method(name, fix))
+        setattr(cls, name, _refusing_method(name, _READS_MEMORY, fix))
     cls.sort = _sort_in_place
     cls.partition = _partition_in_place
     cls.argpartition = lambda self, *a, **k: np.argpartition(self, *a, **k)
